@@ -1,0 +1,54 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+/// Our own targets build with warnings as errors; dependencies keep their own settings.
+let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
+
+let package = Package(
+    name: "Larder",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "larder", targets: ["larder"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+    ],
+    targets: [
+        // C libraries from Debian's -dev packages; each is imported by exactly one Swift module.
+        .systemLibrary(name: "CLibevent", pkgConfig: "libevent_core",
+                       providers: [.apt(["libevent-dev"])]),
+        .systemLibrary(name: "CLMDB", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+
+        // Pure: HTTP/1.1 framing over bytes, no I/O.
+        .target(name: "HTTPWire", swiftSettings: strict),
+        // Thin wrappers over libevent (and OpenSSL bufferevents).
+        .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL"], swiftSettings: strict),
+        // LMDB environment wrapper; the cache proper arrives with the cache issue.
+        .target(name: "CacheStore", dependencies: ["CLMDB"], swiftSettings: strict),
+        // The outbound session client, modelled on NSURLSession.
+        .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
+        // Configuration: YAML file, environment, defaults, validation.
+        .target(name: "LarderConfig", dependencies: ["Yams"], swiftSettings: strict),
+        // Client connections, routing, forwarding, tunnels.
+        .target(name: "ProxyServer",
+                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CacheStore", "LarderConfig",
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: strict),
+        .executableTarget(name: "larder",
+                          dependencies: ["ProxyServer", "LarderConfig",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                         .product(name: "Logging", package: "swift-log")],
+                          swiftSettings: strict),
+
+        .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"], swiftSettings: strict),
+        .testTarget(name: "LarderConfigTests", dependencies: ["LarderConfig"], swiftSettings: strict),
+        .testTarget(name: "SessionClientTests", dependencies: ["SessionClient", "EventLoop", "HTTPWire"],
+                    swiftSettings: strict),
+        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore"], swiftSettings: strict),
+        .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient"],
+                    swiftSettings: strict),
+    ]
+)

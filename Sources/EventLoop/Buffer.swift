@@ -1,0 +1,73 @@
+@preconcurrency import CLibevent
+import Glibc
+
+/// A view of a libevent buffer (a stream's input or output). Cheap to copy; valid while its stream lives.
+public struct Buffer {
+    let raw: OpaquePointer
+
+    init(_ raw: OpaquePointer) { self.raw = raw }
+
+    /// Bytes currently held.
+    public var count: Int { evbuffer_get_length(raw) }
+
+    /// Calls `body` with the first `min(count, maxBytes)` bytes made contiguous (may copy inside libevent).
+    public func withContiguousPrefix<R, E: Error>(maxBytes: Int,
+                                                  _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        let n = min(count, maxBytes)
+        if n == 0 { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        let p = evbuffer_pullup(raw, n)
+        return try body(UnsafeRawBufferPointer(start: p, count: n))
+    }
+
+    /// Calls `body` with the first contiguous segment (no copy); it may be shorter than `count`.
+    public func withFirstSegment<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        var vec = iovec()
+        let got = evbuffer_peek(raw, -1, nil, &vec, 1)
+        if got < 1 { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return try body(UnsafeRawBufferPointer(start: vec.iov_base, count: vec.iov_len))
+    }
+
+    /// Drops the first `n` bytes.
+    public func drain(_ n: Int) { evbuffer_drain(raw, n) }
+
+    public func append(_ bytes: UnsafeRawBufferPointer) {
+        if let base = bytes.baseAddress, bytes.count > 0 { evbuffer_add(raw, base, bytes.count) }
+    }
+
+    public func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
+    }
+
+    public func append(_ text: StaticString) {
+        evbuffer_add(raw, text.utf8Start, text.utf8CodeUnitCount)
+    }
+
+    public func append(_ text: String) {
+        var t = text
+        t.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Moves the first `n` bytes of `source` to the end of this buffer without copying payload.
+    public func move(_ n: Int, from source: Buffer) {
+        evbuffer_remove_buffer(source.raw, raw, n)
+    }
+
+    /// Moves everything from `source` to the end of this buffer.
+    public func moveAll(from source: Buffer) {
+        evbuffer_add_buffer(raw, source.raw)
+    }
+
+    /// Offset of the first occurrence of `needle`, if any.
+    public func firstIndex(of needle: StaticString) -> Int? {
+        let pos = evbuffer_search(raw, needle.utf8Start, needle.utf8CodeUnitCount, nil)
+        return pos.pos < 0 ? nil : pos.pos
+    }
+
+    /// Copies the whole buffer out (tests and small messages only).
+    public func copyBytes() -> [UInt8] {
+        let n = count
+        var out = [UInt8](repeating: 0, count: n)
+        out.withUnsafeMutableBytes { _ = evbuffer_copyout(raw, $0.baseAddress, n) }
+        return out
+    }
+}

@@ -1,0 +1,85 @@
+@preconcurrency import CLibevent
+import Glibc
+
+/// An IPv4 or IPv6 socket address.
+public struct SocketAddress: Sendable, CustomStringConvertible {
+    var storage = sockaddr_storage()
+    var length: socklen_t = 0
+
+    init(_ addr: UnsafePointer<sockaddr>, length: socklen_t) {
+        withUnsafeMutableBytes(of: &storage) { dst in
+            dst.copyMemory(from: UnsafeRawBufferPointer(start: addr, count: Int(length)))
+        }
+        self.length = length
+    }
+
+    /// Parses a numeric IPv4 or IPv6 address (no brackets); nil if `host` is a name.
+    public init?(ipLiteral host: String, port: Int) {
+        var v4 = sockaddr_in()
+        if inet_pton(AF_INET, host, &v4.sin_addr) == 1 {
+            v4.sin_family = sa_family_t(AF_INET)
+            v4.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+            withUnsafeMutableBytes(of: &storage) { dst in
+                withUnsafeBytes(of: v4) { dst.copyMemory(from: $0) }
+            }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            return
+        }
+        var v6 = sockaddr_in6()
+        if inet_pton(AF_INET6, host, &v6.sin6_addr) == 1 {
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+            withUnsafeMutableBytes(of: &storage) { dst in
+                withUnsafeBytes(of: v6) { dst.copyMemory(from: $0) }
+            }
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            return
+        }
+        return nil
+    }
+
+    /// The address of a bound or connected socket.
+    static func local(of fd: Int32) -> SocketAddress? {
+        var ss = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let rc = withUnsafeMutablePointer(to: &ss) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        guard rc == 0 else { return nil }
+        return withUnsafePointer(to: &ss) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: len) }
+        }
+    }
+
+    func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        withUnsafePointer(to: storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }
+        }
+    }
+
+    public var isIPv6: Bool { Int32(storage.ss_family) == AF_INET6 }
+
+    public var port: Int {
+        withUnsafeBytes(of: storage) { raw in
+            if isIPv6 { return Int(UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port)) }
+            return Int(UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port))
+        }
+    }
+
+    /// The numeric host, without brackets.
+    public var host: String {
+        var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        withUnsafeBytes(of: storage) { raw in
+            if isIPv6 {
+                var a = raw.load(as: sockaddr_in6.self).sin6_addr
+                _ = inet_ntop(AF_INET6, &a, &buf, socklen_t(buf.count))
+            } else {
+                var a = raw.load(as: sockaddr_in.self).sin_addr
+                _ = inet_ntop(AF_INET, &a, &buf, socklen_t(buf.count))
+            }
+        }
+        return buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    public var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}

@@ -1,0 +1,144 @@
+// Byte classes and small byte helpers shared by the parsers. Everything here works on single
+// bytes or raw buffers; no String, no allocation.
+
+let asciiCR: UInt8 = 0x0D
+let asciiLF: UInt8 = 0x0A
+let asciiSP: UInt8 = 0x20
+let asciiHTAB: UInt8 = 0x09
+let asciiColon: UInt8 = 0x3A
+let asciiComma: UInt8 = 0x2C
+let asciiSemicolon: UInt8 = 0x3B
+let asciiEquals: UInt8 = 0x3D
+let asciiQuote: UInt8 = 0x22
+let asciiBackslash: UInt8 = 0x5C
+
+/// `tchar` (RFC 9110 §5.6.2) as two 64-bit masks over 0..<128:
+/// "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA.
+let tcharMaskLow: UInt64 = 0x03FF_6CFA_0000_0000
+let tcharMaskHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+
+@inline(__always)
+func isTchar(_ b: UInt8) -> Bool {
+    if b < 64 { return (tcharMaskLow >> UInt64(b)) & 1 != 0 }
+    if b < 128 { return (tcharMaskHigh >> UInt64(b &- 64)) & 1 != 0 }
+    return false
+}
+
+@inline(__always)
+func isOWS(_ b: UInt8) -> Bool { b == asciiSP || b == asciiHTAB }
+
+@inline(__always)
+func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
+
+/// ASCII lowercase; other bytes unchanged.
+@inline(__always)
+func asciiLower(_ b: UInt8) -> UInt8 { b &- 0x41 < 26 ? b | 0x20 : b }
+
+/// The value of a hex digit, or nil.
+@inline(__always)
+func hexValue(_ b: UInt8) -> Int? {
+    if b &- 0x30 < 10 { return Int(b &- 0x30) }
+    let l = b | 0x20
+    if l &- 0x61 < 6 { return Int(l &- 0x61) + 10 }
+    return nil
+}
+
+/// Field-value byte (RFC 9110 §5.5): VCHAR or obs-text; SP and HTAB handled by callers.
+@inline(__always)
+func isFieldVChar(_ b: UInt8) -> Bool { b > 0x20 && b != 0x7F }
+
+/// Whether `buffer[start..<end]` equals `literal`, ASCII case-insensitively on both sides.
+@inline(__always)
+func equalsIgnoringCase(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
+    let count = end - start
+    guard count == literal.utf8CodeUnitCount else { return false }
+    return literal.withUTF8Buffer { lit in
+        var i = 0
+        while i < count {
+            if asciiLower(buffer[start + i]) != asciiLower(lit[i]) { return false }
+            i += 1
+        }
+        return true
+    }
+}
+
+/// Walks a comma-separated list (RFC 9110 §5.6.1) in `buffer[start..<end]`, calling `body` with each
+/// non-empty element's bounds, surrounding whitespace removed. `body` returns false to stop early.
+@inline(__always)
+func forEachListElement(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int,
+                        _ body: (Int, Int) -> Bool) {
+    var i = start
+    while i < end {
+        while i < end, isOWS(buffer[i]) || buffer[i] == asciiComma { i += 1 }
+        if i >= end { return }
+        let elementStart = i
+        var lastNonWS = i
+        while i < end, buffer[i] != asciiComma {
+            if !isOWS(buffer[i]) { lastNonWS = i + 1 }
+            i += 1
+        }
+        if !body(elementStart, lastNonWS) { return }
+    }
+}
+
+/// Whether the list in `buffer[start..<end]` has an element equal to `token` (case-insensitive).
+@inline(__always)
+func listContains(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ token: StaticString) -> Bool {
+    var found = false
+    forEachListElement(buffer, start, end) { s, e in
+        if equalsIgnoringCase(buffer, s, e, token) { found = true; return false }
+        return true
+    }
+    return found
+}
+
+/// Whether the list in `buffer[start..<end]` has an element equal (case-insensitively) to the bytes
+/// `other[otherStart..<otherEnd]`.
+func listContains(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int,
+                  bytes other: UnsafeRawBufferPointer, _ otherStart: Int, _ otherEnd: Int) -> Bool {
+    let count = otherEnd - otherStart
+    var found = false
+    forEachListElement(buffer, start, end) { s, e in
+        guard e - s == count else { return true }
+        var k = 0
+        while k < count {
+            if asciiLower(buffer[s + k]) != asciiLower(other[otherStart + k]) { return true }
+            k += 1
+        }
+        found = true
+        return false
+    }
+    return found
+}
+
+/// Parses `1*DIGIT` in `buffer[start..<end]` as a length no larger than 2^62; nil otherwise.
+@inline(__always)
+func parseDecimalLength(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int? {
+    guard end > start else { return nil }
+    let limit = 1 << 62
+    var value = 0
+    var i = start
+    while i < end {
+        let b = buffer[i]
+        guard isDigit(b) else { return nil }
+        let d = Int(b &- 0x30)
+        if value > (limit - d) / 10 { return nil }
+        value = value * 10 + d
+        i += 1
+    }
+    return value
+}
+
+/// Whether `buffer[start...]` begins with exactly the bytes of `literal` (case-sensitive); the caller
+/// has checked that enough bytes follow `start`.
+@inline(__always)
+func equalsExactly(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ literal: StaticString) -> Bool {
+    literal.withUTF8Buffer { lit in
+        var i = 0
+        while i < lit.count {
+            if buffer[start + i] != lit[i] { return false }
+            i += 1
+        }
+        return true
+    }
+}

@@ -1,0 +1,104 @@
+/// The raw bytes of a head and the field lines found in it. Storage is reused between messages
+/// on one connection (`removeAll(keepingCapacity:)`), so steady-state parsing allocates nothing.
+public struct HeaderBlock: Sendable {
+    /// A copy of the head's bytes; every `ByteRange` of the head points into it.
+    public internal(set) var storage: [UInt8]
+    /// Field lines in order of appearance.
+    public internal(set) var fields: [HeaderField]
+
+    public init() {
+        storage = []
+        fields = []
+    }
+
+    public var count: Int { fields.count }
+
+    /// Calls `body` with the bytes of `range` (valid only inside the call).
+    public func withBytes<R>(_ range: ByteRange, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try storage.withUnsafeBytes { all in
+            try body(UnsafeRawBufferPointer(rebasing: all[range.start..<(range.start + range.count)]))
+        }
+    }
+
+    /// Whether field `index` has the given name, compared ASCII case-insensitively.
+    public func nameEquals(at index: Int, _ name: StaticString) -> Bool {
+        let range = fields[index].name
+        return storage.withUnsafeBytes { all in
+            equalsIgnoringCase(all, range.start, range.start + range.count, name)
+        }
+    }
+
+    /// The index of the first field with that name (ASCII case-insensitive), if any.
+    public func firstIndex(of name: StaticString) -> Int? {
+        storage.withUnsafeBytes { all -> Int? in
+            for (i, field) in fields.enumerated()
+            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
+                return i
+            }
+            return nil
+        }
+    }
+
+    /// Whether any field with that name carries `token` in its comma-separated list
+    /// (ASCII case-insensitive, optional whitespace around elements), e.g. `Connection: keep-alive, Upgrade`.
+    public func containsToken(_ token: StaticString, inFieldsNamed name: StaticString) -> Bool {
+        storage.withUnsafeBytes { all in
+            for field in fields
+            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
+                if listContains(all, field.value.start, field.value.start + field.value.count, token) { return true }
+            }
+            return false
+        }
+    }
+
+    /// RFC 9110 §7.6.1: whether field `index` is hop-by-hop: Connection, Keep-Alive, Proxy-Connection,
+    /// Proxy-Authenticate, Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade, or a name listed
+    /// in any Connection field of this head.
+    public func isHopByHop(at index: Int) -> Bool {
+        let name = fields[index].name
+        return storage.withUnsafeBytes { all in
+            let s = name.start
+            let e = s + name.count
+            switch name.count {
+            case 2:
+                if equalsIgnoringCase(all, s, e, "te") { return true }
+            case 7:
+                if equalsIgnoringCase(all, s, e, "trailer") || equalsIgnoringCase(all, s, e, "upgrade") { return true }
+            case 10:
+                if equalsIgnoringCase(all, s, e, "connection") || equalsIgnoringCase(all, s, e, "keep-alive") {
+                    return true
+                }
+            case 16:
+                if equalsIgnoringCase(all, s, e, "proxy-connection") { return true }
+            case 17:
+                if equalsIgnoringCase(all, s, e, "transfer-encoding") { return true }
+            case 18:
+                if equalsIgnoringCase(all, s, e, "proxy-authenticate") { return true }
+            case 19:
+                if equalsIgnoringCase(all, s, e, "proxy-authorization") { return true }
+            default:
+                break
+            }
+            for field in fields
+            where field.name.count == 10
+                && equalsIgnoringCase(all, field.name.start, field.name.start + 10, "connection") {
+                let v = field.value
+                if listContains(all, v.start, v.start + v.count, bytes: all, s, e) { return true }
+            }
+            return false
+        }
+    }
+
+    /// Name of field `index` as a String (for logs and configuration code, not the hot path).
+    public func nameString(at index: Int) -> String {
+        withBytes(fields[index].name) { String(decoding: $0, as: UTF8.self) }
+    }
+    /// Value of field `index` as a String (for logs and configuration code, not the hot path).
+    public func valueString(at index: Int) -> String {
+        withBytes(fields[index].value) { String(decoding: $0, as: UTF8.self) }
+    }
+    /// Value of the first field with that name as a String, if any.
+    public func value(of name: StaticString) -> String? {
+        firstIndex(of: name).map { valueString(at: $0) }
+    }
+}

@@ -1,0 +1,150 @@
+/// Builds heads and chunk framing into a reusable byte array without `String`.
+public struct MessageWriter: Sendable {
+    public private(set) var bytes: [UInt8]
+
+    public init(capacity: Int = 1_024) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// Empties the writer, keeping its capacity.
+    public mutating func reset() { bytes.removeAll(keepingCapacity: true) }
+
+    public mutating func append(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+    public mutating func append(_ raw: UnsafeRawBufferPointer) { bytes.append(contentsOf: raw) }
+    public mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
+    public mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
+
+    /// Decimal digits of `value`, with a leading `-` when negative.
+    public mutating func appendDecimal(_ value: Int) {
+        if value < 0 { bytes.append(0x2D) }
+        appendDigits(value.magnitude, radix: 10)
+    }
+
+    /// Lowercase hex digits of `value` (no prefix); `value` must not be negative.
+    public mutating func appendHex(_ value: Int) {
+        precondition(value >= 0, "appendHex of a negative value")
+        appendDigits(value.magnitude, radix: 16)
+    }
+
+    private mutating func appendDigits(_ value: UInt, radix: UInt) {
+        // Longest: 20 decimal digits of UInt64.
+        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &scratch) { buf in
+            var v = value
+            var i = buf.count
+            repeat {
+                let d = UInt8(truncatingIfNeeded: v % radix)
+                i -= 1
+                buf[i] = d < 10 ? 0x30 &+ d : 0x61 &+ (d &- 10)
+                v /= radix
+            } while v > 0
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
+        }
+    }
+
+    /// `name: value\r\n`.
+    public mutating func appendField(_ name: StaticString, _ value: StaticString) {
+        append(name)
+        append(": ")
+        append(value)
+        append("\r\n")
+    }
+    /// Copies field `index` of `headers` as it arrived: `name: value\r\n`.
+    public mutating func appendField(at index: Int, of headers: HeaderBlock) {
+        let field = headers.fields[index]
+        headers.withBytes(field.name) { append($0) }
+        append(": ")
+        headers.withBytes(field.value) { append($0) }
+        append("\r\n")
+    }
+
+    /// `HTTP/1.1 <status> <reason>\r\n`.
+    public mutating func appendStatusLine(_ status: Int, reason: StaticString) {
+        append("HTTP/1.1 ")
+        appendDecimal(status)
+        append(" ")
+        append(reason)
+        append("\r\n")
+    }
+
+    /// Chunked coding: `<hex size>\r\n` before a chunk of `size` bytes (size > 0).
+    public mutating func appendChunkHeader(size: Int) {
+        appendHex(size)
+        append("\r\n")
+    }
+}
+
+/// Fixed framing bytes of the chunked coding.
+public enum ChunkedFraming {
+    /// Follows each chunk's data.
+    public static let chunkEnd: StaticString = "\r\n"
+    /// The last chunk with an empty trailer section.
+    public static let lastChunk: StaticString = "0\r\n\r\n"
+}
+
+/// The reason phrase we write for a status code we generate (unknown codes get "Unknown").
+/// Phrases are those of RFC 9110 §15 (and RFC 8297, RFC 6585, RFC 7725, RFC 4918 where they define the code).
+public func reasonPhrase(for status: Int) -> StaticString {
+    switch status {
+    case 100: return "Continue"
+    case 101: return "Switching Protocols"
+    case 102: return "Processing"
+    case 103: return "Early Hints"
+    case 200: return "OK"
+    case 201: return "Created"
+    case 202: return "Accepted"
+    case 203: return "Non-Authoritative Information"
+    case 204: return "No Content"
+    case 205: return "Reset Content"
+    case 206: return "Partial Content"
+    case 300: return "Multiple Choices"
+    case 301: return "Moved Permanently"
+    case 302: return "Found"
+    case 303: return "See Other"
+    case 304: return "Not Modified"
+    case 305: return "Use Proxy"
+    case 306: return "Unused"
+    case 307: return "Temporary Redirect"
+    case 308: return "Permanent Redirect"
+    case 400: return "Bad Request"
+    case 401: return "Unauthorized"
+    case 402: return "Payment Required"
+    case 403: return "Forbidden"
+    case 404: return "Not Found"
+    case 405: return "Method Not Allowed"
+    case 406: return "Not Acceptable"
+    case 407: return "Proxy Authentication Required"
+    case 408: return "Request Timeout"
+    case 409: return "Conflict"
+    case 410: return "Gone"
+    case 411: return "Length Required"
+    case 412: return "Precondition Failed"
+    case 413: return "Content Too Large"
+    case 414: return "URI Too Long"
+    case 415: return "Unsupported Media Type"
+    case 416: return "Range Not Satisfiable"
+    case 417: return "Expectation Failed"
+    case 418: return "I'm a teapot"
+    case 421: return "Misdirected Request"
+    case 422: return "Unprocessable Content"
+    case 423: return "Locked"
+    case 424: return "Failed Dependency"
+    case 425: return "Too Early"
+    case 426: return "Upgrade Required"
+    case 428: return "Precondition Required"
+    case 429: return "Too Many Requests"
+    case 431: return "Request Header Fields Too Large"
+    case 451: return "Unavailable For Legal Reasons"
+    case 500: return "Internal Server Error"
+    case 501: return "Not Implemented"
+    case 502: return "Bad Gateway"
+    case 503: return "Service Unavailable"
+    case 504: return "Gateway Timeout"
+    case 505: return "HTTP Version Not Supported"
+    case 511: return "Network Authentication Required"
+    default: return "Unknown"
+    }
+}

@@ -1,0 +1,193 @@
+/// The four request-target forms of RFC 9112 §3.2.
+public enum RequestTargetForm: Sendable, Equatable {
+    /// `/path?query`
+    case origin
+    /// `http://host:port/path?query`
+    case absolute
+    /// `host:port` (CONNECT only)
+    case authority
+    /// `*` (OPTIONS only)
+    case asterisk
+}
+
+public enum URIScheme: Sendable, Equatable { case http, https }
+
+/// A request target taken apart. `host` is lowercased; IPv6 literals lose their brackets.
+public struct RequestTarget: Sendable, Equatable {
+    public var form: RequestTargetForm
+    /// Absolute form only (`.http` otherwise).
+    public var scheme: URIScheme
+    /// Empty for origin and asterisk forms.
+    public var host: [UInt8]
+    /// Explicit port, or the scheme's default (80/443); 0 for origin and asterisk forms.
+    public var port: Int
+    /// Whether the target named the port.
+    public var hasExplicitPort: Bool
+    /// Offset into the target bytes where path-and-query begins, or nil when there is none
+    /// (absolute form without a path means "/"; authority and asterisk forms have none).
+    public var pathOffset: Int?
+
+    public init(form: RequestTargetForm, scheme: URIScheme, host: [UInt8], port: Int,
+                hasExplicitPort: Bool, pathOffset: Int?) {
+        self.form = form; self.scheme = scheme; self.host = host; self.port = port
+        self.hasExplicitPort = hasExplicitPort; self.pathOffset = pathOffset
+    }
+
+    /// Parses `bytes` (the request-target of a request with `method`).
+    /// CONNECT requires authority form with a port; `*` only with OPTIONS; absolute form only with the
+    /// `http` and `https` schemes (others: `invalidTarget`); userinfo (`user@host`) is rejected.
+    public static func parse(_ bytes: UnsafeRawBufferPointer, method: HTTPMethod) throws(HTTPWireError) -> RequestTarget {
+        let n = bytes.count
+        guard n > 0 else { throw .invalidTarget }
+        for b in bytes where b &- 0x21 >= 0x5E { throw .invalidTarget }  // only 0x21...0x7E
+
+        if method == .connect {
+            // authority-form = uri-host ":" port (RFC 9112 §3.2.3); the port is required.
+            let authority = try parseAuthority(bytes, 0, n, defaultPort: nil)
+            guard authority.end == n else { throw .invalidTarget }
+            return RequestTarget(form: .authority, scheme: .http, host: authority.host, port: authority.port,
+                                 hasExplicitPort: true, pathOffset: nil)
+        }
+        if bytes[0] == 0x2F {  // "/"
+            return RequestTarget(form: .origin, scheme: .http, host: [], port: 0, hasExplicitPort: false,
+                                 pathOffset: 0)
+        }
+        if n == 1, bytes[0] == 0x2A {  // "*"
+            guard method == .options else { throw .invalidTarget }
+            return RequestTarget(form: .asterisk, scheme: .http, host: [], port: 0, hasExplicitPort: false,
+                                 pathOffset: nil)
+        }
+        // absolute-form, http and https only (RFC 9112 §3.2.2).
+        let scheme: URIScheme
+        let authorityStart: Int
+        if n >= 7, equalsIgnoringCase(bytes, 0, 7, "http://") {
+            scheme = .http
+            authorityStart = 7
+        } else if n >= 8, equalsIgnoringCase(bytes, 0, 8, "https://") {
+            scheme = .https
+            authorityStart = 8
+        } else {
+            throw .invalidTarget  // other schemes, and authority-form without CONNECT
+        }
+        var authorityEnd = authorityStart
+        while authorityEnd < n, bytes[authorityEnd] != 0x2F, bytes[authorityEnd] != 0x3F { authorityEnd += 1 }
+        let authority = try parseAuthority(bytes, authorityStart, authorityEnd,
+                                           defaultPort: scheme == .https ? 443 : 80)
+        guard authority.end == authorityEnd else { throw .invalidTarget }
+        return RequestTarget(form: .absolute, scheme: scheme, host: authority.host, port: authority.port,
+                             hasExplicitPort: authority.explicitPort,
+                             pathOffset: authorityEnd < n ? authorityEnd : nil)
+    }
+
+    private struct Authority {
+        var host: [UInt8]
+        var port: Int
+        var explicitPort: Bool
+        var end: Int
+    }
+
+    /// `host [":" port]` in `bytes[start..<end]`: an IP-literal in brackets or a reg-name restricted to
+    /// ALPHA / DIGIT / "-" / "." / "_" / "~" (no userinfo, no percent-encoding, no sub-delims).
+    /// Without `defaultPort` the port is required.
+    private static func parseAuthority(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int,
+                                       defaultPort: Int?) throws(HTTPWireError) -> Authority {
+        var i = start
+        var host: [UInt8] = []
+        if i < end, bytes[i] == 0x5B {  // "["
+            i += 1
+            let literalStart = i
+            while i < end, bytes[i] != 0x5D { i += 1 }
+            guard i < end, isIPv6Address(bytes, literalStart, i) else { throw .invalidTarget }
+            host.reserveCapacity(i - literalStart)
+            for k in literalStart..<i { host.append(asciiLower(bytes[k])) }
+            i += 1
+        } else {
+            let nameStart = i
+            while i < end, bytes[i] != asciiColon {
+                let b = bytes[i]
+                let ok = b &- 0x61 < 26 || b &- 0x41 < 26 || isDigit(b) || b == 0x2D || b == 0x2E || b == 0x5F || b == 0x7E
+                guard ok else { throw .invalidTarget }  // "@" (userinfo) lands here too
+                i += 1
+            }
+            guard i > nameStart else { throw .invalidTarget }
+            host.reserveCapacity(i - nameStart)
+            for k in nameStart..<i { host.append(asciiLower(bytes[k])) }
+        }
+        if i == end {
+            guard let port = defaultPort else { throw .invalidTarget }
+            return Authority(host: host, port: port, explicitPort: false, end: i)
+        }
+        guard bytes[i] == asciiColon else { throw .invalidTarget }
+        i += 1
+        let portStart = i
+        var port = 0
+        while i < end, isDigit(bytes[i]) {
+            port = port * 10 + Int(bytes[i] &- 0x30)
+            guard port <= 65_535 else { throw .invalidTarget }
+            i += 1
+        }
+        guard i > portStart, port > 0 else { throw .invalidTarget }
+        return Authority(host: host, port: port, explicitPort: true, end: i)
+    }
+
+    /// RFC 3986 §3.2.2 IPv6address (without zone identifiers or IPvFuture).
+    private static func isIPv6Address(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Bool {
+        var i = start
+        var groups = 0
+        var sawDoubleColon = false
+        if end - start >= 2, bytes[start] == asciiColon, bytes[start + 1] == asciiColon {
+            sawDoubleColon = true
+            i += 2
+            if i == end { return true }  // "::"
+        } else if i < end, bytes[i] == asciiColon {
+            return false
+        }
+        while i < end {
+            // One group: 1-4 hex digits, or a dotted IPv4 address as the last two groups.
+            let groupStart = i
+            while i < end, hexValue(bytes[i]) != nil { i += 1 }
+            if i < end, bytes[i] == 0x2E {
+                guard isIPv4Address(bytes, groupStart, end) else { return false }
+                groups += 2
+                i = end
+                break
+            }
+            let digits = i - groupStart
+            guard digits >= 1, digits <= 4 else { return false }
+            groups += 1
+            if i == end { break }
+            guard bytes[i] == asciiColon else { return false }
+            i += 1
+            if i < end, bytes[i] == asciiColon {
+                guard !sawDoubleColon else { return false }
+                sawDoubleColon = true
+                i += 1
+                if i == end { break }
+            } else if i == end {
+                return false  // trailing single ":"
+            }
+        }
+        return sawDoubleColon ? groups <= 7 : groups == 8
+    }
+
+    private static func isIPv4Address(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Bool {
+        var i = start
+        for part in 0..<4 {
+            let partStart = i
+            var value = 0
+            while i < end, isDigit(bytes[i]), i - partStart < 3 {
+                value = value * 10 + Int(bytes[i] &- 0x30)
+                i += 1
+            }
+            guard i > partStart, value <= 255 else { return false }
+            if part < 3 {
+                guard i < end, bytes[i] == 0x2E else { return false }
+                i += 1
+            }
+        }
+        return i == end
+    }
+
+    /// `host` as a String (for DNS, logs).
+    public var hostString: String { String(decoding: host, as: UTF8.self) }
+}

@@ -1,0 +1,97 @@
+/// Everything Larder can be told, with the built-in defaults. `Config/larder.yaml` documents each key;
+/// the loader fills this from the file, then `LARDER_…` environment variables, then command-line flags.
+public struct Config: Sendable, Equatable {
+    /// `host:port` pairs the proxy listens on (`listen`). Port 0 picks a free port (logged).
+    public var listen: [Endpoint] = [Endpoint(host: "127.0.0.1", port: 3128)]
+    /// Admin endpoint listener (`admin_listen`); nil disables it.
+    public var adminListen: Endpoint? = Endpoint(host: "127.0.0.1", port: 9090)
+    /// Event-loop threads (`workers`); 0 means one per core.
+    public var workers: Int = 0
+    /// Directory holding the LMDB cache (`cache_dir`).
+    public var cacheDirectory: String = "larder-cache"
+    /// How long in-flight requests may take to finish after SIGTERM/SIGINT (`shutdown_grace`), seconds.
+    public var shutdownGrace: Double = 10
+    /// Reverse (accelerator) mode: origin-form requests go here (`reverse_origin`), e.g. `http://127.0.0.1:8080`.
+    public var reverseOrigin: OriginURL? = nil
+    /// Ports CONNECT may reach (`connect_ports`).
+    public var connectPorts: [Int] = [443]
+    /// Name this proxy gives itself in `Via` (`via_name`).
+    public var viaName: String = "larder"
+    /// Operational log level (`log_level`): trace, debug, info, notice, warning, error, critical.
+    public var logLevel: String = "info"
+    /// Client-side limits (`limits.*`).
+    public var limits = Limits()
+    /// The outbound session client (`session.*`), named after NSURLSessionConfiguration.
+    public var session = Session()
+
+    public init() {}
+
+    public struct Limits: Sendable, Equatable {
+        /// `limits.max_head_bytes`: largest request head (431 beyond).
+        public var maxHeadBytes: Int = 65_536
+        /// `limits.max_header_count`: most header fields in a request (431 beyond).
+        public var maxHeaderCount: Int = 100
+        /// `limits.max_uri_bytes`: longest request line (414 beyond).
+        public var maxURIBytes: Int = 8_192
+        /// `limits.client_header_timeout`: seconds a client may take to send a whole request head.
+        public var clientHeaderTimeout: Double = 30
+        /// `limits.client_idle_timeout`: seconds an idle keep-alive client connection is kept.
+        public var clientIdleTimeout: Double = 60
+        /// `limits.max_response_head_bytes`: largest response head accepted from an origin (502 beyond).
+        public var maxResponseHeadBytes: Int = 65_536
+        public init() {}
+    }
+
+    public struct Session: Sendable, Equatable {
+        /// `session.http_additional_headers`: fields added to every outbound request that lacks them.
+        public var httpAdditionalHeaders: [HeaderPair] = []
+        /// `session.timeout_interval_for_request`: longest silence while waiting for origin bytes (504).
+        public var timeoutIntervalForRequest: Double = 60
+        /// `session.timeout_interval_for_resource`: longest whole exchange with an origin (504).
+        public var timeoutIntervalForResource: Double = 604_800
+        /// `session.connect_timeout`: longest TCP (and TLS) connection setup (504).
+        public var connectTimeout: Double = 10
+        /// `session.http_maximum_connections_per_host`: open connections per origin; excess requests queue FIFO.
+        public var httpMaximumConnectionsPerHost: Int = 64
+        /// `session.max_idle_connections_per_host`: idle keep-alive connections kept per origin.
+        public var maxIdleConnectionsPerHost: Int = 32
+        /// `session.idle_connection_timeout`: seconds an idle pooled origin connection is kept.
+        public var idleConnectionTimeout: Double = 60
+        /// `session.proxy`: parent proxy (connectionProxyDictionary), e.g. `http://proxy:3128`.
+        public var parentProxy: OriginURL? = nil
+        /// `session.tls_minimum_version`: "1.2" or "1.3".
+        public var tlsMinimumVersion: String = "1.2"
+        /// `session.tls_maximum_version`: "1.2" or "1.3".
+        public var tlsMaximumVersion: String = "1.3"
+        /// `session.ca_file`: PEM bundle to verify https origins; nil uses the system store.
+        public var caFile: String? = nil
+        /// `session.dns_servers`: name servers (`host:port`) to ask instead of /etc/resolv.conf's;
+        /// /etc/hosts is honoured either way.
+        public var dnsServers: [Endpoint] = []
+        public init() {}
+    }
+}
+
+/// `host:port` for listeners; IPv6 hosts are written `[::1]:3128` and stored without brackets.
+public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) { self.host = host; self.port = port }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// `http://host[:port]` or `https://host[:port]` with no path (origins and parent proxies).
+public struct OriginURL: Sendable, Equatable, CustomStringConvertible {
+    public var scheme: String
+    public var host: String
+    public var port: Int
+    public init(scheme: String, host: String, port: Int) { self.scheme = scheme; self.host = host; self.port = port }
+    public var description: String { "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+}
+
+/// One configured header field (order kept).
+public struct HeaderPair: Sendable, Equatable {
+    public var name: String
+    public var value: String
+    public init(name: String, value: String) { self.name = name; self.value = value }
+}

@@ -1,0 +1,275 @@
+import Yams
+
+/// One configuration key: its dotted name and how a YAML value sets it. The table below is the
+/// single list of keys; the loader, the environment overrides and the unknown-key check all use it.
+struct ConfigField: Sendable {
+    let key: String
+    let apply: @Sendable (inout Config, Node) throws(ValueError) -> Void
+
+    /// `LARDER_SESSION_CONNECT_TIMEOUT` for `session.connect_timeout`.
+    var environmentName: String {
+        "LARDER_" + key.uppercased().replacingDotsWithUnderscores()
+    }
+}
+
+enum ConfigSchema {
+    static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+    static let tlsVersions = ["1.2", "1.3"]
+
+    static let fields: [ConfigField] = [
+        ConfigField(key: "listen") { c, n throws(ValueError) in
+            let list = try endpoints(n)
+            guard !list.isEmpty else { throw ValueError("needs at least one HOST:PORT") }
+            c.listen = list
+        },
+        ConfigField(key: "admin_listen") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.adminListen = (s == nil || s == "off" || s == "false") ? nil : try ConfigLoader.parseEndpoint(s!)
+        },
+        ConfigField(key: "workers") { c, n throws(ValueError) in
+            c.workers = try integer(n, in: 0...256, what: "a thread count (0: one per core)")
+        },
+        ConfigField(key: "cache_dir") { c, n throws(ValueError) in
+            c.cacheDirectory = try nonEmpty(n)
+        },
+        ConfigField(key: "shutdown_grace") { c, n throws(ValueError) in
+            c.shutdownGrace = try duration(n)
+        },
+        ConfigField(key: "reverse_origin") { c, n throws(ValueError) in
+            c.reverseOrigin = try scalarOrNull(n).map { s throws(ValueError) in try ConfigLoader.parseOriginURL(s) }
+        },
+        ConfigField(key: "connect_ports") { c, n throws(ValueError) in
+            var ports: [Int] = []
+            for item in try list(n) { ports.append(try integer(item, in: 1...65_535, what: "a port")) }
+            c.connectPorts = ports
+        },
+        ConfigField(key: "via_name") { c, n throws(ValueError) in
+            let s = try nonEmpty(n)
+            guard s.allSatisfy({ $0.isASCII && $0 != " " && $0 != "," && !$0.isNewline }) else {
+                throw ValueError("must be a single token without spaces or commas, got \"\(s)\"")
+            }
+            c.viaName = s
+        },
+        ConfigField(key: "log_level") { c, n throws(ValueError) in
+            c.logLevel = try oneOf(n, logLevels)
+        },
+
+        ConfigField(key: "limits.max_head_bytes") { c, n throws(ValueError) in
+            c.limits.maxHeadBytes = try size(n, in: 1_024...16_777_216)
+        },
+        ConfigField(key: "limits.max_header_count") { c, n throws(ValueError) in
+            c.limits.maxHeaderCount = try integer(n, in: 1...10_000, what: "a field count")
+        },
+        ConfigField(key: "limits.max_uri_bytes") { c, n throws(ValueError) in
+            c.limits.maxURIBytes = try size(n, in: 64...1_048_576)
+        },
+        ConfigField(key: "limits.client_header_timeout") { c, n throws(ValueError) in
+            c.limits.clientHeaderTimeout = try positiveDuration(n)
+        },
+        ConfigField(key: "limits.client_idle_timeout") { c, n throws(ValueError) in
+            c.limits.clientIdleTimeout = try positiveDuration(n)
+        },
+        ConfigField(key: "limits.max_response_head_bytes") { c, n throws(ValueError) in
+            c.limits.maxResponseHeadBytes = try size(n, in: 1_024...16_777_216)
+        },
+
+        ConfigField(key: "session.http_additional_headers") { c, n throws(ValueError) in
+            c.session.httpAdditionalHeaders = try headers(n)
+        },
+        ConfigField(key: "session.timeout_interval_for_request") { c, n throws(ValueError) in
+            c.session.timeoutIntervalForRequest = try positiveDuration(n)
+        },
+        ConfigField(key: "session.timeout_interval_for_resource") { c, n throws(ValueError) in
+            c.session.timeoutIntervalForResource = try positiveDuration(n)
+        },
+        ConfigField(key: "session.connect_timeout") { c, n throws(ValueError) in
+            c.session.connectTimeout = try positiveDuration(n)
+        },
+        ConfigField(key: "session.http_maximum_connections_per_host") { c, n throws(ValueError) in
+            c.session.httpMaximumConnectionsPerHost = try integer(n, in: 1...100_000, what: "a connection count")
+        },
+        ConfigField(key: "session.max_idle_connections_per_host") { c, n throws(ValueError) in
+            c.session.maxIdleConnectionsPerHost = try integer(n, in: 0...100_000, what: "a connection count")
+        },
+        ConfigField(key: "session.idle_connection_timeout") { c, n throws(ValueError) in
+            c.session.idleConnectionTimeout = try positiveDuration(n)
+        },
+        ConfigField(key: "session.proxy") { c, n throws(ValueError) in
+            let url = try scalarOrNull(n).map { s throws(ValueError) in try ConfigLoader.parseOriginURL(s) }
+            if let url, url.scheme != "http" {
+                throw ValueError("a parent proxy is reached over plain http://, got \"\(url)\"")
+            }
+            c.session.parentProxy = url
+        },
+        ConfigField(key: "session.tls_minimum_version") { c, n throws(ValueError) in
+            c.session.tlsMinimumVersion = try oneOf(n, tlsVersions)
+        },
+        ConfigField(key: "session.tls_maximum_version") { c, n throws(ValueError) in
+            c.session.tlsMaximumVersion = try oneOf(n, tlsVersions)
+        },
+        ConfigField(key: "session.ca_file") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.session.caFile = (s?.isEmpty ?? true) ? nil : s
+        },
+        ConfigField(key: "session.dns_servers") { c, n throws(ValueError) in
+            var servers: [Endpoint] = []
+            for item in try list(n) {
+                let text = try scalar(item)
+                // A bare address (IPv4, IPv6 or name) means the standard DNS port.
+                let hasPort = text.hasPrefix("[") || text.filter({ $0 == ":" }).count == 1
+                let e = hasPort ? try ConfigLoader.parseEndpoint(text) : Endpoint(host: text, port: 53)
+                guard e.port != 0 else { throw ValueError("port 0 is not a valid DNS server port in \"\(text)\"") }
+                servers.append(e)
+            }
+            c.session.dnsServers = servers
+        },
+    ]
+
+    /// Keys that hold a mapping of further keys rather than a value.
+    static let sections: Set<String> = ["limits", "session"]
+
+    static let byKey: [String: ConfigField] = Dictionary(uniqueKeysWithValues: fields.map { ($0.key, $0) })
+
+    /// Checks that hold between keys rather than within one.
+    static func crossChecks(_ c: Config) -> [(key: String, message: String)] {
+        var out: [(key: String, message: String)] = []
+        if c.session.tlsMinimumVersion > c.session.tlsMaximumVersion {
+            out.append(("session.tls_minimum_version",
+                        "\(c.session.tlsMinimumVersion) is above tls_maximum_version \(c.session.tlsMaximumVersion)"))
+        }
+        if c.session.maxIdleConnectionsPerHost > c.session.httpMaximumConnectionsPerHost {
+            out.append(("session.max_idle_connections_per_host",
+                        "\(c.session.maxIdleConnectionsPerHost) is above http_maximum_connections_per_host \(c.session.httpMaximumConnectionsPerHost)"))
+        }
+        if c.limits.maxURIBytes > c.limits.maxHeadBytes {
+            out.append(("limits.max_uri_bytes",
+                        "\(c.limits.maxURIBytes) is above limits.max_head_bytes \(c.limits.maxHeadBytes)"))
+        }
+        return out
+    }
+
+    // MARK: value shapes
+
+    static func describe(_ n: Node) -> String {
+        switch n {
+        case .scalar(let s): return "\"\(s.string)\""
+        case .mapping: return "a mapping"
+        case .sequence: return "a list"
+        case .alias: return "an alias"
+        }
+    }
+
+    static func scalar(_ n: Node) throws(ValueError) -> String {
+        guard case .scalar(let s) = n else { throw ValueError("expected a single value, got \(describe(n))") }
+        return s.string
+    }
+
+    static func scalarOrNull(_ n: Node) throws(ValueError) -> String? {
+        let s = try scalar(n)
+        if s.isEmpty || (n.null != nil && (s == "~" || s.lowercased() == "null")) { return nil }
+        return s
+    }
+
+    static func nonEmpty(_ n: Node) throws(ValueError) -> String {
+        guard let s = try scalarOrNull(n), !s.isEmpty else { throw ValueError("must not be empty") }
+        return s
+    }
+
+    static func oneOf(_ n: Node, _ choices: [String]) throws(ValueError) -> String {
+        let s = try scalar(n)
+        guard choices.contains(s) else {
+            throw ValueError("expected one of \(choices.joined(separator: ", ")), got \"\(s)\"")
+        }
+        return s
+    }
+
+    static func integer(_ n: Node, in range: ClosedRange<Int>, what: String) throws(ValueError) -> Int {
+        let s = try scalar(n)
+        guard let v = Int(s.trimmingSpaces()) else { throw ValueError("expected \(what), got \"\(s)\"") }
+        guard range.contains(v) else {
+            throw ValueError("must be from \(range.lowerBound) to \(range.upperBound), got \(v)")
+        }
+        return v
+    }
+
+    static func duration(_ n: Node) throws(ValueError) -> Double {
+        try ConfigLoader.parseDuration(try scalar(n))
+    }
+
+    static func positiveDuration(_ n: Node) throws(ValueError) -> Double {
+        let d = try duration(n)
+        guard d > 0 else { throw ValueError("must be longer than zero") }
+        return d
+    }
+
+    static func size(_ n: Node, in range: ClosedRange<Int>) throws(ValueError) -> Int {
+        let v = try ConfigLoader.parseByteSize(try scalar(n))
+        guard range.contains(v) else {
+            throw ValueError("must be from \(range.lowerBound) to \(range.upperBound) bytes, got \(v)")
+        }
+        return v
+    }
+
+    /// A YAML list, or one scalar holding a comma-separated list (the environment's form).
+    static func list(_ n: Node) throws(ValueError) -> [Node] {
+        switch n {
+        case .sequence(let seq): return Array(seq)
+        case .scalar(let s):
+            if n.null != nil { return [] }
+            return s.string.split(separator: ",").map { Node(String($0.trimmingSpaces())) }
+        default: throw ValueError("expected a list, got \(describe(n))")
+        }
+    }
+
+    static func endpoints(_ n: Node) throws(ValueError) -> [Endpoint] {
+        var out: [Endpoint] = []
+        for item in try list(n) { out.append(try ConfigLoader.parseEndpoint(try scalar(item))) }
+        return out
+    }
+
+    /// A mapping `Name: value` (order kept), or a list of `"Name: value"` strings.
+    static func headers(_ n: Node) throws(ValueError) -> [HeaderPair] {
+        var pairs: [HeaderPair] = []
+        switch n {
+        case .mapping(let m):
+            for (k, v) in m { pairs.append(HeaderPair(name: try scalar(k), value: try scalar(v))) }
+        case .sequence, .scalar:
+            for item in try list(n) {
+                let s = try scalar(item)
+                guard let colon = s.firstIndex(of: ":") else {
+                    throw ValueError("expected \"Name: value\", got \"\(s)\"")
+                }
+                pairs.append(HeaderPair(name: String(s[..<colon].trimmingSpaces()),
+                                        value: String(s[s.index(after: colon)...].trimmingSpaces())))
+            }
+        case .alias:
+            throw ValueError("expected a mapping of header names to values, got an alias")
+        }
+        for p in pairs {
+            guard !p.name.isEmpty, p.name.utf8.allSatisfy(isTokenByte) else {
+                throw ValueError("\"\(p.name)\" is not a valid header field name")
+            }
+            guard !p.value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+                throw ValueError("the value of \(p.name) contains a line break or NUL")
+            }
+        }
+        return pairs
+    }
+
+    /// RFC 9110 tchar.
+    static func isTokenByte(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(b)
+        }
+    }
+}
+
+extension String {
+    func replacingDotsWithUnderscores() -> String {
+        String(self.map { $0 == "." ? "_" : $0 })
+    }
+}

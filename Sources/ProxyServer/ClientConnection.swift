@@ -1,0 +1,551 @@
+import EventLoop
+import HTTPWire
+import Logging
+import SessionClient
+
+/// One client connection: reads requests in order, answers each (forwarding it, tunnelling it, or
+/// locally), then reads the next. Pipelined requests simply wait in the input buffer until the
+/// previous response has been queued, which keeps responses in request order.
+final class ClientConnection: StreamDelegate, SessionTaskDelegate {
+    private enum State {
+        /// Waiting for (the rest of) a request head.
+        case readingHead
+        /// A request is being exchanged with an origin.
+        case exchanging
+        /// CONNECT: waiting for the upstream connection.
+        case connecting
+        /// Bytes pumped both ways; the tunnel owns the streams now.
+        case tunnel
+        /// The last response is being flushed; then the connection closes.
+        case closing
+        case closed
+    }
+
+    /// What is left of the current request's body.
+    private enum RequestBody {
+        case done
+        case contentLength(remaining: Int)
+        case chunked
+    }
+
+    private unowned let worker: Worker
+    private let stream: Stream
+    private let peer: SocketAddress
+    private var state = State.readingHead
+    private var request = RequestHead()
+    private var writer = MessageWriter(capacity: 2_048)
+    private var chunkWriter = MessageWriter(capacity: 16)
+    private var deadline: Timer?
+    private var deadlineIsForHead = false
+    private var inRequestLoop = false
+
+    // The current exchange.
+    private var task: SessionTask?
+    private var requestBody = RequestBody.done
+    private var bodyDecoder = ChunkedDecoder()
+    private var clientFraming = ClientFraming.none
+    private var responseHeadSent = false
+    private var keepAlive = true
+    private var continueSent = false
+    private var upgrading = false
+    private var responsePaused = false
+    private var upstreamName = ""
+    private var connectOpener: TunnelOpener?
+    private var tunnel: Tunnel?
+
+    /// Queued response bytes beyond which the origin is paused.
+    private static let outputHighWater = 1 << 20
+    /// Queued request-body bytes beyond which the client is paused.
+    private static let uploadHighWater = 512 * 1024
+
+    init(worker: Worker, stream: Stream, peer: SocketAddress) {
+        self.worker = worker
+        self.stream = stream
+        self.peer = peer
+    }
+
+    func start() {
+        stream.delegate = self
+        stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
+        stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
+        deadline = Timer(loop: worker.loop) { [unowned self] in self.deadlineReached() }
+        armDeadline(forHead: true)
+        stream.enableReading()
+    }
+
+    // MARK: - Stream events
+
+    func streamReadable(_ stream: Stream) {
+        switch state {
+        case .readingHead: processRequests()
+        case .exchanging: if case .done = requestBody { stream.disableReading() } else { pumpRequestBody() }
+        case .connecting, .closing: stream.disableReading()
+        case .tunnel, .closed: break
+        }
+    }
+
+    func streamDrained(_ stream: Stream) {
+        if state == .closing {
+            if stream.output.count == 0 { close() }
+            return
+        }
+        if responsePaused, stream.output.count <= ClientConnection.outputHighWater / 4 {
+            responsePaused = false
+            task?.resumeReading()
+        }
+    }
+
+    func stream(_ stream: Stream, event: StreamEvent) {
+        switch event {
+        case .connected:
+            return
+        case .endOfStream:
+            switch state {
+            case .exchanging:
+                if case .done = requestBody {
+                    // The client finished sending; let the response go out, then close.
+                    keepAlive = false
+                } else {
+                    worker.logger.debug("client \(peer) closed during upload to \(upstreamName)")
+                    close()
+                }
+            default:
+                close()
+            }
+        case .error, .timeout:
+            close()
+        }
+    }
+
+    // MARK: - Requests
+
+    private func processRequests() {
+        if inRequestLoop { return }
+        inRequestLoop = true
+        defer { inRequestLoop = false }
+        let input = stream.input
+        while state == .readingHead, input.count > 0 {
+            let limits = worker.settings.headLimits
+            let parsed: Int?
+            do {
+                parsed = try input.withContiguousPrefix(maxBytes: limits.maxHeadBytes) { bytes throws(HTTPWireError) in
+                    try RequestParser.parse(bytes, into: &request, limits: limits)
+                }
+            } catch {
+                reject(error.requestStatus, error.reason)
+                return
+            }
+            guard let length = parsed else {
+                if input.count >= limits.maxHeadBytes {
+                    reject(431, HTTPWireError.headTooLarge.reason)
+                } else if !deadlineIsForHead {
+                    armDeadline(forHead: true)
+                }
+                return
+            }
+            input.drain(length)
+            deadline?.cancel()
+            handleRequest()
+        }
+    }
+
+    private func handleRequest() {
+        keepAlive = request.keepAlive && !worker.draining
+        responseHeadSent = false
+        continueSent = false
+        upgrading = false
+        if request.method == .connect {
+            handleConnect()
+            return
+        }
+        let target: RequestTarget
+        switch parseTarget() {
+        case .success(let t): target = t
+        case .failure(let error):
+            reject(error.requestStatus, error.reason)
+            return
+        }
+        if request.method == .trace || request.method == .options,
+           let n = OutboundHead.maxForwards(request), n == 0 {
+            answerLocally()
+            return
+        }
+        switch target.form {
+        case .asterisk:
+            answerLocally()
+        case .authority:
+            reject(400, "authority-form target is only for CONNECT")
+        case .origin:
+            guard let reverse = worker.settings.reverseOrigin else {
+                reject(400, "origin-form request: Larder is a forward proxy; send an absolute URI "
+                       + "(http://host/path), or configure reverse_origin")
+                return
+            }
+            let route = OutboundHead.Route(scheme: reverse.scheme,
+                                           authority: authorityBytes(host: Array(reverse.host.utf8), port: reverse.port,
+                                                                     scheme: reverse.scheme),
+                                           absoluteForm: worker.session.usesParentProxy, keepClientHost: true)
+            forward(to: reverse, route: route, pathOffset: 0)
+        case .absolute:
+            if target.scheme == .https, worker.session.usesParentProxy {
+                respondAndContinue(501, "https:// requests through a parent proxy are not supported yet")
+                return
+            }
+            let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
+            let route = OutboundHead.Route(scheme: target.scheme,
+                                           authority: authorityBytes(host: target.host, port: target.port,
+                                                                     scheme: target.scheme),
+                                           absoluteForm: worker.session.usesParentProxy, keepClientHost: false)
+            forward(to: origin, route: route, pathOffset: target.pathOffset)
+        }
+    }
+
+    private func parseTarget() -> Result<RequestTarget, HTTPWireError> {
+        let method = request.method
+        return request.headers.withBytes(request.target) { bytes in
+            do throws(HTTPWireError) {
+                return .success(try RequestTarget.parse(bytes, method: method))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    private func forward(to origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) {
+        upgrading = request.upgradeRequested && request.version == .http11
+        writer.reset()
+        let targetRange = request.target
+        request.headers.withBytes(targetRange) { target in
+            let path = pathOffset.map { UnsafeRawBufferPointer(rebasing: target[$0...]) }
+                ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            OutboundHead.write(request, targetPath: path, route: route, viaName: worker.settings.viaName,
+                               additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
+                               upgrading: upgrading, into: &writer)
+        }
+        switch request.framing {
+        case .contentLength(let n) where n > 0: requestBody = .contentLength(remaining: n)
+        case .chunked:
+            requestBody = .chunked
+            bodyDecoder = ChunkedDecoder()
+        default: requestBody = .done
+        }
+        let hasBody: Bool
+        if case .done = requestBody { hasBody = false } else { hasBody = true }
+        let idempotent: Bool
+        switch request.method {
+        case .get, .head, .options, .trace, .put, .delete: idempotent = true
+        default: idempotent = false
+        }
+        upstreamName = origin.description
+        state = .exchanging
+        let t = worker.session.dataTask(origin: origin, method: request.method, head: writer.bytes,
+                                        hasBody: hasBody, isIdempotent: idempotent, delegate: self)
+        task = t
+        if hasBody { stream.enableReading() } else { stream.disableReading() }
+        t.resume()
+    }
+
+    private func handleConnect() {
+        let target: RequestTarget
+        switch parseTarget() {
+        case .success(let t): target = t
+        case .failure(let error):
+            reject(400, error.reason)
+            return
+        }
+        guard worker.settings.connectPorts.contains(target.port) else {
+            worker.logger.notice("403 CONNECT from \(peer) to \(target.hostString):\(target.port): port not allowed")
+            respondAndContinue(403, "CONNECT to port \(target.port) is not allowed")
+            return
+        }
+        state = .connecting
+        stream.disableReading()
+        upstreamName = "\(target.hostString):\(target.port)"
+        connectOpener = worker.session.openTunnel(host: target.hostString, port: target.port) { [unowned self] result in
+            self.connectOpener = nil
+            switch result {
+            case .success(let upstream):
+                self.stream.output.append(LocalResponse.connectEstablished)
+                self.startTunnel(upstream)
+            case .failure(let error):
+                self.worker.logger.warning("\(error.status) CONNECT from \(self.peer): \(error.message)")
+                self.writer.reset()
+                LocalResponse.error(error.status, error.message, close: true, into: &self.writer)
+                self.stream.output.append(self.writer.bytes)
+                self.closeWhenFlushed()
+            }
+        }
+    }
+
+    private func startTunnel(_ upstream: Stream) {
+        deadline?.cancel()
+        state = .tunnel
+        let t = Tunnel(stream, upstream) { [unowned self] in
+            self.state = .closed
+            self.tunnel = nil
+            self.worker.connectionClosed(self)
+        }
+        tunnel = t
+        t.start()
+    }
+
+    /// TRACE/OPTIONS with `Max-Forwards: 0`, and `OPTIONS *`.
+    private func answerLocally() {
+        if request.framing != .none {
+            // A body we would have to skip: simpler and safer to close after answering.
+            keepAlive = false
+        }
+        writer.reset()
+        if request.method == .trace {
+            LocalResponse.trace(request, close: !keepAlive, into: &writer)
+        } else {
+            LocalResponse.options(close: !keepAlive, into: &writer)
+        }
+        stream.output.append(writer.bytes)
+        finishExchange()
+    }
+
+    /// A request we refuse: answer with `status` and close (the rest of the stream cannot be trusted).
+    private func reject(_ status: Int, _ reason: String) {
+        worker.logger.notice("\(status) to \(peer): \(reason)")
+        writer.reset()
+        LocalResponse.error(status, reason, close: true, into: &writer)
+        stream.output.append(writer.bytes)
+        closeWhenFlushed()
+    }
+
+    /// A refusal after a well-formed head: the connection may go on if the request had no body.
+    private func respondAndContinue(_ status: Int, _ reason: String) {
+        if request.framing != .none { keepAlive = false }
+        writer.reset()
+        LocalResponse.error(status, reason, close: !keepAlive, headOnly: request.method == .head, into: &writer)
+        stream.output.append(writer.bytes)
+        finishExchange()
+    }
+
+    // MARK: - Request body
+
+    private func pumpRequestBody() {
+        guard let task, let out = task.bodyOutput else { return }
+        let input = stream.input
+        while true {
+            if out.count >= ClientConnection.uploadHighWater {
+                stream.disableReading()
+                return
+            }
+            switch requestBody {
+            case .done:
+                return
+            case .contentLength(let remaining):
+                let n = min(input.count, remaining)
+                if n == 0 {
+                    stream.enableReading()
+                    return
+                }
+                out.move(n, from: input)
+                if n == remaining { bodyFinished(task) } else { requestBody = .contentLength(remaining: remaining - n) }
+            case .chunked:
+                if input.count == 0 {
+                    stream.enableReading()
+                    return
+                }
+                let step: ChunkedDecoder.Step
+                do {
+                    step = try ChunkedFrontView.step(&bodyDecoder, input)
+                } catch {
+                    worker.logger.notice("400 to \(peer): request body: \(error.reason)")
+                    task.cancel()
+                    self.task = nil
+                    if responseHeadSent {
+                        abort()
+                    } else {
+                        reject(400, error.reason)
+                    }
+                    return
+                }
+                switch step {
+                case .needMore:
+                    stream.enableReading()
+                    return
+                case .framing(let n):
+                    input.drain(n)
+                case .data(let n):
+                    chunkWriter.reset()
+                    chunkWriter.appendChunkHeader(size: n)
+                    out.append(chunkWriter.bytes)
+                    out.move(n, from: input)
+                    out.append(ChunkedFraming.chunkEnd)
+                case .done(let n):
+                    input.drain(n)
+                    out.append(ChunkedFraming.lastChunk)
+                    bodyFinished(task)
+                }
+            }
+        }
+    }
+
+    private func bodyFinished(_ task: SessionTask) {
+        requestBody = .done
+        task.finishBody()
+        stream.disableReading()
+    }
+
+    // MARK: - SessionTaskDelegate
+
+    func taskCanSendBody(_ task: SessionTask) { pumpRequestBody() }
+
+    func taskBodyDrained(_ task: SessionTask) { pumpRequestBody() }
+
+    func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {
+        guard request.version == .http11 else { return }
+        if head.status == 100 {
+            // Relay one 100 Continue, and only to a client that asked for it.
+            guard request.expectsContinue, !continueSent else { return }
+            continueSent = true
+            stream.output.append(LocalResponse.continueHead)
+            return
+        }
+        writer.reset()
+        ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: request.version,
+                                 viaName: worker.settings.viaName, upgrade: false, into: &writer)
+        stream.output.append(writer.bytes)
+    }
+
+    func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
+        if head.status == 101 {
+            guard upgrading, let upstream = task.takeUpgradedStream() else {
+                task.cancel()
+                self.task = nil
+                respondAndContinue(502, "upstream \(upstreamName) switched protocols without being asked")
+                return
+            }
+            self.task = nil
+            writer.reset()
+            ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: request.version,
+                                     viaName: worker.settings.viaName, upgrade: true, into: &writer)
+            stream.output.append(writer.bytes)
+            startTunnel(upstream)
+            return
+        }
+        clientFraming = request.method == .head ? .none
+            : ResponseHeadWriter.framing(for: head, clientVersion: request.version)
+        if clientFraming == .untilClose { keepAlive = false }
+        writer.reset()
+        ResponseHeadWriter.write(head, framing: clientFraming, keepAlive: keepAlive, clientVersion: request.version,
+                                 viaName: worker.settings.viaName, upgrade: false, into: &writer)
+        stream.output.append(writer.bytes)
+        responseHeadSent = true
+    }
+
+    func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
+        let out = stream.output
+        switch clientFraming {
+        case .chunked:
+            chunkWriter.reset()
+            chunkWriter.appendChunkHeader(size: count)
+            out.append(chunkWriter.bytes)
+            out.move(count, from: source)
+            out.append(ChunkedFraming.chunkEnd)
+        case .contentLength, .untilClose:
+            out.move(count, from: source)
+        case .none:
+            source.drain(count)
+        }
+        if out.count > ClientConnection.outputHighWater, !responsePaused {
+            responsePaused = true
+            task.suspendReading()
+        }
+    }
+
+    func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
+        self.task = nil
+        responsePaused = false
+        if let error {
+            worker.logger.warning("\(error.status) for \(peer): \(error.message)")
+            if responseHeadSent {
+                // The client must not mistake a truncated body for a complete one.
+                abort()
+                return
+            }
+            if case .done = requestBody {} else { keepAlive = false }
+            writer.reset()
+            LocalResponse.error(error.status, error.message, close: !keepAlive,
+                                headOnly: request.method == .head, into: &writer)
+            stream.output.append(writer.bytes)
+            finishExchange()
+            return
+        }
+        if clientFraming == .chunked { stream.output.append(ChunkedFraming.lastChunk) }
+        if case .done = requestBody {} else { keepAlive = false }
+        finishExchange()
+    }
+
+    // MARK: - Connection life cycle
+
+    /// The response is queued: read the next request, or close.
+    private func finishExchange() {
+        guard keepAlive, !worker.draining else {
+            closeWhenFlushed()
+            return
+        }
+        state = .readingHead
+        requestBody = .done
+        clientFraming = .none
+        armDeadline(forHead: stream.input.count > 0)
+        stream.enableReading()
+        if !inRequestLoop, stream.input.count > 0 { processRequests() }
+    }
+
+    private func armDeadline(forHead: Bool) {
+        deadlineIsForHead = forHead
+        let s = worker.settings
+        deadline?.schedule(after: forHead ? s.clientHeaderTimeout : s.clientIdleTimeout)
+    }
+
+    private func deadlineReached() {
+        guard state == .readingHead else { return }
+        if stream.input.count == 0 {
+            // Idle, or a connection that never sent a byte: nothing to answer.
+            close()
+        } else {
+            reject(408, "request head not received in time")
+        }
+    }
+
+    /// Server shutdown: idle connections close now, busy ones after their response.
+    func drain() {
+        keepAlive = false
+        if state == .readingHead, stream.input.count == 0 { close() }
+    }
+
+    func forceClose() {
+        if let t = tunnel { t.close() } else { close() }
+    }
+
+    private func closeWhenFlushed() {
+        state = .closing
+        deadline?.cancel()
+        stream.disableReading()
+        stream.setWriteLowWatermark(0)
+        if stream.output.count == 0 { close() }
+    }
+
+    /// Ends the connection with a reset: a response was cut short.
+    private func abort() {
+        stream.reset()
+        close()
+    }
+
+    private func close() {
+        guard state != .closed else { return }
+        state = .closed
+        deadline?.cancel()
+        deadline = nil
+        task?.cancel()
+        task = nil
+        connectOpener?.cancel()
+        connectOpener = nil
+        stream.close()
+        worker.connectionClosed(self)
+    }
+}

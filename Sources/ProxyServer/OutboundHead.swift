@@ -1,0 +1,118 @@
+import HTTPWire
+import SessionClient
+
+/// Writes the head a proxy sends upstream for a client's request (RFC 9110 §7.6): hop-by-hop fields
+/// dropped (those named in `Connection` too), `Host` set from the target, `Via` added, `Max-Forwards`
+/// decremented for TRACE and OPTIONS, the session's additional headers added when absent, and the
+/// body's framing re-declared because the proxy re-frames bodies itself.
+struct OutboundHead {
+    /// Where the request goes and how its target is written.
+    struct Route {
+        var scheme: URIScheme
+        /// Authority for `Host` and absolute-form targets, e.g. `example.com:8080` or `[::1]`.
+        var authority: [UInt8]
+        /// Write `scheme://authority/path` (to a parent proxy) rather than `/path`.
+        var absoluteForm: Bool
+        /// Keep the client's `Host` (reverse mode) instead of writing `authority`.
+        var keepClientHost: Bool
+    }
+
+    static func write(_ head: RequestHead, targetPath: UnsafeRawBufferPointer, route: Route, viaName: [UInt8],
+                      additionalHeaders: [AdditionalHeader], upgrading: Bool, into w: inout MessageWriter) {
+        let headers = head.headers
+        headers.withBytes(head.methodRange) { w.append($0) }
+        w.append(" ")
+        if route.absoluteForm {
+            w.append(route.scheme == .https ? "https://" : "http://")
+            w.append(route.authority)
+        }
+        if targetPath.count == 0 { w.append("/") } else { w.append(targetPath) }
+        w.append(" HTTP/1.1\r\n")
+
+        var hostWritten = false
+        if !route.keepClientHost {
+            w.append("Host: ")
+            w.append(route.authority)
+            w.append("\r\n")
+            hostWritten = true
+        }
+        let rewriteMaxForwards = head.method == .trace || head.method == .options
+        for i in 0..<headers.count {
+            if headers.nameEquals(at: i, "host") {
+                if hostWritten { continue }
+                hostWritten = true
+            } else if headers.isHopByHop(at: i) {
+                continue
+            } else if rewriteMaxForwards, headers.nameEquals(at: i, "max-forwards") {
+                continue
+            }
+            w.appendField(at: i, of: headers)
+        }
+        if rewriteMaxForwards, let n = maxForwards(head) {
+            w.append("Max-Forwards: ")
+            w.appendDecimal(max(0, n - 1))
+            w.append("\r\n")
+        }
+        for extra in additionalHeaders where !has(headers, named: extra.name) {
+            w.append(extra.name)
+            w.append(": ")
+            w.append(extra.value)
+            w.append("\r\n")
+        }
+        w.append("Via: ")
+        w.append(head.version == .http10 ? "1.0 " : "1.1 ")
+        w.append(viaName)
+        w.append("\r\n")
+        if head.framing == .chunked { w.append("Transfer-Encoding: chunked\r\n") }
+        if upgrading {
+            w.append("Connection: Upgrade\r\n")
+            if let i = headers.firstIndex(of: "upgrade") { w.appendField(at: i, of: headers) }
+        }
+        w.append("\r\n")
+    }
+
+    /// The request's `Max-Forwards` value, if it has a valid one.
+    static func maxForwards(_ head: RequestHead) -> Int? {
+        guard let i = head.headers.firstIndex(of: "max-forwards") else { return nil }
+        return head.headers.withBytes(head.headers.fields[i].value) { bytes -> Int? in
+            guard bytes.count > 0, bytes.count < 10 else { return nil }
+            var n = 0
+            for b in bytes {
+                guard b >= 0x30, b <= 0x39 else { return nil }
+                n = n * 10 + Int(b - 0x30)
+            }
+            return n
+        }
+    }
+
+    private static func has(_ headers: HeaderBlock, named name: String) -> Bool {
+        let lower = Array(name.lowercased().utf8)
+        for i in 0..<headers.count {
+            let same = headers.withBytes(headers.fields[i].name) { bytes -> Bool in
+                guard bytes.count == lower.count else { return false }
+                for (a, b) in zip(bytes, lower) where asciiLower(a) != b { return false }
+                return true
+            }
+            if same { return true }
+        }
+        return false
+    }
+}
+
+@inline(__always)
+func asciiLower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
+
+/// The authority (`host[:port]`) for a target, brackets around IPv6, default ports elided.
+func authorityBytes(host: [UInt8], port: Int, scheme: URIScheme) -> [UInt8] {
+    var out: [UInt8] = []
+    let isV6 = host.contains(UInt8(ascii: ":"))
+    if isV6 { out.append(UInt8(ascii: "[")) }
+    out.append(contentsOf: host)
+    if isV6 { out.append(UInt8(ascii: "]")) }
+    let defaultPort = scheme == .https ? 443 : 80
+    if port != defaultPort {
+        out.append(UInt8(ascii: ":"))
+        out.append(contentsOf: Array(String(port).utf8))
+    }
+    return out
+}

@@ -1,0 +1,105 @@
+import CacheStore
+import EventLoop
+import Glibc
+import LarderConfig
+import Logging
+
+/// The whole proxy: one worker (thread + event loop + listeners + session) per configured core.
+/// `start` binds every listener before any thread runs, so a bad address fails start-up cleanly.
+public final class ProxyServer {
+    private let config: Config
+    private let logger: Logger
+    private var workers: [Worker] = []
+    private var threads: [LoopThread] = []
+    /// The on-disk cache, opened at start so a bad cache directory fails start-up.
+    private var cache: CacheEnvironment?
+    /// What the listeners are bound to (real ports when 0 was configured).
+    public private(set) var boundAddresses: [String] = []
+
+    public enum StartError: Error, CustomStringConvertible {
+        case badAddress(String)
+        case listen(String)
+        case cache(String)
+        case tls(String)
+        public var description: String {
+            switch self {
+            case .badAddress(let a): return "cannot listen on \(a): not a numeric IPv4 or IPv6 address"
+            case .listen(let m), .cache(let m), .tls(let m): return m
+            }
+        }
+    }
+
+    public init(config: Config, logger: Logger) {
+        self.config = config
+        self.logger = logger
+    }
+
+    /// Number of worker threads the configuration asks for.
+    public static func workerCount(_ config: Config) -> Int {
+        config.workers > 0 ? config.workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+
+    public func start() throws(StartError) {
+        do {
+            cache = try CacheEnvironment(directory: config.cacheDirectory)
+        } catch {
+            throw .cache(error.description)
+        }
+        let settings = ProxySettings(config)
+        let count = ProxyServer.workerCount(config)
+        for i in 0..<count {
+            let w = Worker(index: i, settings: settings, logger: logger)
+            do {
+                try w.prepare()
+            } catch {
+                throw .tls(error.description)
+            }
+            workers.append(w)
+        }
+        for endpoint in config.listen {
+            let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
+            guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
+                throw .badAddress(endpoint.description)
+            }
+            for w in workers {
+                do {
+                    // Port 0: the first worker's bind picks the port; the others share it (SO_REUSEPORT).
+                    address = try w.listen(on: address)
+                } catch {
+                    throw .listen(error.description)
+                }
+            }
+            boundAddresses.append(address.description)
+            logger.info("proxy listening on \(address)")
+        }
+        for w in workers {
+            let t = LoopThread { w.loop.run() }
+            threads.append(t)
+            t.start()
+        }
+        logger.info("larder started with \(count) worker\(count == 1 ? "" : "s")")
+    }
+
+    /// Stops accepting, lets in-flight exchanges finish for up to `grace` seconds, then closes the
+    /// rest and stops every loop. Blocks until the worker threads have exited.
+    public func shutdown(grace: Double) {
+        for w in workers { w.loop.execute { w.beginDraining() } }
+        var waited = 0.0
+        while waited < grace {
+            let open = workers.reduce(0) { $0 + $1.openConnections.load(ordering: .relaxed) }
+            if open == 0 { break }
+            usleep(20_000)
+            waited += 0.02
+        }
+        let left = workers.reduce(0) { $0 + $1.openConnections.load(ordering: .relaxed) }
+        if left > 0 { logger.warning("shutdown grace period over: closing \(left) connection(s)") }
+        for w in workers {
+            w.loop.execute {
+                w.closeAll()
+                w.loop.stop()
+            }
+        }
+        for t in threads { t.join() }
+        threads.removeAll()
+    }
+}

@@ -1,0 +1,42 @@
+import HTTPWire
+import LarderConfig
+import SessionClient
+
+/// The configuration as the hot path wants it: bytes instead of strings, limits in parser form.
+struct ProxySettings: Sendable {
+    var headLimits: HeadLimits
+    var viaName: [UInt8]
+    var connectPorts: Set<Int>
+    var reverseOrigin: OriginKey?
+    var clientHeaderTimeout: Double
+    var clientIdleTimeout: Double
+    var session: SessionConfiguration
+
+    init(_ config: Config) {
+        headLimits = HeadLimits(maxHeadBytes: config.limits.maxHeadBytes,
+                                maxHeaderCount: config.limits.maxHeaderCount,
+                                maxRequestLineBytes: config.limits.maxURIBytes)
+        viaName = Array(config.viaName.utf8)
+        connectPorts = Set(config.connectPorts)
+        if let r = config.reverseOrigin {
+            reverseOrigin = OriginKey(scheme: r.scheme == "https" ? .https : .http, host: r.host, port: r.port)
+        }
+        clientHeaderTimeout = config.limits.clientHeaderTimeout
+        clientIdleTimeout = config.limits.clientIdleTimeout
+        var s = SessionConfiguration()
+        s.httpAdditionalHeaders = config.session.httpAdditionalHeaders.map { AdditionalHeader(name: $0.name, value: $0.value) }
+        s.timeoutIntervalForRequest = config.session.timeoutIntervalForRequest
+        s.timeoutIntervalForResource = config.session.timeoutIntervalForResource
+        s.connectTimeout = config.session.connectTimeout
+        s.httpMaximumConnectionsPerHost = config.session.httpMaximumConnectionsPerHost
+        s.maxIdleConnectionsPerHost = config.session.maxIdleConnectionsPerHost
+        s.idleConnectionTimeout = config.session.idleConnectionTimeout
+        if let p = config.session.parentProxy { s.parentProxy = ProxyAddress(host: p.host, port: p.port) }
+        s.nameServers = config.session.dnsServers.map(\.description)
+        s.maxResponseHeadBytes = config.limits.maxResponseHeadBytes
+        s.tlsMinimumVersion = config.session.tlsMinimumVersion
+        s.tlsMaximumVersion = config.session.tlsMaximumVersion
+        s.caFile = config.session.caFile
+        session = s
+    }
+}

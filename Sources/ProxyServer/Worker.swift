@@ -1,0 +1,70 @@
+import EventLoop
+import Logging
+import SessionClient
+import Synchronization
+
+/// One event-loop thread: its listeners, its client connections, its outbound session. Nothing here
+/// is shared with other workers; the server reaches a worker only through `loop.execute`.
+final class Worker: @unchecked Sendable {
+    let index: Int
+    let loop: EventLoop
+    let settings: ProxySettings
+    let logger: Logger
+    /// Created on the worker's thread, used only there.
+    private(set) var session: Session!
+    private var listeners: [Listener] = []
+    private var connections: [ObjectIdentifier: ClientConnection] = [:]
+    private(set) var draining = false
+    /// Open client connections, readable from any thread (shutdown waits on it).
+    let openConnections = Atomic<Int>(0)
+
+    init(index: Int, settings: ProxySettings, logger: Logger) {
+        self.index = index
+        self.settings = settings
+        self.logger = logger
+        loop = EventLoop()
+    }
+
+    /// Before the worker's thread runs (nothing else touches the loop yet).
+    func prepare() throws(Session.SetupError) {
+        session = try Session(loop: loop, configuration: settings.session)
+    }
+
+    /// Before the worker's thread runs.
+    func listen(on address: SocketAddress) throws(Listener.Failure) -> SocketAddress {
+        let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
+            self.accept(fd, peer)
+        }
+        listeners.append(l)
+        return l.boundAddress
+    }
+
+    private func accept(_ fd: Int32, _ peer: SocketAddress) {
+        let stream = Stream(loop: loop, acceptedSocket: fd)
+        let conn = ClientConnection(worker: self, stream: stream, peer: peer)
+        connections[ObjectIdentifier(conn)] = conn
+        openConnections.add(1, ordering: .relaxed)
+        conn.start()
+    }
+
+    func connectionClosed(_ conn: ClientConnection) {
+        if connections.removeValue(forKey: ObjectIdentifier(conn)) != nil {
+            openConnections.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// Stop accepting; idle connections close now, busy ones after their current response.
+    func beginDraining() {
+        draining = true
+        for l in listeners { l.close() }
+        listeners.removeAll()
+        for conn in Array(connections.values) { conn.drain() }
+        session.closeIdleConnections()
+    }
+
+    /// Grace period over: close whatever is left.
+    func closeAll() {
+        for conn in Array(connections.values) { conn.forceClose() }
+        session.closeIdleConnections()
+    }
+}

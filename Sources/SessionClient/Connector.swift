@@ -1,0 +1,147 @@
+import EventLoop
+import Glibc
+
+/// Resolves a name and connects to the first address that accepts, within the connect timeout.
+final class Connector {
+    private let session: Session
+    private let target: OriginKey
+    private var completion: ((Result<Stream, SessionError>) -> Void)?
+    private var resolveRequest: ResolveRequest?
+    private var addresses: [SocketAddress] = []
+    private var attempt: Stream?
+    private var timer: Timer?
+    private var lastError: Int32 = 0
+    private(set) var isFinished = false
+
+    init(session: Session, target: OriginKey, completion: @escaping (Result<Stream, SessionError>) -> Void) {
+        self.session = session
+        self.target = target
+        self.completion = completion
+    }
+
+    func start() {
+        let t = Timer(loop: session.loop) { [unowned self] in
+            self.finish(.failure(.connectTimeout(upstream: self.target.description)))
+        }
+        timer = t
+        t.schedule(after: session.configuration.connectTimeout)
+        resolveRequest = session.resolver.resolve(host: target.host, port: target.port) { [weak self] result in
+            guard let self else { return }
+            self.resolveRequest = nil
+            switch result {
+            case .failure(.notFound(let reason)):
+                self.finish(.failure(.dnsFailure(host: self.target.host, reason: reason)))
+            case .success(let list):
+                self.addresses = list
+                self.tryNext()
+            }
+        }
+    }
+
+    func cancel() {
+        isFinished = true
+        completion = nil
+        resolveRequest?.cancel()
+        resolveRequest = nil
+        attempt?.close()
+        attempt = nil
+        timer?.cancel()
+        timer = nil
+    }
+
+    private func tryNext() {
+        guard completion != nil else { return }
+        guard !addresses.isEmpty else {
+            let upstream = target.description
+            if lastError == ECONNREFUSED || lastError == 0 {
+                finish(.failure(.connectionRefused(upstream: upstream)))
+            } else {
+                finish(.failure(.connectFailed(upstream: upstream,
+                                               reason: String(cString: strerror(lastError)))))
+            }
+            return
+        }
+        let address = addresses.removeFirst()
+        let started = target.scheme == .https
+            ? Stream.connectTLS(loop: session.loop, to: address, context: session.tls, serverName: target.host)
+            : Stream.connect(loop: session.loop, to: address)
+        switch started {
+        case .failure(let e):
+            lastError = e.errno
+            tryNext()
+        case .success(let stream):
+            attempt = stream
+            stream.delegate = ConnectWatcher(owner: self)
+            stream.enableReading()
+        }
+    }
+
+    fileprivate func attemptEnded(_ stream: Stream, _ event: StreamEvent) {
+        guard stream === attempt else { return }
+        if event == .connected {
+            attempt = nil
+            stream.delegate = nil
+            finish(.success(stream))
+        } else if stream.isTLS, event != .error(ECONNREFUSED), let reason = stream.tlsFailureReason ?? handshakeCut(event) {
+            attempt = nil
+            stream.close()
+            finish(.failure(.tlsFailure(upstream: target.description, reason: reason)))
+        } else {
+            if case .error(let e) = event { lastError = e } else { lastError = ECONNRESET }
+            attempt = nil
+            stream.close()
+            tryNext()
+        }
+    }
+
+    /// A TLS connection that ended before its handshake did, without an OpenSSL error.
+    private func handshakeCut(_ event: StreamEvent) -> String? {
+        switch event {
+        case .endOfStream: return "connection closed during the TLS handshake"
+        case .error(let e) where e != 0 && e != ECONNREFUSED: return nil
+        case .error: return "TLS handshake failed"
+        default: return nil
+        }
+    }
+
+    private func finish(_ result: Result<Stream, SessionError>) {
+        isFinished = true
+        timer?.cancel()
+        timer = nil
+        resolveRequest?.cancel()
+        resolveRequest = nil
+        if case .failure = result { attempt?.close(); attempt = nil }
+        guard let c = completion else {
+            if case .success(let s) = result { s.close() }
+            return
+        }
+        completion = nil
+        c(result)
+    }
+}
+
+/// Watches a connection attempt until it connects or fails.
+private final class ConnectWatcher: StreamDelegate {
+    unowned let owner: Connector
+    init(owner: Connector) { self.owner = owner }
+    func streamReadable(_ stream: Stream) {}
+    func streamDrained(_ stream: Stream) {}
+    func stream(_ stream: Stream, event: StreamEvent) { owner.attemptEnded(stream, event) }
+}
+
+/// An outstanding CONNECT-tunnel connection attempt.
+public final class TunnelOpener {
+    private var connector: Connector?
+
+    init(session: Session, target: OriginKey, completion: @escaping (Result<Stream, SessionError>) -> Void) {
+        connector = Connector(session: session, target: target) { result in completion(result) }
+    }
+
+    func start() { connector?.start() }
+
+    /// The completion will not run; a half-open connection is closed.
+    public func cancel() {
+        connector?.cancel()
+        connector = nil
+    }
+}

@@ -1,0 +1,130 @@
+import EventLoop
+
+/// Connections to one origin (or to the parent proxy): idle ones for reuse (most recent first), a count
+/// of busy and opening ones bounded by `httpMaximumConnectionsPerHost`, and tasks waiting in FIFO order.
+final class HostPool {
+    unowned let session: Session
+    let key: OriginKey
+    var idle: [OriginConnection] = []
+    private var waiting: [SessionTask] = []
+    private var waitingHead = 0
+    private var busy = 0
+    private var opening = 0
+
+    init(session: Session, key: OriginKey) {
+        self.session = session
+        self.key = key
+    }
+
+    private var waitingCount: Int { waiting.count - waitingHead }
+
+    /// Queues the task and hands out connections while there are any.
+    func enqueue(_ task: SessionTask) {
+        waiting.append(task)
+        dispatch()
+    }
+
+    /// A waiting task gave up (cancelled) before it got a connection.
+    func remove(_ task: SessionTask) {
+        if let i = waiting[waitingHead...].firstIndex(where: { $0 === task }) {
+            waiting.remove(at: i)
+        }
+    }
+
+    private func popWaiting() -> SessionTask? {
+        guard waitingHead < waiting.count else { return nil }
+        let t = waiting[waitingHead]
+        waitingHead += 1
+        if waitingHead > 32, waitingHead * 2 > waiting.count {
+            waiting.removeFirst(waitingHead)
+            waitingHead = 0
+        }
+        return t
+    }
+
+    private func dispatch() {
+        while waitingCount > 0 {
+            if let conn = idle.popLast() {
+                conn.leaveIdle()
+                busy += 1
+                session.noteReused()
+                popWaiting()!.attach(conn, pool: self, reused: true)
+                continue
+            }
+            let limit = session.configuration.httpMaximumConnectionsPerHost
+            if busy + opening < limit, opening < waitingCount {
+                open()
+                continue
+            }
+            return
+        }
+    }
+
+    private func open() {
+        opening += 1
+        let connector = Connector(session: session, target: key) { [unowned self] result in
+            self.opening -= 1
+            switch result {
+            case .success(let stream):
+                self.session.noteOpened()
+                let conn = OriginConnection(stream: stream, pool: self)
+                if let task = self.popWaiting() {
+                    self.busy += 1
+                    task.attach(conn, pool: self, reused: false)
+                } else {
+                    self.makeIdle(conn)
+                }
+            case .failure(let error):
+                // The connection was opened for the task at the head of the queue: it fails; the rest retry.
+                if let task = self.popWaiting() { task.failBeforeAttach(error) }
+            }
+            self.dispatch()
+        }
+        pendingConnectors.append(connector)
+        connector.start()
+    }
+
+    /// Keeps connectors alive until they finish (they complete exactly once).
+    private var pendingConnectors: [Connector] = []
+
+    /// A task finished with its connection: keep it for reuse or close it.
+    func release(_ conn: OriginConnection, reusable: Bool) {
+        busy -= 1
+        if reusable, !conn.stream.isClosed {
+            makeIdle(conn)
+        } else {
+            conn.close()
+        }
+        pendingConnectors.removeAll { $0.isFinished }
+        dispatch()
+    }
+
+    /// A connection leaves the pool for good (upgraded to a tunnel).
+    func detach(_ conn: OriginConnection) {
+        busy -= 1
+        conn.detach()
+        dispatch()
+    }
+
+    private func makeIdle(_ conn: OriginConnection) {
+        if idle.count >= session.configuration.maxIdleConnectionsPerHost {
+            conn.close()
+            return
+        }
+        conn.enterIdle(timeout: session.configuration.idleConnectionTimeout)
+        idle.append(conn)
+        dispatch()
+    }
+
+    /// An idle connection closed or timed out.
+    func idleConnectionEnded(_ conn: OriginConnection) {
+        idle.removeAll { $0 === conn }
+        conn.close()
+    }
+
+    func closeIdle() {
+        let all = idle
+        idle.removeAll()
+        for c in all { c.close() }
+    }
+}

@@ -1,0 +1,58 @@
+import EventLoop
+
+/// One connection to an origin: idle in its pool, or serving exactly one task at a time.
+final class OriginConnection: StreamDelegate {
+    let stream: Stream
+    unowned let pool: HostPool
+    /// The task using the connection; nil while idle.
+    weak var task: SessionTask?
+    private var idleTimer: Timer?
+
+    init(stream: Stream, pool: HostPool) {
+        self.stream = stream
+        self.pool = pool
+        stream.delegate = self
+    }
+
+    func enterIdle(timeout: Double) {
+        task = nil
+        stream.setTimeouts(read: nil, write: nil)
+        stream.enableReading()   // notice the origin closing an idle connection
+        let t = idleTimer ?? Timer(loop: pool.session.loop) { [unowned self] in self.pool.idleConnectionEnded(self) }
+        idleTimer = t
+        t.schedule(after: timeout)
+    }
+
+    func leaveIdle() {
+        idleTimer?.cancel()
+    }
+
+    /// The stream now belongs to someone else; stop watching it.
+    func detach() {
+        idleTimer?.cancel()
+        idleTimer = nil
+        task = nil
+    }
+
+    func close() {
+        idleTimer?.cancel()
+        idleTimer = nil
+        task = nil
+        stream.close()
+    }
+
+    func streamReadable(_ stream: Stream) {
+        if let task { task.originReadable() } else if stream.input.count > 0 {
+            // Bytes from an idle origin are not an answer to anything: the connection is unusable.
+            pool.idleConnectionEnded(self)
+        }
+    }
+
+    func streamDrained(_ stream: Stream) {
+        task?.originDrained()
+    }
+
+    func stream(_ stream: Stream, event: StreamEvent) {
+        if let task { task.originEvent(event) } else { pool.idleConnectionEnded(self) }
+    }
+}

@@ -1,0 +1,95 @@
+import EventLoop
+import HTTPWire
+
+/// Where a request goes: the pool key.
+public struct OriginKey: Hashable, Sendable, CustomStringConvertible {
+    public var scheme: URIScheme
+    public var host: String
+    public var port: Int
+    public init(scheme: URIScheme, host: String, port: Int) {
+        self.scheme = scheme; self.host = host; self.port = port
+    }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// The outbound client of one event loop, modelled on NSURLSession: made from a configuration, it
+/// creates tasks that report through a delegate. Connections are pooled per origin and reused.
+/// Not thread-safe by design: one session per loop, used only on that loop's thread.
+public final class Session {
+    public let configuration: SessionConfiguration
+    let loop: EventLoop
+    let resolver: Resolver
+    /// Client TLS settings for https origins.
+    let tls: TLSClientContext
+    private var pools: [OriginKey: HostPool] = [:]
+    /// Counters for statistics and tests.
+    public private(set) var connectionsOpened = 0
+    public private(set) var connectionsReused = 0
+
+    /// Fails when the TLS settings are unusable (unknown version, unreadable CA file).
+    public init(loop: EventLoop, configuration: SessionConfiguration) throws(SetupError) {
+        self.loop = loop
+        self.configuration = configuration
+        do {
+            tls = try TLSClientContext(minimumVersion: configuration.tlsMinimumVersion,
+                                       maximumVersion: configuration.tlsMaximumVersion,
+                                       caFile: configuration.caFile)
+        } catch {
+            throw SetupError(description: error.description)
+        }
+        resolver = Resolver(loop: loop, nameServers: configuration.nameServers)
+    }
+
+    public struct SetupError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Whether requests must be written in absolute form (they go to a parent proxy).
+    public var usesParentProxy: Bool { configuration.parentProxy != nil }
+
+    /// Makes a task that sends `head` (a complete request head, already in the right target form)
+    /// to `origin`. Call `resume()` to start it.
+    /// - Parameters:
+    ///   - hasBody: the caller will write a body after `taskCanSendBody` and then call `finishBody()`.
+    ///   - isIdempotent: allows one retry on a fresh connection when a reused one fails before answering.
+    public func dataTask(origin: OriginKey, method: HTTPMethod, head: [UInt8], hasBody: Bool,
+                         isIdempotent: Bool, delegate: any SessionTaskDelegate) -> SessionTask {
+        SessionTask(session: self, origin: origin, method: method, head: head, hasBody: hasBody,
+                    isIdempotent: isIdempotent, delegate: delegate)
+    }
+
+    /// Opens a raw TCP connection for a tunnel (CONNECT), outside the pool.
+    @discardableResult
+    public func openTunnel(host: String, port: Int,
+                           _ completion: @escaping (Result<Stream, SessionError>) -> Void) -> TunnelOpener {
+        let opener = TunnelOpener(session: self, target: OriginKey(scheme: .http, host: host, port: port),
+                                  completion: completion)
+        opener.start()
+        return opener
+    }
+
+    /// The pool a task's connection comes from (the parent proxy's when one is configured).
+    func pool(for origin: OriginKey) -> HostPool {
+        let key: OriginKey
+        if let parent = configuration.parentProxy {
+            key = OriginKey(scheme: .http, host: parent.host, port: parent.port)
+        } else {
+            key = origin
+        }
+        if let p = pools[key] { return p }
+        let p = HostPool(session: self, key: key)
+        pools[key] = p
+        return p
+    }
+
+    func noteOpened() { connectionsOpened += 1 }
+    func noteReused() { connectionsReused += 1 }
+
+    /// Idle connections currently pooled, across origins.
+    public var idleConnectionCount: Int { pools.values.reduce(0) { $0 + $1.idle.count } }
+
+    /// Closes every idle connection (shutdown).
+    public func closeIdleConnections() {
+        for pool in pools.values { pool.closeIdle() }
+    }
+}

@@ -1,0 +1,48 @@
+/// What a `Session` is made from, after NSURLSessionConfiguration: timeouts, connection limits, the
+/// keep-alive pool, an optional parent proxy, TLS limits. All times are in seconds.
+public struct SessionConfiguration: Sendable, Equatable {
+    /// Fields added to every outbound request that does not carry them (httpAdditionalHeaders).
+    public var httpAdditionalHeaders: [AdditionalHeader] = []
+    /// Longest silence while waiting for bytes from the origin (timeoutIntervalForRequest).
+    public var timeoutIntervalForRequest: Double = 60
+    /// Longest whole exchange (timeoutIntervalForResource).
+    public var timeoutIntervalForResource: Double = 604_800
+    /// Longest connection setup.
+    public var connectTimeout: Double = 10
+    /// Open connections per origin; further requests wait in FIFO order (httpMaximumConnectionsPerHost).
+    public var httpMaximumConnectionsPerHost: Int = 64
+    /// Idle keep-alive connections kept per origin.
+    public var maxIdleConnectionsPerHost: Int = 32
+    /// How long an idle pooled connection is kept.
+    public var idleConnectionTimeout: Double = 60
+    /// Send everything through this HTTP proxy (connectionProxyDictionary).
+    public var parentProxy: ProxyAddress? = nil
+    /// Name servers to use instead of /etc/resolv.conf's (`host:port`).
+    public var nameServers: [String] = []
+    /// Largest response head accepted from an origin.
+    public var maxResponseHeadBytes: Int = 65_536
+    /// Most header fields accepted in a response head.
+    public var maxResponseHeaderCount: Int = 256
+    /// Lowest TLS version offered to https origins (TLSMinimumSupportedProtocol): "1.2" or "1.3".
+    public var tlsMinimumVersion: String = "1.2"
+    /// Highest TLS version offered (TLSMaximumSupportedProtocol).
+    public var tlsMaximumVersion: String = "1.3"
+    /// PEM bundle to verify https origins against; nil: the system store.
+    public var caFile: String? = nil
+
+    public init() {}
+}
+
+/// One `httpAdditionalHeaders` entry.
+public struct AdditionalHeader: Sendable, Equatable {
+    public var name: String
+    public var value: String
+    public init(name: String, value: String) { self.name = name; self.value = value }
+}
+
+/// A parent proxy's address.
+public struct ProxyAddress: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) { self.host = host; self.port = port }
+}

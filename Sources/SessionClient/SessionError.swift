@@ -1,0 +1,45 @@
+import HTTPWire
+
+/// Why a task failed. Each maps to the status a proxy answers with.
+public enum SessionError: Error, Sendable, Equatable {
+    case dnsFailure(host: String, reason: String)
+    case connectionRefused(upstream: String)
+    case connectFailed(upstream: String, reason: String)
+    case connectTimeout(upstream: String)
+    /// The TLS handshake or certificate verification failed; never downgraded to plain text.
+    case tlsFailure(upstream: String, reason: String)
+    /// No bytes from the origin for `timeoutIntervalForRequest`.
+    case requestTimeout(upstream: String)
+    /// The whole exchange exceeded `timeoutIntervalForResource`.
+    case resourceTimeout(upstream: String)
+    case invalidResponse(upstream: String, HTTPWireError)
+    case responseHeadTooLarge(upstream: String)
+    /// The origin closed or reset before the response was complete.
+    case prematureClose(upstream: String)
+    case cancelled
+
+    /// 504 for timeouts, 502 for everything else the origin did wrong.
+    public var status: Int {
+        switch self {
+        case .connectTimeout, .requestTimeout, .resourceTimeout: return 504
+        default: return 502
+        }
+    }
+
+    /// One line naming the cause and the upstream, for error bodies and logs.
+    public var message: String {
+        switch self {
+        case .dnsFailure(let host, let reason): return "DNS lookup for \(host) failed: \(reason)"
+        case .connectionRefused(let u): return "connection refused by upstream \(u)"
+        case .connectFailed(let u, let r): return "cannot connect to upstream \(u): \(r)"
+        case .connectTimeout(let u): return "timed out connecting to upstream \(u)"
+        case .tlsFailure(let u, let r): return "TLS with upstream \(u) failed: \(r)"
+        case .requestTimeout(let u): return "upstream \(u) sent nothing within the request timeout"
+        case .resourceTimeout(let u): return "upstream \(u) exceeded the resource timeout"
+        case .invalidResponse(let u, let e): return "invalid response from upstream \(u): \(e.reason)"
+        case .responseHeadTooLarge(let u): return "response head from upstream \(u) too large"
+        case .prematureClose(let u): return "upstream \(u) closed the connection before the response was complete"
+        case .cancelled: return "cancelled"
+        }
+    }
+}

@@ -1,0 +1,348 @@
+import EventLoop
+import HTTPWire
+
+/// One request/response exchange with an origin (NSURLSessionDataTask's role). Created suspended by
+/// `Session.dataTask`; `resume()` starts it. Lives on the session's loop.
+public final class SessionTask {
+    private enum State {
+        /// Made, not resumed.
+        case created
+        /// In the pool's FIFO, waiting for a connection.
+        case waiting
+        /// Head sent (body maybe still going); waiting for the response head.
+        case awaitingHead
+        /// Final head delivered; body arriving.
+        case receivingBody
+        /// A 101 was delivered; the connection belongs to whoever takes it.
+        case upgraded
+        /// Completed, failed or cancelled: nothing more happens.
+        case finished
+    }
+
+    private unowned let session: Session
+    public let origin: OriginKey
+    public let method: HTTPMethod
+    private let head: [UInt8]
+    private let hasBody: Bool
+    private let isIdempotent: Bool
+    public weak var delegate: (any SessionTaskDelegate)?
+
+    private var state = State.created
+    private var connection: OriginConnection?
+    private var pool: HostPool?
+    private var reusedConnection = false
+    private var retried = false
+    private var bodyFinished = false
+    private var responseStarted = false
+    private var paused = false
+    private var processing = false
+    private var response = ResponseHead()
+    private var framing = BodyFraming.none
+    private var remaining = 0
+    private var decoder = ChunkedDecoder()
+    private var resourceTimer: Timer?
+
+    init(session: Session, origin: OriginKey, method: HTTPMethod, head: [UInt8], hasBody: Bool,
+         isIdempotent: Bool, delegate: any SessionTaskDelegate) {
+        self.session = session
+        self.origin = origin
+        self.method = method
+        self.head = head
+        self.hasBody = hasBody
+        self.isIdempotent = isIdempotent
+        self.delegate = delegate
+        bodyFinished = !hasBody
+    }
+
+    /// Whether the response came over a connection that had served earlier requests.
+    public var usedReusedConnection: Bool { reusedConnection }
+
+    /// Where the request body goes once `taskCanSendBody` has been called; nil before and after.
+    public var bodyOutput: Buffer? {
+        guard state == .awaitingHead || state == .receivingBody, !bodyFinished else { return nil }
+        return connection?.stream.output
+    }
+
+    /// Bytes of request body queued but not yet written to the origin.
+    public var pendingBodyBytes: Int { connection?.stream.output.count ?? 0 }
+
+    public func resume() {
+        guard state == .created else { return }
+        let t = Timer(loop: session.loop) { [unowned self] in
+            self.fail(.resourceTimeout(upstream: self.origin.description))
+        }
+        resourceTimer = t
+        t.schedule(after: session.configuration.timeoutIntervalForResource)
+        let p = session.pool(for: origin)
+        pool = p
+        state = .waiting
+        p.enqueue(self)
+    }
+
+    /// The whole request body has been written to `bodyOutput`.
+    public func finishBody() { bodyFinished = true }
+
+    /// Stops reading the response (the consumer is behind); `resumeReading` continues.
+    public func suspendReading() {
+        paused = true
+        connection?.stream.disableReading()
+    }
+
+    public func resumeReading() {
+        guard paused else { return }
+        paused = false
+        guard let c = connection, state == .awaitingHead || state == .receivingBody else { return }
+        c.stream.enableReading()
+        if c.stream.input.count > 0 { originReadable() }
+    }
+
+    /// Abandons the exchange; the connection is closed (it is mid-message). No delegate call follows.
+    public func cancel() {
+        guard state != .finished else { return }
+        let wasWaiting = state == .waiting
+        state = .finished
+        resourceTimer?.cancel()
+        if let c = connection {
+            connection = nil
+            pool?.release(c, reusable: false)
+        } else if wasWaiting {
+            pool?.remove(self)
+        }
+    }
+
+    /// After a 101: the raw connection, now the caller's. The pool forgets it.
+    public func takeUpgradedStream() -> Stream? {
+        guard state == .upgraded, let c = connection else { return nil }
+        connection = nil
+        state = .finished
+        pool?.detach(c)
+        c.stream.delegate = nil
+        c.stream.setTimeouts(read: nil, write: nil)
+        return c.stream
+    }
+
+    // MARK: - Driven by the pool and the connection
+
+    func attach(_ conn: OriginConnection, pool: HostPool, reused: Bool) {
+        guard state == .waiting else {
+            pool.release(conn, reusable: true)
+            return
+        }
+        connection = conn
+        conn.task = self
+        reusedConnection = reused
+        responseStarted = false
+        state = .awaitingHead
+        let stream = conn.stream
+        let t = session.configuration.timeoutIntervalForRequest
+        stream.setTimeouts(read: t, write: t)
+        stream.output.append(head)
+        if !paused { stream.enableReading() }
+        if hasBody { delegate?.taskCanSendBody(self) }
+        // Bytes that arrived while the connection sat idle were handled by the pool; anything in the
+        // input now is an early answer.
+        if stream.input.count > 0 { originReadable() }
+    }
+
+    func failBeforeAttach(_ error: SessionError) {
+        guard state == .waiting else { return }
+        fail(error)
+    }
+
+    func originDrained() {
+        if hasBody, !bodyFinished, state == .awaitingHead || state == .receivingBody {
+            delegate?.taskBodyDrained(self)
+        }
+    }
+
+    func originReadable() {
+        if processing || paused { return }
+        guard let conn = connection else { return }
+        processing = true
+        defer { processing = false }
+        let input = conn.stream.input
+        if input.count > 0 { responseStarted = true }
+        while !paused, connection != nil {
+            switch state {
+            case .awaitingHead:
+                if !parseHead(input) { return }
+            case .receivingBody:
+                if !deliverBody(input) { return }
+            default:
+                return
+            }
+        }
+    }
+
+    func originEvent(_ event: StreamEvent) {
+        switch event {
+        case .connected:
+            return
+        case .timeout:
+            fail(.requestTimeout(upstream: origin.description))
+        case .endOfStream, .error:
+            if state == .receivingBody, framing == .untilClose, let c = connection {
+                let n = c.stream.input.count
+                if n > 0 { delegate?.task(self, didReceiveBody: c.stream.input, count: n) }
+                if state == .receivingBody { complete(reusable: false) }
+                return
+            }
+            if state == .awaitingHead, !responseStarted, reusedConnection, isIdempotent, !hasBody, !retried {
+                // A pooled connection the origin had already closed: try once more on a fresh one.
+                retried = true
+                if let c = connection { connection = nil; pool?.release(c, reusable: false) }
+                state = .waiting
+                pool?.enqueue(self)
+                return
+            }
+            fail(.prematureClose(upstream: origin.description))
+        }
+    }
+
+    // MARK: - Response processing
+
+    /// Returns whether to keep looping.
+    private func parseHead(_ input: Buffer) -> Bool {
+        let limits = HeadLimits(maxHeadBytes: session.configuration.maxResponseHeadBytes,
+                                maxHeaderCount: session.configuration.maxResponseHeaderCount,
+                                maxRequestLineBytes: session.configuration.maxResponseHeadBytes)
+        let parsed: Int?
+        do {
+            parsed = try input.withContiguousPrefix(maxBytes: limits.maxHeadBytes) { bytes throws(HTTPWireError) in
+                try ResponseParser.parse(bytes, into: &response, requestMethod: method, limits: limits)
+            }
+        } catch .headTooLarge {
+            fail(.responseHeadTooLarge(upstream: origin.description))
+            return false
+        } catch {
+            fail(.invalidResponse(upstream: origin.description, error))
+            return false
+        }
+        guard let length = parsed else {
+            if input.count >= limits.maxHeadBytes { fail(.responseHeadTooLarge(upstream: origin.description)) }
+            return false
+        }
+        input.drain(length)
+        if response.status == 101 {
+            state = .upgraded
+            resourceTimer?.cancel()
+            delegate?.task(self, didReceiveResponse: response)
+            return false
+        }
+        if response.isInformational {
+            delegate?.task(self, didReceiveInformational: response)
+            return state == .awaitingHead
+        }
+        state = .receivingBody
+        framing = response.framing
+        switch framing {
+        case .contentLength(let n): remaining = n
+        case .chunked: decoder = ChunkedDecoder()
+        default: break
+        }
+        delegate?.task(self, didReceiveResponse: response)
+        guard state == .receivingBody else { return false }
+        switch framing {
+        case .none, .contentLength(0):
+            complete(reusable: response.keepAlive)
+            return false
+        default:
+            return true
+        }
+    }
+
+    /// Returns whether to keep looping.
+    private func deliverBody(_ input: Buffer) -> Bool {
+        switch framing {
+        case .contentLength:
+            let n = min(input.count, remaining)
+            if n == 0 { return false }
+            remaining -= n
+            delegate?.task(self, didReceiveBody: input, count: n)
+            guard state == .receivingBody else { return false }
+            if remaining == 0 {
+                complete(reusable: response.keepAlive && input.count == 0)
+                return false
+            }
+            return true
+        case .untilClose:
+            let n = input.count
+            if n == 0 { return false }
+            delegate?.task(self, didReceiveBody: input, count: n)
+            return state == .receivingBody
+        case .chunked:
+            return deliverChunked(input)
+        case .none:
+            complete(reusable: response.keepAlive)
+            return false
+        }
+    }
+
+    private func deliverChunked(_ input: Buffer) -> Bool {
+        if input.count == 0 { return false }
+        let step: ChunkedDecoder.Step
+        do {
+            step = try ChunkedFrontView.step(&decoder, input)
+        } catch {
+            fail(.invalidResponse(upstream: origin.description, error))
+            return false
+        }
+        switch step {
+        case .needMore:
+            return false
+        case .framing(let n):
+            input.drain(n)
+            return true
+        case .data(let n):
+            delegate?.task(self, didReceiveBody: input, count: n)
+            return state == .receivingBody
+        case .done(let n):
+            input.drain(n)
+            complete(reusable: response.keepAlive && input.count == 0)
+            return false
+        }
+    }
+
+    private func complete(reusable: Bool) {
+        guard state != .finished else { return }
+        state = .finished
+        resourceTimer?.cancel()
+        if let c = connection {
+            connection = nil
+            pool?.release(c, reusable: reusable && bodyFinished && !paused)
+        }
+        delegate?.task(self, didCompleteWith: nil)
+    }
+
+    private func fail(_ error: SessionError) {
+        guard state != .finished else { return }
+        let wasWaiting = state == .waiting
+        state = .finished
+        resourceTimer?.cancel()
+        if let c = connection {
+            connection = nil
+            pool?.release(c, reusable: false)
+        } else if wasWaiting {
+            pool?.remove(self)
+        }
+        delegate?.task(self, didCompleteWith: error)
+    }
+}
+
+/// Feeds the chunked decoder a view of the front of a buffer without copying payload: the first
+/// segment when it is large enough to hold any framing line, a small pulled-up prefix otherwise.
+public enum ChunkedFrontView {
+    public static func step(_ decoder: inout ChunkedDecoder, _ input: Buffer) throws(HTTPWireError) -> ChunkedDecoder.Step {
+        let lineRoom = decoder.maxLineBytes + 2
+        let first = try input.withFirstSegment { bytes throws(HTTPWireError) in
+            (try decoder.step(bytes), bytes.count)
+        }
+        if case .needMore = first.0, first.1 < input.count {
+            let window = min(input.count, decoder.maxTrailerBytes + lineRoom)
+            return try input.withContiguousPrefix(maxBytes: window) { bytes throws(HTTPWireError) in
+                try decoder.step(bytes)
+            }
+        }
+        return first.0
+    }
+}

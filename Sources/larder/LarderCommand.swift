@@ -1,0 +1,10 @@
+import ArgumentParser
+
+/// `larder [run] [--config PATH] …` serves; `larder check-config --config PATH` validates.
+struct LarderCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "larder",
+        abstract: "A caching forward HTTP proxy.",
+        subcommands: [RunCommand.self, CheckConfigCommand.self],
+        defaultSubcommand: RunCommand.self)
+}

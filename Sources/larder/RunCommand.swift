@@ -1,0 +1,69 @@
+import ArgumentParser
+import Glibc
+import LarderConfig
+import Logging
+import ProxyServer
+
+/// Starts the proxy and serves until SIGTERM or SIGINT.
+struct RunCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "run", abstract: "Run the proxy (the default).")
+
+    @OptionGroup var overrides: ConfigOverrides
+
+    func run() throws {
+        let config: Config
+        do {
+            config = try overrides.resolve()
+        } catch {
+            printToStandardError("larder: \(error.description)")
+            throw ExitCode(2)
+        }
+        let logger = makeLogger(level: config.logLevel)
+
+        // Signals are taken synchronously by this thread (sigwait); workers inherit the blocked mask.
+        signal(SIGPIPE, SIG_IGN)
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&mask, s) }
+        pthread_sigmask(SIG_BLOCK, &mask, nil)
+
+        let server = ProxyServer(config: config, logger: logger)
+        do {
+            try server.start()
+        } catch {
+            logger.critical("\(error.description)")
+            throw ExitCode(2)
+        }
+        while true {
+            var received: Int32 = 0
+            sigwait(&mask, &received)
+            if received == SIGTERM || received == SIGINT {
+                logger.info("signal \(received): shutting down, grace \(config.shutdownGrace)s")
+                server.shutdown(grace: config.shutdownGrace)
+                logger.info("stopped")
+                return
+            }
+            logger.info("signal \(received) ignored for now")
+        }
+    }
+}
+
+func makeLogger(level: String) -> Logger {
+    LoggingSystem.bootstrap { label in
+        var h = StreamLogHandler.standardError(label: label)
+        h.logLevel = Logger.Level(rawValue: level) ?? .info
+        return h
+    }
+    return Logger(label: "larder")
+}
+
+/// Writes a line to fd 2 (the C `stderr` global is not concurrency-safe to touch from Swift 6).
+func printToStandardError(_ line: String) {
+    var bytes = Array((line + "\n").utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
+        if n <= 0 { return }
+        offset += n
+    }
+}

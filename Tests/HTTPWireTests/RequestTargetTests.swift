@@ -1,0 +1,148 @@
+import Testing
+import HTTPWire
+
+struct TargetRow: Sendable, CustomTestStringConvertible {
+    var name: String
+    var target: String
+    var method: HTTPMethod
+    var expected: Result<RequestTarget, HTTPWireError>
+
+    var testDescription: String { name }
+}
+
+enum TargetTable {
+    static func origin(_ name: String, _ target: String, method: HTTPMethod = .get) -> TargetRow {
+        TargetRow(name: name, target: target, method: method,
+                  expected: .success(RequestTarget(form: .origin, scheme: .http, host: [], port: 0,
+                                                   hasExplicitPort: false, pathOffset: 0)))
+    }
+
+    static func absolute(_ name: String, _ target: String, _ scheme: URIScheme, host: String, port: Int,
+                         explicit: Bool, path: Int?, method: HTTPMethod = .get) -> TargetRow {
+        TargetRow(name: name, target: target, method: method,
+                  expected: .success(RequestTarget(form: .absolute, scheme: scheme, host: wire(host), port: port,
+                                                   hasExplicitPort: explicit, pathOffset: path)))
+    }
+
+    static func authority(_ name: String, _ target: String, host: String, port: Int) -> TargetRow {
+        TargetRow(name: name, target: target, method: .connect,
+                  expected: .success(RequestTarget(form: .authority, scheme: .http, host: wire(host), port: port,
+                                                   hasExplicitPort: true, pathOffset: nil)))
+    }
+
+    static func reject(_ name: String, _ target: String, method: HTTPMethod = .get) -> TargetRow {
+        TargetRow(name: name, target: target, method: method, expected: .failure(.invalidTarget))
+    }
+
+    static let rows: [TargetRow] = [
+        // §3.2.1 origin-form
+        origin("§3.2.1 origin-form root", "/"),
+        origin("§3.2.1 origin-form with query", "/a/b?c=d&e"),
+        origin("§3.2.1 origin-form with percent-encoding", "/a%20b"),
+        origin("§3.2.1 origin-form for POST", "/submit", method: .post),
+        origin("§3.2.1 origin-form for OPTIONS", "/x", method: .options),
+        origin("§3.2.1 origin-form starting with //", "//double"),
+        // §3.2.2 absolute-form
+        absolute("§3.2.2 http with path", "http://example.com/a?b", .http, host: "example.com", port: 80,
+                 explicit: false, path: 18),
+        absolute("§3.2.2 https without path", "https://example.com", .https, host: "example.com", port: 443,
+                 explicit: false, path: nil),
+        absolute("§3.2.2 host lowercased", "http://WWW.Example.COM/", .http, host: "www.example.com", port: 80,
+                 explicit: false, path: 22),
+        absolute("§3.2.2 scheme case-insensitive", "HTTPS://h/", .https, host: "h", port: 443, explicit: false, path: 9),
+        absolute("§3.2.2 explicit port", "http://h:8080/p", .http, host: "h", port: 8080, explicit: true, path: 13),
+        absolute("§3.2.2 explicit default port", "https://h:443/", .https, host: "h", port: 443, explicit: true, path: 13),
+        absolute("§3.2.2 port 1", "http://h:1/", .http, host: "h", port: 1, explicit: true, path: 10),
+        absolute("§3.2.2 port 65535", "http://h:65535", .http, host: "h", port: 65535, explicit: true, path: nil),
+        absolute("§3.2.2 port with leading zero", "http://h:0080/", .http, host: "h", port: 80, explicit: true, path: 13),
+        absolute("§3.2.2 query without path", "http://h?x=1", .http, host: "h", port: 80, explicit: false, path: 8),
+        absolute("§3.2.2 port then query", "http://h:81?x", .http, host: "h", port: 81, explicit: true, path: 11),
+        absolute("§3.2.2 IPv4 host", "http://127.0.0.1:3128/", .http, host: "127.0.0.1", port: 3128, explicit: true,
+                 path: 21),
+        absolute("§3.2.2 IPv6 loopback without brackets", "http://[::1]/", .http, host: "::1", port: 80,
+                 explicit: false, path: 12),
+        absolute("§3.2.2 IPv6 with port, lowercased", "http://[2001:DB8::A]:8080/x", .http, host: "2001:db8::a",
+                 port: 8080, explicit: true, path: 25),
+        absolute("§3.2.2 IPv6 full form", "http://[1:2:3:4:5:6:7:8]/", .http, host: "1:2:3:4:5:6:7:8", port: 80,
+                 explicit: false, path: 24),
+        absolute("§3.2.2 IPv4-mapped IPv6", "https://[::ffff:192.0.2.1]/", .https, host: "::ffff:192.0.2.1",
+                 port: 443, explicit: false, path: 26),
+        absolute("§3.2.2 hostname with - _ ~", "http://a-b_c~d.example/", .http, host: "a-b_c~d.example", port: 80,
+                 explicit: false, path: 22),
+        absolute("§3.2.2 '@' after the authority is path", "http://h/a@b", .http, host: "h", port: 80,
+                 explicit: false, path: 8),
+        absolute("§3.2.2 absolute-form for POST", "http://h/", .http, host: "h", port: 80, explicit: false, path: 8,
+                 method: .post),
+        // §3.2.3 authority-form
+        authority("§3.2.3 CONNECT host:port", "example.com:443", host: "example.com", port: 443),
+        authority("§3.2.3 CONNECT host lowercased", "Mail.Example.COM:993", host: "mail.example.com", port: 993),
+        authority("§3.2.3 CONNECT IPv6", "[::1]:8443", host: "::1", port: 8443),
+        authority("§3.2.3 CONNECT IPv4", "10.0.0.1:22", host: "10.0.0.1", port: 22),
+        // §3.2.4 asterisk-form
+        TargetRow(name: "§3.2.4 OPTIONS *", target: "*", method: .options,
+                  expected: .success(RequestTarget(form: .asterisk, scheme: .http, host: [], port: 0,
+                                                   hasExplicitPort: false, pathOffset: nil))),
+
+        reject("§3.2.4 * with GET", "*"),
+        reject("§3.2.4 *x with OPTIONS", "*x", method: .options),
+        reject("§3.2.3 authority-form without CONNECT", "example.com:443"),
+        reject("§3.2.3 CONNECT with origin-form", "/", method: .connect),
+        reject("§3.2.3 CONNECT with absolute-form", "http://h:443/", method: .connect),
+        reject("§3.2.3 CONNECT without port", "example.com", method: .connect),
+        reject("§3.2.3 CONNECT with empty port", "example.com:", method: .connect),
+        reject("§3.2.3 CONNECT with port 0", "example.com:0", method: .connect),
+        reject("§3.2.3 CONNECT with port 65536", "example.com:65536", method: .connect),
+        reject("§3.2.3 CONNECT IPv6 without port", "[::1]", method: .connect),
+        reject("§3.2.3 CONNECT with userinfo", "user@example.com:443", method: .connect),
+        reject("§3.2.3 CONNECT with a path", "example.com:443/x", method: .connect),
+        reject("§3.2.3 CONNECT with empty host", ":443", method: .connect),
+        reject("§3.2.3 CONNECT *", "*", method: .connect),
+        reject("§3.2.2 userinfo", "http://user@h/"),
+        reject("§3.2.2 userinfo with password", "http://user:pw@h/"),
+        reject("§3.2.2 userinfo hiding the real host", "http://trusted.example@evil.example/"),
+        reject("§3.2.2 other scheme", "ftp://h/"),
+        reject("§3.2.2 scheme without //", "http:h/"),
+        reject("§3.2.2 empty authority", "http:///x"),
+        reject("§3.2.2 scheme only", "http://"),
+        reject("§3.2.2 empty port", "http://h:/"),
+        reject("§3.2.2 port 0", "http://h:0/"),
+        reject("§3.2.2 port 65536", "http://h:65536/"),
+        reject("§3.2.2 port with letters", "http://h:8a/"),
+        reject("§3.2.2 huge port", "http://h:99999999999999999999999/"),
+        reject("§3.2.2 percent-encoded host", "http://h%41/"),
+        reject("§3.2.2 fragment in authority", "http://h#x"),
+        reject("§3.2.2 unclosed IPv6 literal", "http://[::1/"),
+        reject("§3.2.2 IPv6 with non-hex", "http://[zz::1]/"),
+        reject("§3.2.2 IPv6 with two ::", "http://[1::2::3]/"),
+        reject("§3.2.2 IPv6 with nine groups", "http://[1:2:3:4:5:6:7:8:9]/"),
+        reject("§3.2.2 IPv6 with seven groups, no ::", "http://[1:2:3:4:5:6:7]/"),
+        reject("§3.2.2 IPv6 with short IPv4 tail", "http://[::1.2.3]/"),
+        reject("§3.2.2 IPv6 zone id", "http://[fe80::1%25eth0]/"),
+        reject("§3.2.2 empty IPv6 literal", "http://[]/"),
+        reject("§3.2.2 text after IPv6 literal", "http://[::1]x/"),
+        reject("§3.2 relative reference", "a/b"),
+        reject("§3.2 empty target", ""),
+        reject("§3.2 space in target", "/a b"),
+        reject("§3.2 DEL in target", "/\u{7F}"),
+        reject("§3.2 non-ASCII in target", "/é"),
+        reject("§3.2 control in host", "http://h\u{01}/"),
+    ]
+}
+
+@Suite("RequestTarget")
+struct RequestTargetTests {
+    @Test("request target", arguments: TargetTable.rows)
+    func target(_ row: TargetRow) {
+        let result = parseTarget(row.target, method: row.method)
+        #expect(result == row.expected)
+        if case .success(let target) = result, let offset = target.pathOffset {
+            #expect(offset < row.target.utf8.count)
+        }
+    }
+
+    @Test("hostString")
+    func hostString() throws {
+        let target = try parseTarget("http://[::1]:80/", method: .get).get()
+        #expect(target.hostString == "::1")
+    }
+}

@@ -1,0 +1,215 @@
+"""Fixtures for Larder's integration tests.
+
+* ``larder_factory(config=None, args=(), listeners=1, name="larder", wait=True)``
+  starts the real binary with a per-test YAML config (deep-merged over a base
+  config) and returns a ``helpers.Larder``; every instance still running at
+  teardown is stopped with SIGTERM and must exit 0 within 15 s without SIGKILL.
+* ``larder``: one instance with the base config.
+* ``origin`` / ``origin_factory``: origin.py as a separate process.
+* ``echo_server``, ``tls_server``, ``fake_dns``: small in-process servers.
+
+Per-test time limit: ``larder_test_timeout`` in pytest.ini (or
+``@pytest.mark.timeout_s(N)``).  When it passes, a watchdog thread SIGKILLs the
+processes the test started (which unblocks its sockets, all of which have
+their own timeouts too) and the test is reported as failed; 30 s later, as a
+last resort, faulthandler dumps all tracebacks and ends the run.
+"""
+
+import faulthandler
+import os
+import signal
+import threading
+
+import pytest
+
+import helpers
+from helpers import (CHILDREN, CHILDREN_LOCK, EchoServer, FakeDNS, Larder, OriginProcess, TLSServer,
+                     make_self_signed_cert)
+
+
+def pytest_addoption(parser):
+    parser.addini("larder_test_timeout", "per-test time limit in seconds", default="60")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timeout_s(seconds): per-test time limit for this test")
+    # A copy of the real stderr for the last-resort traceback dump.
+    try:
+        config._larder_stderr_fd = os.dup(2)
+    except OSError:
+        config._larder_stderr_fd = None
+
+
+def _test_limit(item):
+    m = item.get_closest_marker("timeout_s")
+    if m is not None:
+        return float(m.args[0])
+    return float(item.config.getini("larder_test_timeout"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    limit = _test_limit(item)
+    fired = threading.Event()
+    done = threading.Event()
+
+    def watchdog():
+        if done.wait(limit):
+            return
+        fired.set()
+        with CHILDREN_LOCK:
+            procs = list(CHILDREN)
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    item._larder_timeout_fired = fired
+    t = threading.Thread(target=watchdog, daemon=True)
+    t.start()
+    fd = getattr(item.config, "_larder_stderr_fd", None)
+    if fd is not None:
+        faulthandler.dump_traceback_later(limit + 30, exit=True, file=fd)
+    try:
+        yield
+    finally:
+        done.set()
+        faulthandler.cancel_dump_traceback_later()
+        t.join(2)
+        with CHILDREN_LOCK:
+            leftovers = list(CHILDREN)
+            CHILDREN.clear()
+        for p in leftovers:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.wait(5)
+                except (ProcessLookupError, Exception):
+                    pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    fired = getattr(item, "_larder_timeout_fired", None)
+    if rep.failed:
+        for inst in getattr(item, "_larders", []):
+            rep.sections.append((f"{inst.name} stderr (pid {inst.pid})", inst.log_text()[-6000:]))
+    if fired is not None and fired.is_set() and call.when == "call":
+        rep.outcome = "failed"
+        msg = f"test exceeded its time limit of {_test_limit(item)} s (watchdog killed its processes)"
+        rep.longrepr = msg + ("\n" + str(rep.longrepr) if rep.longrepr else "")
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    return tmp_path
+
+
+@pytest.fixture
+def larder_factory(tmp_path, request):
+    started = []
+    request.node._larders = started
+
+    def start(config=None, args=(), listeners=1, name=None, wait=True, listen_flag=True):
+        nm = name or f"larder{len(started) + 1}"
+        inst = Larder(tmp_path, config=config, args=args, listeners=listeners, name=nm,
+                      wait=wait, listen_flag=listen_flag)
+        started.append(inst)
+        return inst
+
+    yield start
+
+    problems = []
+    for inst in reversed(started):  # clients of a parent proxy first
+        if inst.stopped:
+            continue
+        if inst.proc.poll() is not None:
+            problems.append(f"{inst.name} (pid {inst.pid}) had already exited with code "
+                            f"{inst.proc.returncode} before teardown\n{inst.log_text()[-3000:]}")
+            inst.stop()
+            continue
+        rc = inst.stop()
+        if inst.killed:
+            problems.append(f"{inst.name} (pid {inst.pid}) did not exit within 15 s of SIGTERM "
+                            f"and was SIGKILLed\n{inst.log_text()[-3000:]}")
+        elif rc != 0:
+            problems.append(f"{inst.name} (pid {inst.pid}) exited with code {rc} after SIGTERM\n"
+                            f"{inst.log_text()[-3000:]}")
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def larder(larder_factory):
+    return larder_factory()
+
+
+@pytest.fixture
+def origin_factory(tmp_path):
+    started = []
+
+    def start(name=None):
+        o = OriginProcess(tmp_path, name or f"origin{len(started) + 1}")
+        started.append(o)
+        return o
+
+    yield start
+    for o in started:
+        o.stop()
+
+
+@pytest.fixture
+def origin(origin_factory):
+    return origin_factory()
+
+
+@pytest.fixture
+def echo_server():
+    s = EchoServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_cert(tmp_path_factory):
+    return make_self_signed_cert(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def tls_server(tls_cert):
+    s = TLSServer(*tls_cert)
+    s.cafile = tls_cert[0]
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def fake_dns():
+    d = FakeDNS()
+    yield d
+    d.stop()
+
+
+# ---------------------------------------------------------------------------
+# Metrics printed at the end of the run (e.g. the streaming tests' peak RSS).
+
+_METRICS = []
+
+
+@pytest.fixture
+def report_metric(request):
+    def add(text):
+        _METRICS.append(f"{request.node.nodeid}: {text}")
+        print(text)
+    return add
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _METRICS:
+        terminalreporter.write_sep("-", "larder metrics")
+        for line in _METRICS:
+            terminalreporter.write_line(line)

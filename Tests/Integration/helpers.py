@@ -1,0 +1,825 @@
+"""Helpers for Larder's integration tests: processes, raw HTTP, small servers.
+
+Everything here talks to 127.0.0.1 only, every wait is bounded.
+"""
+
+import ctypes
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+import origin as origin_mod  # noqa: E402  (pattern functions shared with the origin)
+
+pattern = origin_mod.pattern
+pattern_chunks = origin_mod.pattern_chunks
+pattern_sha256 = origin_mod.pattern_sha256
+
+LOCALHOST = "127.0.0.1"
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 15.0
+
+# Child processes started by the current test; the per-test watchdog kills them.
+CHILDREN = []
+CHILDREN_LOCK = threading.Lock()
+
+
+def _register_child(proc):
+    with CHILDREN_LOCK:
+        CHILDREN.append(proc)
+
+
+# ---------------------------------------------------------------------------
+# Locating the binary, environment for children
+
+
+def larder_bin():
+    env = os.environ.get("LARDER_BIN")
+    if env:
+        path = Path(env)
+        if not path.exists():
+            import pytest
+            pytest.fail(f"LARDER_BIN={env} does not exist", pytrace=False)
+        return str(path)
+    for candidate in (REPO_ROOT / ".build" / "release" / "larder",
+                      REPO_ROOT / ".build" / "debug" / "larder"):
+        if candidate.exists():
+            return str(candidate)
+    import pytest
+    pytest.fail("larder binary not found: set LARDER_BIN or build it "
+                f"({REPO_ROOT}/.build/release/larder or {REPO_ROOT}/.build/debug/larder)", pytrace=False)
+
+
+def child_env():
+    """os.environ without proxy settings and LARDER_* overrides."""
+    env = {}
+    for k, v in os.environ.items():
+        kl = k.lower()
+        if kl in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"):
+            continue
+        if k.startswith("LARDER_"):
+            continue
+        env[k] = v
+    return env
+
+
+_libc = None
+
+
+def _die_with_parent():
+    """preexec_fn: ask the kernel to SIGKILL the child if the test process dies."""
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+# Load libc before any fork so preexec_fn does as little as possible.
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    _libc = None
+
+
+def spawn(cmd, **kw):
+    kw.setdefault("env", child_env())
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    proc = subprocess.Popen([str(c) for c in cmd], preexec_fn=_die_with_parent, **kw)
+    _register_child(proc)
+    return proc
+
+
+def stop_process(proc, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+    """Signal a process by PID, wait; SIGKILL as a last resort. Returns (rc, killed)."""
+    if proc.poll() is not None:
+        return proc.returncode, False
+    try:
+        os.kill(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    try:
+        return proc.wait(timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return proc.wait(timeout=10), True
+
+
+# ---------------------------------------------------------------------------
+# YAML (just enough to write Larder configs)
+
+
+class Raw(str):
+    """A YAML scalar written verbatim (e.g. ``off``)."""
+
+
+def _yaml_scalar(v):
+    if isinstance(v, Raw):
+        return str(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if v is None:
+        return "null"
+    return json.dumps(str(v))
+
+
+def to_yaml(obj, indent=0):
+    pad = "  " * indent
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, dict):
+                if v:
+                    out.append(f"{pad}{k}:")
+                    out.append(to_yaml(v, indent + 1))
+                else:
+                    out.append(f"{pad}{k}: {{}}")
+            elif isinstance(v, (list, tuple)):
+                if v:
+                    out.append(f"{pad}{k}:")
+                    for item in v:
+                        out.append(f"{pad}  - {_yaml_scalar(item)}")
+                else:
+                    out.append(f"{pad}{k}: []")
+            else:
+                out.append(f"{pad}{k}: {_yaml_scalar(v)}")
+    else:
+        out.append(pad + _yaml_scalar(obj))
+    return "\n".join(line for line in out if line != "")
+
+
+def deep_merge(base, over):
+    result = dict(base)
+    for k, v in (over or {}).items():
+        if v is None:
+            result.pop(k, None)
+        elif isinstance(v, dict) and isinstance(result.get(k), dict):
+            result[k] = deep_merge(result[k], v)
+        else:
+            result[k] = v
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Larder process
+
+
+LISTEN_RE = re.compile(r"proxy listening on 127\.0\.0\.1:(\d+)")
+
+
+class Larder:
+    def __init__(self, workdir, config=None, args=(), listeners=1, name="larder",
+                 listen_flag=True, wait=True):
+        self.workdir = Path(workdir)
+        self.name = name
+        self.cache_dir = self.workdir / f"{name}-cache"
+        base = {
+            "admin_listen": Raw("off"),
+            "workers": 2,
+            "cache_dir": str(self.cache_dir),
+            "shutdown_grace": "5s",
+            "connect_ports": [443],
+            "via_name": "larder",
+            "log_level": "info",
+        }
+        self.config = deep_merge(base, config or {})
+        self.config_path = self.workdir / f"{name}.yaml"
+        self.config_path.write_text(to_yaml(self.config) + "\n")
+        cmd = [larder_bin(), "--config", self.config_path]
+        if listen_flag:
+            cmd += ["--listen", "127.0.0.1:0"]
+        cmd += ["--cache-dir", self.cache_dir]
+        cmd += list(args)
+        self.cmd = [str(c) for c in cmd]
+        self.lines = []
+        self.lines_lock = threading.Lock()
+        self.ports = []
+        self.listeners = listeners
+        self.ready = threading.Event()
+        self.stopped = False
+        self.killed = False
+        self.returncode = None
+        self.proc = spawn(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.pid = self.proc.pid
+        self.reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self.reader.start()
+        if wait:
+            self.wait_listening()
+
+    def _read_stderr(self):
+        for raw in iter(self.proc.stderr.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self.lines_lock:
+                self.lines.append(line)
+                m = LISTEN_RE.search(line)
+                if m:
+                    self.ports.append(int(m.group(1)))
+                    if len(self.ports) >= self.listeners:
+                        self.ready.set()
+        self.ready.set()
+
+    def wait_listening(self, timeout=START_TIMEOUT):
+        if not self.ready.wait(timeout) or len(self.ports) < self.listeners:
+            rc = self.proc.poll()
+            raise AssertionError(
+                f"larder did not report 'proxy listening on 127.0.0.1:PORT' within {timeout}s "
+                f"(exit code {rc}); command: {' '.join(self.cmd)}\nstderr:\n{self.log_text()[-4000:]}")
+
+    @property
+    def port(self):
+        return self.ports[0]
+
+    @property
+    def proxy_url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self):
+        with self.lines_lock:
+            return "\n".join(self.lines)
+
+    def wait_exit(self, timeout):
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self.reader.join(5)
+        self.returncode = rc
+        self.stopped = True
+        return rc
+
+    def stop(self, timeout=STOP_TIMEOUT):
+        """SIGTERM, wait up to ``timeout`` s, SIGKILL as a last resort. Returns the exit code."""
+        if self.stopped:
+            return self.returncode
+        rc, killed = stop_process(self.proc, signal.SIGTERM, timeout)
+        self.reader.join(5)
+        self.stopped = True
+        self.killed = killed
+        self.returncode = rc
+        return rc
+
+    def rss_kib(self):
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+        return None
+
+
+class RSSSampler:
+    """Samples a process's VmRSS every ``interval`` seconds in a thread."""
+
+    def __init__(self, larder, interval=0.05):
+        self.larder = larder
+        self.interval = interval
+        self.peak_kib = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            v = self.larder.rss_kib()
+            if v is not None:
+                self.samples += 1
+                self.peak_kib = max(self.peak_kib, v)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(5)
+
+
+# ---------------------------------------------------------------------------
+# Origin process
+
+
+class OriginProcess:
+    def __init__(self, workdir, name="origin"):
+        self.log_path = Path(workdir) / f"{name}.jsonl"
+        self.proc = spawn([sys.executable, HERE / "origin.py", "--port", "0", "--log", self.log_path],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.pid = self.proc.pid
+        self.port = None
+        deadline = time.monotonic() + START_TIMEOUT
+        # Read the first stdout line with a bounded wait.
+        got = []
+        t = threading.Thread(target=lambda: got.append(self.proc.stdout.readline()), daemon=True)
+        t.start()
+        t.join(max(0.1, deadline - time.monotonic()))
+        line = got[0].decode() if got else ""
+        m = re.search(r"origin listening on 127\.0\.0\.1:(\d+)", line)
+        if not m:
+            stop_process(self.proc, signal.SIGKILL, 5)
+            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+            raise AssertionError(f"origin did not start: {line!r} {err}")
+        self.port = int(m.group(1))
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.hostport = f"127.0.0.1:{self.port}"
+
+    def url(self, path):
+        return self.base + path
+
+    def requests(self):
+        try:
+            text = self.log_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in text.split("\n"):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass  # a line being written right now
+        return out
+
+    def wait_requests(self, n, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            reqs = self.requests()
+            if len(reqs) >= n or time.monotonic() > deadline:
+                return reqs
+            time.sleep(0.02)
+
+    def stop(self):
+        rc, _ = stop_process(self.proc, signal.SIGTERM, 5)
+        return rc
+
+
+def headers_named(headers, name):
+    return [v for n, v in headers if n.lower() == name.lower()]
+
+
+# ---------------------------------------------------------------------------
+# Raw HTTP over sockets
+
+
+class SockReader:
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = bytearray()
+        self.eof = False
+
+    def _fill(self):
+        if self.eof:
+            return False
+        data = self.sock.recv(256 * 1024)
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    def read_line(self, limit=1 << 20):
+        while True:
+            idx = self.buf.find(b"\n")
+            if idx >= 0:
+                line = bytes(self.buf[:idx + 1])
+                del self.buf[:idx + 1]
+                return line
+            if len(self.buf) > limit:
+                raise ValueError("line too long")
+            if not self._fill():
+                if self.buf:
+                    raise EOFError(f"EOF inside a line: {bytes(self.buf[:200])!r}")
+                raise EOFError("EOF before a line")
+
+    def read_exact(self, n, sink=None):
+        got = bytearray() if sink is None else None
+        remaining = n
+        while remaining > 0:
+            if not self.buf and not self._fill():
+                raise EOFError(f"EOF after {n - remaining} of {n} body bytes")
+            take = min(remaining, len(self.buf))
+            piece = bytes(self.buf[:take])
+            del self.buf[:take]
+            if sink is None:
+                got += piece
+            else:
+                sink(piece)
+            remaining -= take
+        return bytes(got) if got is not None else b""
+
+    def read_to_eof(self, sink=None):
+        got = bytearray()
+        while True:
+            if self.buf:
+                if sink is None:
+                    got += self.buf
+                else:
+                    sink(bytes(self.buf))
+                self.buf.clear()
+            if not self._fill():
+                return bytes(got)
+
+    def read_some(self, n=65536):
+        if self.buf:
+            data = bytes(self.buf[:n])
+            del self.buf[:n]
+            return data
+        if not self._fill():
+            return b""
+        return self.read_some(n)
+
+
+class Response:
+    def __init__(self, version, status, reason, headers):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.body = b""
+        self.interim = []
+        self.framing = None
+        self.trailers = []
+
+    def all(self, name):
+        return headers_named(self.headers, name)
+
+    def header(self, name):
+        vals = self.all(name)
+        return ", ".join(vals) if vals else None
+
+    def names(self):
+        return [n.lower() for n, _ in self.headers]
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.reason!r} {self.headers!r} body={self.body[:200]!r}>"
+
+
+def _read_head(reader):
+    line = reader.read_line()
+    while line in (b"\r\n", b"\n"):
+        line = reader.read_line()
+    status_line = line.rstrip(b"\r\n").decode("latin-1")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+        raise ValueError(f"bad status line {status_line!r}")
+    version, code = parts[0], int(parts[1])
+    reason = parts[2] if len(parts) > 2 else ""
+    headers = []
+    while True:
+        line = reader.read_line()
+        if line in (b"\r\n", b"\n"):
+            break
+        text = line.rstrip(b"\r\n").decode("latin-1")
+        name, sep, value = text.partition(":")
+        if not sep:
+            raise ValueError(f"bad header line {text!r}")
+        headers.append((name, value.strip(" \t")))
+    return Response(version, code, reason, headers)
+
+
+def read_response(reader, method="GET", sink=None):
+    """Read one final response (collecting 1xx interim ones except 101)."""
+    interim = []
+    while True:
+        resp = _read_head(reader)
+        if 100 <= resp.status < 200 and resp.status != 101:
+            interim.append(resp)
+            continue
+        break
+    resp.interim = interim
+    te = resp.header("Transfer-Encoding")
+    cl = resp.all("Content-Length")
+    if method == "HEAD" or resp.status in (101, 204, 304) or \
+            (method == "CONNECT" and 200 <= resp.status < 300):
+        resp.framing = "none"
+        return resp
+    body = bytearray() if sink is None else None
+
+    def add(piece):
+        if sink is None:
+            body.extend(piece)
+        else:
+            sink(piece)
+
+    if te is not None:
+        if te.split(",")[-1].strip().lower() != "chunked":
+            raise ValueError(f"response with transfer-encoding {te!r}")
+        resp.framing = "chunked"
+        while True:
+            size_line = reader.read_line().rstrip(b"\r\n")
+            size = int(size_line.split(b";")[0].strip(), 16)
+            if size == 0:
+                while True:
+                    t = reader.read_line()
+                    if t in (b"\r\n", b"\n"):
+                        break
+                    n, _, v = t.rstrip(b"\r\n").decode("latin-1").partition(":")
+                    resp.trailers.append((n, v.strip()))
+                break
+            reader.read_exact(size, add)
+            crlf = reader.read_line()
+            if crlf not in (b"\r\n", b"\n"):
+                raise ValueError(f"missing CRLF after chunk: {crlf[:50]!r}")
+    elif cl:
+        if len(set(v.strip() for v in cl)) != 1:
+            raise ValueError(f"conflicting Content-Length {cl}")
+        resp.framing = "length"
+        reader.read_exact(int(cl[0]), add)
+    else:
+        resp.framing = "close"
+        data = reader.read_to_eof(None if sink is None else add)
+        if sink is None:
+            body.extend(data)
+    resp.body = bytes(body) if body is not None else b""
+    return resp
+
+
+def build_request(method, target, headers=(), body=b"", version="HTTP/1.1"):
+    lines = [f"{method} {target} {version}"]
+    for n, v in headers:
+        lines.append(f"{n}: {v}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def std_request(method, url, headers=(), body=b"", version="HTTP/1.1"):
+    """Absolute-form request with Host and (if a body) Content-Length added."""
+    headers = list(headers)
+    names = {n.lower() for n, _ in headers}
+    if "host" not in names:
+        m = re.match(r"[a-z]+://([^/]+)", url)
+        if m:
+            headers.insert(0, ("Host", m.group(1)))
+    if body and "content-length" not in names and "transfer-encoding" not in names:
+        headers.append(("Content-Length", str(len(body))))
+    return build_request(method, url, headers, body, version)
+
+
+def connect(port, timeout=10.0):
+    s = socket.create_connection((LOCALHOST, port), timeout=timeout)
+    s.settimeout(timeout)
+    return s
+
+
+class RawClient:
+    """A raw TCP client connection with a response reader."""
+
+    def __init__(self, port, timeout=10.0):
+        self.sock = connect(port, timeout)
+        self.reader = SockReader(self.sock)
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def request(self, method, url, headers=(), body=b"", version="HTTP/1.1"):
+        self.sock.sendall(std_request(method, url, headers, body, version))
+        return read_response(self.reader, method)
+
+    def response(self, method="GET", sink=None):
+        return read_response(self.reader, method, sink)
+
+    def closed_by_peer(self, timeout=5.0):
+        """True if the peer closes (EOF or reset) within ``timeout`` with no more data."""
+        if self.reader.buf:
+            return False
+        old = self.sock.gettimeout()
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+        finally:
+            try:
+                self.sock.settimeout(old)
+            except OSError:
+                pass
+        if data:
+            self.reader.buf += data
+            return False
+        return True
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def proxy_exchange(larder_port, method, url, headers=(), body=b"", timeout=10.0):
+    """One request through the proxy on a new connection."""
+    with RawClient(larder_port, timeout) as c:
+        return c.request(method, url, headers, body)
+
+
+# ---------------------------------------------------------------------------
+# curl
+
+
+def curl(*args, timeout=60):
+    cmd = ["curl", "-sS", "--max-time", str(int(timeout))] + [str(a) for a in args]
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+                          stdin=subprocess.DEVNULL, timeout=timeout + 10)
+
+
+# ---------------------------------------------------------------------------
+# Small servers running as threads in the test process
+
+
+def free_port():
+    s = socket.socket()
+    s.bind((LOCALHOST, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class _ThreadedServer:
+    def __init__(self):
+        self.srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind((LOCALHOST, 0))
+        self.srv.listen(64)
+        self.srv.settimeout(0.2)
+        self.port = self.srv.getsockname()[1]
+        self.connections = 0
+        self.events = []
+        self._stop = threading.Event()
+        self._threads = []
+        self._t = threading.Thread(target=self._accept_loop, daemon=True)
+        self._t.start()
+
+    def _accept_loop(self):
+        while not self._stop.is_set():
+            try:
+                sock, peer = self.srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            sock.settimeout(15)
+            t = threading.Thread(target=self._guard, args=(sock, peer), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _guard(self, sock, peer):
+        try:
+            self.handle(sock, peer)
+        except (OSError, ssl.SSLError, ValueError) as e:
+            self.events.append(f"error: {e!r}")
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def handle(self, sock, peer):
+        raise NotImplementedError
+
+    def stop(self):
+        self._stop.set()
+        try:
+            self.srv.close()
+        except OSError:
+            pass
+        self._t.join(2)
+        for t in self._threads:
+            t.join(2)
+
+
+class EchoServer(_ThreadedServer):
+    """Echoes bytes as they arrive; at EOF sends ``[eof after N bytes]`` and closes."""
+
+    def handle(self, sock, peer):
+        total = 0
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            total += len(data)
+            sock.sendall(data)
+        self.events.append(f"eof after {total}")
+        sock.sendall(f"[eof after {total} bytes]".encode())
+        sock.shutdown(socket.SHUT_WR)
+
+
+class TLSServer(_ThreadedServer):
+    """HTTPS server: answers one request per connection with ``hello over tls <path>``."""
+
+    def __init__(self, certfile, keyfile):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(certfile, keyfile)
+        super().__init__()
+
+    def handle(self, sock, peer):
+        tls = self.ctx.wrap_socket(sock, server_side=True)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            data = tls.recv(65536)
+            if not data:
+                return
+            buf += data
+        line = buf.split(b"\r\n", 1)[0].decode("latin-1")
+        path = line.split(" ")[1] if " " in line else "?"
+        body = f"hello over tls {path}\n".encode()
+        tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                    b"Connection: close\r\n\r\n" % len(body) + body)
+        self.events.append(f"served {path}")
+        try:
+            tls.unwrap()
+        except (OSError, ssl.SSLError):
+            pass
+
+
+def make_self_signed_cert(directory):
+    directory = Path(directory)
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    return str(cert), str(key)
+
+
+class FakeDNS:
+    """UDP DNS server on 127.0.0.1 answering NXDOMAIN to every query."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((LOCALHOST, 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.queries = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    @staticmethod
+    def _qname(msg):
+        labels, i = [], 12
+        while i < len(msg) and msg[i] != 0:
+            ln = msg[i]
+            labels.append(msg[i + 1:i + 1 + ln].decode("latin-1"))
+            i += 1 + ln
+        qtype = struct.unpack("!H", msg[i + 1:i + 3])[0] if i + 3 <= len(msg) else 0
+        return ".".join(labels), i + 5, qtype
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                msg, peer = self.sock.recvfrom(4096)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if len(msg) < 12:
+                continue
+            qid, flags, qd = struct.unpack("!HHH", msg[:6])
+            name, qend, qtype = self._qname(msg)
+            self.queries.append((name, qtype))
+            rflags = 0x8000 | (flags & 0x7900) | 0x0080 | 3  # QR, opcode+RD, RA, NXDOMAIN
+            reply = struct.pack("!HHHHHH", qid, rflags, 1 if qd else 0, 0, 0, 0)
+            if qd:
+                reply += msg[12:qend]
+            try:
+                self.sock.sendto(reply, peer)
+            except OSError:
+                pass
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(2)
+        self.sock.close()
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,300 @@
+import Testing
+@testable import LarderConfig
+
+/// The repository root, found from this file's path, so tests can read `Config/`.
+private let repositoryRoot: String = {
+    var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+    parts.removeLast(3)  // Tests/LarderConfigTests/ConfigLoaderTests.swift
+    return parts.joined(separator: "/")
+}()
+
+struct ValueRow<T: Sendable & Equatable>: Sendable, CustomTestStringConvertible {
+    var text: String
+    var expected: T?  // nil: must be rejected
+    var testDescription: String { "\"\(text)\"" }
+}
+
+@Suite struct ValueSyntaxTests {
+    static let durations: [ValueRow<Double>] = [
+        .init(text: "30", expected: 30), .init(text: "30s", expected: 30), .init(text: "500ms", expected: 0.5),
+        .init(text: "1.5m", expected: 90), .init(text: "2h", expected: 7_200), .init(text: "7d", expected: 604_800),
+        .init(text: " 10s ", expected: 10), .init(text: "0", expected: 0),
+        .init(text: "soon", expected: nil), .init(text: "-1s", expected: nil), .init(text: "10 parsecs", expected: nil),
+        .init(text: "", expected: nil), .init(text: "s", expected: nil), .init(text: "inf", expected: nil),
+    ]
+
+    @Test(arguments: durations) func duration(_ row: ValueRow<Double>) {
+        #expect((try? ConfigLoader.parseDuration(row.text)) == row.expected)
+    }
+
+    static let sizes: [ValueRow<Int>] = [
+        .init(text: "65536", expected: 65_536), .init(text: "64KiB", expected: 65_536),
+        .init(text: "64K", expected: 65_536), .init(text: "1MiB", expected: 1_048_576),
+        .init(text: "1MB", expected: 1_000_000), .init(text: "2GiB", expected: 2_147_483_648),
+        .init(text: "512B", expected: 512), .init(text: "1.5KiB", expected: 1_536),
+        .init(text: "lots", expected: nil), .init(text: "-5", expected: nil), .init(text: "KiB", expected: nil),
+        .init(text: "99999999TiB", expected: nil),
+    ]
+
+    @Test(arguments: sizes) func byteSize(_ row: ValueRow<Int>) {
+        #expect((try? ConfigLoader.parseByteSize(row.text)) == row.expected)
+    }
+
+    static let endpoints: [ValueRow<Endpoint>] = [
+        .init(text: "127.0.0.1:3128", expected: Endpoint(host: "127.0.0.1", port: 3128)),
+        .init(text: "0.0.0.0:0", expected: Endpoint(host: "0.0.0.0", port: 0)),
+        .init(text: "[::1]:8080", expected: Endpoint(host: "::1", port: 8080)),
+        .init(text: "localhost:65535", expected: Endpoint(host: "localhost", port: 65_535)),
+        .init(text: "127.0.0.1", expected: nil), .init(text: "::1:80", expected: nil),
+        .init(text: "host:65536", expected: nil), .init(text: ":80", expected: nil),
+        .init(text: "host:http", expected: nil), .init(text: "[::1]8080", expected: nil),
+        .init(text: "a b:80", expected: nil),
+    ]
+
+    @Test(arguments: endpoints) func endpoint(_ row: ValueRow<Endpoint>) {
+        #expect((try? ConfigLoader.parseEndpoint(row.text)) == row.expected)
+    }
+
+    static let origins: [ValueRow<OriginURL>] = [
+        .init(text: "http://127.0.0.1:8080", expected: OriginURL(scheme: "http", host: "127.0.0.1", port: 8080)),
+        .init(text: "http://Example.COM", expected: OriginURL(scheme: "http", host: "example.com", port: 80)),
+        .init(text: "https://example.com/", expected: OriginURL(scheme: "https", host: "example.com", port: 443)),
+        .init(text: "http://[::1]:81", expected: OriginURL(scheme: "http", host: "::1", port: 81)),
+        .init(text: "http://[::1]", expected: OriginURL(scheme: "http", host: "::1", port: 80)),
+        .init(text: "ftp://example.com", expected: nil), .init(text: "example.com:80", expected: nil),
+        .init(text: "http://example.com/path", expected: nil), .init(text: "http://user@example.com", expected: nil),
+        .init(text: "http://", expected: nil), .init(text: "http://h:0", expected: nil),
+    ]
+
+    @Test(arguments: origins) func originURL(_ row: ValueRow<OriginURL>) {
+        #expect((try? ConfigLoader.parseOriginURL(row.text)) == row.expected)
+    }
+}
+
+@Suite struct ConfigFileTests {
+    @Test func shippedDefaultFileEqualsBuiltInDefaults() throws {
+        let c = try ConfigLoader.load(path: repositoryRoot + "/Config/larder.yaml")
+        #expect(c == Config())
+    }
+
+    @Test(arguments: ["reverse.yaml", "ci-cache.yaml"]) func examplesLoad(_ name: String) throws {
+        _ = try ConfigLoader.load(path: repositoryRoot + "/Config/examples/" + name)
+    }
+
+    @Test func everyKeyIsInTheShippedFile() throws {
+        // The shipped file documents every key; a new key without documentation fails here.
+        let c = try ConfigLoader.load(path: repositoryRoot + "/Config/larder.yaml")
+        _ = c
+        var text = ""
+        if let f = fopenText(repositoryRoot + "/Config/larder.yaml") { text = f }
+        for field in ConfigSchema.fields {
+            let leaf = String(field.key.split(separator: ".").last!)
+            #expect(text.contains(leaf + ":"), "\(field.key) is not documented in Config/larder.yaml")
+        }
+    }
+
+    @Test func emptyFileMeansDefaults() throws {
+        #expect(try ConfigLoader.load(yaml: "") == Config())
+        #expect(try ConfigLoader.load(yaml: "# nothing\n") == Config())
+    }
+
+    @Test func fullFileSetsEveryField() throws {
+        let yaml = """
+        listen: ["0.0.0.0:3128", "[::1]:3129"]
+        admin_listen: off
+        workers: 4
+        cache_dir: /var/cache/larder
+        shutdown_grace: 2.5s
+        reverse_origin: http://127.0.0.1:8000
+        connect_ports: [443, 8443]
+        via_name: edge-1
+        log_level: debug
+        limits:
+          max_head_bytes: 32KiB
+          max_header_count: 50
+          max_uri_bytes: 4096
+          client_header_timeout: 5s
+          client_idle_timeout: 1m
+          max_response_head_bytes: 128KiB
+        session:
+          http_additional_headers:
+            X-Team: build
+            X-Second: "2"
+          timeout_interval_for_request: 15s
+          timeout_interval_for_resource: 1h
+          connect_timeout: 500ms
+          http_maximum_connections_per_host: 8
+          max_idle_connections_per_host: 4
+          idle_connection_timeout: 30s
+          proxy: http://parent:3128
+          tls_minimum_version: "1.3"
+          tls_maximum_version: "1.3"
+          ca_file: /etc/ssl/ca.pem
+          dns_servers: [127.0.0.1:5353, 10.0.0.1, "::1"]
+        """
+        let c = try ConfigLoader.load(yaml: yaml)
+        #expect(c.listen == [Endpoint(host: "0.0.0.0", port: 3128), Endpoint(host: "::1", port: 3129)])
+        #expect(c.adminListen == nil)
+        #expect(c.workers == 4)
+        #expect(c.cacheDirectory == "/var/cache/larder")
+        #expect(c.shutdownGrace == 2.5)
+        #expect(c.reverseOrigin == OriginURL(scheme: "http", host: "127.0.0.1", port: 8000))
+        #expect(c.connectPorts == [443, 8443])
+        #expect(c.viaName == "edge-1")
+        #expect(c.logLevel == "debug")
+        #expect(c.limits.maxHeadBytes == 32_768)
+        #expect(c.limits.maxHeaderCount == 50)
+        #expect(c.limits.maxURIBytes == 4_096)
+        #expect(c.limits.clientHeaderTimeout == 5)
+        #expect(c.limits.clientIdleTimeout == 60)
+        #expect(c.limits.maxResponseHeadBytes == 131_072)
+        #expect(c.session.httpAdditionalHeaders == [HeaderPair(name: "X-Team", value: "build"),
+                                                   HeaderPair(name: "X-Second", value: "2")])
+        #expect(c.session.timeoutIntervalForRequest == 15)
+        #expect(c.session.timeoutIntervalForResource == 3_600)
+        #expect(c.session.connectTimeout == 0.5)
+        #expect(c.session.httpMaximumConnectionsPerHost == 8)
+        #expect(c.session.maxIdleConnectionsPerHost == 4)
+        #expect(c.session.idleConnectionTimeout == 30)
+        #expect(c.session.parentProxy == OriginURL(scheme: "http", host: "parent", port: 3128))
+        #expect(c.session.tlsMinimumVersion == "1.3")
+        #expect(c.session.caFile == "/etc/ssl/ca.pem")
+        #expect(c.session.dnsServers == [Endpoint(host: "127.0.0.1", port: 5353), Endpoint(host: "10.0.0.1", port: 53),
+                                         Endpoint(host: "::1", port: 53)])
+    }
+}
+
+struct ErrorRow: Sendable, CustomTestStringConvertible {
+    var name: String
+    var yaml: String
+    /// Expected error lines, exactly as printed.
+    var lines: [String]
+    var testDescription: String { name }
+}
+
+@Suite struct ConfigErrorTests {
+    static let rows: [ErrorRow] = [
+        ErrorRow(name: "unknown key with suggestion", yaml: "workers: 2\nlisen: [a:1]\n",
+                 lines: ["t.yaml:2: lisen: unknown key; did you mean listen?"]),
+        ErrorRow(name: "unknown nested key", yaml: "session:\n  conect_timeout: 5s\n",
+                 lines: ["t.yaml:2: session.conect_timeout: unknown key; did you mean session.connect_timeout?"]),
+        ErrorRow(name: "unknown key far from anything", yaml: "colour: blue\n",
+                 lines: ["t.yaml:1: colour: unknown key"]),
+        ErrorRow(name: "every problem reported at once",
+                 yaml: "workers: many\nlog_level: loud\nlimits:\n  client_idle_timeout: soon\n",
+                 lines: ["t.yaml:1: workers: expected a thread count (0: one per core), got \"many\"",
+                         "t.yaml:2: log_level: expected one of trace, debug, info, notice, warning, error, critical, got \"loud\"",
+                         "t.yaml:4: limits.client_idle_timeout: expected a duration such as 30s, 500ms, 5m, 1h or 7d, got \"soon\""]),
+        ErrorRow(name: "out of range", yaml: "workers: 1000\n", lines: ["t.yaml:1: workers: must be from 0 to 256, got 1000"]),
+        ErrorRow(name: "bad endpoint in list", yaml: "listen:\n  - 127.0.0.1:3128\n  - nowhere\n",
+                 lines: ["t.yaml:2: listen: expected HOST:PORT, got \"nowhere\""]),
+        ErrorRow(name: "empty listen", yaml: "listen: []\n", lines: ["t.yaml:1: listen: needs at least one HOST:PORT"]),
+        ErrorRow(name: "mapping where a value belongs", yaml: "workers:\n  a: 1\n",
+                 lines: ["t.yaml:2: workers: expected a single value, got a mapping"]),
+        ErrorRow(name: "section given a value", yaml: "session: 5\n",
+                 lines: ["t.yaml:1: session: expected a section of keys, got \"5\""]),
+        ErrorRow(name: "duplicate key", yaml: "workers: 1\nworkers: 2\n", lines: ["t.yaml:2: workers: appears twice"]),
+        ErrorRow(name: "zero timeout", yaml: "session:\n  connect_timeout: 0\n",
+                 lines: ["t.yaml:2: session.connect_timeout: must be longer than zero"]),
+        ErrorRow(name: "bad header name", yaml: "session:\n  http_additional_headers:\n    \"Bad Name\": x\n",
+                 lines: ["t.yaml:3: session.http_additional_headers: \"Bad Name\" is not a valid header field name"]),
+        ErrorRow(name: "https parent proxy", yaml: "session:\n  proxy: https://p:3128\n",
+                 lines: ["t.yaml:2: session.proxy: a parent proxy is reached over plain http://, got \"https://p:3128\""]),
+        ErrorRow(name: "tls versions crossed", yaml: "session:\n  tls_minimum_version: \"1.3\"\n  tls_maximum_version: \"1.2\"\n",
+                 lines: ["t.yaml: session.tls_minimum_version: 1.3 is above tls_maximum_version 1.2"]),
+        ErrorRow(name: "top level not a mapping", yaml: "- a\n- b\n",
+                 lines: ["t.yaml:1: expected a mapping of keys to values at the top level"]),
+        ErrorRow(name: "via with spaces", yaml: "via_name: my proxy\n",
+                 lines: ["t.yaml:1: via_name: must be a single token without spaces or commas, got \"my proxy\""]),
+    ]
+
+    @Test(arguments: rows) func reportsProblem(_ row: ErrorRow) {
+        do {
+            _ = try ConfigLoader.load(yaml: row.yaml, fileName: "t.yaml")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description.split(separator: "\n").map(String.init) == row.lines)
+        }
+    }
+
+    @Test func syntaxErrorHasALine() {
+        do {
+            _ = try ConfigLoader.load(yaml: "workers: 1\nlisten: [a:1\ncache_dir: x\n", fileName: "t.yaml")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.problems.count == 1)
+            #expect(error.problems[0].line != nil)
+            #expect(error.description.hasPrefix("t.yaml:"))
+            #expect(error.description.contains("YAML syntax"))
+        }
+    }
+
+    @Test func missingFile() {
+        do {
+            _ = try ConfigLoader.load(path: "/nonexistent/larder.yaml")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description == "/nonexistent/larder.yaml: cannot read: No such file or directory")
+        }
+    }
+}
+
+@Suite struct EnvironmentTests {
+    @Test func variablesOverrideTheFile() throws {
+        var c = try ConfigLoader.load(yaml: "workers: 2\n")
+        try ConfigLoader.applyEnvironment([
+            "LARDER_WORKERS": "3",
+            "LARDER_LISTEN": "0.0.0.0:3128, [::]:3128",
+            "LARDER_ADMIN_LISTEN": "off",
+            "LARDER_SESSION_CONNECT_TIMEOUT": "250ms",
+            "LARDER_SESSION_HTTP_ADDITIONAL_HEADERS": "{X-A: b, X-C: d}",
+            "LARDER_CONNECT_PORTS": "[443, 563]",
+            "LARDER_REVERSE_ORIGIN": "http://127.0.0.1:9000",
+            "LARDER_CONFIG": "/ignored/here",
+            "HOME": "/root",
+        ], to: &c)
+        #expect(c.workers == 3)
+        #expect(c.listen == [Endpoint(host: "0.0.0.0", port: 3128), Endpoint(host: "::", port: 3128)])
+        #expect(c.adminListen == nil)
+        #expect(c.session.connectTimeout == 0.25)
+        #expect(c.session.httpAdditionalHeaders == [HeaderPair(name: "X-A", value: "b"), HeaderPair(name: "X-C", value: "d")])
+        #expect(c.connectPorts == [443, 563])
+        #expect(c.reverseOrigin == OriginURL(scheme: "http", host: "127.0.0.1", port: 9000))
+    }
+
+    @Test func emptyVariableClearsAnOptionalSetting() throws {
+        var c = try ConfigLoader.load(yaml: "reverse_origin: http://a:1\n")
+        try ConfigLoader.applyEnvironment(["LARDER_REVERSE_ORIGIN": ""], to: &c)
+        #expect(c.reverseOrigin == nil)
+    }
+
+    @Test func badAndUnknownVariablesAreNamed() {
+        var c = Config()
+        do {
+            try ConfigLoader.applyEnvironment(["LARDER_WORKERS": "x", "LARDER_WORKER": "2"], to: &c)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description.split(separator: "\n").map(String.init) == [
+                "environment: LARDER_WORKERS: expected a thread count (0: one per core), got \"x\"",
+                "environment: LARDER_WORKER: unknown setting; did you mean LARDER_WORKERS?",
+            ])
+        }
+    }
+}
+
+private func fopenText(_ path: String) -> String? {
+    guard let f = fopen(path, "rb") else { return nil }
+    defer { fclose(f) }
+    var bytes: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 4_096)
+    while true {
+        let n = fread(&buf, 1, buf.count, f)
+        bytes.append(contentsOf: buf[0..<n])
+        if n < buf.count { break }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

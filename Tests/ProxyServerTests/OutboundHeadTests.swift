@@ -1,0 +1,165 @@
+import HTTPWire
+import SessionClient
+import Testing
+@testable import ProxyServer
+
+/// What the proxy sends upstream and downstream, from raw client and origin heads.
+@Suite struct OutboundHeadTests {
+    private func request(_ text: String) throws -> RequestHead {
+        var head = RequestHead()
+        let bytes = Array(text.utf8)
+        let n = try bytes.withUnsafeBytes { raw throws(HTTPWireError) in
+            try RequestParser.parse(raw, into: &head, limits: HeadLimits())
+        }
+        #expect(n == bytes.count)
+        return head
+    }
+
+    private func response(_ text: String, method: HTTPMethod = .get) throws -> ResponseHead {
+        var head = ResponseHead()
+        let bytes = Array(text.utf8)
+        _ = try bytes.withUnsafeBytes { raw throws(HTTPWireError) in
+            try ResponseParser.parse(raw, into: &head, requestMethod: method, limits: HeadLimits())
+        }
+        return head
+    }
+
+    private func outbound(_ text: String, absolute: Bool = false, keepClientHost: Bool = false,
+                          additional: [AdditionalHeader] = [], upgrading: Bool = false) throws -> String {
+        let head = try request(text)
+        let target = head.headers.withBytes(head.target) { Array($0) }
+        let parsed = try target.withUnsafeBytes { raw throws(HTTPWireError) in
+            try RequestTarget.parse(raw, method: head.method)
+        }
+        var w = MessageWriter()
+        let route = OutboundHead.Route(scheme: parsed.scheme,
+                                       authority: parsed.form == .absolute
+                                           ? authorityBytes(host: parsed.host, port: parsed.port, scheme: parsed.scheme)
+                                           : Array("origin.test".utf8),
+                                       absoluteForm: absolute, keepClientHost: keepClientHost)
+        target.withUnsafeBytes { raw in
+            let path = parsed.pathOffset.map { UnsafeRawBufferPointer(rebasing: raw[$0...]) }
+                ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            OutboundHead.write(head, targetPath: path, route: route, viaName: Array("larder".utf8),
+                               additionalHeaders: additional, upgrading: upgrading, into: &w)
+        }
+        return String(decoding: w.bytes, as: UTF8.self)
+    }
+
+    @Test("RFC 9110 §7.6.1: hop-by-hop fields and those named in Connection are dropped")
+    func hopByHopDropped() throws {
+        let out = try outbound("GET http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive, X-Secret\r\n"
+                               + "X-Secret: 1\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\n"
+                               + "Proxy-Authorization: Basic eA==\r\nTE: trailers\r\nTrailer: X\r\nUpgrade: h2c\r\n"
+                               + "X-Kept: yes\r\nAccept: */*\r\n\r\n")
+        #expect(out == "GET /x?y=1 HTTP/1.1\r\nHost: a.test\r\nX-Kept: yes\r\nAccept: */*\r\nVia: 1.1 larder\r\n\r\n")
+    }
+
+    @Test("RFC 9112 §3.2.2: Host is rewritten from the absolute target, default port elided")
+    func hostFromTarget() throws {
+        let out = try outbound("GET http://A.Test:8080 HTTP/1.1\r\nHost: wrong.test\r\n\r\n")
+        #expect(out == "GET / HTTP/1.1\r\nHost: a.test:8080\r\nVia: 1.1 larder\r\n\r\n")
+        let v6 = try outbound("GET http://[::1]:80/p HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(v6.hasPrefix("GET /p HTTP/1.1\r\nHost: [::1]\r\n"))
+    }
+
+    @Test("Parent proxy: absolute-form target kept")
+    func absoluteFormToParent() throws {
+        let out = try outbound("GET http://a.test:81/p HTTP/1.1\r\nHost: a.test:81\r\n\r\n", absolute: true)
+        #expect(out.hasPrefix("GET http://a.test:81/p HTTP/1.1\r\nHost: a.test:81\r\n"))
+    }
+
+    @Test("Reverse mode keeps the client's Host")
+    func reverseKeepsHost() throws {
+        let out = try outbound("GET /p HTTP/1.1\r\nHost: public.test\r\n\r\n", keepClientHost: true)
+        #expect(out == "GET /p HTTP/1.1\r\nHost: public.test\r\nVia: 1.1 larder\r\n\r\n")
+    }
+
+    @Test("RFC 9110 §7.6.3: Via gets our entry after the existing ones, with the client's version")
+    func viaAppended() throws {
+        let out = try outbound("GET http://a.test/ HTTP/1.0\r\nVia: 1.1 other\r\n\r\n")
+        #expect(out == "GET / HTTP/1.1\r\nHost: a.test\r\nVia: 1.1 other\r\nVia: 1.0 larder\r\n\r\n")
+    }
+
+    @Test("RFC 9110 §7.6.2: Max-Forwards decremented for TRACE and OPTIONS only")
+    func maxForwards() throws {
+        let trace = try outbound("TRACE http://a.test/ HTTP/1.1\r\nHost: a.test\r\nMax-Forwards: 5\r\n\r\n")
+        #expect(trace.contains("Max-Forwards: 4\r\n"))
+        #expect(!trace.contains("Max-Forwards: 5"))
+        let get = try outbound("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nMax-Forwards: 5\r\n\r\n")
+        #expect(get.contains("Max-Forwards: 5\r\n"))
+        #expect(OutboundHead.maxForwards(try request("OPTIONS * HTTP/1.1\r\nHost: a\r\nMax-Forwards: 0\r\n\r\n")) == 0)
+        #expect(OutboundHead.maxForwards(try request("OPTIONS * HTTP/1.1\r\nHost: a\r\nMax-Forwards: x\r\n\r\n")) == nil)
+    }
+
+    @Test("Chunked request bodies are re-declared; Content-Length passes")
+    func bodyFraming() throws {
+        let chunked = try outbound("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n")
+        #expect(chunked.hasSuffix("Via: 1.1 larder\r\nTransfer-Encoding: chunked\r\n\r\n"))
+        let sized = try outbound("PUT http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\n")
+        #expect(sized.contains("Content-Length: 3\r\n"))
+        #expect(!sized.contains("Transfer-Encoding"))
+    }
+
+    @Test("httpAdditionalHeaders added only when the client did not send the field")
+    func additionalHeaders() throws {
+        let extra = [AdditionalHeader(name: "X-Team", value: "cache"), AdditionalHeader(name: "Accept", value: "a/b")]
+        let out = try outbound("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\naccept: */*\r\n\r\n", additional: extra)
+        #expect(out.contains("X-Team: cache\r\n"))
+        #expect(out.contains("accept: */*\r\n"))
+        #expect(!out.contains("a/b"))
+    }
+
+    @Test("Upgrade requests keep Connection: Upgrade and the Upgrade field")
+    func upgrade() throws {
+        let out = try outbound("GET http://a.test/ws HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+                               upgrading: true)
+        #expect(out.hasSuffix("Via: 1.1 larder\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"))
+    }
+
+    @Test("Response heads: hop-by-hop dropped, Via added, framing chosen per client version")
+    func responseHeads() throws {
+        let chunked = try response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: X-A\r\nX-A: 1\r\n"
+                                   + "Keep-Alive: timeout=3\r\nX-B: 2\r\n\r\n")
+        #expect(ResponseHeadWriter.framing(for: chunked, clientVersion: .http11) == .chunked)
+        #expect(ResponseHeadWriter.framing(for: chunked, clientVersion: .http10) == .untilClose)
+        var w = MessageWriter()
+        ResponseHeadWriter.write(chunked, framing: .chunked, keepAlive: true, clientVersion: .http11,
+                                 viaName: Array("larder".utf8), upgrade: false, into: &w)
+        #expect(String(decoding: w.bytes, as: UTF8.self)
+                == "HTTP/1.1 200 OK\r\nX-B: 2\r\nVia: 1.1 larder\r\nTransfer-Encoding: chunked\r\n\r\n")
+
+        let closeDelimited = try response("HTTP/1.0 200 OK\r\nX: y\r\n\r\n")
+        w.reset()
+        ResponseHeadWriter.write(closeDelimited, framing: .untilClose, keepAlive: true, clientVersion: .http10,
+                                 viaName: Array("larder".utf8), upgrade: false, into: &w)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == "HTTP/1.1 200 OK\r\nX: y\r\nVia: 1.0 larder\r\nConnection: close\r\n\r\n")
+
+        let sized = try response("HTTP/1.1 599 Odd\r\nContent-Length: 2\r\n\r\n")
+        w.reset()
+        ResponseHeadWriter.write(sized, framing: .contentLength, keepAlive: true, clientVersion: .http10,
+                                 viaName: Array("larder".utf8), upgrade: false, into: &w)
+        #expect(String(decoding: w.bytes, as: UTF8.self)
+                == "HTTP/1.1 599 Odd\r\nContent-Length: 2\r\nVia: 1.1 larder\r\nConnection: keep-alive\r\n\r\n")
+    }
+
+    @Test("Local error responses are plain text with an exact length")
+    func localError() {
+        var w = MessageWriter()
+        LocalResponse.error(502, "connection refused by upstream 127.0.0.1:1", close: true, into: &w)
+        let text = String(decoding: w.bytes, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 43\r\n"))
+        #expect(text.hasSuffix("Connection: close\r\n\r\nconnection refused by upstream 127.0.0.1:1\n"))
+    }
+
+    @Test("TRACE echo leaves credentials out")
+    func traceEcho() throws {
+        let head = try request("TRACE http://a.test/ HTTP/1.1\r\nHost: a.test\r\nMax-Forwards: 0\r\nCookie: c=1\r\n"
+                               + "Proxy-Authorization: Basic eA==\r\nX-T: 1\r\n\r\n")
+        var w = MessageWriter()
+        LocalResponse.trace(head, close: false, into: &w)
+        let text = String(decoding: w.bytes, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: message/http\r\n"))
+        #expect(text.hasSuffix("\r\n\r\nTRACE http://a.test/ HTTP/1.1\r\nHost: a.test\r\nMax-Forwards: 0\r\nX-T: 1\r\n\r\n"))
+    }
+}

@@ -1,0 +1,181 @@
+import EventLoop
+import HTTPWire
+import Testing
+@testable import SessionClient
+
+/// The session's pool and timeout logic against a real socket origin on the same loop.
+@Suite struct SessionTests {
+    private func makeSession(_ loop: EventLoop, _ tweak: (inout SessionConfiguration) -> Void = { _ in }) -> Session {
+        var c = SessionConfiguration()
+        c.connectTimeout = 2
+        c.timeoutIntervalForRequest = 2
+        tweak(&c)
+        return try! Session(loop: loop, configuration: c)
+    }
+
+    private func start(_ session: Session, _ recorder: Recorder, port: Int, paths: [String]) -> [SessionTask] {
+        paths.enumerated().map { i, path in
+            let t = session.dataTask(origin: OriginKey(scheme: .http, host: "127.0.0.1", port: port), method: .get,
+                                     head: getHead(path, port: port), hasBody: false, isIdempotent: true,
+                                     delegate: recorder)
+            recorder.track(t, as: i)
+            t.resume()
+            return t
+        }
+    }
+
+    @Test func sequentialRequestsReuseOneConnection() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { i, _ in response("body\(i)") }
+        let session = makeSession(loop)
+        let recorder = Recorder(loop: loop, expected: 1)
+        var tasks = start(session, recorder, port: origin.port, paths: ["/a"])
+        runLoop(loop, atMost: 5)
+        recorder.expected = 2
+        tasks += start(session, recorder, port: origin.port, paths: ["/b"])
+        recorder.track(tasks[1], as: 1)
+        runLoop(loop, atMost: 5)
+        #expect(recorder.statuses == [200, 200])
+        #expect(recorder.bodies.map { String(decoding: $0, as: UTF8.self) } == ["body0", "body1"])
+        #expect(origin.acceptedConnections == 1)
+        #expect(session.connectionsOpened == 1)
+        #expect(session.connectionsReused == 1)
+        #expect(tasks[1].usedReusedConnection)
+        origin.close()
+    }
+
+    @Test func connectionsPerHostAreCappedAndWaitersServedInOrder() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }
+        let session = makeSession(loop) { $0.httpMaximumConnectionsPerHost = 1 }
+        let recorder = Recorder(loop: loop, expected: 4)
+        _ = start(session, recorder, port: origin.port, paths: ["/0", "/1", "/2", "/3"])
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors.allSatisfy { $0 == nil })
+        #expect(recorder.completionOrder == [0, 1, 2, 3])
+        #expect(origin.maxConcurrentConnections == 1)
+        #expect(origin.acceptedConnections == 1)
+        origin.close()
+    }
+
+    @Test func concurrentRequestsOpenSeveralConnectionsUpToTheCap() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }
+        let session = makeSession(loop) { $0.httpMaximumConnectionsPerHost = 3 }
+        let recorder = Recorder(loop: loop, expected: 6)
+        _ = start(session, recorder, port: origin.port, paths: (0..<6).map { "/\($0)" })
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors.allSatisfy { $0 == nil })
+        #expect(origin.acceptedConnections <= 3)
+        #expect(origin.acceptedConnections >= 2)
+        origin.close()
+    }
+
+    @Test func silentOriginTimesOut() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { _, _ in nil }
+        let session = makeSession(loop) { $0.timeoutIntervalForRequest = 0.2 }
+        let recorder = Recorder(loop: loop, expected: 1)
+        _ = start(session, recorder, port: origin.port, paths: ["/hang"])
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors.count == 1)
+        #expect(recorder.errors.first == .some(.requestTimeout(upstream: "127.0.0.1:\(origin.port)")))
+        #expect(recorder.errors.first??.status == 504)
+        origin.close()
+    }
+
+    @Test func resourceTimeoutBoundsTheWholeExchange() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { _, _ in nil }
+        let session = makeSession(loop) {
+            $0.timeoutIntervalForRequest = 10
+            $0.timeoutIntervalForResource = 0.2
+        }
+        let recorder = Recorder(loop: loop, expected: 1)
+        _ = start(session, recorder, port: origin.port, paths: ["/slow"])
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors.first == .some(.resourceTimeout(upstream: "127.0.0.1:\(origin.port)")))
+        origin.close()
+    }
+
+    @Test func refusedConnectionIsReported() throws {
+        let loop = EventLoop()
+        // Bind and close a listener to get a port nobody listens on.
+        let origin = try TestOrigin(loop: loop) { _, _ in nil }
+        let port = origin.port
+        origin.close()
+        let session = makeSession(loop)
+        let recorder = Recorder(loop: loop, expected: 1)
+        _ = start(session, recorder, port: port, paths: ["/"])
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors.first == .some(.connectionRefused(upstream: "127.0.0.1:\(port)")))
+        #expect(recorder.errors.first??.status == 502)
+    }
+
+    @Test func staleKeepAliveConnectionIsRetriedOnceForIdempotentRequests() throws {
+        let loop = EventLoop()
+        // The origin promises keep-alive but closes every connection after answering.
+        let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }
+        origin.closeAfterEachResponse = true
+        let session = makeSession(loop)
+        let recorder = Recorder(loop: loop, expected: 1)
+        let first = start(session, recorder, port: origin.port, paths: ["/a"])
+        runLoop(loop, atMost: 5)
+        // Let the close reach the pooled connection's socket buffer without the loop noticing it:
+        // the next request goes out on it, fails, and must be retried on a new connection.
+        recorder.expected = 2
+        let second = start(session, recorder, port: origin.port, paths: ["/b"])
+        recorder.track(second[0], as: 1)
+        runLoop(loop, atMost: 5)
+        _ = first
+        #expect(recorder.errors.allSatisfy { $0 == nil })
+        #expect(recorder.bodies.count == 2)
+        #expect(String(decoding: recorder.bodies[1], as: UTF8.self) == "r1")
+        #expect(origin.acceptedConnections == 2)
+        origin.close()
+    }
+
+    @Test func chunkedResponseBodyIsDecoded() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { _, _ in
+            Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n".utf8)
+        }
+        let session = makeSession(loop)
+        let recorder = Recorder(loop: loop, expected: 1)
+        _ = start(session, recorder, port: origin.port, paths: ["/c"])
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors == [nil])
+        #expect(String(decoding: recorder.bodies[0], as: UTF8.self) == "hello world")
+        origin.close()
+    }
+
+    @Test func idleCapOfZeroDisablesReuse() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }
+        let session = makeSession(loop) { $0.maxIdleConnectionsPerHost = 0 }
+        let recorder = Recorder(loop: loop, expected: 1)
+        _ = start(session, recorder, port: origin.port, paths: ["/a"])
+        runLoop(loop, atMost: 5)
+        recorder.expected = 2
+        let t = start(session, recorder, port: origin.port, paths: ["/b"])
+        recorder.track(t[0], as: 1)
+        runLoop(loop, atMost: 5)
+        #expect(session.connectionsOpened == 2)
+        #expect(session.connectionsReused == 0)
+        origin.close()
+    }
+
+    @Test func malformedResponseIsAnInvalidResponseError() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { _, _ in
+            Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello".utf8)
+        }
+        let session = makeSession(loop)
+        let recorder = Recorder(loop: loop, expected: 1)
+        _ = start(session, recorder, port: origin.port, paths: ["/bad"])
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors.first == .some(.invalidResponse(upstream: "127.0.0.1:\(origin.port)",
+                                                                 .conflictingContentLength)))
+        origin.close()
+    }
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Larder builds and tests with, when missing. Needs root (or sudo).
+set -euo pipefail
+packages=(libevent-dev liblmdb-dev libssl-dev pkg-config curl openssl python3 ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo_cmd=()
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    echo "installing: ${missing[*]}"
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! python3 -c 'import pytest' 2>/dev/null; then
+    python3 -m pip install --quiet pytest 2>/dev/null || {
+        sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+        DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-pytest >/dev/null
+    }
+fi
+command -v swift >/dev/null || { echo "Swift 6.2 or newer must be on PATH (https://swift.org/install)" >&2; exit 1; }
