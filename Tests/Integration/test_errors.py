@@ -137,3 +137,18 @@ def test_client_header_timeout_is_408(larder_factory, origin):
     assert 0.8 <= elapsed <= 3.0, f"408 after {elapsed:.2f}s"
     assert origin.requests() == []
 
+
+
+def test_https_absolute_form_is_fetched_over_verified_tls(larder_factory, tls_server):
+    lr = larder_factory(config={"session": {"ca_file": tls_server.cafile}})
+    resp = proxy_exchange(lr.port, "GET", f"https://127.0.0.1:{tls_server.port}/secure?x=1", timeout=15)
+    assert resp.status == 200, resp.body
+    assert resp.body == b"hello over tls /secure?x=1\n"
+
+
+def test_https_origin_with_an_unknown_ca_is_502_naming_tls(larder_factory, tls_server):
+    lr = larder_factory()  # system trust store: the test's self-signed certificate is unknown
+    resp = proxy_exchange(lr.port, "GET", f"https://127.0.0.1:{tls_server.port}/", timeout=15)
+    assert resp.status == 502
+    assert b"TLS" in resp.body and f"127.0.0.1:{tls_server.port}".encode() in resp.body, resp.body
+    assert not any(e.startswith("served") for e in tls_server.events)
