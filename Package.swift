@@ -24,17 +24,19 @@ let package = Package(
 
         // Pure: HTTP/1.1 framing over bytes, no I/O.
         .target(name: "HTTPWire", swiftSettings: strict),
+        // Pure: the documented cache policy and RFC 9111 as decisions; no I/O, no clock.
+        .target(name: "CachePolicy", dependencies: ["HTTPWire"], swiftSettings: strict),
         // Thin wrappers over libevent (and OpenSSL bufferevents).
         .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL"], swiftSettings: strict),
-        // LMDB environment wrapper; the cache proper arrives with the cache issue.
-        .target(name: "CacheStore", dependencies: ["CLMDB"], swiftSettings: strict),
+        // The cache: LMDB on disk, a memory tier in front, one writer thread.
+        .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy"], swiftSettings: strict),
         // The outbound session client, modelled on NSURLSession.
         .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
         .target(name: "LarderConfig", dependencies: ["Yams"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels.
         .target(name: "ProxyServer",
-                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CacheStore", "LarderConfig",
+                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig",
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
@@ -44,10 +46,11 @@ let package = Package(
                           swiftSettings: strict),
 
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"], swiftSettings: strict),
+        .testTarget(name: "CachePolicyTests", dependencies: ["CachePolicy", "HTTPWire"], swiftSettings: strict),
         .testTarget(name: "LarderConfigTests", dependencies: ["LarderConfig"], swiftSettings: strict),
         .testTarget(name: "SessionClientTests", dependencies: ["SessionClient", "EventLoop", "HTTPWire"],
                     swiftSettings: strict),
-        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore"], swiftSettings: strict),
+        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy"], swiftSettings: strict),
         .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient"],
                     swiftSettings: strict),
     ]

@@ -23,8 +23,40 @@ public struct Config: Sendable, Equatable {
     public var limits = Limits()
     /// The outbound session client (`session.*`), named after NSURLSessionConfiguration.
     public var session = Session()
+    /// The cache (`cache.*`): capacities, durability, policy defaults and rules.
+    public var cache = Cache()
 
     public init() {}
+
+    public struct Cache: Sendable, Equatable {
+        /// `cache.disk_capacity`: stored bytes kept on disk (LRU eviction beyond).
+        public var diskCapacity: Int = 1 << 30
+        /// `cache.memory_capacity`: bytes of the in-memory tier.
+        public var memoryCapacity: Int = 64 << 20
+        /// `cache.memory_max_object_size`: entries up to this size are also held in memory.
+        public var memoryMaxObjectSize: Int = 1 << 20
+        /// `cache.max_object_size`: larger responses are passed through, not stored.
+        public var maxObjectSize: Int = 256 << 20
+        /// `cache.durability`: "fast" (periodic sync) or "safe" (sync every commit).
+        public var durability: String = "fast"
+        /// `cache.sync_interval`: how often "fast" durability syncs, seconds.
+        public var syncInterval: Double = 1
+        /// `cache.revalidation`: "head" (the documented way) or "conditional-get" (RFC 9111).
+        public var revalidation: String = "head"
+        /// `cache.default_policy`: the request cache policy when a request names none.
+        public var defaultPolicy: String = "use-protocol-cache-policy"
+        /// `cache.offline`: serve only from the cache (return-cache-data-dont-load for everything).
+        public var offline: Bool = false
+        /// `cache.heuristic_fraction` of (Date − Last-Modified) is the heuristic lifetime ...
+        public var heuristicFraction: Double = 0.1
+        /// ... capped at `cache.heuristic_max` seconds.
+        public var heuristicMax: Double = 86_400
+        /// `cache.collapse_requests`: concurrent misses for one URL share one origin fetch.
+        public var collapseRequests: Bool = true
+        /// `cache.rules`: per-URL policy, storage and freshness, first match per aspect wins.
+        public var rules: [CacheRuleConfig] = []
+        public init() {}
+    }
 
     public struct Limits: Sendable, Equatable {
         /// `limits.max_head_bytes`: largest request head (431 beyond).
@@ -94,4 +126,21 @@ public struct HeaderPair: Sendable, Equatable {
     public var name: String
     public var value: String
     public init(name: String, value: String) { self.name = name; self.value = value }
+}
+
+/// One `cache.rules` entry.
+public struct CacheRuleConfig: Sendable, Equatable {
+    public var scheme: String?
+    public var host: String?
+    public var pathPrefix: String?
+    public var statuses: [Int] = []
+    public var contentType: String?
+    /// A request cache policy name (use-protocol-cache-policy, reload-ignoring-local-cache-data, ...).
+    public var policy: String?
+    /// allowed, memory-only or not-allowed.
+    public var storage: String?
+    public var forcedLifetime: Double?
+    public var maximumLifetime: Double?
+    public var defaultLifetime: Double?
+    public init() {}
 }

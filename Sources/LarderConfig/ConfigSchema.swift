@@ -123,10 +123,57 @@ enum ConfigSchema {
             }
             c.session.dnsServers = servers
         },
+
+        ConfigField(key: "cache.disk_capacity") { c, n throws(ValueError) in
+            c.cache.diskCapacity = try size(n, in: 1 << 20...(1 << 50))
+        },
+        ConfigField(key: "cache.memory_capacity") { c, n throws(ValueError) in
+            c.cache.memoryCapacity = try size(n, in: 0...(1 << 40))
+        },
+        ConfigField(key: "cache.memory_max_object_size") { c, n throws(ValueError) in
+            c.cache.memoryMaxObjectSize = try size(n, in: 0...(1 << 40))
+        },
+        ConfigField(key: "cache.max_object_size") { c, n throws(ValueError) in
+            c.cache.maxObjectSize = try size(n, in: 0...(1 << 50))
+        },
+        ConfigField(key: "cache.durability") { c, n throws(ValueError) in
+            c.cache.durability = try oneOf(n, ["fast", "safe"])
+        },
+        ConfigField(key: "cache.sync_interval") { c, n throws(ValueError) in
+            c.cache.syncInterval = try positiveDuration(n)
+        },
+        ConfigField(key: "cache.revalidation") { c, n throws(ValueError) in
+            c.cache.revalidation = try oneOf(n, ["head", "conditional-get"])
+        },
+        ConfigField(key: "cache.default_policy") { c, n throws(ValueError) in
+            c.cache.defaultPolicy = try oneOf(n, requestPolicies)
+        },
+        ConfigField(key: "cache.offline") { c, n throws(ValueError) in
+            c.cache.offline = try boolean(n)
+        },
+        ConfigField(key: "cache.heuristic_fraction") { c, n throws(ValueError) in
+            let s = try scalar(n)
+            guard let v = Double(s), v >= 0, v <= 1 else { throw ValueError("expected a fraction from 0 to 1, got \"\(s)\"") }
+            c.cache.heuristicFraction = v
+        },
+        ConfigField(key: "cache.heuristic_max") { c, n throws(ValueError) in
+            c.cache.heuristicMax = try duration(n)
+        },
+        ConfigField(key: "cache.collapse_requests") { c, n throws(ValueError) in
+            c.cache.collapseRequests = try boolean(n)
+        },
+        ConfigField(key: "cache.rules") { c, n throws(ValueError) in
+            c.cache.rules = try cacheRules(n)
+        },
     ]
 
     /// Keys that hold a mapping of further keys rather than a value.
-    static let sections: Set<String> = ["limits", "session"]
+    static let sections: Set<String> = ["limits", "session", "cache"]
+
+    static let requestPolicies = ["use-protocol-cache-policy", "reload-ignoring-local-cache-data",
+                                  "reload-revalidating-cache-data", "return-cache-data-else-load",
+                                  "return-cache-data-dont-load"]
+    static let storagePolicies = ["allowed", "memory-only", "not-allowed"]
 
     static let byKey: [String: ConfigField] = Dictionary(uniqueKeysWithValues: fields.map { ($0.key, $0) })
 
@@ -190,6 +237,72 @@ enum ConfigSchema {
             throw ValueError("must be from \(range.lowerBound) to \(range.upperBound), got \(v)")
         }
         return v
+    }
+
+    static func boolean(_ n: Node) throws(ValueError) -> Bool {
+        let s = try scalar(n).lowercased()
+        switch s {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0": return false
+        default: throw ValueError("expected true or false, got \"\(s)\"")
+        }
+    }
+
+    static let ruleKeys = ["scheme", "host", "path_prefix", "status", "content_type", "policy", "storage", "freshness"]
+    static let freshnessKeys = ["forced", "maximum", "default"]
+
+    /// `cache.rules`: a list of mappings, each a match and what it sets.
+    static func cacheRules(_ n: Node) throws(ValueError) -> [CacheRuleConfig] {
+        guard case .sequence(let seq) = n else {
+            if n.null != nil { return [] }
+            throw ValueError("expected a list of rules, got \(describe(n))")
+        }
+        var rules: [CacheRuleConfig] = []
+        for (i, item) in seq.enumerated() {
+            let place = "rule \(i + 1)"
+            guard case .mapping(let m) = item else { throw ValueError("\(place): expected a mapping, got \(describe(item))") }
+            var r = CacheRuleConfig()
+            for (k, v) in m {
+                let key = try scalar(k)
+                do throws(ValueError) {
+                    switch key {
+                    case "scheme": r.scheme = try oneOf(v, ["http", "https"])
+                    case "host": r.host = try nonEmpty(v).lowercased()
+                    case "path_prefix":
+                        let p = try nonEmpty(v)
+                        guard p.hasPrefix("/") else { throw ValueError("must start with /, got \"\(p)\"") }
+                        r.pathPrefix = p
+                    case "status":
+                        r.statuses = []
+                        for s in try list(v) { r.statuses.append(try integer(s, in: 100...999, what: "a status code")) }
+                    case "content_type": r.contentType = try nonEmpty(v).lowercased()
+                    case "policy": r.policy = try oneOf(v, requestPolicies)
+                    case "storage": r.storage = try oneOf(v, storagePolicies)
+                    case "freshness":
+                        guard case .mapping(let f) = v else { throw ValueError("expected forced/maximum/default, got \(describe(v))") }
+                        for (fk, fv) in f {
+                            switch try scalar(fk) {
+                            case "forced": r.forcedLifetime = try duration(fv)
+                            case "maximum": r.maximumLifetime = try duration(fv)
+                            case "default": r.defaultLifetime = try duration(fv)
+                            case let other:
+                                throw ValueError("unknown freshness key \"\(other)\" (known: \(freshnessKeys.joined(separator: ", ")))")
+                            }
+                        }
+                    default:
+                        throw ValueError("unknown key (known: \(ruleKeys.joined(separator: ", ")))")
+                    }
+                } catch {
+                    throw ValueError("\(place): \(key): \(error.message)")
+                }
+            }
+            guard r.policy != nil || r.storage != nil || r.forcedLifetime != nil || r.maximumLifetime != nil
+                    || r.defaultLifetime != nil else {
+                throw ValueError("\(place): sets nothing (give policy, storage or freshness)")
+            }
+            rules.append(r)
+        }
+        return rules
     }
 
     static func duration(_ n: Node) throws(ValueError) -> Double {

@@ -7,7 +7,7 @@ import SessionClient
 /// locally), then reads the next. Pipelined requests simply wait in the input buffer until the
 /// previous response has been queued, which keeps responses in request order.
 final class ClientConnection: StreamDelegate, SessionTaskDelegate {
-    private enum State {
+    enum State {
         /// Waiting for (the rest of) a request head.
         case readingHead
         /// A request is being exchanged with an origin.
@@ -22,41 +22,45 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     /// What is left of the current request's body.
-    private enum RequestBody {
+    enum RequestBody {
         case done
         case contentLength(remaining: Int)
         case chunked
     }
 
-    private unowned let worker: Worker
-    private let stream: Stream
-    private let peer: SocketAddress
-    private var state = State.readingHead
-    private var request = RequestHead()
-    private var writer = MessageWriter(capacity: 2_048)
-    private var chunkWriter = MessageWriter(capacity: 16)
-    private var deadline: Timer?
-    private var deadlineIsForHead = false
-    private var inRequestLoop = false
+    unowned let worker: Worker
+    let stream: Stream
+    let peer: SocketAddress
+    var state = State.readingHead
+    var request = RequestHead()
+    var writer = MessageWriter(capacity: 2_048)
+    var chunkWriter = MessageWriter(capacity: 16)
+    var deadline: Timer?
+    var deadlineIsForHead = false
+    var inRequestLoop = false
 
     // The current exchange.
-    private var task: SessionTask?
-    private var requestBody = RequestBody.done
-    private var bodyDecoder = ChunkedDecoder()
-    private var clientFraming = ClientFraming.none
-    private var responseHeadSent = false
-    private var keepAlive = true
-    private var continueSent = false
-    private var upgrading = false
-    private var responsePaused = false
-    private var upstreamName = ""
-    private var connectOpener: TunnelOpener?
-    private var tunnel: Tunnel?
+    var task: SessionTask?
+    var requestBody = RequestBody.done
+    var bodyDecoder = ChunkedDecoder()
+    var clientFraming = ClientFraming.none
+    var responseHeadSent = false
+    var keepAlive = true
+    var continueSent = false
+    var upgrading = false
+    var responsePaused = false
+    var upstreamName = ""
+    var connectOpener: TunnelOpener?
+    var tunnel: Tunnel?
+    /// The cache's part in the current request, if any.
+    var cacheExchange: CacheExchange?
+    /// A disk-stored body being sent.
+    var cachedBody: CachedBodyCursor?
 
     /// Queued response bytes beyond which the origin is paused.
-    private static let outputHighWater = 1 << 20
+    static let outputHighWater = 1 << 20
     /// Queued request-body bytes beyond which the client is paused.
-    private static let uploadHighWater = 512 * 1024
+    static let uploadHighWater = 512 * 1024
 
     init(worker: Worker, stream: Stream, peer: SocketAddress) {
         self.worker = worker
@@ -89,6 +93,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             if stream.output.count == 0 { close() }
             return
         }
+        if cachedBody != nil {
+            pumpCachedBody()
+            return
+        }
         if responsePaused, stream.output.count <= ClientConnection.outputHighWater / 4 {
             responsePaused = false
             task?.resumeReading()
@@ -119,7 +127,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     // MARK: - Requests
 
-    private func processRequests() {
+    func processRequests() {
         if inRequestLoop { return }
         inRequestLoop = true
         defer { inRequestLoop = false }
@@ -149,7 +157,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
     }
 
-    private func handleRequest() {
+    func handleRequest() {
         keepAlive = request.keepAlive && !worker.draining
         responseHeadSent = false
         continueSent = false
@@ -200,7 +208,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
     }
 
-    private func parseTarget() -> Result<RequestTarget, HTTPWireError> {
+    func parseTarget() -> Result<RequestTarget, HTTPWireError> {
         let method = request.method
         return request.headers.withBytes(request.target) { bytes in
             do throws(HTTPWireError) {
@@ -211,8 +219,14 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
     }
 
-    private func forward(to origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) {
-        upgrading = request.upgradeRequested && request.version == .http11
+    func forward(to origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) {
+        if consultCache(origin: origin, route: route, pathOffset: pathOffset) { return }
+        startForwarding(to: origin, route: route, pathOffset: pathOffset)
+    }
+
+    func startForwarding(to origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) {
+        upgrading = request.upgradeRequested && request.version == .http11 && outboundRevalidation == nil
+        let revalidation = outboundRevalidation
         writer.reset()
         let targetRange = request.target
         request.headers.withBytes(targetRange) { target in
@@ -220,7 +234,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 ?? UnsafeRawBufferPointer(start: nil, count: 0)
             OutboundHead.write(request, targetPath: path, route: route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
-                               upgrading: upgrading, into: &writer)
+                               upgrading: upgrading, revalidation: revalidation, into: &writer)
         }
         switch request.framing {
         case .contentLength(let n) where n > 0: requestBody = .contentLength(remaining: n)
@@ -238,14 +252,15 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
         upstreamName = origin.description
         state = .exchanging
-        let t = worker.session.dataTask(origin: origin, method: request.method, head: writer.bytes,
+        let t = worker.session.dataTask(origin: origin, method: revalidation.map { $0.method.description == "HEAD" ? HTTPMethod.head : HTTPMethod.get } ?? request.method,
+                                        head: writer.bytes,
                                         hasBody: hasBody, isIdempotent: idempotent, delegate: self)
         task = t
         if hasBody { stream.enableReading() } else { stream.disableReading() }
         t.resume()
     }
 
-    private func handleConnect() {
+    func handleConnect() {
         let target: RequestTarget
         switch parseTarget() {
         case .success(let t): target = t
@@ -277,7 +292,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
     }
 
-    private func startTunnel(_ upstream: Stream) {
+    func startTunnel(_ upstream: Stream) {
         deadline?.cancel()
         state = .tunnel
         let t = Tunnel(stream, upstream) { [unowned self] in
@@ -290,7 +305,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     /// TRACE/OPTIONS with `Max-Forwards: 0`, and `OPTIONS *`.
-    private func answerLocally() {
+    func answerLocally() {
         if request.framing != .none {
             // A body we would have to skip: simpler and safer to close after answering.
             keepAlive = false
@@ -306,7 +321,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     /// A request we refuse: answer with `status` and close (the rest of the stream cannot be trusted).
-    private func reject(_ status: Int, _ reason: String) {
+    func reject(_ status: Int, _ reason: String) {
         worker.logger.notice("\(status) to \(peer): \(reason)")
         writer.reset()
         LocalResponse.error(status, reason, close: true, into: &writer)
@@ -315,7 +330,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     /// A refusal after a well-formed head: the connection may go on if the request had no body.
-    private func respondAndContinue(_ status: Int, _ reason: String) {
+    func respondAndContinue(_ status: Int, _ reason: String) {
         if request.framing != .none { keepAlive = false }
         writer.reset()
         LocalResponse.error(status, reason, close: !keepAlive, headOnly: request.method == .head, into: &writer)
@@ -325,7 +340,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     // MARK: - Request body
 
-    private func pumpRequestBody() {
+    func pumpRequestBody() {
         guard let task, let out = task.bodyOutput else { return }
         let input = stream.input
         while true {
@@ -384,7 +399,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
     }
 
-    private func bodyFinished(_ task: SessionTask) {
+    func bodyFinished(_ task: SessionTask) {
         requestBody = .done
         task.finishBody()
         stream.disableReading()
@@ -427,17 +442,28 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             startTunnel(upstream)
             return
         }
+        if cacheTakesResponse(head) {
+            clientFraming = .none
+            return
+        }
         clientFraming = request.method == .head ? .none
             : ResponseHeadWriter.framing(for: head, clientVersion: request.version)
         if clientFraming == .untilClose { keepAlive = false }
         writer.reset()
         ResponseHeadWriter.write(head, framing: clientFraming, keepAlive: keepAlive, clientVersion: request.version,
-                                 viaName: worker.settings.viaName, upgrade: false, into: &writer)
+                                 viaName: worker.settings.viaName, upgrade: false,
+                                 cacheStatus: cacheExchange?.status.serialized(), into: &writer)
         stream.output.append(writer.bytes)
         responseHeadSent = true
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
+        if !responseHeadSent {
+            // A revalidation answer the cache consumed: its body is not the client's.
+            source.drain(count)
+            return
+        }
+        cacheTee(source, count: count)
         let out = stream.output
         switch clientFraming {
         case .chunked:
@@ -460,6 +486,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
         responsePaused = false
+        if cacheTaskCompleted(error: error) { return }
         if let error {
             worker.logger.warning("\(error.status) for \(peer): \(error.message)")
             if responseHeadSent {
@@ -483,7 +510,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     // MARK: - Connection life cycle
 
     /// The response is queued: read the next request, or close.
-    private func finishExchange() {
+    func finishExchange() {
+        cacheExchange = nil
         guard keepAlive, !worker.draining else {
             closeWhenFlushed()
             return
@@ -496,13 +524,13 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         if !inRequestLoop, stream.input.count > 0 { processRequests() }
     }
 
-    private func armDeadline(forHead: Bool) {
+    func armDeadline(forHead: Bool) {
         deadlineIsForHead = forHead
         let s = worker.settings
         deadline?.schedule(after: forHead ? s.clientHeaderTimeout : s.clientIdleTimeout)
     }
 
-    private func deadlineReached() {
+    func deadlineReached() {
         guard state == .readingHead else { return }
         if stream.input.count == 0 {
             // Idle, or a connection that never sent a byte: nothing to answer.
@@ -522,7 +550,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         if let t = tunnel { t.close() } else { close() }
     }
 
-    private func closeWhenFlushed() {
+    func closeWhenFlushed() {
         state = .closing
         deadline?.cancel()
         stream.disableReading()
@@ -531,12 +559,12 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     /// Ends the connection with a reset: a response was cut short.
-    private func abort() {
+    func abort() {
         stream.reset()
         close()
     }
 
-    private func close() {
+    func close() {
         guard state != .closed else { return }
         state = .closed
         deadline?.cancel()

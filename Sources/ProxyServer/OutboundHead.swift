@@ -17,10 +17,18 @@ struct OutboundHead {
         var keepClientHost: Bool
     }
 
+    /// A revalidation the cache sends in place of the client's request: this method (HEAD, or GET
+    /// for a conditional GET), the stored entry's validators instead of the client's conditionals.
+    struct Revalidation {
+        var method: StaticString
+        var conditionalFields: [UInt8]
+    }
+
     static func write(_ head: RequestHead, targetPath: UnsafeRawBufferPointer, route: Route, viaName: [UInt8],
-                      additionalHeaders: [AdditionalHeader], upgrading: Bool, into w: inout MessageWriter) {
+                      additionalHeaders: [AdditionalHeader], upgrading: Bool, revalidation: Revalidation? = nil,
+                      into w: inout MessageWriter) {
         let headers = head.headers
-        headers.withBytes(head.methodRange) { w.append($0) }
+        if let r = revalidation { w.append(r.method) } else { headers.withBytes(head.methodRange) { w.append($0) } }
         w.append(" ")
         if route.absoluteForm {
             w.append(route.scheme == .https ? "https://" : "http://")
@@ -45,6 +53,10 @@ struct OutboundHead {
                 continue
             } else if rewriteMaxForwards, headers.nameEquals(at: i, "max-forwards") {
                 continue
+            } else if headers.nameEquals(at: i, "larder-cache-policy") {
+                continue  // ours, not the origin's
+            } else if revalidation != nil, isConditional(headers, i) {
+                continue
             }
             w.appendField(at: i, of: headers)
         }
@@ -59,6 +71,7 @@ struct OutboundHead {
             w.append(extra.value)
             w.append("\r\n")
         }
+        if let r = revalidation { w.append(r.conditionalFields) }
         w.append("Via: ")
         w.append(head.version == .http10 ? "1.0 " : "1.1 ")
         w.append(viaName)
@@ -69,6 +82,13 @@ struct OutboundHead {
             if let i = headers.firstIndex(of: "upgrade") { w.appendField(at: i, of: headers) }
         }
         w.append("\r\n")
+    }
+
+    /// The client's own conditionals and ranges, replaced by the cache's validators on a revalidation.
+    private static func isConditional(_ headers: HeaderBlock, _ i: Int) -> Bool {
+        headers.nameEquals(at: i, "if-none-match") || headers.nameEquals(at: i, "if-modified-since")
+            || headers.nameEquals(at: i, "if-match") || headers.nameEquals(at: i, "if-unmodified-since")
+            || headers.nameEquals(at: i, "if-range") || headers.nameEquals(at: i, "range")
     }
 
     /// The request's `Max-Forwards` value, if it has a valid one.

@@ -12,7 +12,7 @@ public final class ProxyServer {
     private var workers: [Worker] = []
     private var threads: [LoopThread] = []
     /// The on-disk cache, opened at start so a bad cache directory fails start-up.
-    private var cache: CacheEnvironment?
+    private var cache: Cache?
     /// What the listeners are bound to (real ports when 0 was configured).
     public private(set) var boundAddresses: [String] = []
 
@@ -40,15 +40,20 @@ public final class ProxyServer {
     }
 
     public func start() throws(StartError) {
-        do {
-            cache = try CacheEnvironment(directory: config.cacheDirectory)
-        } catch {
-            throw .cache(error.description)
-        }
         let settings = ProxySettings(config)
+        let opened: Cache
+        do {
+            let log = logger
+            opened = try Cache(settings: settings.cache.store, log: { log.warning("\($0)") })
+        } catch {
+            throw .cache("cannot open the cache in \(config.cacheDirectory): \(error.description)")
+        }
+        cache = opened
+        for note in opened.disk.startupNotes { logger.warning("\(note)") }
+        logger.info("cache in \(config.cacheDirectory): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
         let count = ProxyServer.workerCount(config)
         for i in 0..<count {
-            let w = Worker(index: i, settings: settings, logger: logger)
+            let w = Worker(index: i, settings: settings, logger: logger, cache: opened)
             do {
                 try w.prepare()
             } catch {
@@ -101,5 +106,6 @@ public final class ProxyServer {
         }
         for t in threads { t.join() }
         threads.removeAll()
+        cache?.close()
     }
 }

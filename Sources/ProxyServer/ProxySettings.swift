@@ -11,6 +11,7 @@ struct ProxySettings: Sendable {
     var clientHeaderTimeout: Double
     var clientIdleTimeout: Double
     var session: SessionConfiguration
+    var cache: CacheSetup
 
     init(_ config: Config) {
         headLimits = HeadLimits(maxHeadBytes: config.limits.maxHeadBytes,
@@ -38,5 +39,6 @@ struct ProxySettings: Sendable {
         s.tlsMaximumVersion = config.session.tlsMaximumVersion
         s.caFile = config.session.caFile
         session = s
+        cache = CacheSetup(config)
     }
 }

@@ -25,7 +25,8 @@ enum ResponseHeadWriter {
     }
 
     static func write(_ response: ResponseHead, framing: ClientFraming, keepAlive: Bool,
-                      clientVersion: HTTPVersion, viaName: [UInt8], upgrade: Bool, into w: inout MessageWriter) {
+                      clientVersion: HTTPVersion, viaName: [UInt8], upgrade: Bool, cacheStatus: [UInt8]? = nil,
+                      into w: inout MessageWriter) {
         let headers = response.headers
         w.append("HTTP/1.1 ")
         w.appendDecimal(response.status)
@@ -39,6 +40,11 @@ enum ResponseHeadWriter {
         w.append(response.version == .http10 ? "1.0 " : "1.1 ")
         w.append(viaName)
         w.append("\r\n")
+        if let cs = cacheStatus {
+            w.append("Cache-Status: ")
+            w.append(cs)
+            w.append("\r\n")
+        }
         if framing == .chunked { w.append("Transfer-Encoding: chunked\r\n") }
         if upgrade {
             w.append("Connection: Upgrade\r\n")

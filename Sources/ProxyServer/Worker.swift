@@ -1,3 +1,4 @@
+import CacheStore
 import EventLoop
 import Logging
 import SessionClient
@@ -10,6 +11,9 @@ final class Worker: @unchecked Sendable {
     let loop: EventLoop
     let settings: ProxySettings
     let logger: Logger
+    let cache: Cache
+    /// This worker's reads of the shared cache.
+    let cacheReader: CacheReader
     /// Created on the worker's thread, used only there.
     private(set) var session: Session!
     private var listeners: [Listener] = []
@@ -18,10 +22,12 @@ final class Worker: @unchecked Sendable {
     /// Open client connections, readable from any thread (shutdown waits on it).
     let openConnections = Atomic<Int>(0)
 
-    init(index: Int, settings: ProxySettings, logger: Logger) {
+    init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache) {
         self.index = index
         self.settings = settings
         self.logger = logger
+        self.cache = cache
+        cacheReader = cache.makeReader()
         loop = EventLoop()
     }
 

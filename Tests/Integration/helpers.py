@@ -158,7 +158,9 @@ def to_yaml(obj, indent=0):
                 if v:
                     out.append(f"{pad}{k}:")
                     for item in v:
-                        out.append(f"{pad}  - {_yaml_scalar(item)}")
+                        # Mappings in lists as JSON flow style, which YAML reads as is.
+                        text = json.dumps(item) if isinstance(item, dict) else _yaml_scalar(item)
+                        out.append(f"{pad}  - {text}")
                 else:
                     out.append(f"{pad}{k}: []")
             else:

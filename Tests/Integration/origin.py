@@ -25,6 +25,12 @@ The behaviour is chosen by the request path:
   /headers?a=b&c=d    200 with the given response fields
   /hop                200 with hop-by-hop fields in the response
   /bighead/N          200 with a response head of more than N bytes
+  /res/NAME           a resource scripted by the test: the JSON file res-NAME.json
+                      next to the log ({"status", "headers": [[n, v]...], "body",
+                      "conditional": answer 304 to matching If-None-Match /
+                      If-Modified-Since, "chunked": chunked framing, "body_bytes":
+                      N pattern bytes instead of "body", "reset_after": close
+                      after that many body bytes}); HEAD gets the head only
 
 Query parameters understood everywhere: ``delay=S`` (sleep before answering).
 Keep-alive, pipelining, Content-Length and chunked request bodies and
@@ -361,6 +367,60 @@ def conn_fields(keep_alive):
     return [] if keep_alive else [("Connection", "close")]
 
 
+def _header(headers, name):
+    for n, v in headers:
+        if n.lower() == name:
+            return v
+    return None
+
+
+def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
+    state_path = os.path.join(os.path.dirname(os.path.abspath(origin.log_path)), f"res-{name}.json")
+    try:
+        with open(state_path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except (OSError, ValueError):
+        send_simple(sock, 404, b"no such scripted resource\n", close=not keep_alive, head_only=head_only)
+        return keep_alive
+    status = int(spec.get("status", 200))
+    fields = [(n, v) for n, v in spec.get("headers", [])]
+    if not any(n.lower() == "date" for n, _ in fields):
+        fields.append(("Date", time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())))
+    if "body_bytes" in spec:
+        body = b"".join(pattern_chunks(int(spec["body_bytes"])))
+    else:
+        body = spec.get("body", "").encode()
+    etag = _header(fields, "etag")
+    lm = _header(fields, "last-modified")
+    if spec.get("conditional"):
+        inm = _header(req_headers, "if-none-match")
+        ims = _header(req_headers, "if-modified-since")
+        if (inm is not None and etag is not None and etag in [t.strip() for t in inm.split(",")]) or \
+                (inm is None and ims is not None and lm is not None and ims == lm):
+            keep = [(n, v) for n, v in fields if n.lower() in ("etag", "cache-control", "expires", "date",
+                                                                 "vary", "last-modified", "x-version")]
+            sock.sendall(build_head(304, keep + conn_fields(keep_alive)))
+            return keep_alive
+    if spec.get("chunked"):
+        sock.sendall(build_head(status, fields + [("Transfer-Encoding", "chunked")] + conn_fields(keep_alive)))
+        if not head_only:
+            for i in range(0, len(body), 1000):
+                piece = body[i:i + 1000]
+                sock.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            sock.sendall(b"0\r\n\r\n")
+        return keep_alive
+    sock.sendall(build_head(status, fields + [("Content-Length", str(len(body)))] + conn_fields(keep_alive)))
+    if head_only:
+        return keep_alive
+    cut = spec.get("reset_after")
+    if cut is not None:
+        sock.sendall(body[:int(cut)])
+        sock.shutdown(socket.SHUT_RDWR)
+        return False
+    sock.sendall(body)
+    return keep_alive
+
+
 def route(origin, sock, conn, method, path, params, param_list, record, keep_alive, head_only, headers):
     parts = path.strip("/").split("/")
     first = parts[0] if parts else ""
@@ -370,6 +430,9 @@ def route(origin, sock, conn, method, path, params, param_list, record, keep_ali
             return int(parts[i])
         except (IndexError, ValueError):
             return default
+
+    if first == "res":
+        return scripted_resource(origin, sock, parts[1] if len(parts) > 1 else "", keep_alive, head_only, headers)
 
     if first == "bytes":
         n = num(1)

@@ -1,0 +1,221 @@
+import HTTPWire
+
+// Byte helpers for the policy code. HTTPWire keeps its own internal; these mirror them so policy
+// decisions read header bytes in place: no String, no allocation.
+
+let byteSP: UInt8 = 0x20
+let byteHTAB: UInt8 = 0x09
+let byteComma: UInt8 = 0x2C
+let byteQuote: UInt8 = 0x22
+let byteBackslash: UInt8 = 0x5C
+let byteEquals: UInt8 = 0x3D
+let byteSlash: UInt8 = 0x2F
+let byteColon: UInt8 = 0x3A
+
+@inline(__always)
+func asciiLower(_ b: UInt8) -> UInt8 { b &- 0x41 < 26 ? b | 0x20 : b }
+
+@inline(__always)
+func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
+
+@inline(__always)
+func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) &- 0x61 < 26 }
+
+@inline(__always)
+func isOWS(_ b: UInt8) -> Bool { b == byteSP || b == byteHTAB }
+
+/// `tchar` (RFC 9110 §5.6.2) as two 64-bit masks over 0..<128.
+private let tcharMaskLow: UInt64 = 0x03FF_6CFA_0000_0000
+private let tcharMaskHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+
+@inline(__always)
+func isTchar(_ b: UInt8) -> Bool {
+    if b < 64 { return (tcharMaskLow >> UInt64(b)) & 1 != 0 }
+    if b < 128 { return (tcharMaskHigh >> UInt64(b &- 64)) & 1 != 0 }
+    return false
+}
+
+/// Whether `p[start..<end]` equals `literal`, ASCII case-insensitively.
+@inline(__always)
+func equalsIgnoringCase(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
+    let count = end - start
+    guard count == literal.utf8CodeUnitCount else { return false }
+    return literal.withUTF8Buffer { lit in
+        var i = 0
+        while i < count {
+            if asciiLower(p[start + i]) != asciiLower(lit[i]) { return false }
+            i += 1
+        }
+        return true
+    }
+}
+
+/// Whether `p[start..<end]` equals the (lowercase) bytes `lowered`, ASCII case-insensitively.
+@inline(__always)
+func equalsLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ lowered: [UInt8]) -> Bool {
+    let count = end - start
+    guard count == lowered.count else { return false }
+    var i = 0
+    while i < count {
+        if asciiLower(p[start + i]) != lowered[i] { return false }
+        i += 1
+    }
+    return true
+}
+
+/// Byte-exact equality of two spans.
+@inline(__always)
+func equalBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    guard a.count == b.count else { return false }
+    var i = 0
+    while i < a.count {
+        if a[i] != b[i] { return false }
+        i += 1
+    }
+    return true
+}
+
+/// RFC 9111 §1.2.2: delta-seconds too large to represent count as 2^31.
+let deltaSecondsCap: Int64 = 2_147_483_648
+
+/// `1*DIGIT` in `p[start..<end]` as delta-seconds, clamped to 2^31; nil when empty or not digits.
+@inline(__always)
+func parseDeltaSeconds(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int64? {
+    guard end > start else { return nil }
+    var value: Int64 = 0
+    var i = start
+    while i < end {
+        let b = p[i]
+        guard isDigit(b) else { return nil }
+        if value < deltaSecondsCap { value = value * 10 + Int64(b &- 0x30) }
+        i += 1
+    }
+    return min(value, deltaSecondsCap)
+}
+
+/// `1*DIGIT` in `p[start..<end]` as a non-negative Int, saturating at `Int.max / 16`.
+@inline(__always)
+func parseSaturatingInt(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int? {
+    guard end > start else { return nil }
+    let cap = Int.max / 16
+    var value = 0
+    var i = start
+    while i < end {
+        let b = p[i]
+        guard isDigit(b) else { return nil }
+        if value < cap { value = value * 10 + Int(b &- 0x30) }
+        i += 1
+    }
+    return min(value, cap)
+}
+
+/// Index just past the quoted-string opening at `p[start]` (a DQUOTE), honouring backslash escapes;
+/// nil when it is not closed before `end`.
+@inline(__always)
+func quotedStringEnd(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int? {
+    var i = start + 1
+    while i < end {
+        let b = p[i]
+        if b == byteQuote { return i + 1 }
+        i += b == byteBackslash ? 2 : 1
+    }
+    return nil
+}
+
+/// Walks a comma-separated list (RFC 9110 §5.6.1) in `p[start..<end]`, calling `body` with each
+/// non-empty element's bounds (surrounding whitespace removed). Commas inside quoted strings do not
+/// split. `body` returns false to stop early.
+@inline(__always)
+func forEachListElement(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ body: (Int, Int) -> Bool) {
+    var i = start
+    while i < end {
+        while i < end, isOWS(p[i]) || p[i] == byteComma { i += 1 }
+        if i >= end { return }
+        let elementStart = i
+        var lastNonWS = i
+        while i < end, p[i] != byteComma {
+            if p[i] == byteQuote {
+                i = quotedStringEnd(p, i, end) ?? end
+                lastNonWS = i
+                continue
+            }
+            if !isOWS(p[i]) { lastNonWS = i + 1 }
+            i += 1
+        }
+        if !body(elementStart, lastNonWS) { return }
+    }
+}
+
+/// Whether the list in `p[start..<end]` has an element equal to `token` (case-insensitive).
+@inline(__always)
+func listContains(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ token: StaticString) -> Bool {
+    var found = false
+    forEachListElement(p, start, end) { s, e in
+        if equalsIgnoringCase(p, s, e, token) { found = true; return false }
+        return true
+    }
+    return found
+}
+
+extension HeaderBlock {
+    /// Calls `body` with the whole storage and the value bounds of the first field named `name`;
+    /// nil when there is none.
+    @inline(__always)
+    func withFirstValue<R>(_ name: StaticString, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+        storage.withUnsafeBytes { all -> R? in
+            for field in fields
+            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
+                return body(UnsafeRawBufferPointer(rebasing: all[field.value.start..<(field.value.start + field.value.count)]))
+            }
+            return nil
+        }
+    }
+
+    /// Whether a field with that name is present.
+    @inline(__always)
+    func has(_ name: StaticString) -> Bool { firstIndex(of: name) != nil }
+
+    /// The first value of `name` as a copy of its bytes.
+    func firstValueBytes(_ name: StaticString) -> [UInt8]? { withFirstValue(name) { Array($0) } }
+
+    /// Whether field `index` is named by one of `lowercasedNames`.
+    func nameIsListed(at index: Int, in lowercasedNames: [[UInt8]]) -> Bool {
+        if lowercasedNames.isEmpty { return false }
+        let range = fields[index].name
+        return storage.withUnsafeBytes { all in
+            lowercasedNames.contains { equalsLowered(all, range.start, range.start + range.count, $0) }
+        }
+    }
+
+    /// Whether fields `a` and `b` have the same name (case-insensitive).
+    func sameName(_ a: Int, _ b: Int) -> Bool {
+        let ra = fields[a].name
+        let rb = fields[b].name
+        guard ra.count == rb.count else { return false }
+        return storage.withUnsafeBytes { all in
+            var i = 0
+            while i < ra.count {
+                if asciiLower(all[ra.start + i]) != asciiLower(all[rb.start + i]) { return false }
+                i += 1
+            }
+            return true
+        }
+    }
+
+    /// Whether field `index` of `self` has the same name as field `other` of `headers`.
+    func nameEquals(at index: Int, fieldAt other: Int, of headers: HeaderBlock) -> Bool {
+        let ra = fields[index].name
+        let rb = headers.fields[other].name
+        guard ra.count == rb.count else { return false }
+        return storage.withUnsafeBytes { mine in
+            headers.storage.withUnsafeBytes { theirs in
+                var i = 0
+                while i < ra.count {
+                    if asciiLower(mine[ra.start + i]) != asciiLower(theirs[rb.start + i]) { return false }
+                    i += 1
+                }
+                return true
+            }
+        }
+    }
+}

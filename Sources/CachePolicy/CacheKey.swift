@@ -1,0 +1,79 @@
+import HTTPWire
+
+public enum CacheKey {
+    /// The primary key: normalised absolute URI. Scheme and host lowercase, default port elided,
+    /// path and query byte-exact (an empty path becomes `/`), fragment never present.
+    ///
+    /// IPv6 hosts are written in brackets; a port of 0 or less counts as the default.
+    public static func primary(scheme: URIScheme, host: [UInt8], port: Int, pathAndQuery: UnsafeRawBufferPointer) -> [UInt8] {
+        var end = 0
+        while end < pathAndQuery.count, pathAndQuery[end] != 0x23 { end += 1 }  // stop at "#"
+        var key: [UInt8] = []
+        key.reserveCapacity(16 + host.count + end)
+        appendOrigin(scheme: scheme, host: host, port: port, to: &key)
+        if end == 0 || pathAndQuery[0] != byteSlash { key.append(byteSlash) }
+        key.append(contentsOf: UnsafeRawBufferPointer(rebasing: pathAndQuery[0..<end]))
+        return key
+    }
+
+    /// `scheme://host[:port]`, the part of a primary key that names the origin.
+    static func appendOrigin(scheme: URIScheme, host: [UInt8], port: Int, to key: inout [UInt8]) {
+        switch scheme {
+        case .http: key.append(contentsOf: [0x68, 0x74, 0x74, 0x70, 0x3A, 0x2F, 0x2F])  // http://
+        case .https: key.append(contentsOf: [0x68, 0x74, 0x74, 0x70, 0x73, 0x3A, 0x2F, 0x2F])  // https://
+        }
+        let bracket = host.contains(byteColon) && host.first != 0x5B
+        if bracket { key.append(0x5B) }
+        for b in host { key.append(asciiLower(b)) }
+        if bracket { key.append(0x5D) }
+        let defaultPort = scheme == .https ? 443 : 80
+        if port > 0, port != defaultPort {
+            key.append(byteColon)
+            appendDecimal(port, to: &key)
+        }
+    }
+
+    private static func appendDecimal(_ value: Int, to key: inout [UInt8]) {
+        var divisor = 1
+        while divisor <= value / 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            key.append(0x30 + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+    /// The secondary (Vary) key: for each name in `varyFields` (lowercase, in the given order), the
+    /// request's values for it combined with ", " and with whitespace around commas removed; absent
+    /// fields are distinct from empty ones. Two requests select the same variant iff equal keys.
+    ///
+    /// Encoding, per name: the name, 0x00, then 0x01 when the request lacks the field, else its list
+    /// elements joined by "," (empty elements dropped, as RFC 9110 §5.6.1 reads them), then 0x00.
+    /// Field values cannot hold 0x00 or 0x01, so the encoding is unambiguous.
+    public static func secondary(varyFields: [[UInt8]], request: HeaderBlock) -> [UInt8] {
+        if varyFields.isEmpty { return [] }
+        var key: [UInt8] = []
+        request.storage.withUnsafeBytes { all in
+            for name in varyFields {
+                key.append(contentsOf: name)
+                key.append(0x00)
+                var present = false
+                var wroteElement = false
+                for field in request.fields
+                where equalsLowered(all, field.name.start, field.name.start + field.name.count, name) {
+                    present = true
+                    forEachListElement(all, field.value.start, field.value.start + field.value.count) { s, e in
+                        if wroteElement { key.append(byteComma) }
+                        key.append(contentsOf: UnsafeRawBufferPointer(rebasing: all[s..<e]))
+                        wroteElement = true
+                        return true
+                    }
+                }
+                if !present { key.append(0x01) }
+                key.append(0x00)
+            }
+        }
+        return key
+    }
+}

@@ -1,0 +1,103 @@
+/// The RFC 9211 `Cache-Status` value Larder adds to every response it forwards or serves.
+public struct CacheStatus: Sendable, Equatable {
+    public enum Forward: String, Sendable, Equatable {
+        case bypass, method, uriMiss = "uri-miss", varyMiss = "vary-miss", miss, request, stale, partial
+    }
+
+    public var hit = false
+    public var forward: Forward?
+    /// Status of the origin's response when forwarded (fwd-status).
+    public var forwardStatus: Int?
+    public var stored = false
+    public var collapsed = false
+    /// Remaining freshness in seconds (negative when stale).
+    public var ttl: Int64?
+    /// Free-form token for why (e.g. `no-store`, `revalidated-head`, `stale-if-error`).
+    public var detail: String?
+
+    public init(hit: Bool = false, forward: Forward? = nil, forwardStatus: Int? = nil, stored: Bool = false,
+                collapsed: Bool = false, ttl: Int64? = nil, detail: String? = nil) {
+        self.hit = hit; self.forward = forward; self.forwardStatus = forwardStatus; self.stored = stored
+        self.collapsed = collapsed; self.ttl = ttl; self.detail = detail
+    }
+
+    /// `Larder; hit; ttl=42` or `Larder; fwd=stale; fwd-status=304; stored; detail=revalidated-head`.
+    /// `detail` is written as a token when it is one, otherwise as a quoted string.
+    ///
+    /// Parameters in the order hit / fwd, fwd-status, stored, collapsed, ttl, detail (RFC 9211 §2).
+    /// The cache name follows the same token-or-string rule; bytes an sf-string cannot hold
+    /// (controls, non-ASCII) are dropped.
+    public func serialized(cacheName: String = "Larder") -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        Self.appendTokenOrString(cacheName, to: &out)
+        if hit { Self.append("; hit", to: &out) }
+        if let forward {
+            Self.append("; fwd=", to: &out)
+            out.append(contentsOf: forward.rawValue.utf8)
+        }
+        if let forwardStatus {
+            Self.append("; fwd-status=", to: &out)
+            Self.appendInteger(Int64(forwardStatus), to: &out)
+        }
+        if stored { Self.append("; stored", to: &out) }
+        if collapsed { Self.append("; collapsed", to: &out) }
+        if let ttl {
+            Self.append("; ttl=", to: &out)
+            Self.appendInteger(ttl, to: &out)
+        }
+        if let detail {
+            Self.append("; detail=", to: &out)
+            Self.appendTokenOrString(detail, to: &out)
+        }
+        return out
+    }
+
+    private static func append(_ text: StaticString, to out: inout [UInt8]) {
+        text.withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+
+    private static func appendInteger(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 { out.append(0x2D) }
+        var magnitude = value.magnitude
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var i = buffer.count
+            repeat {
+                i -= 1
+                buffer[i] = 0x30 + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[i...]))
+        }
+    }
+
+    /// RFC 8941 sf-token when `text` is one (`(ALPHA / "*") *(tchar / ":" / "/")`), else sf-string.
+    private static func appendTokenOrString(_ text: String, to out: inout [UInt8]) {
+        if isToken(text) {
+            out.append(contentsOf: text.utf8)
+            return
+        }
+        out.append(byteQuote)
+        for b in text.utf8 where b >= 0x20 && b < 0x7F {
+            if b == byteQuote || b == byteBackslash { out.append(byteBackslash) }
+            out.append(b)
+        }
+        out.append(byteQuote)
+    }
+
+    private static func isToken(_ text: String) -> Bool {
+        var first = true
+        for b in text.utf8 {
+            if first {
+                guard isAlpha(b) || b == 0x2A else { return false }
+                first = false
+            } else if !(isTchar(b) || b == byteColon || b == byteSlash) {
+                return false
+            }
+        }
+        return !first
+    }
+}

@@ -1,0 +1,101 @@
+import HTTPWire
+
+public enum RevalidationOutcome: Sendable, Equatable {
+    /// Serve the stored body with headers freshened from the origin's response.
+    case unchanged
+    /// Invalidate; with HEAD revalidation fetch with GET, with conditional GET the response is the new one.
+    case changed
+}
+
+public enum Revalidation {
+    /// The conditional fields to add to a revalidation request: `If-None-Match` with the stored ETag,
+    /// `If-Modified-Since` with Last-Modified (else nothing), as complete `Name: value\r\n` lines.
+    public static func conditionalFields(for entry: EntryFacts) -> [UInt8] {
+        var w = MessageWriter(capacity: 96)
+        if let etag = entry.etag {
+            w.append("If-None-Match: ")
+            w.append(etag)
+            w.append("\r\n")
+        }
+        // RFC 9111 §4.3.1: also the Last-Modified date, written as an IMF-fixdate.
+        if let lastModified = entry.lastModified {
+            w.append("If-Modified-Since: ")
+            w.append(HTTPDate.format(lastModified))
+            w.append("\r\n")
+        }
+        return w.bytes
+    }
+
+    /// Compares the origin's answer to a HEAD or conditional GET with the stored entry:
+    /// 304 → unchanged; 2xx with a strong ETag equal to the stored one → unchanged; different
+    /// ETags → changed; otherwise equal Last-Modified and equal Content-Length (when both sides
+    /// have one) → unchanged (RFC 9111 §4.3.5); everything else, and any non-2xx/304, → changed.
+    /// `method` is the revalidation method used: a 200 to a conditional GET is always `changed`.
+    ///
+    /// Weak ETags are never "equal" here; when both tags have the same opaque value but one is weak,
+    /// Last-Modified and Content-Length decide.
+    public static func outcome(entry: EntryFacts, response: ResponseHead, method: RevalidationMethod) -> RevalidationOutcome {
+        if response.status == 304 { return .unchanged }
+        guard response.status >= 200, response.status < 300, method == .head else { return .changed }
+        let headers = response.headers
+        if let stored = entry.etag, let received = headers.firstValueBytes("etag") {
+            switch EntityTag.compare(stored, received) {
+            case .strongMatch: return .unchanged
+            case .different: return .changed
+            case .weakMatch: break
+            }
+        }
+        guard let storedDate = entry.lastModified,
+              let receivedDate = headers.withFirstValue("last-modified", { HTTPDate.parse($0, now: entry.responseTime) }) ?? nil,
+              storedDate == receivedDate else { return .changed }
+        if let storedLength = entry.contentLength,
+           let receivedLength = headers.withFirstValue("content-length", { parseSaturatingInt($0, 0, $0.count) }) ?? nil,
+           storedLength != receivedLength {
+            return .changed
+        }
+        return .unchanged
+    }
+
+    /// RFC 9111 §3.2: the stored head with every field the update carries replaced by the update's,
+    /// except framing and hop-by-hop fields (Content-Length, Transfer-Encoding, Connection and the
+    /// fields it lists, Keep-Alive, …) and Content-Range; fields in `omitFields` left out. Returns
+    /// the serialized head (status line of the stored response + fields + CRLF), ready to store.
+    ///
+    /// Replaced fields take the place of the stored field of that name; fields new to the stored
+    /// head follow the stored ones, in the update's order. `Age` is never kept (it is written per
+    /// response served), from either side.
+    public static func freshenedHead(stored: ResponseHead, update: ResponseHead, omitFields: [[UInt8]]) -> [UInt8] {
+        let old = stored.headers
+        let new = update.headers
+        var w = MessageWriter(capacity: old.storage.count + new.storage.count)
+        HeadSerialization.appendStatusLine(of: stored, to: &w)
+
+        // Which update fields may replace stored ones.
+        var updatable = [Bool](repeating: false, count: new.count)
+        for i in 0..<new.count {
+            updatable[i] = !HeadSerialization.isNeverStored(new, at: i) && !new.nameEquals(at: i, "content-range")
+                && !new.nameIsListed(at: i, in: omitFields)
+        }
+        var written = [Bool](repeating: false, count: new.count)
+        for i in 0..<old.count {
+            if old.isHopByHop(at: i) || old.nameEquals(at: i, "age") || old.nameIsListed(at: i, in: omitFields) {
+                continue
+            }
+            let replacements = (0..<new.count).filter { updatable[$0] && old.nameEquals(at: i, fieldAt: $0, of: new) }
+            if replacements.isEmpty {
+                w.appendField(at: i, of: old)
+                continue
+            }
+            // The first stored field of the name takes all of the update's values; later ones go.
+            for j in replacements where !written[j] {
+                w.appendField(at: j, of: new)
+                written[j] = true
+            }
+        }
+        for j in 0..<new.count where updatable[j] && !written[j] {
+            w.appendField(at: j, of: new)
+        }
+        w.append("\r\n")
+        return w.bytes
+    }
+}

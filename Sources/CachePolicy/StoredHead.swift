@@ -1,0 +1,24 @@
+import HTTPWire
+
+/// The head to store for a new response: status line and end-to-end fields, without hop-by-hop
+/// fields, framing (Transfer-Encoding; Content-Length is rewritten to `bodyLength`), `Age`, and
+/// `omitFields`. Serialized, ready to be sent after adding `Age`.
+public enum StoredHead {
+    /// Content-Length comes last; a 204 gets none (RFC 9110 §8.6 forbids it there).
+    public static func make(response: ResponseHead, bodyLength: Int, omitFields: [[UInt8]]) -> [UInt8] {
+        let headers = response.headers
+        var w = MessageWriter(capacity: headers.storage.count + 32)
+        HeadSerialization.appendStatusLine(of: response, to: &w)
+        for i in 0..<headers.count
+        where !HeadSerialization.isNeverStored(headers, at: i) && !headers.nameIsListed(at: i, in: omitFields) {
+            w.appendField(at: i, of: headers)
+        }
+        if response.status != 204 {
+            w.append("Content-Length: ")
+            w.appendDecimal(bodyLength)
+            w.append("\r\n")
+        }
+        w.append("\r\n")
+        return w.bytes
+    }
+}

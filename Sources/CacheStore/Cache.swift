@@ -1,0 +1,301 @@
+import CachePolicy
+import HTTPWire
+import Synchronization
+
+public struct CacheSettings: Sendable, Equatable {
+    public var disk: DiskStoreSettings
+    /// Bytes the memory tier may hold.
+    public var memoryCapacity: Int
+    /// Entries up to this size are also kept in memory, ready to send.
+    public var memoryObjectLimit: Int
+    /// Larger responses are passed through, not stored.
+    public var maxObjectSize: Int
+    /// Streaming stores give up (and pass through) when the writer is this far behind.
+    public var maxPendingWriteBytes: Int
+
+    public init(disk: DiskStoreSettings, memoryCapacity: Int = 64 << 20, memoryObjectLimit: Int = 1 << 20,
+                maxObjectSize: Int = 256 << 20, maxPendingWriteBytes: Int = 16 << 20) {
+        self.disk = disk; self.memoryCapacity = memoryCapacity; self.memoryObjectLimit = memoryObjectLimit
+        self.maxObjectSize = maxObjectSize; self.maxPendingWriteBytes = maxPendingWriteBytes
+    }
+}
+
+/// The composite cache of the documents: a memory tier in front of the LMDB disk store, with the
+/// purge primitives of NSURLCache. Shared by all workers; each worker reads through its own
+/// `CacheReader`.
+public final class Cache: Sendable {
+    public let settings: CacheSettings
+    public let disk: DiskStore
+    let memory: MemoryTier
+
+    public init(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
+        self.settings = settings
+        disk = try DiskStore(settings: settings.disk, log: log)
+        memory = MemoryTier(capacity: settings.memoryCapacity)
+    }
+
+    public func close() { disk.close() }
+
+    public func makeReader() -> CacheReader { CacheReader(cache: self) }
+
+    /// Starts storing a response whose head and facts are known; feed the body, then `finish`.
+    public func beginStore(primaryKey: [UInt8], secondaryKey: [UInt8], facts: EntryFacts, head: [UInt8],
+                           tier: StoragePolicy, expectedLength: Int?, now: Int64) -> EntryWriter? {
+        guard tier != .notAllowed else { return nil }
+        if let n = expectedLength, n > settings.maxObjectSize { return nil }
+        if tier == .allowedInMemoryOnly, let n = expectedLength, n > settings.memoryCapacity / 2 { return nil }
+        let key = EntryKey(primary: KeyDigest(primaryKey), secondary: KeyDigest(secondaryKey))
+        let record = EntryRecord(bodyID: tier == .allowed ? disk.allocateBodyID() : 0, bodyLength: 0,
+                                 chunkSize: settings.disk.chunkSize, storedAt: now, lastAccess: now,
+                                 primaryKey: primaryKey, secondaryKey: secondaryKey, facts: facts, head: head)
+        return EntryWriter(cache: self, key: key, record: record, tier: tier, expectedLength: expectedLength)
+    }
+
+    /// Installs a freshened head (after a 304 or an unchanged HEAD) on the stored variant.
+    public func freshen(_ entry: StoredResponse, facts: EntryFacts, head: [UInt8]) {
+        memory.replaceHead(entry.key, facts: facts, head: head)
+        if entry.tier == .allowed {
+            disk.enqueue(.replaceHead(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head))
+        }
+    }
+
+    /// removeCachedResponse(for:): every variant of one URL.
+    public func invalidate(primaryKey: [UInt8]) {
+        let digest = KeyDigest(primaryKey)
+        memory.removeVariants(digest)
+        disk.enqueue(.invalidate(primary: digest))
+    }
+
+    /// removeAllCachedResponses.
+    public func purgeAll() {
+        memory.removeAll()
+        disk.enqueue(.purgeAll)
+    }
+
+    /// removeCachedResponses(since:).
+    public func purge(storedSince time: Int64) {
+        memory.removeStored(since: time)
+        disk.enqueue(.purgeSince(time: time))
+    }
+
+    /// Records that an entry was served (LRU order on disk; memory order is updated on lookup).
+    public func touch(_ entry: StoredResponse, now: Int64) {
+        // One write per entry per minute is plenty for eviction order.
+        if entry.tier == .allowed, now - entry.record.lastAccess >= 60 {
+            disk.enqueue(.touch(key: entry.key, time: now))
+        }
+    }
+
+    /// Waits until queued writes are committed.
+    public func flush() { disk.flush() }
+
+    public struct Statistics: Sendable, Equatable {
+        public var diskBytes: Int
+        public var diskEntries: Int
+        public var diskEvictions: Int
+        public var memoryBytes: Int
+        public var memoryEntries: Int
+        public var memoryEvictions: Int
+        public var pendingWriteBytes: Int
+    }
+
+    public var statistics: Statistics {
+        Statistics(diskBytes: disk.storedBytes, diskEntries: disk.entryCount,
+                   diskEvictions: disk.writer.evictions.load(ordering: .relaxed),
+                   memoryBytes: memory.bytes, memoryEntries: memory.count,
+                   memoryEvictions: memory.evictions.load(ordering: .relaxed),
+                   pendingWriteBytes: disk.pendingBytes)
+    }
+}
+
+/// A variant found for a request.
+public struct StoredResponse: Sendable {
+    public enum Body: Sendable {
+        /// Whole in memory.
+        case memory(CachedObject)
+        /// In LMDB chunks: read them one at a time with `CacheReader.withChunk`.
+        case disk(id: UInt64, length: Int, chunkSize: Int)
+    }
+
+    public var key: EntryKey
+    public var record: EntryRecord
+    public var body: Body
+    public var tier: StoragePolicy
+
+    public var facts: EntryFacts { record.facts }
+    public var head: [UInt8] { record.head }
+    public var bodyLength: Int { record.bodyLength }
+}
+
+public enum CacheLookup: Sendable {
+    /// Nothing stored for the URL.
+    case uriMiss
+    /// Something stored for the URL, but no variant for this request's Vary-selected fields.
+    case varyMiss
+    case found(StoredResponse)
+}
+
+/// One worker's view of the cache: memory first, then LMDB. Not thread-safe: one per loop.
+public final class CacheReader {
+    let cache: Cache
+    let disk: DiskReader
+
+    init(cache: Cache) {
+        self.cache = cache
+        disk = cache.disk.makeReader()
+    }
+
+    /// The variant of `primaryKey` that `request`'s headers select.
+    public func lookup(primaryKey: [UInt8], request: HeaderBlock) -> CacheLookup {
+        let primary = KeyDigest(primaryKey)
+        if let spec = cache.memory.spec(primary), spec.primaryKey == primaryKey {
+            let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
+            let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
+            if let o = cache.memory.get(key), o.record.secondaryKey == secondary {
+                return .found(StoredResponse(key: key, record: o.record, body: .memory(o), tier: o.tier))
+            }
+        }
+        guard let spec = disk.spec(primary), spec.primaryKey == primaryKey else { return .uriMiss }
+        let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
+        let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
+        guard let record = disk.record(key), record.primaryKey == primaryKey, record.secondaryKey == secondary else {
+            return .varyMiss
+        }
+        let found = StoredResponse(key: key, record: record,
+                                   body: .disk(id: record.bodyID, length: record.bodyLength, chunkSize: record.chunkSize),
+                                   tier: .allowed)
+        promote(found, spec: spec)
+        return .found(found)
+    }
+
+    /// Small disk entries found on a lookup are copied into the memory tier for the next hits.
+    private func promote(_ entry: StoredResponse, spec: VariantSpec) {
+        guard entry.bodyLength <= cache.settings.memoryObjectLimit else { return }
+        var body: [UInt8] = []
+        body.reserveCapacity(entry.bodyLength)
+        for i in 0..<entry.record.chunkCount {
+            guard disk.withChunk(id: entry.record.bodyID, index: i, { body.append(contentsOf: $0) }) else { return }
+        }
+        guard body.count == entry.bodyLength else { return }
+        cache.memory.insert(CachedObject(key: entry.key, record: entry.record, body: body, tier: .allowed), spec: spec)
+    }
+
+    /// Calls `body` with chunk `index` of a disk body; false when the entry has gone meanwhile.
+    public func withChunk(id: UInt64, index: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        disk.withChunk(id: id, index: index, body)
+    }
+
+    /// Every stored variant (admin and tests; copies).
+    public func allRecords() -> [EntryRecord] {
+        var seen: Set<EntryKey> = []
+        var out: [EntryRecord] = []
+        for (k, r) in disk.allRecords() { seen.insert(k); out.append(r) }
+        for o in cache.memory.allObjects() where !seen.contains(o.key) { out.append(o.record) }
+        return out
+    }
+}
+
+/// Streams one response body into the cache as it is forwarded. Nothing becomes visible before
+/// `finish` checks the length; `abandon` (or any failure) leaves no trace but orphan chunks the
+/// writer deletes.
+public final class EntryWriter {
+    let cache: Cache
+    let key: EntryKey
+    var record: EntryRecord
+    let tier: StoragePolicy
+    let expectedLength: Int?
+    private var pending: [UInt8] = []
+    private var whole: [UInt8]? = []
+    private var chunksWritten = 0
+    private var length = 0
+    public private(set) var isAbandoned = false
+    private var finished = false
+
+    init(cache: Cache, key: EntryKey, record: EntryRecord, tier: StoragePolicy, expectedLength: Int?) {
+        self.cache = cache
+        self.key = key
+        self.record = record
+        self.tier = tier
+        self.expectedLength = expectedLength
+        if tier == .allowed { pending.reserveCapacity(min(record.chunkSize, expectedLength ?? record.chunkSize)) }
+    }
+
+    deinit { if !finished { abandon() } }
+
+    /// Adds body bytes; false once the store was given up (too large, writer too far behind).
+    @discardableResult
+    public func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !isAbandoned else { return false }
+        length += bytes.count
+        let limit = tier == .allowedInMemoryOnly ? cache.settings.memoryCapacity / 2 : cache.settings.maxObjectSize
+        if length > limit || (expectedLength.map { length > $0 } ?? false) {
+            abandon()
+            return false
+        }
+        if whole != nil {
+            if length <= cache.settings.memoryObjectLimit || tier == .allowedInMemoryOnly {
+                whole!.append(contentsOf: bytes)
+            } else {
+                whole = nil
+            }
+        }
+        guard tier == .allowed else { return true }
+        var rest = bytes
+        while !rest.isEmpty {
+            let take = min(rest.count, record.chunkSize - pending.count)
+            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: rest[..<take]))
+            rest = UnsafeRawBufferPointer(rebasing: rest[take...])
+            if pending.count == record.chunkSize { flushChunk() }
+        }
+        if cache.disk.pendingBytes > cache.settings.maxPendingWriteBytes {
+            abandon()
+            return false
+        }
+        return true
+    }
+
+    private func flushChunk() {
+        cache.disk.enqueue(.chunk(id: record.bodyID, index: chunksWritten, bytes: pending))
+        chunksWritten += 1
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    /// Body bytes taken so far.
+    public var bodyLength: Int { length }
+
+    /// Commits the entry when the body is complete (its length equals the expected one), with the
+    /// head and facts computed now that the length is known; returns whether it was stored.
+    @discardableResult
+    public func finish(head: [UInt8], facts: EntryFacts) -> Bool {
+        guard !isAbandoned, !finished else { return false }
+        if let n = expectedLength, n != length {
+            abandon()
+            return false
+        }
+        finished = true
+        record.bodyLength = length
+        record.head = head
+        record.facts = facts
+        let spec = VariantSpec(primaryKey: record.primaryKey, varyFields: record.facts.varyFields)
+        if let body = whole, body.count == length {
+            cache.memory.insert(CachedObject(key: key, record: record, body: body, tier: tier), spec: spec)
+        }
+        if tier == .allowed {
+            if !pending.isEmpty { flushChunk() }
+            cache.disk.enqueue(.commit(key: key, spec: spec, record: record))
+        }
+        return true
+    }
+
+    /// Gives up: nothing of this body will be visible.
+    public func abandon() {
+        guard !isAbandoned, !finished else { return }
+        isAbandoned = true
+        finished = true
+        if tier == .allowed && chunksWritten > 0 {
+            cache.disk.enqueue(.discard(id: record.bodyID, chunks: chunksWritten))
+        }
+        pending = []
+        whole = nil
+    }
+}

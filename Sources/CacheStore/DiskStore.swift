@@ -1,0 +1,321 @@
+import CachePolicy
+import CLMDB
+import Glibc
+import Synchronization
+
+/// How commits reach the disk.
+public enum Durability: String, Sendable, Equatable {
+    /// No fsync per commit; the writer syncs every `syncInterval`. A process crash loses nothing
+    /// committed; a power loss may lose the last interval's entries but never half an entry.
+    case fast
+    /// fsync on every group commit: nothing acknowledged is lost, at ~0.3 ms per commit.
+    case safe
+}
+
+public struct DiskStoreSettings: Sendable, Equatable {
+    public var directory: String
+    /// Stored bytes (bodies + heads) are kept under this by evicting least recently used entries.
+    public var capacity: Int
+    public var durability: Durability
+    public var syncInterval: Double
+    /// Body chunk size in LMDB; large objects stream in and out this many bytes at a time.
+    public var chunkSize: Int
+
+    public init(directory: String, capacity: Int = 1 << 30, durability: Durability = .fast,
+                syncInterval: Double = 1, chunkSize: Int = 256 * 1024) {
+        self.directory = directory; self.capacity = capacity; self.durability = durability
+        self.syncInterval = syncInterval; self.chunkSize = chunkSize
+    }
+}
+
+/// The LMDB half of the cache: one environment per process shared by every worker; reads through
+/// per-worker `DiskReader`s, all writes through one writer thread that commits in groups.
+///
+/// Databases: `variants` (URL digest → VariantSpec), `entries` (EntryKey → EntryRecord), `chunks`
+/// (body id + index → bytes), `access` (last access + EntryKey → nothing, the LRU order), `info`
+/// (format marker). An entry's chunks are written before its record, so a crash leaves at worst
+/// orphan chunks, which the start-up sweep deletes: only whole entries are ever visible.
+public final class DiskStore: @unchecked Sendable {
+    public static let formatMarker: [UInt8] = Array("larder-cache-format-1".utf8)
+
+    let env: OpaquePointer
+    let variants: MDB_dbi
+    let entries: MDB_dbi
+    let chunks: MDB_dbi
+    let access: MDB_dbi
+    let info: MDB_dbi
+    public let settings: DiskStoreSettings
+    /// Things worth an operator's attention found while opening (moved-aside directories, sweeps).
+    public private(set) var startupNotes: [String] = []
+
+    let writer: DiskWriter
+    private let nextBodyID: Atomic<UInt64>
+
+    /// Opens the cache in `settings.directory`. A directory holding another format or a damaged
+    /// environment is renamed aside (noted in `startupNotes`) and replaced by an empty cache.
+    public init(settings: DiskStoreSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
+        self.settings = settings
+        var notes: [String] = []
+        var opened = try? DiskStore.openEnvironment(settings, notes: &notes)
+        if opened == nil {
+            let aside = DiskStore.moveAside(settings.directory)
+            notes.append("cache in \(settings.directory) could not be opened or is from another version; moved to \(aside), starting empty")
+            opened = try DiskStore.openEnvironment(settings, notes: &notes)
+        }
+        let o = opened!
+        env = o.env
+        variants = o.variants; entries = o.entries; chunks = o.chunks; access = o.access; info = o.info
+        let sweep = try DiskStore.sweep(env: env, entries: entries, chunks: chunks, access: access, variants: variants)
+        if sweep.orphanChunks > 0 || sweep.badRecords > 0 {
+            notes.append("cache sweep: removed \(sweep.orphanChunks) orphan body chunks and \(sweep.badRecords) unreadable records")
+        }
+        startupNotes = notes
+        nextBodyID = Atomic(sweep.maxBodyID &+ 1)
+        writer = DiskWriter(env: env, dbs: DiskWriter.Databases(variants: variants, entries: entries, chunks: chunks,
+                                                                access: access),
+                            settings: settings, bytes: sweep.bytes, entryCount: sweep.entryCount, log: log)
+        writer.start()
+    }
+
+    deinit {
+        writer.stop()
+        mdb_env_close(env)
+    }
+
+    /// Stops the writer after it applied everything queued (and synced).
+    public func close() { writer.stop() }
+
+    public func allocateBodyID() -> UInt64 { nextBodyID.wrappingAdd(1, ordering: .relaxed).oldValue }
+
+    public var storedBytes: Int { writer.bytes.load(ordering: .relaxed) }
+    public var entryCount: Int { writer.entryCount.load(ordering: .relaxed) }
+
+    /// Queues a write; it becomes visible to readers after the writer's next group commit.
+    public func enqueue(_ op: WriteOp) { writer.enqueue(op) }
+
+    /// Bytes queued for the writer and not yet committed (back-pressure for streaming stores).
+    public var pendingBytes: Int { writer.pendingBytes.load(ordering: .relaxed) }
+
+    /// Blocks until everything queued so far is committed (tests, purge replies, shutdown).
+    public func flush() {
+        let done = Semaphore()
+        writer.enqueue(.barrier({ done.signal() }))
+        done.wait()
+    }
+
+    /// A reader for one thread.
+    public func makeReader() -> DiskReader { DiskReader(store: self) }
+
+    // MARK: opening
+
+    struct Opened {
+        var env: OpaquePointer
+        var variants, entries, chunks, access, info: MDB_dbi
+    }
+
+    private static func openEnvironment(_ s: DiskStoreSettings, notes: inout [String]) throws(LMDBError) -> Opened {
+        if mkdir(s.directory, 0o755) != 0, errno != EEXIST {
+            throw LMDBError(code: errno, operation: "mkdir \(s.directory)")
+        }
+        var e: OpaquePointer?
+        try check(mdb_env_create(&e), "mdb_env_create")
+        let env = e!
+        // LMDB needs free pages for copy-on-write beyond the live data: reserve half again.
+        let mapSize = max(s.capacity + s.capacity / 2, s.capacity + (64 << 20))
+        mdb_env_set_mapsize(env, mapSize)
+        mdb_env_set_maxreaders(env, 1_024)
+        mdb_env_set_maxdbs(env, 8)
+        var flags = UInt32(MDB_NOTLS)
+        if s.durability == .fast { flags |= UInt32(MDB_NOSYNC) }
+        let rc = mdb_env_open(env, s.directory, flags, 0o644)
+        guard rc == 0 else {
+            mdb_env_close(env)
+            throw LMDBError(code: rc, operation: "mdb_env_open \(s.directory)")
+        }
+        do throws(LMDBError) {
+            let txn = try WriteTransaction(env: env)
+            let handle = txn.txn
+            func open(_ name: String) throws(LMDBError) -> MDB_dbi {
+                var dbi: MDB_dbi = 0
+                try check(mdb_dbi_open(handle, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open \(name)")
+                return dbi
+            }
+            let o = Opened(env: env, variants: try open("variants"), entries: try open("entries"),
+                           chunks: try open("chunks"), access: try open("access"), info: try open("info"))
+            let markerKey = Array("format".utf8)
+            if let marker = txn.get(o.info, markerKey) {
+                guard marker == formatMarker else {
+                    txn.abort()
+                    mdb_env_close(env)
+                    throw LMDBError(code: MDB_VERSION_MISMATCH, operation: "cache format \(String(decoding: marker, as: UTF8.self))")
+                }
+            } else {
+                var stat = MDB_stat()
+                mdb_stat(txn.txn, o.entries, &stat)
+                if stat.ms_entries > 0 {
+                    txn.abort()
+                    mdb_env_close(env)
+                    throw LMDBError(code: MDB_VERSION_MISMATCH, operation: "cache without a format marker")
+                }
+                try txn.put(o.info, markerKey, formatMarker)
+            }
+            try txn.commit()
+            return o
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+    }
+
+    private static func moveAside(_ directory: String) -> String {
+        var aside = "\(directory).broken-\(time(nil))"
+        var n = 1
+        while Glibc.access(aside, F_OK) == 0 { aside = "\(directory).broken-\(time(nil))-\(n)"; n += 1 }
+        rename(directory, aside)
+        return aside
+    }
+
+    struct SweepResult {
+        var maxBodyID: UInt64 = 0
+        var bytes = 0
+        var entryCount = 0
+        var orphanChunks = 0
+        var badRecords = 0
+    }
+
+    /// Deletes unreadable records and body chunks no entry owns (left by a crash mid-store), and
+    /// totals what is stored.
+    private static func sweep(env: OpaquePointer, entries: MDB_dbi, chunks: MDB_dbi, access: MDB_dbi,
+                              variants: MDB_dbi) throws(LMDBError) -> SweepResult {
+        var result = SweepResult()
+        let txn = try WriteTransaction(env: env)
+        var live: Set<UInt64> = []
+        var bad: [[UInt8]] = []
+        try txn.scan(entries, from: nil) { k, v in
+            if let r = EntryRecord(decoding: v), k.count == 32 {
+                live.insert(r.bodyID)
+                result.maxBodyID = max(result.maxBodyID, r.bodyID)
+                result.bytes += r.footprint
+                result.entryCount += 1
+            } else {
+                bad.append(Array(k))
+            }
+            return true
+        }
+        for k in bad { try txn.delete(entries, k) }
+        result.badRecords = bad.count
+        var orphans: [[UInt8]] = []
+        try txn.scan(chunks, from: nil) { k, _ in
+            var r = ByteReader(k)
+            if let id = r.u64() {
+                result.maxBodyID = max(result.maxBodyID, id)
+                if !live.contains(id) { orphans.append(Array(k)) }
+            }
+            return true
+        }
+        for k in orphans { try txn.delete(chunks, k) }
+        result.orphanChunks = orphans.count
+        try txn.commit()
+        return result
+    }
+
+    static func chunkKey(_ id: UInt64, _ index: Int) -> [UInt8] {
+        var k: [UInt8] = []
+        k.reserveCapacity(12)
+        k.appendBigEndian(id)
+        k.appendBigEndian(UInt32(index))
+        return k
+    }
+
+    static func accessKey(_ time: Int64, _ key: EntryKey) -> [UInt8] {
+        var k: [UInt8] = []
+        k.reserveCapacity(40)
+        k.appendInt64(time)
+        k.append(contentsOf: key.bytes)
+        return k
+    }
+}
+
+/// Reads for one thread: a read transaction renewed for each lookup and reset right after, so no
+/// snapshot stays pinned between requests.
+public final class DiskReader {
+    let store: DiskStore
+    private var txn: OpaquePointer?
+
+    init(store: DiskStore) { self.store = store }
+
+    deinit { if let txn { mdb_txn_abort(txn) } }
+
+    /// Runs `body` inside a fresh snapshot.
+    private func read<R>(_ body: (OpaquePointer) -> R?) -> R? {
+        if let txn {
+            guard mdb_txn_renew(txn) == 0 else { return nil }
+        } else {
+            var t: OpaquePointer?
+            guard mdb_txn_begin(store.env, nil, UInt32(MDB_RDONLY), &t) == 0 else { return nil }
+            txn = t
+        }
+        defer { mdb_txn_reset(txn) }
+        return body(txn!)
+    }
+
+    private func get(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) -> MDB_val? {
+        key.withUnsafeBytes { raw -> MDB_val? in
+            var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            var v = MDB_val()
+            return mdb_get(txn, dbi, &k, &v) == 0 ? v : nil
+        }
+    }
+
+    public func spec(_ primary: KeyDigest) -> VariantSpec? {
+        var k: [UInt8] = []
+        primary.append(to: &k)
+        return read { txn in get(txn, store.variants, k).flatMap { VariantSpec(decoding: $0.bytes) } }
+    }
+
+    public func record(_ key: EntryKey) -> EntryRecord? {
+        read { txn in get(txn, store.entries, key.bytes).flatMap { EntryRecord(decoding: $0.bytes) } }
+    }
+
+    /// Calls `body` with chunk `index` of body `id`; false when it is gone (entry replaced or evicted).
+    public func withChunk(id: UInt64, index: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        read { txn -> Bool? in
+            guard let v = get(txn, store.chunks, DiskStore.chunkKey(id, index)) else { return nil }
+            body(v.bytes)
+            return true
+        } ?? false
+    }
+
+    /// Every record (admin listings, purge-since, tests). Copies; not for the hot path.
+    public func allRecords() -> [(EntryKey, EntryRecord)] {
+        read { txn -> [(EntryKey, EntryRecord)]? in
+            var out: [(EntryKey, EntryRecord)] = []
+            try? scanCursor(txn, store.entries, from: nil) { k, v in
+                if let key = EntryKey(bytes: k), let r = EntryRecord(decoding: v) { out.append((key, r)) }
+                return true
+            }
+            return out
+        } ?? []
+    }
+}
+
+/// A counting semaphore over a heap-allocated `sem_t` (its address must not move).
+final class Semaphore: @unchecked Sendable {
+    private let sem = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+    init() { sem_init(sem, 0, 0) }
+    deinit { sem_destroy(sem); sem.deallocate() }
+    func signal() { sem_post(sem) }
+    func wait() { while sem_wait(sem) != 0 && errno == EINTR {} }
+    /// false on timeout.
+    func wait(seconds: Double) -> Bool {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let ns = Int(ts.tv_nsec) + Int(seconds * 1e9)
+        ts.tv_sec += ns / 1_000_000_000
+        ts.tv_nsec = ns % 1_000_000_000
+        while true {
+            if sem_timedwait(sem, &ts) == 0 { return true }
+            if errno != EINTR { return false }
+        }
+    }
+}

@@ -1,0 +1,346 @@
+import CachePolicy
+import CLMDB
+import Glibc
+import Synchronization
+
+/// One change to the disk cache, applied in order by the writer thread.
+public enum WriteOp: Sendable {
+    /// A piece of a body being stored; invisible until its entry is committed.
+    case chunk(id: UInt64, index: Int, bytes: [UInt8])
+    /// Makes an entry visible (replacing the variant under the same key, and every variant of the
+    /// URL when its Vary fields changed).
+    case commit(key: EntryKey, spec: VariantSpec, record: EntryRecord)
+    /// Drops the chunks of a body that will never be committed (truncated, too large, uncacheable).
+    case discard(id: UInt64, chunks: Int)
+    /// Freshened head and facts for the entry stored under `key` with body `bodyID` (RFC 9111 §3.2).
+    case replaceHead(key: EntryKey, bodyID: UInt64, facts: EntryFacts, head: [UInt8])
+    /// The entry was served at `time` (LRU order).
+    case touch(key: EntryKey, time: Int64)
+    /// Removes every variant of a URL.
+    case invalidate(primary: KeyDigest)
+    case purgeAll
+    /// Removes entries stored at or after `time` (removeCachedResponses(since:)).
+    case purgeSince(time: Int64)
+    /// Runs `done` once everything queued before it is committed.
+    case barrier(@Sendable () -> Void)
+
+    var byteCount: Int {
+        switch self {
+        case .chunk(_, _, let b): return b.count
+        case .commit(_, _, let r): return r.head.count
+        case .replaceHead(_, _, _, let h): return h.count
+        default: return 0
+        }
+    }
+}
+
+/// The single writer: takes queued operations in batches and applies each batch in one LMDB
+/// transaction (group commit), then evicts down to capacity.
+final class DiskWriter: @unchecked Sendable {
+    struct Databases {
+        var variants, entries, chunks, access: MDB_dbi
+    }
+
+    private let env: OpaquePointer
+    private let db: Databases
+    private let settings: DiskStoreSettings
+    private let log: @Sendable (String) -> Void
+    private let queue = Mutex<[WriteOp]>([])
+    private let wake = Semaphore()
+    private let stopped = Atomic<Bool>(false)
+    private var thread = pthread_t()
+    private var running = false
+    private var lastSync: Double = 0
+
+    let bytes: Atomic<Int>
+    let entryCount: Atomic<Int>
+    let pendingBytes = Atomic<Int>(0)
+
+    init(env: OpaquePointer, dbs: Databases, settings: DiskStoreSettings, bytes: Int, entryCount: Int,
+         log: @escaping @Sendable (String) -> Void) {
+        self.env = env
+        self.db = dbs
+        self.settings = settings
+        self.log = log
+        self.bytes = Atomic(bytes)
+        self.entryCount = Atomic(entryCount)
+    }
+
+    func start() {
+        let ctx = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(&thread, nil, { arg in
+            let me = Unmanaged<DiskWriter>.fromOpaque(arg!).takeRetainedValue()
+            me.run()
+            return nil
+        }, ctx)
+        precondition(rc == 0, "pthread_create failed for the cache writer")
+        running = true
+    }
+
+    func stop() {
+        guard running else { return }
+        running = false
+        stopped.store(true, ordering: .releasing)
+        wake.signal()
+        pthread_join(thread, nil)
+    }
+
+    func enqueue(_ op: WriteOp) {
+        pendingBytes.add(op.byteCount, ordering: .relaxed)
+        queue.withLock { $0.append(op) }
+        wake.signal()
+    }
+
+    private func run() {
+        while true {
+            _ = wake.wait(seconds: settings.syncInterval)
+            // At most a few MiB per transaction: uncommitted pages live in memory until the commit.
+            let batch = queue.withLock { q -> [WriteOp] in
+                var bytes = 0
+                var n = 0
+                while n < q.count, bytes < DiskWriter.maxBatchBytes {
+                    bytes += q[n].byteCount
+                    n += 1
+                }
+                let b = Array(q[..<n])
+                q.removeFirst(n)
+                return b
+            }
+            if !batch.isEmpty { apply(batch) }
+            syncIfDue(force: false)
+            if !queue.withLock({ $0.isEmpty }) { wake.signal() }  // more than one batch was waiting
+            if stopped.load(ordering: .acquiring) && queue.withLock({ $0.isEmpty }) {
+                syncIfDue(force: true)
+                return
+            }
+        }
+    }
+
+    private func syncIfDue(force: Bool) {
+        guard settings.durability == .fast else { return }
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        let now = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        if force || now - lastSync >= settings.syncInterval {
+            mdb_env_sync(env, 1)
+            lastSync = now
+        }
+    }
+
+    private func apply(_ batch: [WriteOp]) {
+        var barriers: [@Sendable () -> Void] = []
+        let batchBytes = batch.reduce(0) { $0 + $1.byteCount }
+        defer {
+            pendingBytes.subtract(batchBytes, ordering: .relaxed)
+            for b in barriers { b() }
+        }
+        for op in batch { if case .barrier(let b) = op { barriers.append(b) } }
+        do {
+            try applyInTransaction(batch)
+        } catch let error where error.isMapFull {
+            // The map is full of copy-on-write pages: make room, then try the batch once more.
+            log("cache map full with \(bytes.load(ordering: .relaxed)) bytes stored; evicting a quarter")
+            do {
+                try evict(target: bytes.load(ordering: .relaxed) * 3 / 4)
+                try applyInTransaction(batch)
+            } catch {
+                log("cache write batch of \(batch.count) operations dropped: \(error)")
+                dropChunks(of: batch)
+            }
+        } catch {
+            log("cache write batch of \(batch.count) operations dropped: \(error)")
+            dropChunks(of: batch)
+        }
+        if bytes.load(ordering: .relaxed) > settings.capacity {
+            do { try evict(target: settings.capacity - settings.capacity / 10) } catch {
+                log("cache eviction failed: \(error)")
+            }
+        }
+    }
+
+    /// After a failed batch, chunks that did land in an earlier batch must not linger.
+    private func dropChunks(of batch: [WriteOp]) {
+        var chunkCounts: [UInt64: Int] = [:]
+        for op in batch {
+            if case .chunk(let id, let index, _) = op { chunkCounts[id] = max(chunkCounts[id] ?? 0, index + 1) }
+        }
+        guard !chunkCounts.isEmpty, let txn = try? WriteTransaction(env: env) else { return }
+        for (id, count) in chunkCounts {
+            for i in 0..<count { try? txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
+        }
+        try? txn.commit()
+    }
+
+    private func applyInTransaction(_ batch: [WriteOp]) throws(LMDBError) {
+        let txn = try WriteTransaction(env: env)
+        var byteDelta = 0
+        var countDelta = 0
+        var touches: [EntryKey: Int64] = [:]
+        for op in batch {
+            switch op {
+            case .chunk(let id, let index, let b):
+                try txn.put(db.chunks, DiskStore.chunkKey(id, index), b)
+            case .commit(let key, let spec, let record):
+                try commit(txn, key: key, spec: spec, record: record, bytes: &byteDelta, count: &countDelta)
+            case .discard(let id, let count):
+                for i in 0..<count { try txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
+            case .replaceHead(let key, let bodyID, let facts, let head):
+                let k = key.bytes
+                guard let old = txn.get(db.entries, k).flatMap({ b in b.withUnsafeBytes { EntryRecord(decoding: $0) } }),
+                      old.bodyID == bodyID else { continue }
+                var r = old
+                r.facts = facts
+                r.head = head
+                byteDelta += r.footprint - old.footprint
+                try txn.put(db.entries, k, r.encoded())
+            case .touch(let key, let time):
+                touches[key] = max(touches[key] ?? 0, time)
+            case .invalidate(let primary):
+                try removeVariants(txn, primary: primary, bytes: &byteDelta, count: &countDelta)
+            case .purgeAll:
+                for dbi in [db.variants, db.entries, db.chunks, db.access] {
+                    try check(mdb_drop(txn.txn, dbi, 0), "mdb_drop")
+                }
+                byteDelta = -bytes.load(ordering: .relaxed)
+                countDelta = -entryCount.load(ordering: .relaxed)
+            case .purgeSince(let time):
+                var doomed: [(EntryKey, EntryRecord)] = []
+                try txn.scan(db.entries, from: nil) { k, v in
+                    if let key = EntryKey(bytes: k), let r = EntryRecord(decoding: v), r.storedAt >= time {
+                        doomed.append((key, r))
+                    }
+                    return true
+                }
+                for (key, r) in doomed { try remove(txn, key: key, record: r, bytes: &byteDelta, count: &countDelta) }
+            case .barrier:
+                break
+            }
+        }
+        for (key, time) in touches { try touch(txn, key: key, time: time) }
+        try txn.commit()
+        bytes.add(byteDelta, ordering: .relaxed)
+        entryCount.add(countDelta, ordering: .relaxed)
+    }
+
+    private func commit(_ txn: borrowing WriteTransaction, key: EntryKey, spec: VariantSpec, record: EntryRecord,
+                        bytes: inout Int, count: inout Int) throws(LMDBError) {
+        var specKey: [UInt8] = []
+        key.primary.append(to: &specKey)
+        if let old = txn.get(db.variants, specKey).flatMap({ b in b.withUnsafeBytes { VariantSpec(decoding: $0) } }),
+           old != spec {
+            // A different Vary (or a digest collision): the old variants can no longer be selected.
+            try removeVariants(txn, primary: key.primary, bytes: &bytes, count: &count)
+        }
+        try txn.put(db.variants, specKey, spec.encoded())
+        let k = key.bytes
+        if let old = txn.get(db.entries, k).flatMap({ b in b.withUnsafeBytes { EntryRecord(decoding: $0) } }) {
+            try remove(txn, key: key, record: old, bytes: &bytes, count: &count, keepSpec: true)
+        }
+        try txn.put(db.entries, k, record.encoded())
+        try txn.put(db.access, DiskStore.accessKey(record.lastAccess, key), [])
+        bytes += record.footprint
+        count += 1
+    }
+
+    private func remove(_ txn: borrowing WriteTransaction, key: EntryKey, record: EntryRecord,
+                        bytes: inout Int, count: inout Int, keepSpec: Bool = false) throws(LMDBError) {
+        for i in 0..<record.chunkCount { try txn.delete(db.chunks, DiskStore.chunkKey(record.bodyID, i)) }
+        try txn.delete(db.access, DiskStore.accessKey(record.lastAccess, key))
+        try txn.delete(db.entries, key.bytes)
+        bytes -= record.footprint
+        count -= 1
+        if !keepSpec {
+            // Drop the URL's spec once its last variant is gone.
+            var prefix: [UInt8] = []
+            key.primary.append(to: &prefix)
+            var another = false
+            try txn.scan(db.entries, from: prefix) { k, _ in
+                another = k.count == 32 && k.starts(with: prefix)
+                return false
+            }
+            if !another { try txn.delete(db.variants, prefix) }
+        }
+    }
+
+    private func removeVariants(_ txn: borrowing WriteTransaction, primary: KeyDigest,
+                                bytes: inout Int, count: inout Int) throws(LMDBError) {
+        var prefix: [UInt8] = []
+        primary.append(to: &prefix)
+        var doomed: [(EntryKey, EntryRecord)] = []
+        var unreadable: [[UInt8]] = []
+        try txn.scan(db.entries, from: prefix) { k, v in
+            guard k.starts(with: prefix) else { return false }
+            if let key = EntryKey(bytes: k), let r = EntryRecord(decoding: v) {
+                doomed.append((key, r))
+            } else {
+                unreadable.append(Array(k))
+            }
+            return true
+        }
+        for (key, r) in doomed { try remove(txn, key: key, record: r, bytes: &bytes, count: &count, keepSpec: true) }
+        for k in unreadable { try txn.delete(db.entries, k) }
+        try txn.delete(db.variants, prefix)
+    }
+
+    private func touch(_ txn: borrowing WriteTransaction, key: EntryKey, time: Int64) throws(LMDBError) {
+        let k = key.bytes
+        guard var r = txn.get(db.entries, k).flatMap({ b in b.withUnsafeBytes { EntryRecord(decoding: $0) } }),
+              time > r.lastAccess else { return }
+        try txn.delete(db.access, DiskStore.accessKey(r.lastAccess, key))
+        r.lastAccess = time
+        try txn.put(db.entries, k, r.encoded())
+        try txn.put(db.access, DiskStore.accessKey(time, key), [])
+    }
+
+    /// Removes least recently used entries until at most `target` bytes are stored.
+    private func evict(target: Int) throws(LMDBError) {
+        let txn = try WriteTransaction(env: env)
+        var byteDelta = 0
+        var countDelta = 0
+        var current = bytes.load(ordering: .relaxed)
+        var evicted = 0
+        while current > target {
+            // The oldest few hundred access rows, then their records (a cursor cannot outlive deletes).
+            var victims: [EntryKey] = []
+            var stale: [[UInt8]] = []
+            try txn.scan(db.access, from: nil) { k, _ in
+                if k.count == 40, let key = EntryKey(bytes: UnsafeRawBufferPointer(rebasing: k[8...])) {
+                    victims.append(key)
+                } else {
+                    stale.append(Array(k))
+                }
+                return victims.count + stale.count < 256
+            }
+            for k in stale { try txn.delete(db.access, k) }
+            if victims.isEmpty { break }
+            for key in victims where current > target {
+                guard let r = txn.get(db.entries, key.bytes).flatMap({ b in b.withUnsafeBytes { EntryRecord(decoding: $0) } })
+                else {
+                    // An access row without its entry: drop every row for that key.
+                    try dropAccessRows(txn, for: key)
+                    continue
+                }
+                try remove(txn, key: key, record: r, bytes: &byteDelta, count: &countDelta)
+                current -= r.footprint
+                evicted += 1
+            }
+        }
+        try txn.commit()
+        bytes.add(byteDelta, ordering: .relaxed)
+        entryCount.add(countDelta, ordering: .relaxed)
+        if evicted > 0 { evictions.add(evicted, ordering: .relaxed) }
+    }
+
+    private func dropAccessRows(_ txn: borrowing WriteTransaction, for key: EntryKey) throws(LMDBError) {
+        var rows: [[UInt8]] = []
+        let suffix = key.bytes
+        try txn.scan(db.access, from: nil) { k, _ in
+            if k.count == 40, k[8...].elementsEqual(suffix) { rows.append(Array(k)) }
+            return true
+        }
+        for k in rows { try txn.delete(db.access, k) }
+    }
+
+    let evictions = Atomic<Int>(0)
+    static let maxBatchBytes = 8 << 20
+}

@@ -1,0 +1,117 @@
+/// A 128-bit digest of a cache key. LMDB keys are limited to 511 bytes and URLs are not, so the
+/// store indexes by digest and keeps the full key in the record to rule out collisions.
+public struct KeyDigest: Hashable, Sendable {
+    public var high: UInt64
+    public var low: UInt64
+
+    public init(high: UInt64, low: UInt64) { self.high = high; self.low = low }
+
+    public init(_ bytes: UnsafeRawBufferPointer) {
+        // Two FNV-1a lanes with different offsets, each finished with the murmur3 mixer.
+        var a: UInt64 = 0xcbf2_9ce4_8422_2325
+        var b: UInt64 = 0x84222325_cbf29ce4
+        for byte in bytes {
+            a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+            b = (b ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 &+ 0x9e37_79b9_7f4a_7c15
+        }
+        high = KeyDigest.mix(a ^ UInt64(bytes.count))
+        low = KeyDigest.mix(b &+ UInt64(bytes.count))
+    }
+
+    public init(_ bytes: [UInt8]) { self = bytes.withUnsafeBytes { KeyDigest($0) } }
+
+    private static func mix(_ x: UInt64) -> UInt64 {
+        var k = x
+        k ^= k >> 33
+        k = k &* 0xff51_afd7_ed55_8ccd
+        k ^= k >> 33
+        k = k &* 0xc4ce_b9fe_1a85_ec53
+        k ^= k >> 33
+        return k
+    }
+
+    func append(to out: inout [UInt8]) {
+        out.appendBigEndian(high)
+        out.appendBigEndian(low)
+    }
+}
+
+/// Identifies one stored variant: the URL's digest and the Vary-selected request fields' digest.
+public struct EntryKey: Hashable, Sendable {
+    public var primary: KeyDigest
+    public var secondary: KeyDigest
+
+    public init(primary: KeyDigest, secondary: KeyDigest) { self.primary = primary; self.secondary = secondary }
+
+    /// 32 bytes, primary first, so all variants of a URL are adjacent in LMDB.
+    var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        primary.append(to: &out)
+        secondary.append(to: &out)
+        return out
+    }
+
+    init?(bytes: UnsafeRawBufferPointer) {
+        guard bytes.count == 32 else { return nil }
+        var r = ByteReader(bytes)
+        guard let a = r.u64(), let b = r.u64(), let c = r.u64(), let d = r.u64() else { return nil }
+        primary = KeyDigest(high: a, low: b)
+        secondary = KeyDigest(high: c, low: d)
+    }
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendBigEndian(_ v: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: v >> UInt64(shift))) }
+    }
+    mutating func appendBigEndian(_ v: UInt32) {
+        for shift in stride(from: 24, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: v >> UInt32(shift))) }
+    }
+    mutating func appendBigEndian(_ v: UInt16) {
+        append(UInt8(truncatingIfNeeded: v >> 8)); append(UInt8(truncatingIfNeeded: v))
+    }
+    mutating func appendInt64(_ v: Int64) { appendBigEndian(UInt64(bitPattern: v)) }
+    /// Length-prefixed (32-bit) bytes.
+    mutating func appendBlob(_ bytes: [UInt8]) {
+        appendBigEndian(UInt32(bytes.count))
+        append(contentsOf: bytes)
+    }
+}
+
+/// Reads big-endian fields from a record; every read fails cleanly (nil) past the end, so a
+/// damaged record is rejected rather than trusted.
+struct ByteReader {
+    let bytes: UnsafeRawBufferPointer
+    var offset = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    mutating func u8() -> UInt8? {
+        guard offset < bytes.count else { return nil }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+    mutating func u16() -> UInt16? {
+        guard let a = u8(), let b = u8() else { return nil }
+        return UInt16(a) << 8 | UInt16(b)
+    }
+    mutating func u32() -> UInt32? {
+        guard offset + 4 <= bytes.count else { return nil }
+        var v: UInt32 = 0
+        for _ in 0..<4 { v = v << 8 | UInt32(bytes[offset]); offset += 1 }
+        return v
+    }
+    mutating func u64() -> UInt64? {
+        guard offset + 8 <= bytes.count else { return nil }
+        var v: UInt64 = 0
+        for _ in 0..<8 { v = v << 8 | UInt64(bytes[offset]); offset += 1 }
+        return v
+    }
+    mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }
+    mutating func blob() -> [UInt8]? {
+        guard let n = u32(), offset + Int(n) <= bytes.count else { return nil }
+        defer { offset += Int(n) }
+        return Array(bytes[offset..<offset + Int(n)])
+    }
+}

@@ -1,0 +1,107 @@
+import CLMDB
+import Glibc
+
+/// An LMDB return code that is not success, with LMDB's own words for it.
+public struct LMDBError: Error, CustomStringConvertible, Sendable {
+    public let code: Int32
+    public let operation: String
+    public var description: String { "\(operation): \(String(cString: mdb_strerror(code)))" }
+    var isMapFull: Bool { code == MDB_MAP_FULL }
+}
+
+@inline(__always)
+func check(_ rc: Int32, _ operation: @autoclosure () -> String) throws(LMDBError) {
+    if rc != 0 { throw LMDBError(code: rc, operation: operation()) }
+}
+
+/// Calls `body` with an `MDB_val` pointing at `bytes` (valid only inside `body`).
+@inline(__always)
+func withValue<R>(_ bytes: [UInt8], _ body: (inout MDB_val) throws(LMDBError) -> R) throws(LMDBError) -> R {
+    let result = bytes.withUnsafeBytes { raw -> Result<R, LMDBError> in
+        var v = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+        return Result { () throws(LMDBError) -> R in try body(&v) }
+    }
+    return try result.get()
+}
+
+extension MDB_val {
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: mv_data, count: mv_size) }
+}
+
+/// A write transaction on one thread (the writer's); aborted unless committed.
+struct WriteTransaction: ~Copyable {
+    let txn: OpaquePointer
+    private var finished = false
+
+    init(env: OpaquePointer) throws(LMDBError) {
+        var t: OpaquePointer?
+        try check(mdb_txn_begin(env, nil, 0, &t), "mdb_txn_begin")
+        txn = t!
+    }
+
+    consuming func commit() throws(LMDBError) {
+        finished = true
+        try check(mdb_txn_commit(txn), "mdb_txn_commit")
+    }
+
+    consuming func abort() {
+        finished = true
+        mdb_txn_abort(txn)
+    }
+
+    deinit { if !finished { mdb_txn_abort(txn) } }
+
+    func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws(LMDBError) {
+        try withValue(key) { (k: inout MDB_val) throws(LMDBError) in
+            try withValue(value) { (v: inout MDB_val) throws(LMDBError) in
+                try check(mdb_put(txn, dbi, &k, &v, 0), "mdb_put")
+            }
+        }
+    }
+
+    /// Deletes `key`; a missing key is not an error.
+    func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws(LMDBError) {
+        try withValue(key) { (k: inout MDB_val) throws(LMDBError) in
+            let rc = mdb_del(txn, dbi, &k, nil)
+            if rc != MDB_NOTFOUND { try check(rc, "mdb_del") }
+        }
+    }
+
+    func get(_ dbi: MDB_dbi, _ key: [UInt8]) -> [UInt8]? {
+        key.withUnsafeBytes { raw -> [UInt8]? in
+            var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            var v = MDB_val()
+            guard mdb_get(txn, dbi, &k, &v) == 0 else { return nil }
+            return Array(v.bytes)
+        }
+    }
+
+    /// Visits keys from `start` (inclusive) in order while `body` returns true.
+    func scan(_ dbi: MDB_dbi, from start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) throws(LMDBError) {
+        try scanCursor(txn, dbi, from: start, body)
+    }
+}
+
+/// Cursor walk shared by read and write transactions.
+func scanCursor(_ txn: OpaquePointer, _ dbi: MDB_dbi, from start: [UInt8]?,
+                _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) throws(LMDBError) {
+    var cursor: OpaquePointer?
+    try check(mdb_cursor_open(txn, dbi, &cursor), "mdb_cursor_open")
+    defer { mdb_cursor_close(cursor) }
+    var k = MDB_val()
+    var v = MDB_val()
+    var rc: Int32
+    if let start {
+        rc = start.withUnsafeBytes { raw -> Int32 in
+            k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            return mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+        }
+    } else {
+        rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+    }
+    while rc == 0 {
+        if !body(k.bytes, v.bytes) { return }
+        rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+    }
+    if rc != MDB_NOTFOUND { try check(rc, "mdb_cursor_get") }
+}

@@ -1,0 +1,160 @@
+import CachePolicy
+import Synchronization
+
+/// A stored response held whole in memory: immutable, shared by reference between workers.
+public final class CachedObject: Sendable {
+    public let key: EntryKey
+    public let record: EntryRecord
+    public let body: [UInt8]
+    /// `.allowedInMemoryOnly` objects exist only here; `.allowed` ones also on disk.
+    public let tier: StoragePolicy
+
+    public init(key: EntryKey, record: EntryRecord, body: [UInt8], tier: StoragePolicy) {
+        self.key = key; self.record = record; self.body = body; self.tier = tier
+    }
+
+    var footprint: Int { body.count + record.head.count + record.primaryKey.count + record.secondaryKey.count + 256 }
+}
+
+/// The in-memory tier in front of LMDB: hot small entries ready to send, and the memory-only
+/// ones. Least recently used objects leave first when `capacity` bytes are exceeded. One lock
+/// for all workers; it is held for a dictionary probe and a list splice only.
+final class MemoryTier: Sendable {
+    private struct Node {
+        var object: CachedObject?
+        var prev = -1
+        var next = -1
+    }
+
+    private struct State {
+        var index: [EntryKey: Int] = [:]
+        var nodes: [Node] = []
+        var free: [Int] = []
+        var head = -1  // most recent
+        var tail = -1  // least recent
+        var bytes = 0
+        /// Vary spec per URL, with how many variants here use it.
+        var specs: [KeyDigest: (spec: VariantSpec, count: Int)] = [:]
+
+        mutating func unlink(_ i: Int) {
+            let n = nodes[i]
+            if n.prev >= 0 { nodes[n.prev].next = n.next } else { head = n.next }
+            if n.next >= 0 { nodes[n.next].prev = n.prev } else { tail = n.prev }
+            nodes[i].prev = -1
+            nodes[i].next = -1
+        }
+
+        mutating func pushFront(_ i: Int) {
+            nodes[i].next = head
+            nodes[i].prev = -1
+            if head >= 0 { nodes[head].prev = i }
+            head = i
+            if tail < 0 { tail = i }
+        }
+
+        @discardableResult
+        mutating func remove(_ key: EntryKey) -> CachedObject? {
+            guard let i = index.removeValue(forKey: key), let o = nodes[i].object else { return nil }
+            unlink(i)
+            nodes[i].object = nil
+            free.append(i)
+            bytes -= o.footprint
+            if let s = specs[key.primary] {
+                if s.count <= 1 { specs[key.primary] = nil } else { specs[key.primary] = (s.spec, s.count - 1) }
+            }
+            return o
+        }
+
+        mutating func insert(_ o: CachedObject) {
+            let i: Int
+            if let f = free.popLast() {
+                i = f
+                nodes[i] = Node(object: o)
+            } else {
+                i = nodes.count
+                nodes.append(Node(object: o))
+            }
+            index[o.key] = i
+            pushFront(i)
+            bytes += o.footprint
+        }
+
+        func keys(ofPrimary primary: KeyDigest) -> [EntryKey] { index.keys.filter { $0.primary == primary } }
+    }
+
+    private let state = Mutex(State())
+    let capacity: Int
+    let evictions = Atomic<Int>(0)
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    var bytes: Int { state.withLock { $0.bytes } }
+    var count: Int { state.withLock { $0.index.count } }
+
+    func spec(_ primary: KeyDigest) -> VariantSpec? { state.withLock { $0.specs[primary]?.spec } }
+
+    /// The object under `key`, marked most recently used.
+    func get(_ key: EntryKey) -> CachedObject? {
+        state.withLock { s in
+            guard let i = s.index[key] else { return nil }
+            if s.head != i {
+                s.unlink(i)
+                s.pushFront(i)
+            }
+            return s.nodes[i].object
+        }
+    }
+
+    /// Adds or replaces `object`; variants of the URL stored under another Vary spec are dropped.
+    /// Returns the memory-only objects evicted to make room (for statistics).
+    func insert(_ object: CachedObject, spec: VariantSpec) {
+        guard object.footprint <= capacity else { return }
+        var evicted = 0
+        state.withLock { s in
+            if let existing = s.specs[object.key.primary], existing.spec != spec {
+                for k in s.keys(ofPrimary: object.key.primary) { s.remove(k) }
+            }
+            s.remove(object.key)
+            s.insert(object)
+            let c = s.specs[object.key.primary]?.count ?? 0
+            s.specs[object.key.primary] = (spec, c + 1)
+            while s.bytes > capacity, s.tail >= 0, let victim = s.nodes[s.tail].object {
+                s.remove(victim.key)
+                evicted += 1
+            }
+        }
+        if evicted > 0 { evictions.add(evicted, ordering: .relaxed) }
+    }
+
+    /// Swaps in a freshened head (RFC 9111 §3.2) keeping the body.
+    func replaceHead(_ key: EntryKey, facts: EntryFacts, head: [UInt8]) {
+        state.withLock { s in
+            guard let i = s.index[key], let old = s.nodes[i].object else { return }
+            var r = old.record
+            r.facts = facts
+            r.head = head
+            let o = CachedObject(key: key, record: r, body: old.body, tier: old.tier)
+            s.bytes += o.footprint - old.footprint
+            s.nodes[i].object = o
+        }
+    }
+
+    func removeVariants(_ primary: KeyDigest) {
+        state.withLock { s in for k in s.keys(ofPrimary: primary) { s.remove(k) } }
+    }
+
+    func removeAll() {
+        state.withLock { s in s = State() }
+    }
+
+    func removeStored(since time: Int64) {
+        state.withLock { s in
+            let doomed = s.index.compactMap { k, i in (s.nodes[i].object?.record.storedAt ?? 0) >= time ? k : nil }
+            for k in doomed { s.remove(k) }
+        }
+    }
+
+    func allObjects() -> [CachedObject] {
+        state.withLock { s in s.index.values.compactMap { s.nodes[$0].object } }
+    }
+}

@@ -1,0 +1,378 @@
+import CachePolicy
+import CacheStore
+import EventLoop
+import HTTPWire
+import SessionClient
+
+/// The cache decision loop of DESIGN §3, on a client connection: look up, decide, serve or
+/// revalidate or fetch, store while forwarding.
+extension ClientConnection {
+    /// Called before forwarding. Returns true when the request was answered without the network
+    /// (a hit, a 504 for only-if-cached, a 400 for a bad policy header).
+    func consultCache(origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) -> Bool {
+        cacheExchange = nil
+        let method = request.method
+        let (primaryKey, path) = request.headers.withBytes(request.target) { t -> ([UInt8], [UInt8]) in
+            let p = pathOffset.map { UnsafeRawBufferPointer(rebasing: t[$0...]) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            return (CacheKey.primary(scheme: origin.scheme, host: Array(origin.host.utf8), port: origin.port, pathAndQuery: p),
+                    Array(p))
+        }
+        let scheme = origin.scheme == .https ? "https" : "http"
+        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: Array(origin.host.utf8), path: path,
+                                     origin: origin, route: route, pathOffset: pathOffset, phase: .fetching)
+        exchange.requestTime = currentTime()
+        switch method {
+        case .get, .head:
+            break
+        case .options, .trace, .connect:
+            return false
+        default:
+            exchange.phase = .unsafe
+            exchange.status = CacheStatus(forward: .method)
+            cacheExchange = exchange
+            return false
+        }
+        let setup = worker.settings.cache
+        let rulePolicy = path.withUnsafeBytes { setup.rules.requestPolicy(scheme: scheme, host: exchange.host, path: $0) }
+        let facts: RequestFacts
+        do {
+            facts = try RequestFacts.make(request, rulePolicy: rulePolicy, settings: setup.policy)
+        } catch {
+            respondAndContinue(400, "unknown Larder-Cache-Policy \"\(error.value)\"; expected one of "
+                               + RequestCachePolicy.allCases.map(\.rawValue).joined(separator: ", "))
+            return true
+        }
+        exchange.facts = facts
+        cacheExchange = exchange
+        let lookup = worker.cacheReader.lookup(primaryKey: primaryKey, request: request.headers)
+        var anyStored = true
+        switch lookup {
+        case .uriMiss: anyStored = false
+        case .varyMiss: break
+        case .found(let e): exchange.entry = e
+        }
+        let now = exchange.requestTime
+        let decision = Lookup.decide(request: facts, entry: exchange.entry?.facts, anyStored: anyStored, now: now,
+                                     settings: setup.policy)
+        switch decision {
+        case .serve(_, let stale):
+            let entry = exchange.entry!
+            exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: stale ? "stale" : nil)
+            return serveFromCache(entry, exchange: exchange, now: now)
+        case .serveStaleThenRevalidate:
+            // Served stale now; the refresh happens on the next request that finds it stale
+            // beyond the window (background refresh is not wired yet).
+            let entry = exchange.entry!
+            exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-while-revalidate")
+            return serveFromCache(entry, exchange: exchange, now: now)
+        case .revalidate(let m):
+            exchange.phase = .revalidating(method == .head ? .head : m)
+            exchange.status = CacheStatus(forward: .stale)
+            return false
+        case .fetch(let reason):
+            exchange.phase = .fetching
+            exchange.status = CacheStatus(forward: forward(for: reason))
+            if reason == .bypass { cacheExchange = nil }
+            return false
+        case .gatewayTimeout:
+            cacheExchange = nil
+            respondAndContinue(504, "\(String(decoding: primaryKey, as: UTF8.self)) is not in the cache and the "
+                               + "request allows only cached responses (only-if-cached)")
+            return true
+        }
+    }
+
+    private func forward(for reason: FetchReason) -> CacheStatus.Forward {
+        switch reason {
+        case .uriMiss: return .uriMiss
+        case .varyMiss: return .varyMiss
+        case .miss: return .miss
+        case .request: return .request
+        case .bypass: return .bypass
+        }
+    }
+
+    /// The revalidation to write instead of the client's request line, if the cache is revalidating.
+    var outboundRevalidation: OutboundHead.Revalidation? {
+        guard let ex = cacheExchange, case .revalidating(let m) = ex.phase, let entry = ex.entry else { return nil }
+        return OutboundHead.Revalidation(method: m == .head ? "HEAD" : (request.method == .head ? "HEAD" : "GET"),
+                                         conditionalFields: Revalidation.conditionalFields(for: entry.facts))
+    }
+
+    // MARK: - Origin responses
+
+    /// Takes the final response head first. Returns true when the cache consumed it (a revalidation
+    /// answer); otherwise the response is forwarded, with `cacheStatusBytes` in its head.
+    func cacheTakesResponse(_ head: ResponseHead) -> Bool {
+        guard let ex = cacheExchange else { return false }
+        let now = currentTime()
+        let setup = worker.settings.cache
+        switch ex.phase {
+        case .revalidating(let m):
+            guard let entry = ex.entry else { return false }
+            if head.status >= 500, let facts = ex.facts,
+               Lookup.mayServeStaleOnError(request: facts, entry: entry.facts, status: head.status, now: now) {
+                ex.status = CacheStatus(hit: true, forwardStatus: head.status, ttl: entry.facts.timeToLive(now: now),
+                                        detail: "stale-if-error")
+                ex.phase = .revalidated
+                return true
+            }
+            switch Revalidation.outcome(entry: entry.facts, response: head, method: m) {
+            case .unchanged:
+                guard let stored = parseStoredHead(entry.head) else { return false }
+                let newHead = Revalidation.freshenedHead(stored: stored, update: head, omitFields: [])
+                if let parsed = parseStoredHead(newHead) {
+                    let override = ex.path.withUnsafeBytes {
+                        setup.rules.storage(scheme: ex.scheme, host: ex.host, path: $0, status: parsed.status,
+                                            contentType: nil).freshness
+                    }
+                    let facts = EntryFacts.make(response: parsed, requestTime: ex.requestTime, responseTime: now,
+                                                bodyLength: entry.bodyLength, settings: setup.policy, override: override)
+                    worker.cache.freshen(entry, facts: facts, head: newHead)
+                    var refreshed = entry
+                    refreshed.record.facts = facts
+                    refreshed.record.head = newHead
+                    ex.entry = refreshed
+                }
+                ex.status = CacheStatus(forward: .stale, forwardStatus: head.status,
+                                        ttl: ex.entry!.facts.timeToLive(now: now),
+                                        detail: m == .head ? "revalidated-head" : "revalidated")
+                ex.phase = .revalidated
+                return true
+            case .changed:
+                worker.cache.invalidate(primaryKey: ex.primaryKey)
+                ex.entry = nil
+                if m == .head {
+                    ex.phase = .refetch
+                    return true
+                }
+                // A conditional GET's 200 is the new response: forward and store it.
+                ex.phase = .fetching
+                ex.status = CacheStatus(forward: .stale, forwardStatus: head.status)
+                beginStoring(head, exchange: ex, now: now)
+                return false
+            }
+        case .fetching:
+            ex.status.forwardStatus = head.status
+            beginStoring(head, exchange: ex, now: now)
+            return false
+        case .unsafe:
+            ex.status.forwardStatus = head.status
+            for key in Invalidation.targets(method: request.method, status: head.status, targetKey: ex.primaryKey,
+                                            response: head) {
+                worker.cache.invalidate(primaryKey: key)
+            }
+            return false
+        case .revalidated, .refetch, .abandoned:
+            return true
+        }
+    }
+
+    private func beginStoring(_ head: ResponseHead, exchange ex: CacheExchange, now: Int64) {
+        guard request.method == .get else { return }
+        let setup = worker.settings.cache
+        let contentType = head.headers.firstIndex(of: "content-type").map { head.headers.fields[$0].value }
+        let rule = ex.path.withUnsafeBytes { path in
+            if let ct = contentType {
+                return head.headers.withBytes(ct) { setup.rules.storage(scheme: ex.scheme, host: ex.host, path: path,
+                                                                        status: head.status, contentType: $0) }
+            }
+            return setup.rules.storage(scheme: ex.scheme, host: ex.host, path: path, status: head.status, contentType: nil)
+        }
+        switch Storability.decide(request: request, response: head, storagePolicy: rule.policy, settings: setup.policy) {
+        case .doNotStore(let reason):
+            ex.status.detail = reason.rawValue
+        case .store(let tier, let omit):
+            var expected: Int?
+            if case .contentLength(let n) = head.framing { expected = n }
+            let facts = EntryFacts.make(response: head, requestTime: ex.requestTime, responseTime: now,
+                                        bodyLength: expected, settings: setup.policy, override: rule.freshness)
+            if facts.freshnessLifetime == 0 && facts.etag == nil && facts.lastModified == nil {
+                // Never fresh and nothing to revalidate with: storing it would only cost disk.
+                ex.status.detail = NotStoredReason.noFreshnessOrValidator.rawValue
+                return
+            }
+            let secondary = CacheKey.secondary(varyFields: facts.varyFields, request: request.headers)
+            guard let w = worker.cache.beginStore(primaryKey: ex.primaryKey, secondaryKey: secondary, facts: facts,
+                                                  head: [], tier: tier, expectedLength: expected, now: now) else {
+                ex.status.detail = "too-large"
+                return
+            }
+            ex.writer = w
+            ex.storedResponse = head
+            ex.omitFields = omit
+            ex.freshnessOverride = rule.freshness
+            ex.responseTime = now
+            ex.status.stored = true
+        }
+    }
+
+    /// Body bytes on their way to the client also go to the store.
+    func cacheTee(_ source: Buffer, count: Int) {
+        guard let w = cacheExchange?.writer, !w.isAbandoned else { return }
+        source.forEachSegment(upTo: count) { w.append($0) }
+    }
+
+    /// The origin's exchange ended. Returns true when the cache took over the rest of the request.
+    func cacheTaskCompleted(error: SessionError?) -> Bool {
+        guard let ex = cacheExchange else { return false }
+        switch ex.phase {
+        case .fetching:
+            guard let w = ex.writer else { return false }
+            ex.writer = nil
+            if error != nil {
+                w.abandon()
+            } else if let head = ex.storedResponse {
+                let length = w.bodyLength
+                let facts = EntryFacts.make(response: head, requestTime: ex.requestTime, responseTime: ex.responseTime,
+                                            bodyLength: length, settings: worker.settings.cache.policy,
+                                            override: ex.freshnessOverride)
+                w.finish(head: StoredHead.make(response: head, bodyLength: length, omitFields: ex.omitFields), facts: facts)
+            }
+            return false
+        case .revalidating:
+            // The origin could not be asked: serve stale where allowed (RFC 5861 stale-if-error).
+            guard let error, let entry = ex.entry, let facts = ex.facts else { return false }
+            let now = currentTime()
+            guard Lookup.mayServeStaleOnError(request: facts, entry: entry.facts, status: nil, now: now) else { return false }
+            worker.logger.notice("serving stale \(String(decoding: ex.primaryKey, as: UTF8.self)): \(error.message)")
+            ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-if-error")
+            if !serveFromCache(entry, exchange: ex, now: now) { return false }
+            return true
+        case .revalidated:
+            // Decided on the head; a failure after it does not matter to the client.
+            guard let entry = ex.entry else { return false }
+            if !serveFromCache(entry, exchange: ex, now: currentTime()) {
+                startForwarding(to: ex.origin, route: ex.route, pathOffset: ex.pathOffset)
+            }
+            return true
+        case .refetch:
+            ex.phase = .fetching
+            ex.status = CacheStatus(forward: .stale)
+            ex.requestTime = currentTime()
+            startForwarding(to: ex.origin, route: ex.route, pathOffset: ex.pathOffset)
+            return true
+        case .unsafe, .abandoned:
+            return false
+        }
+    }
+
+    // MARK: - Serving stored responses
+
+    /// Answers from `entry`: 304 for a satisfied client conditional, 206/416 for a range, else the
+    /// stored response. Returns false when the request must go to the origin after all (several ranges).
+    func serveFromCache(_ entry: StoredResponse, exchange ex: CacheExchange, now: Int64) -> Bool {
+        var range = RangeDecision.full
+        if request.method == .get, request.headers.firstIndex(of: "range") != nil {
+            range = RangeRequest.decide(request: request, length: entry.bodyLength, entry: entry.facts)
+            if range == .passToOrigin {
+                ex.phase = .fetching
+                ex.status = CacheStatus(forward: .partial)
+                ex.entry = nil
+                return false
+            }
+        }
+        worker.cache.touch(entry, now: now)
+        let age = entry.facts.currentAge(now: now)
+        let statusBytes = ex.status.serialized()
+        writer.reset()
+        if ClientConditionals.notModified(request: request, entry: entry.facts) {
+            CachedResponseWriter.notModified(storedHead: entry.head, age: age, cacheStatus: statusBytes,
+                                             keepAlive: keepAlive, clientVersion: request.version,
+                                             viaName: worker.settings.viaName, into: &writer)
+            stream.output.append(writer.bytes)
+            cacheExchange = nil
+            finishExchange()
+            return true
+        }
+        var bodyStart = 0
+        var bodyCount = entry.bodyLength
+        switch range {
+        case .single(let start, let end):
+            bodyStart = start
+            bodyCount = end - start + 1
+            CachedResponseWriter.partial(storedHead: entry.head, start: start, end: end, length: entry.bodyLength,
+                                         age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
+                                         clientVersion: request.version, viaName: worker.settings.viaName, into: &writer)
+        case .unsatisfiable:
+            bodyCount = 0
+            CachedResponseWriter.unsatisfiable(length: entry.bodyLength, cacheStatus: statusBytes, keepAlive: keepAlive,
+                                               clientVersion: request.version, viaName: worker.settings.viaName,
+                                               into: &writer)
+        case .full, .passToOrigin:
+            CachedResponseWriter.full(storedHead: entry.head, age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
+                                      clientVersion: request.version, viaName: worker.settings.viaName, into: &writer)
+        }
+        stream.output.append(writer.bytes)
+        cacheExchange = nil
+        if request.method == .head || bodyCount == 0 {
+            finishExchange()
+            return true
+        }
+        switch entry.body {
+        case .memory(let object):
+            object.body.withUnsafeBytes { stream.output.append(UnsafeRawBufferPointer(rebasing: $0[bodyStart..<bodyStart + bodyCount])) }
+            finishExchange()
+        case .disk(let id, _, let chunkSize):
+            state = .exchanging
+            stream.disableReading()
+            cachedBody = CachedBodyCursor(id: id, chunk: bodyStart / chunkSize, skip: bodyStart % chunkSize,
+                                          remaining: bodyCount)
+            pumpCachedBody()
+        }
+        return true
+    }
+
+    /// Copies stored chunks into the output while it is below the high-water mark.
+    func pumpCachedBody() {
+        while var cursor = cachedBody, stream.output.count < ClientConnection.outputHighWater {
+            let found = worker.cacheReader.withChunk(id: cursor.id, index: cursor.chunk) { bytes in
+                let start = min(cursor.skip, bytes.count)
+                let take = min(bytes.count - start, cursor.remaining)
+                stream.output.append(UnsafeRawBufferPointer(rebasing: bytes[start..<start + take]))
+                cursor.remaining -= take
+                cursor.skip = 0
+                cursor.chunk += 1
+            }
+            guard found else {
+                // The entry was replaced or evicted mid-response: the client must see a cut, not an end.
+                worker.logger.warning("cached body vanished mid-response for \(peer); closing")
+                cachedBody = nil
+                abort()
+                return
+            }
+            if cursor.remaining == 0 {
+                cachedBody = nil
+                finishExchange()
+                return
+            }
+            cachedBody = cursor
+        }
+    }
+
+    private func parseStoredHead(_ bytes: [UInt8]) -> ResponseHead? {
+        var full = bytes
+        if !(full.count >= 4 && full[full.count - 4] == 13 && full[full.count - 3] == 10
+             && full[full.count - 2] == 13 && full[full.count - 1] == 10) {
+            full.append(contentsOf: [13, 10])
+        }
+        var head = ResponseHead()
+        let parsed = full.withUnsafeBytes { raw -> Int? in
+            do throws(HTTPWireError) {
+                return try ResponseParser.parse(raw, into: &head, requestMethod: .get,
+                                                limits: HeadLimits(maxHeadBytes: 1 << 20, maxHeaderCount: 1_000))
+            } catch {
+                return nil
+            }
+        }
+        return parsed == nil ? nil : head
+    }
+}
+
+/// Where a disk-stored body being sent has got to.
+struct CachedBodyCursor {
+    var id: UInt64
+    var chunk: Int
+    var skip: Int
+    var remaining: Int
+}

@@ -1,0 +1,227 @@
+import CachePolicy
+import Glibc
+import Testing
+@testable import CacheStore
+
+/// A fresh directory under /tmp, removed by the caller's `defer`.
+func temporaryDirectory() -> String {
+    var template = Array("/tmp/larder-store-test.XXXXXX".utf8CString)
+    let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    return String(cString: p!)
+}
+
+func removeTree(_ path: String) {
+    _ = path.withCString { p in
+        var argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/rm"), strdup("-rf"), strdup(p), nil]
+        defer { for a in argv { free(a) } }
+        var pid: pid_t = 0
+        if posix_spawn(&pid, "/bin/rm", nil, nil, &argv, environ) == 0 { var status: Int32 = 0; waitpid(pid, &status, 0) }
+        return 0
+    }
+}
+
+func facts(status: Int = 200, vary: [[UInt8]] = []) -> EntryFacts {
+    EntryFacts(status: status, requestTime: 1_000, responseTime: 1_001, dateValue: 1_001, correctedInitialAge: 1,
+               freshnessLifetime: 60, heuristic: false, noCache: false, mustRevalidate: false, staleWhileRevalidate: 0,
+               staleIfError: 0, etag: Array("\"v1\"".utf8), lastModified: 900, contentLength: nil, varyFields: vary,
+               varyStar: false)
+}
+
+func body(_ n: Int, seed: UInt8 = 1) -> [UInt8] { (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) } }
+
+/// Stores `bytes` under `url` the way the proxy does: chunks, then the commit.
+func store(_ s: DiskStore, url: String, secondary: [UInt8] = [], bytes: [UInt8], storedAt: Int64 = 1_000,
+           vary: [[UInt8]] = []) -> EntryKey {
+    let primary = Array(url.utf8)
+    let key = EntryKey(primary: KeyDigest(primary), secondary: KeyDigest(secondary))
+    let id = s.allocateBodyID()
+    let chunk = s.settings.chunkSize
+    var index = 0
+    var offset = 0
+    while offset < bytes.count {
+        let end = min(offset + chunk, bytes.count)
+        s.enqueue(.chunk(id: id, index: index, bytes: Array(bytes[offset..<end])))
+        index += 1
+        offset = end
+    }
+    let record = EntryRecord(bodyID: id, bodyLength: bytes.count, chunkSize: chunk, storedAt: storedAt,
+                             lastAccess: storedAt, primaryKey: primary, secondaryKey: secondary,
+                             facts: facts(vary: vary), head: Array("HTTP/1.1 200 OK\r\nContent-Length: \(bytes.count)\r\n".utf8))
+    s.enqueue(.commit(key: key, spec: VariantSpec(primaryKey: primary, varyFields: vary), record: record))
+    return key
+}
+
+func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
+    var out: [UInt8] = []
+    for i in 0..<record.chunkCount {
+        guard r.withChunk(id: record.bodyID, index: i, { out.append(contentsOf: $0) }) else { return nil }
+    }
+    return out
+}
+
+@Suite(.serialized) struct DiskStoreTests {
+    let noLog: @Sendable (String) -> Void = { _ in }
+
+    @Test func storesAndReadsBackAcrossChunksAndRestarts() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let settings = DiskStoreSettings(directory: dir, capacity: 64 << 20, chunkSize: 1_000)
+        let data = body(2_500)
+        do {
+            let s = try DiskStore(settings: settings, log: noLog)
+            let key = store(s, url: "http://a/x", bytes: data)
+            s.flush()
+            let r = s.makeReader()
+            let rec = try #require(r.record(key))
+            #expect(rec.chunkCount == 3)
+            #expect(readBody(r, rec) == data)
+            #expect(rec.facts == facts())
+            #expect(s.entryCount == 1)
+            s.close()
+        }
+        let reopened = try DiskStore(settings: settings, log: noLog)
+        let key = EntryKey(primary: KeyDigest(Array("http://a/x".utf8)), secondary: KeyDigest([]))
+        let rec = try #require(reopened.makeReader().record(key))
+        #expect(readBody(reopened.makeReader(), rec) == data)
+        #expect(reopened.entryCount == 1)
+        #expect(reopened.storedBytes == rec.footprint)
+        #expect(reopened.startupNotes.isEmpty)
+    }
+
+    @Test func uncommittedChunksAreSweptAtStart() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let settings = DiskStoreSettings(directory: dir, capacity: 64 << 20, chunkSize: 100)
+        do {
+            let s = try DiskStore(settings: settings, log: noLog)
+            // A store cut off before its commit, as after kill -9.
+            let id = s.allocateBodyID()
+            for i in 0..<5 { s.enqueue(.chunk(id: id, index: i, bytes: body(100))) }
+            _ = store(s, url: "http://a/whole", bytes: body(250))
+            s.flush()
+            s.close()
+        }
+        let s = try DiskStore(settings: settings, log: noLog)
+        #expect(s.entryCount == 1)
+        #expect(s.startupNotes.count == 1)
+        #expect(s.startupNotes.first?.contains("removed 5 orphan body chunks") == true)
+    }
+
+    @Test func replacingAVariantDropsTheOldBody() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20, chunkSize: 100), log: noLog)
+        let key = store(s, url: "http://a/x", bytes: body(300, seed: 1))
+        s.flush()
+        let old = try #require(s.makeReader().record(key))
+        _ = store(s, url: "http://a/x", bytes: body(150, seed: 2))
+        s.flush()
+        let r = s.makeReader()
+        let new = try #require(r.record(key))
+        #expect(readBody(r, new) == body(150, seed: 2))
+        #expect(!r.withChunk(id: old.bodyID, index: 0) { _ in })
+        #expect(s.entryCount == 1)
+        #expect(s.storedBytes == new.footprint)
+    }
+
+    @Test func varyChangeRemovesOtherVariants() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+        let gzip = store(s, url: "http://a/v", secondary: Array("gzip".utf8), bytes: body(10), vary: [Array("accept-encoding".utf8)])
+        let plain = store(s, url: "http://a/v", secondary: Array("none".utf8), bytes: body(20), vary: [Array("accept-encoding".utf8)])
+        s.flush()
+        #expect(s.entryCount == 2)
+        let lang = store(s, url: "http://a/v", secondary: Array("en".utf8), bytes: body(30), vary: [Array("accept-language".utf8)])
+        s.flush()
+        let r = s.makeReader()
+        #expect(r.record(gzip) == nil)
+        #expect(r.record(plain) == nil)
+        #expect(r.record(lang) != nil)
+        #expect(r.spec(KeyDigest(Array("http://a/v".utf8)))?.varyFields == [Array("accept-language".utf8)])
+        #expect(s.entryCount == 1)
+    }
+
+    @Test func invalidateAndPurges() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+        let a = store(s, url: "http://a/1", bytes: body(10), storedAt: 100)
+        let b = store(s, url: "http://a/2", bytes: body(10), storedAt: 200)
+        let c = store(s, url: "http://a/3", bytes: body(10), storedAt: 300)
+        s.enqueue(.invalidate(primary: a.primary))
+        s.flush()
+        let r = s.makeReader()
+        #expect(r.record(a) == nil && r.spec(a.primary) == nil)
+        #expect(r.record(b) != nil)
+        s.enqueue(.purgeSince(time: 250))
+        s.flush()
+        #expect(r.record(b) != nil && r.record(c) == nil)
+        #expect(s.entryCount == 1)
+        s.enqueue(.purgeAll)
+        s.flush()
+        #expect(r.record(b) == nil)
+        #expect(s.entryCount == 0 && s.storedBytes == 0)
+    }
+
+    @Test func evictsLeastRecentlyUsedToStayUnderCapacity() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let capacity = 1 << 20
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: capacity, chunkSize: 64 * 1024), log: noLog)
+        var keys: [EntryKey] = []
+        for i in 0..<6 {
+            keys.append(store(s, url: "http://a/\(i)", bytes: body(150_000), storedAt: Int64(1_000 + i)))
+            s.flush()
+        }
+        // The first one was used recently: it survives; the next oldest go.
+        s.enqueue(.touch(key: keys[0], time: 5_000))
+        for i in 6..<10 {
+            keys.append(store(s, url: "http://a/\(i)", bytes: body(150_000), storedAt: Int64(1_000 + i)))
+            s.flush()
+        }
+        #expect(s.storedBytes <= capacity)
+        let r = s.makeReader()
+        #expect(r.record(keys[0]) != nil)
+        #expect(r.record(keys[1]) == nil)
+        #expect(r.record(keys[9]) != nil)
+        #expect(s.writer.evictions.load(ordering: .relaxed) > 0)
+    }
+
+    @Test func directoryFromAnotherFormatIsMovedAside() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        // A cache written with a different marker stands for an older or newer Larder.
+        do {
+            let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+            _ = store(s, url: "http://a/old", bytes: body(10))
+            s.flush()
+            s.close()
+        }
+        let marker = dir + "/data.mdb"
+        // Corrupt the file header so LMDB rejects it.
+        let fd = open(marker, O_WRONLY)
+        #expect(fd >= 0)
+        let junk = [UInt8](repeating: 0x5A, count: 8_192)
+        _ = junk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+        #expect(s.entryCount == 0)
+        #expect(s.startupNotes.first?.contains("moved to \(dir).broken-") == true)
+        removeTree(String(s.startupNotes.first!.split(separator: " ").first { $0.hasPrefix("\(dir).broken-") }!.dropLast(1)))
+    }
+
+    @Test func recordEncodingRoundTripsAndRejectsDamage() throws {
+        var f = facts(vary: [Array("accept".utf8)])
+        f.contentLength = 42
+        f.lastModified = nil
+        let r = EntryRecord(bodyID: 7, bodyLength: 42, chunkSize: 16, storedAt: 5, lastAccess: 6,
+                            primaryKey: Array("http://x/".utf8), secondaryKey: [1, 2, 0], facts: f, head: Array("HTTP/1.1 200 OK\r\n".utf8))
+        let bytes = r.encoded()
+        #expect(bytes.withUnsafeBytes { EntryRecord(decoding: $0) } == r)
+        #expect(bytes.dropLast().withUnsafeBytes { EntryRecord(decoding: UnsafeRawBufferPointer($0)) } == nil)
+        var wrongVersion = bytes
+        wrongVersion[0] = 99
+        #expect(wrongVersion.withUnsafeBytes { EntryRecord(decoding: $0) } == nil)
+    }
+}

@@ -1,0 +1,321 @@
+"""The cache, one test per row of the documented policy table and the RFC 9111 rules around it.
+
+Each test scripts a resource on the origin (``/res/NAME`` reads ``res-NAME.json`` from the test's
+directory), sends requests through the real proxy, and checks what the client got and what the
+origin saw (method and headers of every request it received).
+"""
+
+import email.utils
+import json
+import time
+
+from helpers import RawClient, pattern, proxy_exchange
+
+
+def script(workdir, name, status=200, headers=(), body="hello", **extra):
+    spec = {"status": status, "headers": [list(h) for h in headers], "body": body}
+    spec.update(extra)
+    (workdir / f"res-{name}.json").write_text(json.dumps(spec))
+
+
+def get(lr, url, headers=(), method="GET"):
+    return proxy_exchange(lr.port, method, url, headers=headers, timeout=15)
+
+
+def seen(origin, name):
+    """(method, headers) of each request the origin received for /res/NAME."""
+    out = []
+    for r in origin.requests():
+        if r.get("path", "").startswith(f"/res/{name}"):
+            out.append((r["method"], {k.lower(): v for k, v in r["headers"]}))
+    return out
+
+
+def methods(origin, name):
+    return [m for m, _ in seen(origin, name)]
+
+
+def cache_status(resp):
+    return resp.header("Cache-Status") or ""
+
+
+def http_date(offset):
+    return email.utils.formatdate(time.time() + offset, usegmt=True)
+
+
+def test_fresh_response_is_served_from_cache(larder, origin, workdir):
+    script(workdir, "fresh", headers=[("Cache-Control", "max-age=60")], body="fresh body")
+    url = origin.url("/res/fresh")
+    first = get(larder, url)
+    assert first.status == 200 and first.body == b"fresh body"
+    assert "fwd=uri-miss" in cache_status(first) and "stored" in cache_status(first)
+    second = get(larder, url)
+    assert second.status == 200 and second.body == b"fresh body"
+    assert cache_status(second).startswith("Larder; hit"), cache_status(second)
+    assert second.header("Age") is not None and int(second.header("Age")) >= 0
+    assert methods(origin, "fresh") == ["GET"]
+
+
+def test_stale_unchanged_is_revalidated_with_head_and_served_from_cache(larder, origin, workdir):
+    script(workdir, "stale", headers=[("Cache-Control", "max-age=0"), ("ETag", '"v1"')], body="v1 body",
+           conditional=True)
+    url = origin.url("/res/stale")
+    assert get(larder, url).body == b"v1 body"
+    again = get(larder, url)
+    assert again.status == 200 and again.body == b"v1 body"
+    assert "fwd=stale" in cache_status(again) and "fwd-status=304" in cache_status(again), cache_status(again)
+    reqs = seen(origin, "stale")
+    assert [m for m, _ in reqs] == ["GET", "HEAD"]
+    assert reqs[1][1].get("if-none-match") == '"v1"'
+
+
+def test_stale_changed_is_head_then_get_and_the_new_body_served(larder, origin, workdir):
+    script(workdir, "changed", headers=[("Cache-Control", "max-age=0"), ("ETag", '"v1"')], body="old", conditional=True)
+    url = origin.url("/res/changed")
+    assert get(larder, url).body == b"old"
+    script(workdir, "changed", headers=[("Cache-Control", "max-age=0"), ("ETag", '"v2"')], body="new!", conditional=True)
+    resp = get(larder, url)
+    assert resp.body == b"new!"
+    assert methods(origin, "changed") == ["GET", "HEAD", "GET"]
+
+
+def test_head_answer_with_the_same_validators_counts_as_unchanged(larder, origin, workdir):
+    # No 304 from this origin: a 200 to the HEAD whose strong ETag matches means unchanged.
+    script(workdir, "same", headers=[("Cache-Control", "max-age=0"), ("ETag", '"s1"')], body="same body")
+    url = origin.url("/res/same")
+    get(larder, url)
+    resp = get(larder, url)
+    assert resp.body == b"same body"
+    assert methods(origin, "same") == ["GET", "HEAD"]
+    assert "fwd-status=200" in cache_status(resp)
+
+
+def test_response_no_cache_means_head_on_every_use(larder, origin, workdir):
+    script(workdir, "nocache", headers=[("Cache-Control", "no-cache, max-age=600"), ("ETag", '"n"')], body="x",
+           conditional=True)
+    url = origin.url("/res/nocache")
+    for _ in range(3):
+        assert get(larder, url).body == b"x"
+    assert methods(origin, "nocache") == ["GET", "HEAD", "HEAD"]
+
+
+def test_only_if_cached_miss_is_504_and_origin_untouched(larder, origin, workdir):
+    script(workdir, "oic", headers=[("Cache-Control", "max-age=60")])
+    resp = get(larder, origin.url("/res/oic"), headers=[("Cache-Control", "only-if-cached")])
+    assert resp.status == 504
+    assert methods(origin, "oic") == []
+
+
+def test_only_if_cached_hit_is_served(larder, origin, workdir):
+    script(workdir, "oichit", headers=[("Cache-Control", "max-age=0"), ("ETag", '"o"')], body="kept")
+    url = origin.url("/res/oichit")
+    get(larder, url)
+    resp = get(larder, url, headers=[("Cache-Control", "only-if-cached")])
+    assert resp.status == 200 and resp.body == b"kept"
+    assert methods(origin, "oichit") == ["GET"]
+
+
+def test_max_stale_serves_stale_without_the_network(larder, origin, workdir):
+    script(workdir, "maxstale", headers=[("Cache-Control", "max-age=0"), ("ETag", '"m"')], body="old but fine")
+    url = origin.url("/res/maxstale")
+    get(larder, url)
+    resp = get(larder, url, headers=[("Cache-Control", "max-stale")])
+    assert resp.status == 200 and resp.body == b"old but fine"
+    assert methods(origin, "maxstale") == ["GET"]
+
+
+def test_request_no_cache_asks_the_origin(larder, origin, workdir):
+    script(workdir, "reqnc", headers=[("Cache-Control", "max-age=600"), ("ETag", '"r"')], body="b", conditional=True)
+    url = origin.url("/res/reqnc")
+    get(larder, url)
+    get(larder, url, headers=[("Cache-Control", "no-cache")])
+    get(larder, url, headers=[("Pragma", "no-cache")])
+    assert methods(origin, "reqnc") == ["GET", "HEAD", "HEAD"]
+
+
+def test_no_store_private_and_authorization_are_not_reused(larder, origin, workdir):
+    script(workdir, "nostore", headers=[("Cache-Control", "no-store, max-age=60")])
+    script(workdir, "private", headers=[("Cache-Control", "private, max-age=60")])
+    script(workdir, "auth", headers=[("Cache-Control", "max-age=60")])
+    for name in ("nostore", "private"):
+        for _ in range(2):
+            assert get(larder, origin.url(f"/res/{name}")).status == 200
+        assert methods(origin, name) == ["GET", "GET"], name
+    for _ in range(2):
+        get(larder, origin.url("/res/auth"), headers=[("Authorization", "Bearer t")])
+    assert methods(origin, "auth") == ["GET", "GET"]
+
+
+def test_s_maxage_wins_over_max_age(larder, origin, workdir):
+    script(workdir, "smax", headers=[("Cache-Control", "max-age=0, s-maxage=60")], body="shared")
+    url = origin.url("/res/smax")
+    get(larder, url)
+    assert cache_status(get(larder, url)).startswith("Larder; hit")
+    assert methods(origin, "smax") == ["GET"]
+
+
+def test_vary_keeps_variants_apart(larder, origin, workdir):
+    script(workdir, "vary", headers=[("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")], body="any")
+    url = origin.url("/res/vary")
+    get(larder, url, headers=[("Accept-Language", "en")])
+    get(larder, url, headers=[("Accept-Language", "fr")])
+    en = get(larder, url, headers=[("Accept-Language", "en")])
+    fr = get(larder, url, headers=[("Accept-Language", "fr")])
+    assert cache_status(en).startswith("Larder; hit") and cache_status(fr).startswith("Larder; hit")
+    reqs = seen(origin, "vary")
+    assert [h.get("accept-language") for _, h in reqs] == ["en", "fr"]
+
+
+def test_post_invalidates_the_stored_response(larder, origin, workdir):
+    script(workdir, "inval", headers=[("Cache-Control", "max-age=600")], body="v")
+    url = origin.url("/res/inval")
+    get(larder, url)
+    assert cache_status(get(larder, url)).startswith("Larder; hit")
+    post = proxy_exchange(larder.port, "POST", url, body=b"change", timeout=15)
+    assert post.status == 200
+    resp = get(larder, url)
+    assert "fwd=uri-miss" in cache_status(resp), cache_status(resp)
+    assert methods(origin, "inval") == ["GET", "POST", "GET"]
+
+
+def test_heuristic_freshness_from_last_modified(larder, origin, workdir):
+    script(workdir, "heur", headers=[("Last-Modified", http_date(-10 * 86400))], body="old file")
+    url = origin.url("/res/heur")
+    get(larder, url)
+    resp = get(larder, url)
+    assert cache_status(resp).startswith("Larder; hit"), cache_status(resp)
+    assert methods(origin, "heur") == ["GET"]
+
+
+def test_expires_in_the_past_is_stale(larder, origin, workdir):
+    script(workdir, "expired", headers=[("Expires", http_date(-3600)), ("ETag", '"e"')], body="e", conditional=True)
+    url = origin.url("/res/expired")
+    get(larder, url)
+    get(larder, url)
+    assert methods(origin, "expired") == ["GET", "HEAD"]
+
+
+def test_revalidation_refreshes_stored_headers(larder, origin, workdir):
+    script(workdir, "refresh", headers=[("Cache-Control", "max-age=0"), ("ETag", '"f"'), ("X-Version", "1")],
+           body="body", conditional=True)
+    url = origin.url("/res/refresh")
+    get(larder, url)
+    script(workdir, "refresh", headers=[("Cache-Control", "max-age=60"), ("ETag", '"f"'), ("X-Version", "2")],
+           body="body", conditional=True)
+    second = get(larder, url)
+    assert second.header("X-Version") == "2"
+    third = get(larder, url)
+    assert cache_status(third).startswith("Larder; hit"), cache_status(third)
+    assert third.header("X-Version") == "2" and third.body == b"body"
+    assert methods(origin, "refresh") == ["GET", "HEAD"]
+
+
+def test_404_with_max_age_is_cached(larder, origin, workdir):
+    script(workdir, "gone", status=404, headers=[("Cache-Control", "max-age=60")], body="not here")
+    url = origin.url("/res/gone")
+    assert get(larder, url).status == 404
+    resp = get(larder, url)
+    assert resp.status == 404 and resp.body == b"not here"
+    assert methods(origin, "gone") == ["GET"]
+
+
+def test_head_is_answered_from_a_stored_get(larder, origin, workdir):
+    script(workdir, "headget", headers=[("Cache-Control", "max-age=60")], body="twelve bytes")
+    url = origin.url("/res/headget")
+    get(larder, url)
+    resp = get(larder, url, method="HEAD")
+    assert resp.status == 200 and resp.body == b""
+    assert resp.header("Content-Length") == "12"
+    assert methods(origin, "headget") == ["GET"]
+
+
+def test_truncated_body_is_not_stored(larder, origin, workdir):
+    script(workdir, "cut", headers=[("Cache-Control", "max-age=60")], body="x" * 10000, reset_after=100)
+    url = origin.url("/res/cut")
+    with RawClient(larder.port, 10) as c:
+        try:
+            c.request("GET", url)  # the client sees a reset, not a complete response
+        except OSError:
+            pass
+    script(workdir, "cut", headers=[("Cache-Control", "max-age=60")], body="complete")
+    resp = get(larder, url)
+    assert resp.body == b"complete"
+    assert methods(origin, "cut") == ["GET", "GET"]
+
+
+def test_24_mib_object_is_stored_and_served_byte_exact(larder, origin, workdir):
+    n = 24 << 20
+    script(workdir, "big", headers=[("Cache-Control", "max-age=600")], body_bytes=n)
+    url = origin.url("/res/big")
+    first = get(larder, url)
+    assert len(first.body) == n and first.body == pattern(n)
+    second = get(larder, url)
+    assert cache_status(second).startswith("Larder; hit"), cache_status(second)
+    assert len(second.body) == n and second.body == pattern(n)
+    assert methods(origin, "big") == ["GET"]
+
+
+def test_range_is_served_from_the_cache(larder, origin, workdir):
+    script(workdir, "range", headers=[("Cache-Control", "max-age=60")], body="0123456789")
+    url = origin.url("/res/range")
+    get(larder, url)
+    part = get(larder, url, headers=[("Range", "bytes=2-5")])
+    assert part.status == 206 and part.body == b"2345"
+    assert part.header("Content-Range") == "bytes 2-5/10"
+    suffix = get(larder, url, headers=[("Range", "bytes=-3")])
+    assert suffix.status == 206 and suffix.body == b"789"
+    assert get(larder, url, headers=[("Range", "bytes=50-")]).status == 416
+    assert methods(origin, "range") == ["GET"]
+
+
+def test_client_conditional_is_answered_304_from_the_cache(larder, origin, workdir):
+    script(workdir, "cond", headers=[("Cache-Control", "max-age=60"), ("ETag", '"c1"')], body="cond")
+    url = origin.url("/res/cond")
+    get(larder, url)
+    resp = get(larder, url, headers=[("If-None-Match", '"c1"')])
+    assert resp.status == 304 and resp.header("ETag") == '"c1"'
+    assert methods(origin, "cond") == ["GET"]
+
+
+def test_entries_survive_a_restart(larder_factory, origin, workdir):
+    script(workdir, "persist", headers=[("Cache-Control", "max-age=600")], body="still here")
+    url = origin.url("/res/persist")
+    lr = larder_factory()
+    get(lr, url)
+    time.sleep(1.5)  # let the writer commit
+    lr.stop()
+    lr2 = larder_factory(name=lr.name)
+    resp = get(lr2, url)
+    assert resp.body == b"still here" and cache_status(resp).startswith("Larder; hit"), cache_status(resp)
+    assert methods(origin, "persist") == ["GET"]
+
+
+def test_policy_header_selects_documented_policies(larder, origin, workdir):
+    script(workdir, "pol", headers=[("Cache-Control", "max-age=600")], body="p")
+    url = origin.url("/res/pol")
+    miss = get(larder, url, headers=[("Larder-Cache-Policy", "return-cache-data-dont-load")])
+    assert miss.status == 504
+    get(larder, url)
+    get(larder, url, headers=[("Larder-Cache-Policy", "reload-ignoring-local-cache-data")])
+    reqs = seen(origin, "pol")
+    assert [m for m, _ in reqs] == ["GET", "GET"]
+    assert all("larder-cache-policy" not in h for _, h in reqs)
+    bad = get(larder, url, headers=[("Larder-Cache-Policy", "sometimes")])
+    assert bad.status == 400
+
+
+def test_offline_switch_serves_only_from_cache(larder_factory, origin, workdir):
+    script(workdir, "off", headers=[("Cache-Control", "max-age=0")], body="o")
+    lr = larder_factory(config={"cache": {"offline": True}})
+    assert get(lr, origin.url("/res/off")).status == 504
+    assert methods(origin, "off") == []
+
+
+def test_storage_rule_not_allowed_keeps_responses_out(larder_factory, origin, workdir):
+    script(workdir, "rule", headers=[("Cache-Control", "max-age=600")], body="r")
+    lr = larder_factory(config={"cache": {"rules": [{"path_prefix": "/res/rule", "storage": "not-allowed"}]}})
+    url = origin.url("/res/rule")
+    get(lr, url)
+    resp = get(lr, url)
+    assert "storage-policy" in cache_status(resp), cache_status(resp)
+    assert methods(origin, "rule") == ["GET", "GET"]
