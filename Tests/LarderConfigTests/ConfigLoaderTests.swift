@@ -204,6 +204,14 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
                  lines: ["t.yaml: session.tls_minimum_version: 1.3 is above tls_maximum_version 1.2"]),
         ErrorRow(name: "top level not a mapping", yaml: "- a\n- b\n",
                  lines: ["t.yaml:1: expected a mapping of keys to values at the top level"]),
+        ErrorRow(name: "cache rule with an unknown key", yaml: "cache:\n  rules:\n    - {host: a.com, colour: red}\n",
+                 lines: ["t.yaml:3: cache.rules: rule 1: colour: unknown key (known: scheme, host, path_prefix, status, content_type, policy, storage, freshness)"]),
+        ErrorRow(name: "cache rule that sets nothing", yaml: "cache:\n  rules:\n    - host: a.com\n",
+                 lines: ["t.yaml:3: cache.rules: rule 1: sets nothing (give policy, storage or freshness)"]),
+        ErrorRow(name: "unknown storage policy", yaml: "cache:\n  rules:\n    - {storage: sometimes}\n",
+                 lines: ["t.yaml:3: cache.rules: rule 1: storage: expected one of allowed, memory-only, not-allowed, got \"sometimes\""]),
+        ErrorRow(name: "offline not a boolean", yaml: "cache:\n  offline: maybe\n",
+                 lines: ["t.yaml:2: cache.offline: expected true or false, got \"maybe\""]),
         ErrorRow(name: "via with spaces", yaml: "via_name: my proxy\n",
                  lines: ["t.yaml:1: via_name: must be a single token without spaces or commas, got \"my proxy\""]),
     ]
@@ -236,6 +244,44 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         } catch {
             #expect(error.description == "/nonexistent/larder.yaml: cannot read: No such file or directory")
         }
+    }
+}
+
+@Suite struct CacheConfigTests {
+    @Test func cacheSectionAndRules() throws {
+        let c = try ConfigLoader.load(yaml: """
+        cache:
+          disk_capacity: 2GiB
+          memory_capacity: 128MiB
+          durability: safe
+          revalidation: conditional-get
+          offline: true
+          heuristic_max: 12h
+          rules:
+            - host: "*.example.com"
+              path_prefix: /static/
+              status: [200, 404]
+              storage: memory-only
+              freshness: {maximum: 1h, default: 10m}
+            - {scheme: https, policy: return-cache-data-else-load}
+        """)
+        #expect(c.cache.diskCapacity == 2 << 30)
+        #expect(c.cache.memoryCapacity == 128 << 20)
+        #expect(c.cache.durability == "safe")
+        #expect(c.cache.revalidation == "conditional-get")
+        #expect(c.cache.offline)
+        #expect(c.cache.heuristicMax == 43_200)
+        var first = CacheRuleConfig()
+        first.host = "*.example.com"
+        first.pathPrefix = "/static/"
+        first.statuses = [200, 404]
+        first.storage = "memory-only"
+        first.maximumLifetime = 3_600
+        first.defaultLifetime = 600
+        var second = CacheRuleConfig()
+        second.scheme = "https"
+        second.policy = "return-cache-data-else-load"
+        #expect(c.cache.rules == [first, second])
     }
 }
 
