@@ -54,6 +54,7 @@ public enum CacheKey {
     public static func secondary(varyFields: [[UInt8]], request: HeaderBlock) -> [UInt8] {
         if varyFields.isEmpty { return [] }
         var key: [UInt8] = []
+        key.reserveCapacity(varyFields.reduce(0) { $0 + $1.count + 32 })
         request.storage.withUnsafeBytes { all in
             for name in varyFields {
                 key.append(contentsOf: name)

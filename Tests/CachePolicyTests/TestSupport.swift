@@ -88,8 +88,3 @@ func entry(_ fields: [String], status: Int = 200, requestTime: Int64 = t0, respo
 func withBytes<R>(_ text: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
     wire(text).withUnsafeBytes(body)
 }
-
-/// A fixed row count floor per table, so a table cannot silently lose its rows.
-func expectRows<T>(_ rows: [T], atLeast minimum: Int, sourceLocation: SourceLocation = #_sourceLocation) {
-    #expect(rows.count >= minimum, sourceLocation: sourceLocation)
-}
