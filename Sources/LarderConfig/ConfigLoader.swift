@@ -42,20 +42,13 @@ public enum ConfigLoader {
     /// Applies `LARDER_<KEY>` variables (dots become underscores: `LARDER_SESSION_CONNECT_TIMEOUT`).
     /// Values use the file's syntax; lists may also be written comma-separated.
     public static func applyEnvironment(_ environment: [String: String], to config: inout Config) throws(ConfigErrors) {
-        var problems: [ConfigProblem] = []
+        var settings: [Setting] = []
         for field in ConfigSchema.fields {
-            guard let text = environment[field.environmentName] else { continue }
-            // Flow lists and mappings (`[a, b]`, `{X-A: b}`) use YAML; anything else is taken verbatim.
-            let t = text.trimmingSpaces()
-            let isFlow = (t.hasPrefix("[") && t.hasSuffix("]")) || (t.hasPrefix("{") && t.hasSuffix("}"))
-            let node = isFlow ? ((try? Yams.compose(yaml: text)).flatMap { $0 } ?? Node(text)) : Node(text)
-            do {
-                try field.apply(&config, node)
-            } catch {
-                problems.append(ConfigProblem(source: "environment", key: field.environmentName, line: nil,
-                                              message: error.message))
+            if let text = environment[field.environmentName] {
+                settings.append(Setting(name: field.environmentName, key: field.key, value: text))
             }
         }
+        var problems = apply(settings, source: "environment", to: &config)
         let known = Set(ConfigSchema.fields.map(\.environmentName)).union(["LARDER_CONFIG"])
         for name in environment.keys.sorted() where name.hasPrefix("LARDER_") && !known.contains(name) {
             let hint = suggestion(for: name, among: Array(known)).map { "; did you mean \($0)?" } ?? ""
@@ -66,6 +59,43 @@ public enum ConfigLoader {
             problems.append(ConfigProblem(source: "environment", key: key, line: nil, message: message))
         }
         guard problems.isEmpty else { throw ConfigErrors(problems) }
+    }
+
+    /// One setting given as text outside the file: `name` is how the user wrote it (a flag or a
+    /// variable), `key` the configuration key it sets.
+    public struct Setting: Sendable, Equatable {
+        public var name: String
+        public var key: String
+        public var value: String
+        public init(name: String, key: String, value: String) { self.name = name; self.key = key; self.value = value }
+    }
+
+    /// Applies command-line settings with the same parsing and checks as the file.
+    public static func applyCommandLine(_ settings: [Setting], to config: inout Config) throws(ConfigErrors) {
+        let problems = apply(settings, source: "command line", to: &config)
+        guard problems.isEmpty else { throw ConfigErrors(problems) }
+    }
+
+    /// Runs each setting through its key's parser; problems are reported under the setting's name.
+    private static func apply(_ settings: [Setting], source: String, to config: inout Config) -> [ConfigProblem] {
+        var problems: [ConfigProblem] = []
+        for setting in settings {
+            guard let field = ConfigSchema.byKey[setting.key] else {
+                problems.append(ConfigProblem(source: source, key: setting.name, line: nil, message: "unknown setting"))
+                continue
+            }
+            // Flow lists and mappings (`[a, b]`, `{X-A: b}`) use YAML; anything else is taken verbatim.
+            let t = setting.value.trimmingSpaces()
+            let isFlow = (t.hasPrefix("[") && t.hasSuffix("]")) || (t.hasPrefix("{") && t.hasSuffix("}"))
+            let node = isFlow ? ((try? Yams.compose(yaml: setting.value)).flatMap { $0 } ?? Node(setting.value))
+                : Node(setting.value)
+            do {
+                try field.apply(&config, node)
+            } catch {
+                problems.append(ConfigProblem(source: source, key: setting.name, line: nil, message: error.message))
+            }
+        }
+        return problems
     }
 
     // MARK: walking the document
@@ -150,7 +180,7 @@ public enum ConfigLoader {
         return x.isEmpty ? y.count : previous[y.count]
     }
 
-    private static func readFile(_ path: String) -> String? {
+    static func readFile(_ path: String) -> String? {
         guard let f = fopen(path, "rb") else { return nil }
         defer { fclose(f) }
         var bytes: [UInt8] = []

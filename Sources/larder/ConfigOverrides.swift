@@ -35,46 +35,14 @@ struct ConfigOverrides: ParsableArguments {
             c = Config()
         }
         try ConfigLoader.applyEnvironment(env, to: &c)
-        var problems: [ConfigProblem] = []
-        /// Runs one flag's parser, collecting its error under the flag's name.
-        func flag<T>(_ name: String, _ parse: () throws(ValueError) -> T) -> T? {
-            do { return try parse() } catch {
-                problems.append(ConfigProblem(source: "command line", key: name, line: nil, message: error.message))
-                return nil
-            }
-        }
-        if !listen.isEmpty {
-            let list = listen.compactMap { l in flag("--listen") { () throws(ValueError) in try ConfigLoader.parseEndpoint(l) } }
-            if list.count == listen.count { c.listen = list }
-        }
-        if let a = adminListen {
-            if a == "off" {
-                c.adminListen = nil
-            } else if let e = flag("--admin-listen", { () throws(ValueError) in try ConfigLoader.parseEndpoint(a) }) {
-                c.adminListen = e
-            }
-        }
-        if let d = cacheDir { c.cacheDirectory = d }
-        if let w = workers {
-            if (0...256).contains(w) { c.workers = w } else {
-                problems.append(ConfigProblem(source: "command line", key: "--workers", line: nil,
-                                              message: "must be from 0 to 256, got \(w)"))
-            }
-        }
-        if let r = reverseOrigin {
-            if r.isEmpty {
-                c.reverseOrigin = nil
-            } else if let o = flag("--reverse-origin", { () throws(ValueError) in try ConfigLoader.parseOriginURL(r) }) {
-                c.reverseOrigin = o
-            }
-        }
-        if let l = logLevel {
-            if ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(l) { c.logLevel = l } else {
-                problems.append(ConfigProblem(source: "command line", key: "--log-level", line: nil,
-                                              message: "expected trace, debug, info, notice, warning, error or critical, got \"\(l)\""))
-            }
-        }
-        guard problems.isEmpty else { throw ConfigErrors(problems) }
+        var flags: [ConfigLoader.Setting] = []
+        if !listen.isEmpty { flags.append(.init(name: "--listen", key: "listen", value: listen.joined(separator: ","))) }
+        if let a = adminListen { flags.append(.init(name: "--admin-listen", key: "admin_listen", value: a)) }
+        if let d = cacheDir { flags.append(.init(name: "--cache-dir", key: "cache_dir", value: d)) }
+        if let w = workers { flags.append(.init(name: "--workers", key: "workers", value: String(w))) }
+        if let r = reverseOrigin { flags.append(.init(name: "--reverse-origin", key: "reverse_origin", value: r)) }
+        if let l = logLevel { flags.append(.init(name: "--log-level", key: "log_level", value: l)) }
+        try ConfigLoader.applyCommandLine(flags, to: &c)
         return c
     }
 }

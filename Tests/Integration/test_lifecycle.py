@@ -193,6 +193,16 @@ def test_bad_config_at_start_exits_2_with_a_clear_message(tmp_path):
     assert len([l for l in err.splitlines() if l.strip()]) <= 5, err
 
 
+def test_bad_flag_at_start_exits_2_naming_the_flag(tmp_path):
+    lr = Larder(tmp_path, args=["--log-level", "loud"], wait=False, name="badflag")
+    rc = lr.wait_exit(15)
+    if rc is None:
+        lr.stop()
+    err = lr.log_text()
+    assert rc == 2, f"exit code {rc}\n{err}"
+    assert "--log-level" in err and "loud" in err, err
+
+
 # ---------------------------------------------------------------------------
 # Listeners, workers, client timeouts
 

@@ -85,8 +85,7 @@ struct ValueRow<T: Sendable & Equatable>: Sendable, CustomTestStringConvertible 
         // The shipped file documents every key; a new key without documentation fails here.
         let c = try ConfigLoader.load(path: repositoryRoot + "/Config/larder.yaml")
         _ = c
-        var text = ""
-        if let f = fopenText(repositoryRoot + "/Config/larder.yaml") { text = f }
+        let text = ConfigLoader.readFile(repositoryRoot + "/Config/larder.yaml") ?? ""
         for field in ConfigSchema.fields {
             let leaf = String(field.key.split(separator: ".").last!)
             #expect(text.contains(leaf + ":"), "\(field.key) is not documented in Config/larder.yaml")
@@ -285,6 +284,42 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
     }
 }
 
+@Suite struct CommandLineTests {
+    @Test func flagsGoThroughTheSameParsers() throws {
+        var c = Config()
+        try ConfigLoader.applyCommandLine([
+            .init(name: "--listen", key: "listen", value: "127.0.0.1:0,[::1]:8080"),
+            .init(name: "--admin-listen", key: "admin_listen", value: "off"),
+            .init(name: "--workers", key: "workers", value: "3"),
+            .init(name: "--reverse-origin", key: "reverse_origin", value: "http://127.0.0.1:9000"),
+            .init(name: "--log-level", key: "log_level", value: "debug"),
+        ], to: &c)
+        #expect(c.listen == [Endpoint(host: "127.0.0.1", port: 0), Endpoint(host: "::1", port: 8080)])
+        #expect(c.adminListen == nil)
+        #expect(c.workers == 3)
+        #expect(c.reverseOrigin == OriginURL(scheme: "http", host: "127.0.0.1", port: 9000))
+        #expect(c.logLevel == "debug")
+    }
+
+    @Test func badFlagsAreNamedByTheirFlag() {
+        var c = Config()
+        do {
+            try ConfigLoader.applyCommandLine([
+                .init(name: "--workers", key: "workers", value: "999"),
+                .init(name: "--log-level", key: "log_level", value: "loud"),
+                .init(name: "--listen", key: "listen", value: "nowhere"),
+            ], to: &c)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description.split(separator: "\n").map(String.init) == [
+                "command line: --workers: must be from 0 to 256, got 999",
+                "command line: --log-level: expected one of trace, debug, info, notice, warning, error, critical, got \"loud\"",
+                "command line: --listen: expected HOST:PORT, got \"nowhere\"",
+            ])
+        }
+    }
+}
+
 @Suite struct EnvironmentTests {
     @Test func variablesOverrideTheFile() throws {
         var c = try ConfigLoader.load(yaml: "workers: 2\n")
@@ -328,19 +363,3 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
     }
 }
 
-private func fopenText(_ path: String) -> String? {
-    guard let f = fopen(path, "rb") else { return nil }
-    defer { fclose(f) }
-    var bytes: [UInt8] = []
-    var buf = [UInt8](repeating: 0, count: 4_096)
-    while true {
-        let n = fread(&buf, 1, buf.count, f)
-        bytes.append(contentsOf: buf[0..<n])
-        if n < buf.count { break }
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
-
-#if canImport(Glibc)
-import Glibc
-#endif
