@@ -33,7 +33,7 @@ let package = Package(
         // The outbound session client, modelled on NSURLSession.
         .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
-        .target(name: "LarderConfig", dependencies: ["Yams"], swiftSettings: strict),
+        .target(name: "LarderConfig", dependencies: ["HTTPWire", "Yams"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels.
         .target(name: "ProxyServer",
                 dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig",

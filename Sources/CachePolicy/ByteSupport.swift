@@ -1,54 +1,12 @@
 import HTTPWire
 
-// Byte helpers for the policy code. HTTPWire keeps its own internal; these mirror them so policy
-// decisions read header bytes in place: no String, no allocation.
+// Byte helpers for the policy code, on top of HTTPWire's public byte classes, so policy decisions
+// read header bytes in place: no String, no allocation.
 
-let byteSP: UInt8 = 0x20
-let byteHTAB: UInt8 = 0x09
-let byteComma: UInt8 = 0x2C
-let byteQuote: UInt8 = 0x22
-let byteBackslash: UInt8 = 0x5C
-let byteEquals: UInt8 = 0x3D
 let byteSlash: UInt8 = 0x2F
-let byteColon: UInt8 = 0x3A
-
-@inline(__always)
-func asciiLower(_ b: UInt8) -> UInt8 { b &- 0x41 < 26 ? b | 0x20 : b }
-
-@inline(__always)
-func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
 
 @inline(__always)
 func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) &- 0x61 < 26 }
-
-@inline(__always)
-func isOWS(_ b: UInt8) -> Bool { b == byteSP || b == byteHTAB }
-
-/// `tchar` (RFC 9110 §5.6.2) as two 64-bit masks over 0..<128.
-private let tcharMaskLow: UInt64 = 0x03FF_6CFA_0000_0000
-private let tcharMaskHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
-
-@inline(__always)
-func isTchar(_ b: UInt8) -> Bool {
-    if b < 64 { return (tcharMaskLow >> UInt64(b)) & 1 != 0 }
-    if b < 128 { return (tcharMaskHigh >> UInt64(b &- 64)) & 1 != 0 }
-    return false
-}
-
-/// Whether `p[start..<end]` equals `literal`, ASCII case-insensitively.
-@inline(__always)
-func equalsIgnoringCase(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
-    let count = end - start
-    guard count == literal.utf8CodeUnitCount else { return false }
-    return literal.withUTF8Buffer { lit in
-        var i = 0
-        while i < count {
-            if asciiLower(p[start + i]) != asciiLower(lit[i]) { return false }
-            i += 1
-        }
-        return true
-    }
-}
 
 /// Whether `p[start..<end]` equals the (lowercase) bytes `lowered`, ASCII case-insensitively.
 @inline(__always)
@@ -81,16 +39,7 @@ let deltaSecondsCap: Int64 = 2_147_483_648
 /// `1*DIGIT` in `p[start..<end]` as delta-seconds, clamped to 2^31; nil when empty or not digits.
 @inline(__always)
 func parseDeltaSeconds(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int64? {
-    guard end > start else { return nil }
-    var value: Int64 = 0
-    var i = start
-    while i < end {
-        let b = p[i]
-        guard isDigit(b) else { return nil }
-        if value < deltaSecondsCap { value = value * 10 + Int64(b &- 0x30) }
-        i += 1
-    }
-    return min(value, deltaSecondsCap)
+    parseSaturatingInt(p, start, end).map { min(Int64($0), deltaSecondsCap) }
 }
 
 /// `1*DIGIT` in `p[start..<end]` as a non-negative Int, saturating at `Int.max / 16`.
@@ -116,8 +65,8 @@ func quotedStringEnd(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> I
     var i = start + 1
     while i < end {
         let b = p[i]
-        if b == byteQuote { return i + 1 }
-        i += b == byteBackslash ? 2 : 1
+        if b == asciiQuote { return i + 1 }
+        i += b == asciiBackslash ? 2 : 1
     }
     return nil
 }
@@ -129,12 +78,12 @@ func quotedStringEnd(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> I
 func forEachListElement(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ body: (Int, Int) -> Bool) {
     var i = start
     while i < end {
-        while i < end, isOWS(p[i]) || p[i] == byteComma { i += 1 }
+        while i < end, isOWS(p[i]) || p[i] == asciiComma { i += 1 }
         if i >= end { return }
         let elementStart = i
         var lastNonWS = i
-        while i < end, p[i] != byteComma {
-            if p[i] == byteQuote {
+        while i < end, p[i] != asciiComma {
+            if p[i] == asciiQuote {
                 i = quotedStringEnd(p, i, end) ?? end
                 lastNonWS = i
                 continue

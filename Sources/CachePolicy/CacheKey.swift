@@ -22,13 +22,13 @@ public enum CacheKey {
         case .http: key.append(contentsOf: [0x68, 0x74, 0x74, 0x70, 0x3A, 0x2F, 0x2F])  // http://
         case .https: key.append(contentsOf: [0x68, 0x74, 0x74, 0x70, 0x73, 0x3A, 0x2F, 0x2F])  // https://
         }
-        let bracket = host.contains(byteColon) && host.first != 0x5B
+        let bracket = host.contains(asciiColon) && host.first != 0x5B
         if bracket { key.append(0x5B) }
         for b in host { key.append(asciiLower(b)) }
         if bracket { key.append(0x5D) }
         let defaultPort = scheme == .https ? 443 : 80
         if port > 0, port != defaultPort {
-            key.append(byteColon)
+            key.append(asciiColon)
             appendDecimal(port, to: &key)
         }
     }
@@ -65,7 +65,7 @@ public enum CacheKey {
                 where equalsLowered(all, field.name.start, field.name.start + field.name.count, name) {
                     present = true
                     forEachListElement(all, field.value.start, field.value.start + field.value.count) { s, e in
-                        if wroteElement { key.append(byteComma) }
+                        if wroteElement { key.append(asciiComma) }
                         key.append(contentsOf: UnsafeRawBufferPointer(rebasing: all[s..<e]))
                         wroteElement = true
                         return true

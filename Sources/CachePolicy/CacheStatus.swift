@@ -1,7 +1,19 @@
+import HTTPWire
 /// The RFC 9211 `Cache-Status` value Larder adds to every response it forwards or serves.
 public struct CacheStatus: Sendable, Equatable {
     public enum Forward: String, Sendable, Equatable {
         case bypass, method, uriMiss = "uri-miss", varyMiss = "vary-miss", miss, request, stale, partial
+
+        /// The `fwd` value for a lookup that decided to fetch.
+        public init(_ reason: FetchReason) {
+            switch reason {
+            case .uriMiss: self = .uriMiss
+            case .varyMiss: self = .varyMiss
+            case .miss: self = .miss
+            case .request: self = .request
+            case .bypass: self = .bypass
+            }
+        }
     }
 
     public var hit = false
@@ -80,12 +92,12 @@ public struct CacheStatus: Sendable, Equatable {
             out.append(contentsOf: text.utf8)
             return
         }
-        out.append(byteQuote)
+        out.append(asciiQuote)
         for b in text.utf8 where b >= 0x20 && b < 0x7F {
-            if b == byteQuote || b == byteBackslash { out.append(byteBackslash) }
+            if b == asciiQuote || b == asciiBackslash { out.append(asciiBackslash) }
             out.append(b)
         }
-        out.append(byteQuote)
+        out.append(asciiQuote)
     }
 
     private static func isToken(_ text: String) -> Bool {
@@ -94,7 +106,7 @@ public struct CacheStatus: Sendable, Equatable {
             if first {
                 guard isAlpha(b) || b == 0x2A else { return false }
                 first = false
-            } else if !(isTchar(b) || b == byteColon || b == byteSlash) {
+            } else if !(isTchar(b) || b == asciiColon || b == byteSlash) {
                 return false
             }
         }

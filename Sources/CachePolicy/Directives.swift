@@ -73,17 +73,17 @@ public struct CacheDirectives: Sendable, Equatable {
     private mutating func parseField(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, isRequest: Bool) {
         var i = start
         while i < end {
-            while i < end, isOWS(p[i]) || p[i] == byteComma { i += 1 }
+            while i < end, isOWS(p[i]) || p[i] == asciiComma { i += 1 }
             if i >= end { return }
             let nameStart = i
             while i < end, isTchar(p[i]) { i += 1 }
             let nameEnd = i
             while i < end, isOWS(p[i]) { i += 1 }
             var argument: Argument?
-            if i < end, p[i] == byteEquals {
+            if i < end, p[i] == asciiEquals {
                 i += 1
                 while i < end, isOWS(p[i]) { i += 1 }
-                if i < end, p[i] == byteQuote {
+                if i < end, p[i] == asciiQuote {
                     if let close = quotedStringEnd(p, i, end) {
                         argument = Argument(start: i + 1, end: close - 1, quoted: true, valid: true)
                         i = close
@@ -99,11 +99,11 @@ public struct CacheDirectives: Sendable, Equatable {
             }
             while i < end, isOWS(p[i]) { i += 1 }
             var wellFormed = nameEnd > nameStart
-            if i < end, p[i] != byteComma {
+            if i < end, p[i] != asciiComma {
                 // Junk after the directive: skip to the next element, quote-aware.
                 wellFormed = false
-                while i < end, p[i] != byteComma {
-                    i = p[i] == byteQuote ? (quotedStringEnd(p, i, end) ?? end) : i + 1
+                while i < end, p[i] != asciiComma {
+                    i = p[i] == asciiQuote ? (quotedStringEnd(p, i, end) ?? end) : i + 1
                 }
             }
             if nameEnd == nameStart { continue }
@@ -217,10 +217,10 @@ public struct CacheDirectives: Sendable, Equatable {
         }
         while i < argument.end {
             var b = p[i]
-            if argument.quoted, b == byteBackslash, i + 1 < argument.end {
+            if argument.quoted, b == asciiBackslash, i + 1 < argument.end {
                 i += 1
                 b = p[i]
-            } else if b == byteComma {
+            } else if b == asciiComma {
                 flush()
                 i += 1
                 continue

@@ -1,3 +1,4 @@
+import HTTPWire
 /// Entity-tag comparison (RFC 9110 §8.8.3.2).
 enum EntityTag {
     enum Comparison {
@@ -30,10 +31,10 @@ enum EntityTag {
 
     /// Whether `tag` is a well-formed strong entity tag: `"…"` with etagc bytes inside.
     static func isStrong(_ tag: UnsafeRawBufferPointer) -> Bool {
-        guard tag.count >= 2, tag[0] == byteQuote, tag[tag.count - 1] == byteQuote else { return false }
+        guard tag.count >= 2, tag[0] == asciiQuote, tag[tag.count - 1] == asciiQuote else { return false }
         for i in 1..<(tag.count - 1) {
             let b = tag[i]
-            if b == byteQuote || b < 0x21 || b == 0x7F { return false }
+            if b == asciiQuote || b < 0x21 || b == 0x7F { return false }
         }
         return true
     }

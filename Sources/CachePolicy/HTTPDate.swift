@@ -35,21 +35,21 @@ public enum HTTPDate {
         var out: [UInt8] = []
         out.reserveCapacity(29)
         out.append(contentsOf: dayNames[weekday])
-        out.append(byteComma)
-        out.append(byteSP)
+        out.append(asciiComma)
+        out.append(asciiSP)
         appendTwoDigits(date.day, to: &out)
-        out.append(byteSP)
+        out.append(asciiSP)
         out.append(contentsOf: monthNames[date.month - 1])
-        out.append(byteSP)
+        out.append(asciiSP)
         appendTwoDigits(date.year / 100, to: &out)
         appendTwoDigits(date.year % 100, to: &out)
-        out.append(byteSP)
+        out.append(asciiSP)
         appendTwoDigits(secondOfDay / 3600, to: &out)
-        out.append(byteColon)
+        out.append(asciiColon)
         appendTwoDigits(secondOfDay / 60 % 60, to: &out)
-        out.append(byteColon)
+        out.append(asciiColon)
         appendTwoDigits(secondOfDay % 60, to: &out)
-        out.append(contentsOf: [byteSP, 0x47, 0x4D, 0x54])  // " GMT"
+        out.append(contentsOf: [asciiSP, 0x47, 0x4D, 0x54])  // " GMT"
         return out
     }
 
@@ -65,15 +65,15 @@ public enum HTTPDate {
 
     private static func parse(_ p: UnsafeRawBufferPointer, referenceYear: Int) -> Int64? {
         guard p.count >= 24 else { return nil }
-        if p[3] == byteComma { return imfFixdate(p) }
-        if p[3] == byteSP { return asctime(p) }
+        if p[3] == asciiComma { return imfFixdate(p) }
+        if p[3] == asciiSP { return asctime(p) }
         return rfc850(p, referenceYear: referenceYear)
     }
 
     /// `Sun, 06 Nov 1994 08:49:37 GMT`
     private static func imfFixdate(_ p: UnsafeRawBufferPointer) -> Int64? {
-        guard p.count == 29, isShortDayName(p, 0), p[4] == byteSP, p[7] == byteSP, p[11] == byteSP,
-              p[16] == byteSP, p[25] == byteSP, equalsIgnoringCase(p, 26, 29, "GMT"),
+        guard p.count == 29, isShortDayName(p, 0), p[4] == asciiSP, p[7] == asciiSP, p[11] == asciiSP,
+              p[16] == asciiSP, p[25] == asciiSP, equalsIgnoringCase(p, 26, 29, "GMT"),
               let day = digits(p, 5, 2), let month = month(p, 8), let year = digits(p, 12, 4) else { return nil }
         return timestamp(year: year, month: month, day: day, p, timeAt: 17)
     }
@@ -81,10 +81,10 @@ public enum HTTPDate {
     /// `Sunday, 06-Nov-94 08:49:37 GMT`
     private static func rfc850(_ p: UnsafeRawBufferPointer, referenceYear: Int) -> Int64? {
         var comma = 0
-        while comma < p.count, comma < 10, p[comma] != byteComma { comma += 1 }
+        while comma < p.count, comma < 10, p[comma] != asciiComma { comma += 1 }
         guard comma < p.count, isLongDayName(p, 0, comma), p.count - comma == 24 else { return nil }
         let s = comma + 1  // " 06-Nov-94 08:49:37 GMT"
-        guard p[s] == byteSP, p[s + 3] == 0x2D, p[s + 7] == 0x2D, p[s + 10] == byteSP, p[s + 19] == byteSP,
+        guard p[s] == asciiSP, p[s + 3] == 0x2D, p[s + 7] == 0x2D, p[s + 10] == asciiSP, p[s + 19] == asciiSP,
               equalsIgnoringCase(p, s + 20, s + 23, "GMT"),
               let day = digits(p, s + 1, 2), let month = month(p, s + 4), let yy = digits(p, s + 8, 2) else { return nil }
         // RFC 9110 §5.6.7: more than 50 years in the future means the previous century.
@@ -95,10 +95,10 @@ public enum HTTPDate {
 
     /// `Sun Nov  6 08:49:37 1994`
     private static func asctime(_ p: UnsafeRawBufferPointer) -> Int64? {
-        guard p.count == 24, isShortDayName(p, 0), p[7] == byteSP, p[10] == byteSP, p[19] == byteSP,
+        guard p.count == 24, isShortDayName(p, 0), p[7] == asciiSP, p[10] == asciiSP, p[19] == asciiSP,
               let month = month(p, 4), let year = digits(p, 20, 4) else { return nil }
         let day: Int
-        if p[8] == byteSP, let d = digits(p, 9, 1) {
+        if p[8] == asciiSP, let d = digits(p, 9, 1) {
             day = d
         } else if let d = digits(p, 8, 2) {
             day = d
@@ -110,7 +110,7 @@ public enum HTTPDate {
 
     /// Reads `HH:MM:SS` at `t` and combines it with the date, checking every range.
     private static func timestamp(year: Int, month: Int, day: Int, _ p: UnsafeRawBufferPointer, timeAt t: Int) -> Int64? {
-        guard p[t + 2] == byteColon, p[t + 5] == byteColon,
+        guard p[t + 2] == asciiColon, p[t + 5] == asciiColon,
               let hour = digits(p, t, 2), let minute = digits(p, t + 3, 2), let second = digits(p, t + 6, 2),
               hour < 24, minute < 60, second <= 60,
               day >= 1, day <= daysInMonth(month, year) else { return nil }

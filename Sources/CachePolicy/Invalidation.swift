@@ -58,7 +58,7 @@ public enum Invalidation {
         var end = 0
         while end < reference.count, reference[end] != 0x23 { end += 1 }  // drop the fragment
         let ref = Array(reference[0..<end])
-        guard !ref.contains(where: { $0 <= byteSP || $0 >= 0x7F }) else { return nil }
+        guard !ref.contains(where: { $0 <= asciiSP || $0 >= 0x7F }) else { return nil }
 
         if let colon = schemeEnd(ref) {
             let scheme = ref[0..<colon].map(asciiLower)
@@ -99,7 +99,7 @@ public enum Invalidation {
     private static func schemeEnd(_ ref: [UInt8]) -> Int? {
         guard let first = ref.first, isAlpha(first) else { return nil }
         for (i, b) in ref.enumerated() {
-            if b == byteColon { return i }
+            if b == asciiColon { return i }
             if !(isAlpha(b) || isDigit(b) || b == 0x2B || b == 0x2D || b == 0x2E) { return nil }
         }
         return nil
@@ -122,11 +122,11 @@ public enum Invalidation {
         if i < authority.endIndex, authority[i] == 0x5B {  // "[" IPv6 literal "]"
             guard let close = authority.firstIndex(of: 0x5D) else { return nil }
             host = authority[(i + 1)..<close].map(asciiLower)
-            guard !host.isEmpty, host.allSatisfy({ isDigit($0) || ($0 &- 0x61 < 6) || $0 == byteColon || $0 == 0x2E })
+            guard !host.isEmpty, host.allSatisfy({ isDigit($0) || ($0 &- 0x61 < 6) || $0 == asciiColon || $0 == 0x2E })
             else { return nil }
             i = close + 1
         } else {
-            while i < authority.endIndex, authority[i] != byteColon {
+            while i < authority.endIndex, authority[i] != asciiColon {
                 let b = authority[i]
                 guard isAlpha(b) || isDigit(b) || b == 0x2D || b == 0x2E || b == 0x5F || b == 0x7E else { return nil }
                 host.append(asciiLower(b))
@@ -136,7 +136,7 @@ public enum Invalidation {
         }
         var port = scheme == .https ? 443 : 80
         if i < authority.endIndex {
-            guard authority[i] == byteColon else { return nil }
+            guard authority[i] == asciiColon else { return nil }
             let digits = authority[(i + 1)...]
             if !digits.isEmpty {
                 guard digits.count <= 5, digits.allSatisfy(isDigit) else { return nil }

@@ -27,7 +27,7 @@ public enum RangeRequest {
 
     private static func ifRangeMatches(_ headers: HeaderBlock, _ entry: EntryFacts) -> Bool {
         headers.withFirstValue("if-range") { value -> Bool in
-            if (value.count >= 1 && value[0] == byteQuote) || EntityTag.isWeak(value) {
+            if (value.count >= 1 && value[0] == asciiQuote) || EntityTag.isWeak(value) {
                 guard let stored = entry.etag, EntityTag.isStrong(value) else { return false }
                 return stored.withUnsafeBytes { EntityTag.compare($0, value) == .strongMatch }
             }

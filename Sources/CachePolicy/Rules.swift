@@ -1,3 +1,4 @@
+import HTTPWire
 /// A configuration rule: a match on the URL (and, for storage, the response), and what it sets.
 public struct CacheRule: Sendable, Equatable {
     /// nil matches both.

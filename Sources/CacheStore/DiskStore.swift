@@ -259,28 +259,20 @@ public final class DiskReader {
         return body(txn!)
     }
 
-    private func get(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) -> MDB_val? {
-        key.withUnsafeBytes { raw -> MDB_val? in
-            var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
-            var v = MDB_val()
-            return mdb_get(txn, dbi, &k, &v) == 0 ? v : nil
-        }
-    }
-
     public func spec(_ primary: KeyDigest) -> VariantSpec? {
         var k: [UInt8] = []
         primary.append(to: &k)
-        return read { txn in get(txn, store.variants, k).flatMap { VariantSpec(decoding: $0.bytes) } }
+        return read { txn in lookUp(txn, store.variants, k).flatMap { VariantSpec(decoding: $0.bytes) } }
     }
 
     public func record(_ key: EntryKey) -> EntryRecord? {
-        read { txn in get(txn, store.entries, key.bytes).flatMap { EntryRecord(decoding: $0.bytes) } }
+        read { txn in lookUp(txn, store.entries, key.bytes).flatMap { EntryRecord(decoding: $0.bytes) } }
     }
 
     /// Calls `body` with chunk `index` of body `id`; false when it is gone (entry replaced or evicted).
     public func withChunk(id: UInt64, index: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
         read { txn -> Bool? in
-            guard let v = get(txn, store.chunks, DiskStore.chunkKey(id, index)) else { return nil }
+            guard let v = lookUp(txn, store.chunks, DiskStore.chunkKey(id, index)) else { return nil }
             body(v.bytes)
             return true
         } ?? false

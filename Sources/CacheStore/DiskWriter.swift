@@ -186,7 +186,7 @@ final class DiskWriter: @unchecked Sendable {
                 for i in 0..<count { try txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
             case .replaceHead(let key, let bodyID, let facts, let head):
                 let k = key.bytes
-                guard let old = txn.get(db.entries, k).flatMap({ b in b.withUnsafeBytes { EntryRecord(decoding: $0) } }),
+                guard let old = txn.record(db.entries, k),
                       old.bodyID == bodyID else { continue }
                 var r = old
                 r.facts = facts
@@ -226,14 +226,14 @@ final class DiskWriter: @unchecked Sendable {
                         bytes: inout Int, count: inout Int) throws(LMDBError) {
         var specKey: [UInt8] = []
         key.primary.append(to: &specKey)
-        if let old = txn.get(db.variants, specKey).flatMap({ b in b.withUnsafeBytes { VariantSpec(decoding: $0) } }),
+        if let old = txn.spec(db.variants, specKey),
            old != spec {
             // A different Vary (or a digest collision): the old variants can no longer be selected.
             try removeVariants(txn, primary: key.primary, bytes: &bytes, count: &count)
         }
         try txn.put(db.variants, specKey, spec.encoded())
         let k = key.bytes
-        if let old = txn.get(db.entries, k).flatMap({ b in b.withUnsafeBytes { EntryRecord(decoding: $0) } }) {
+        if let old = txn.record(db.entries, k) {
             try remove(txn, key: key, record: old, bytes: &bytes, count: &count, keepSpec: true)
         }
         try txn.put(db.entries, k, record.encoded())
@@ -284,7 +284,7 @@ final class DiskWriter: @unchecked Sendable {
 
     private func touch(_ txn: borrowing WriteTransaction, key: EntryKey, time: Int64) throws(LMDBError) {
         let k = key.bytes
-        guard var r = txn.get(db.entries, k).flatMap({ b in b.withUnsafeBytes { EntryRecord(decoding: $0) } }),
+        guard var r = txn.record(db.entries, k),
               time > r.lastAccess else { return }
         try txn.delete(db.access, DiskStore.accessKey(r.lastAccess, key))
         r.lastAccess = time
@@ -314,7 +314,7 @@ final class DiskWriter: @unchecked Sendable {
             for k in stale { try txn.delete(db.access, k) }
             if victims.isEmpty { break }
             for key in victims where current > target {
-                guard let r = txn.get(db.entries, key.bytes).flatMap({ b in b.withUnsafeBytes { EntryRecord(decoding: $0) } })
+                guard let r = txn.record(db.entries, key.bytes)
                 else {
                     // An access row without its entry: drop every row for that key.
                     try dropAccessRows(txn, for: key)

@@ -67,18 +67,28 @@ struct WriteTransaction: ~Copyable {
         }
     }
 
-    func get(_ dbi: MDB_dbi, _ key: [UInt8]) -> [UInt8]? {
-        key.withUnsafeBytes { raw -> [UInt8]? in
-            var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
-            var v = MDB_val()
-            guard mdb_get(txn, dbi, &k, &v) == 0 else { return nil }
-            return Array(v.bytes)
-        }
+    func get(_ dbi: MDB_dbi, _ key: [UInt8]) -> [UInt8]? { lookUp(txn, dbi, key).map { Array($0.bytes) } }
+
+    func record(_ dbi: MDB_dbi, _ key: [UInt8]) -> EntryRecord? {
+        lookUp(txn, dbi, key).flatMap { EntryRecord(decoding: $0.bytes) }
+    }
+
+    func spec(_ dbi: MDB_dbi, _ key: [UInt8]) -> VariantSpec? {
+        lookUp(txn, dbi, key).flatMap { VariantSpec(decoding: $0.bytes) }
     }
 
     /// Visits keys from `start` (inclusive) in order while `body` returns true.
     func scan(_ dbi: MDB_dbi, from start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) throws(LMDBError) {
         try scanCursor(txn, dbi, from: start, body)
+    }
+}
+
+/// The value under `key`, pointing into the map: valid until `txn` ends or writes again.
+func lookUp(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) -> MDB_val? {
+    key.withUnsafeBytes { raw -> MDB_val? in
+        var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+        var v = MDB_val()
+        return mdb_get(txn, dbi, &k, &v) == 0 ? v : nil
     }
 }
 

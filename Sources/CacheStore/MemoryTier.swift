@@ -105,8 +105,8 @@ final class MemoryTier: Sendable {
         }
     }
 
-    /// Adds or replaces `object`; variants of the URL stored under another Vary spec are dropped.
-    /// Returns the memory-only objects evicted to make room (for statistics).
+    /// Adds or replaces `object`; variants of the URL stored under another Vary spec are dropped,
+    /// and least recently used objects leave until the tier fits its capacity again.
     func insert(_ object: CachedObject, spec: VariantSpec) {
         guard object.footprint <= capacity else { return }
         var evicted = 0

@@ -1,38 +1,39 @@
-// Byte classes and small byte helpers shared by the parsers. Everything here works on single
-// bytes or raw buffers; no String, no allocation.
+// Byte classes and small byte helpers shared by the parsers, and (the public ones) by other pure
+// modules that read header bytes in place. Everything here works on single bytes or raw buffers;
+// no String, no allocation.
 
 let asciiCR: UInt8 = 0x0D
 let asciiLF: UInt8 = 0x0A
-let asciiSP: UInt8 = 0x20
-let asciiHTAB: UInt8 = 0x09
-let asciiColon: UInt8 = 0x3A
-let asciiComma: UInt8 = 0x2C
+public let asciiSP: UInt8 = 0x20
+public let asciiHTAB: UInt8 = 0x09
+public let asciiColon: UInt8 = 0x3A
+public let asciiComma: UInt8 = 0x2C
 let asciiSemicolon: UInt8 = 0x3B
-let asciiEquals: UInt8 = 0x3D
-let asciiQuote: UInt8 = 0x22
-let asciiBackslash: UInt8 = 0x5C
+public let asciiEquals: UInt8 = 0x3D
+public let asciiQuote: UInt8 = 0x22
+public let asciiBackslash: UInt8 = 0x5C
 
 /// `tchar` (RFC 9110 §5.6.2) as two 64-bit masks over 0..<128:
 /// "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA.
-let tcharMaskLow: UInt64 = 0x03FF_6CFA_0000_0000
-let tcharMaskHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+@usableFromInline let tcharMaskLow: UInt64 = 0x03FF_6CFA_0000_0000
+@usableFromInline let tcharMaskHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
 
-@inline(__always)
-func isTchar(_ b: UInt8) -> Bool {
+@inlinable
+public func isTchar(_ b: UInt8) -> Bool {
     if b < 64 { return (tcharMaskLow >> UInt64(b)) & 1 != 0 }
     if b < 128 { return (tcharMaskHigh >> UInt64(b &- 64)) & 1 != 0 }
     return false
 }
 
-@inline(__always)
-func isOWS(_ b: UInt8) -> Bool { b == asciiSP || b == asciiHTAB }
+@inlinable
+public func isOWS(_ b: UInt8) -> Bool { b == asciiSP || b == asciiHTAB }
 
-@inline(__always)
-func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
+@inlinable
+public func isDigit(_ b: UInt8) -> Bool { b &- 0x30 < 10 }
 
 /// ASCII lowercase; other bytes unchanged.
-@inline(__always)
-func asciiLower(_ b: UInt8) -> UInt8 { b &- 0x41 < 26 ? b | 0x20 : b }
+@inlinable
+public func asciiLower(_ b: UInt8) -> UInt8 { b &- 0x41 < 26 ? b | 0x20 : b }
 
 /// The value of a hex digit, or nil.
 @inline(__always)
@@ -48,8 +49,8 @@ func hexValue(_ b: UInt8) -> Int? {
 func isFieldVChar(_ b: UInt8) -> Bool { b > 0x20 && b != 0x7F }
 
 /// Whether `buffer[start..<end]` equals `literal`, ASCII case-insensitively on both sides.
-@inline(__always)
-func equalsIgnoringCase(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
+@inlinable
+public func equalsIgnoringCase(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
     let count = end - start
     guard count == literal.utf8CodeUnitCount else { return false }
     return literal.withUTF8Buffer { lit in

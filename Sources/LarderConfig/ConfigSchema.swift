@@ -1,3 +1,4 @@
+import HTTPWire
 import Yams
 
 /// One configuration key: its dotted name and how a YAML value sets it. The table below is the
@@ -359,7 +360,7 @@ enum ConfigSchema {
             throw ValueError("expected a mapping of header names to values, got an alias")
         }
         for p in pairs {
-            guard !p.name.isEmpty, p.name.utf8.allSatisfy(isTokenByte) else {
+            guard !p.name.isEmpty, p.name.utf8.allSatisfy(isTchar) else {
                 throw ValueError("\"\(p.name)\" is not a valid header field name")
             }
             guard !p.value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
@@ -367,17 +368,6 @@ enum ConfigSchema {
             }
         }
         return pairs
-    }
-
-    /// RFC 9110 tchar.
-    static func isTokenByte(_ b: UInt8) -> Bool {
-        switch b {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(b)
-        }
     }
 }
 

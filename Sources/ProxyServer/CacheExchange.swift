@@ -1,5 +1,6 @@
 import CachePolicy
 import CacheStore
+import Glibc
 import HTTPWire
 import SessionClient
 
@@ -16,8 +17,6 @@ final class CacheExchange {
         case refetch
         /// An unsafe method: invalidate the URL after a non-error response.
         case unsafe
-        /// Served from the cache while the task was still finishing (stale-if-error); ignore the task.
-        case abandoned
     }
 
     let primaryKey: [UInt8]
@@ -53,7 +52,3 @@ func currentTime() -> Int64 {
     clock_gettime(CLOCK_REALTIME, &ts)
     return Int64(ts.tv_sec)
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

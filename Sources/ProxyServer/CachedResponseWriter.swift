@@ -14,24 +14,29 @@ enum CachedResponseWriter {
 
     /// 304 to a client whose conditional the stored entry satisfies: the fields RFC 9110 §15.4.5
     /// requires, taken from the stored head.
-    static func notModified(storedHead: [UInt8], age: Int64, cacheStatus: [UInt8], keepAlive: Bool,
+    static func notModified(storedHead: ResponseHead, age: Int64, cacheStatus: [UInt8], keepAlive: Bool,
                             clientVersion: HTTPVersion, viaName: [UInt8], into w: inout MessageWriter) {
         w.append("HTTP/1.1 304 Not Modified\r\n")
-        forEachStoredField(storedHead) { name, line in
-            if ["cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified"].contains(name) {
-                w.append(line)
-            }
+        let headers = storedHead.headers
+        for i in 0..<headers.count
+        where headers.nameEquals(at: i, "cache-control") || headers.nameEquals(at: i, "content-location")
+            || headers.nameEquals(at: i, "date") || headers.nameEquals(at: i, "etag")
+            || headers.nameEquals(at: i, "expires") || headers.nameEquals(at: i, "vary")
+            || headers.nameEquals(at: i, "last-modified") {
+            w.appendField(at: i, of: headers)
         }
         trailer(age: age, cacheStatus: cacheStatus, keepAlive: keepAlive, clientVersion: clientVersion,
                 viaName: viaName, into: &w)
     }
 
     /// 206 for one range of the stored body.
-    static func partial(storedHead: [UInt8], start: Int, end: Int, length: Int, age: Int64, cacheStatus: [UInt8],
+    static func partial(storedHead: ResponseHead, start: Int, end: Int, length: Int, age: Int64, cacheStatus: [UInt8],
                         keepAlive: Bool, clientVersion: HTTPVersion, viaName: [UInt8], into w: inout MessageWriter) {
         w.append("HTTP/1.1 206 Partial Content\r\n")
-        forEachStoredField(storedHead) { name, line in
-            if name != "content-length" && name != "content-range" { w.append(line) }
+        let headers = storedHead.headers
+        for i in 0..<headers.count
+        where !headers.nameEquals(at: i, "content-length") && !headers.nameEquals(at: i, "content-range") {
+            w.appendField(at: i, of: headers)
         }
         w.append("Content-Range: bytes ")
         w.appendDecimal(start)
@@ -68,41 +73,36 @@ enum CachedResponseWriter {
         w.append("\r\nVia: 1.1 ")
         w.append(viaName)
         w.append("\r\n")
-        if !keepAlive {
-            w.append("Connection: close\r\n")
-        } else if clientVersion == .http10 {
-            w.append("Connection: keep-alive\r\n")
-        }
+        ResponseHeadWriter.appendConnection(keepAlive: keepAlive, clientVersion: clientVersion, into: &w)
         w.append("\r\n")
     }
 
-    /// The stored head without a final empty line, should it carry one.
-    private static func withoutBlankLine(_ head: [UInt8]) -> ArraySlice<UInt8> {
-        let n = head.count
-        if n >= 4, head[n - 4] == 13, head[n - 3] == 10, head[n - 2] == 13, head[n - 1] == 10 {
-            return head[..<(n - 2)]
+    /// A stored head parsed for its fields (revalidation, 304 and 206 only; hits send the bytes).
+    static func parse(_ bytes: [UInt8]) -> ResponseHead? {
+        var full = bytes
+        if !bytes.hasSuffix(blankLine) { full.append(contentsOf: [13, 10]) }
+        var head = ResponseHead()
+        let parsed = full.withUnsafeBytes { raw -> Int? in
+            do throws(HTTPWireError) {
+                return try ResponseParser.parse(raw, into: &head, requestMethod: .get,
+                                                limits: HeadLimits(maxHeadBytes: 1 << 20, maxHeaderCount: 1_000))
+            } catch {
+                return nil
+            }
         }
-        return head[...]
+        return parsed == nil ? nil : head
     }
 
-    /// Each field line after the status line, with its lowercased name (rare paths only: 304, 206).
-    private static func forEachStoredField(_ head: [UInt8], _ body: (String, ArraySlice<UInt8>) -> Void) {
-        let text = withoutBlankLine(head)
-        var lineStart = text.startIndex
-        var first = true
-        var i = text.startIndex
-        while i < text.endIndex {
-            if text[i] == 10 {
-                let line = text[lineStart...i]
-                if !first, let colon = line.firstIndex(of: UInt8(ascii: ":")) {
-                    body(String(decoding: line[line.startIndex..<colon], as: UTF8.self).lowercased(), line)
-                }
-                first = false
-                lineStart = i + 1
-            }
-            i += 1
-        }
+    private static let blankLine: [UInt8] = [13, 10, 13, 10]
+
+    /// The stored head without a final empty line, should it carry one.
+    private static func withoutBlankLine(_ head: [UInt8]) -> ArraySlice<UInt8> {
+        head.hasSuffix(blankLine) ? head[..<(head.count - 2)] : head[...]
     }
+}
+
+extension Array where Element == UInt8 {
+    func hasSuffix(_ suffix: [UInt8]) -> Bool { count >= suffix.count && self[(count - suffix.count)...].elementsEqual(suffix) }
 }
 
 extension MessageWriter {

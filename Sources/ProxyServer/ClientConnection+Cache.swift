@@ -71,7 +71,7 @@ extension ClientConnection {
             return false
         case .fetch(let reason):
             exchange.phase = .fetching
-            exchange.status = CacheStatus(forward: forward(for: reason))
+            exchange.status = CacheStatus(forward: CacheStatus.Forward(reason))
             if reason == .bypass { cacheExchange = nil }
             return false
         case .gatewayTimeout:
@@ -82,20 +82,10 @@ extension ClientConnection {
         }
     }
 
-    private func forward(for reason: FetchReason) -> CacheStatus.Forward {
-        switch reason {
-        case .uriMiss: return .uriMiss
-        case .varyMiss: return .varyMiss
-        case .miss: return .miss
-        case .request: return .request
-        case .bypass: return .bypass
-        }
-    }
-
     /// The revalidation to write instead of the client's request line, if the cache is revalidating.
     var outboundRevalidation: OutboundHead.Revalidation? {
         guard let ex = cacheExchange, case .revalidating(let m) = ex.phase, let entry = ex.entry else { return nil }
-        return OutboundHead.Revalidation(method: m == .head ? "HEAD" : (request.method == .head ? "HEAD" : "GET"),
+        return OutboundHead.Revalidation(method: m == .head || request.method == .head ? .head : .get,
                                          conditionalFields: Revalidation.conditionalFields(for: entry.facts))
     }
 
@@ -119,9 +109,9 @@ extension ClientConnection {
             }
             switch Revalidation.outcome(entry: entry.facts, response: head, method: m) {
             case .unchanged:
-                guard let stored = parseStoredHead(entry.head) else { return false }
+                guard let stored = CachedResponseWriter.parse(entry.head) else { return false }
                 let newHead = Revalidation.freshenedHead(stored: stored, update: head, omitFields: [])
-                if let parsed = parseStoredHead(newHead) {
+                if let parsed = CachedResponseWriter.parse(newHead) {
                     let override = ex.path.withUnsafeBytes {
                         setup.rules.storage(scheme: ex.scheme, host: ex.host, path: $0, status: parsed.status,
                                             contentType: nil).freshness
@@ -163,7 +153,7 @@ extension ClientConnection {
                 worker.cache.invalidate(primaryKey: key)
             }
             return false
-        case .revalidated, .refetch, .abandoned:
+        case .revalidated, .refetch:
             return true
         }
     }
@@ -252,7 +242,7 @@ extension ClientConnection {
             ex.requestTime = currentTime()
             startForwarding(to: ex.origin, route: ex.route, pathOffset: ex.pathOffset)
             return true
-        case .unsafe, .abandoned:
+        case .unsafe:
             return false
         }
     }
@@ -276,8 +266,9 @@ extension ClientConnection {
         let age = entry.facts.currentAge(now: now)
         let statusBytes = ex.status.serialized()
         writer.reset()
-        if ClientConditionals.notModified(request: request, entry: entry.facts) {
-            CachedResponseWriter.notModified(storedHead: entry.head, age: age, cacheStatus: statusBytes,
+        if ClientConditionals.notModified(request: request, entry: entry.facts),
+           let stored = CachedResponseWriter.parse(entry.head) {
+            CachedResponseWriter.notModified(storedHead: stored, age: age, cacheStatus: statusBytes,
                                              keepAlive: keepAlive, clientVersion: request.version,
                                              viaName: worker.settings.viaName, into: &writer)
             stream.output.append(writer.bytes)
@@ -287,11 +278,18 @@ extension ClientConnection {
         }
         var bodyStart = 0
         var bodyCount = entry.bodyLength
+        // A 206 re-writes the stored fields, so it needs them parsed; a head that will not parse
+        // is sent whole instead.
+        var partialHead: ResponseHead?
+        if case .single = range {
+            partialHead = CachedResponseWriter.parse(entry.head)
+            if partialHead == nil { range = .full }
+        }
         switch range {
         case .single(let start, let end):
             bodyStart = start
             bodyCount = end - start + 1
-            CachedResponseWriter.partial(storedHead: entry.head, start: start, end: end, length: entry.bodyLength,
+            CachedResponseWriter.partial(storedHead: partialHead!, start: start, end: end, length: entry.bodyLength,
                                          age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
                                          clientVersion: request.version, viaName: worker.settings.viaName, into: &writer)
         case .unsatisfiable:
@@ -348,24 +346,6 @@ extension ClientConnection {
             }
             cachedBody = cursor
         }
-    }
-
-    private func parseStoredHead(_ bytes: [UInt8]) -> ResponseHead? {
-        var full = bytes
-        if !(full.count >= 4 && full[full.count - 4] == 13 && full[full.count - 3] == 10
-             && full[full.count - 2] == 13 && full[full.count - 1] == 10) {
-            full.append(contentsOf: [13, 10])
-        }
-        var head = ResponseHead()
-        let parsed = full.withUnsafeBytes { raw -> Int? in
-            do throws(HTTPWireError) {
-                return try ResponseParser.parse(raw, into: &head, requestMethod: .get,
-                                                limits: HeadLimits(maxHeadBytes: 1 << 20, maxHeaderCount: 1_000))
-            } catch {
-                return nil
-            }
-        }
-        return parsed == nil ? nil : head
     }
 }
 

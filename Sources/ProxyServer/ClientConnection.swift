@@ -225,8 +225,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     func startForwarding(to origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) {
-        upgrading = request.upgradeRequested && request.version == .http11 && outboundRevalidation == nil
         let revalidation = outboundRevalidation
+        upgrading = request.upgradeRequested && request.version == .http11 && revalidation == nil
         writer.reset()
         let targetRange = request.target
         request.headers.withBytes(targetRange) { target in
@@ -252,8 +252,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
         upstreamName = origin.description
         state = .exchanging
-        let t = worker.session.dataTask(origin: origin, method: revalidation.map { $0.method.description == "HEAD" ? HTTPMethod.head : HTTPMethod.get } ?? request.method,
-                                        head: writer.bytes,
+        let t = worker.session.dataTask(origin: origin, method: revalidation?.method ?? request.method, head: writer.bytes,
                                         hasBody: hasBody, isIdempotent: idempotent, delegate: self)
         task = t
         if hasBody { stream.enableReading() } else { stream.disableReading() }

@@ -20,7 +20,7 @@ struct OutboundHead {
     /// A revalidation the cache sends in place of the client's request: this method (HEAD, or GET
     /// for a conditional GET), the stored entry's validators instead of the client's conditionals.
     struct Revalidation {
-        var method: StaticString
+        var method: HTTPMethod
         var conditionalFields: [UInt8]
     }
 
@@ -28,7 +28,7 @@ struct OutboundHead {
                       additionalHeaders: [AdditionalHeader], upgrading: Bool, revalidation: Revalidation? = nil,
                       into w: inout MessageWriter) {
         let headers = head.headers
-        if let r = revalidation { w.append(r.method) } else { headers.withBytes(head.methodRange) { w.append($0) } }
+        if let r = revalidation { w.append(r.method == .head ? "HEAD" : "GET") } else { headers.withBytes(head.methodRange) { w.append($0) } }
         w.append(" ")
         if route.absoluteForm {
             w.append(route.scheme == .https ? "https://" : "http://")
@@ -118,9 +118,6 @@ struct OutboundHead {
         return false
     }
 }
-
-@inline(__always)
-func asciiLower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
 
 /// The authority (`host[:port]`) for a target, brackets around IPv6, default ports elided.
 func authorityBytes(host: [UInt8], port: Int, scheme: URIScheme) -> [UInt8] {

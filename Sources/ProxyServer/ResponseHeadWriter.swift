@@ -51,12 +51,20 @@ enum ResponseHeadWriter {
             if let i = headers.firstIndex(of: "upgrade") { w.appendField(at: i, of: headers) }
         } else if response.isInformational {
             // 1xx heads carry no connection management.
-        } else if !keepAlive || framing == .untilClose {
+        } else {
+            appendConnection(keepAlive: keepAlive && framing != .untilClose, clientVersion: clientVersion, into: &w)
+        }
+        w.append("\r\n")
+    }
+
+    /// `Connection: close` when the connection ends after this response; `keep-alive` for an
+    /// HTTP/1.0 client it stays open for; nothing for HTTP/1.1, where persistence is the default.
+    static func appendConnection(keepAlive: Bool, clientVersion: HTTPVersion, into w: inout MessageWriter) {
+        if !keepAlive {
             w.append("Connection: close\r\n")
         } else if clientVersion == .http10 {
             w.append("Connection: keep-alive\r\n")
         }
-        w.append("\r\n")
     }
 }
 
