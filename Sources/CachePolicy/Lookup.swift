@@ -32,11 +32,15 @@ public struct RequestFacts: Sendable, Equatable {
     /// Client conditionals and Range are answered from the cache when possible (see ClientConditionals).
     public var hasConditionals: Bool
     public var hasRange: Bool
+    /// `If-Match` / `If-Unmodified-Since`: preconditions for the origin to judge (RFC 9110 §13.1.1,
+    /// §13.1.4), so the request goes there and its answer is not stored.
+    public var hasPreconditions: Bool
 
     public init(method: HTTPMethod, directives: CacheDirectives, policy: RequestCachePolicy, hasAuthorization: Bool,
-                hasConditionals: Bool, hasRange: Bool) {
+                hasConditionals: Bool, hasRange: Bool, hasPreconditions: Bool = false) {
         self.method = method; self.directives = directives; self.policy = policy
         self.hasAuthorization = hasAuthorization; self.hasConditionals = hasConditionals; self.hasRange = hasRange
+        self.hasPreconditions = hasPreconditions
     }
 
     /// Reads the directives and our policy header. `rulePolicy` comes from configuration rules
@@ -48,6 +52,7 @@ public struct RequestFacts: Sendable, Equatable {
         var hasAuthorization = false
         var hasConditionals = false
         var hasRange = false
+        var hasPreconditions = false
         var policyField: Int?
         headers.storage.withUnsafeBytes { all in
             for (index, field) in headers.fields.enumerated() {
@@ -56,6 +61,8 @@ public struct RequestFacts: Sendable, Equatable {
                 switch field.name.count {
                 case 5:
                     if equalsIgnoringCase(all, s, e, "range") { hasRange = true }
+                case 8:
+                    if equalsIgnoringCase(all, s, e, "if-match") { hasPreconditions = true }
                 case 13:
                     if equalsIgnoringCase(all, s, e, "authorization") {
                         hasAuthorization = true
@@ -65,7 +72,11 @@ public struct RequestFacts: Sendable, Equatable {
                 case 17:
                     if equalsIgnoringCase(all, s, e, "if-modified-since") { hasConditionals = true }
                 case 19:
-                    if policyField == nil, equalsIgnoringCase(all, s, e, policyHeaderName) { policyField = index }
+                    if policyField == nil, equalsIgnoringCase(all, s, e, policyHeaderName) {
+                        policyField = index
+                    } else if equalsIgnoringCase(all, s, e, "if-unmodified-since") {
+                        hasPreconditions = true
+                    }
                 default:
                     break
                 }
@@ -81,7 +92,7 @@ public struct RequestFacts: Sendable, Equatable {
         }
         return RequestFacts(method: head.method, directives: CacheDirectives.parse(headers, isRequest: true),
                             policy: policy, hasAuthorization: hasAuthorization, hasConditionals: hasConditionals,
-                            hasRange: hasRange)
+                            hasRange: hasRange, hasPreconditions: hasPreconditions)
     }
 }
 
@@ -143,7 +154,7 @@ public enum Lookup {
     public static func decide(request: RequestFacts, entry: EntryFacts?, anyStored: Bool, now: Int64,
                               settings: PolicySettings) -> LookupDecision {
         // Only GET and HEAD read the cache; HEAD is answered from the stored GET.
-        guard request.method == .get || request.method == .head else { return .fetch(.bypass) }
+        guard request.method == .get || request.method == .head, !request.hasPreconditions else { return .fetch(.bypass) }
         let directives = request.directives
         // returnCacheDataDontLoad, or RFC 9111 §5.2.1.7 only-if-cached: never the network.
         let offline = request.policy == .returnCacheDataDontLoad || directives.onlyIfCached

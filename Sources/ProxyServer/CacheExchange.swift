@@ -1,5 +1,6 @@
 import CachePolicy
 import CacheStore
+import EventLoop
 import Glibc
 import HTTPWire
 import SessionClient
@@ -17,6 +18,8 @@ final class CacheExchange {
         case refetch
         /// An unsafe method: invalidate the URL after a non-error response.
         case unsafe
+        /// The request never uses the cache (e.g. If-Match): forwarded, reported, not stored.
+        case bypass
     }
 
     let primaryKey: [UInt8]
@@ -38,11 +41,53 @@ final class CacheExchange {
     var omitFields: [[UInt8]] = []
     var freshnessOverride: FreshnessOverride?
     var responseTime: Int64 = 0
+    /// The collapsed fetch this request leads, if any.
+    var inFlight: InFlightFetch?
 
     init(primaryKey: [UInt8], scheme: String, host: [UInt8], path: [UInt8], origin: OriginKey,
          route: OutboundHead.Route, pathOffset: Int?, phase: Phase) {
         self.primaryKey = primaryKey; self.scheme = scheme; self.host = host; self.path = path
         self.origin = origin; self.route = route; self.pathOffset = pathOffset; self.phase = phase
+    }
+}
+
+extension CacheExchange {
+    /// Body bytes on their way to the client also go to the store and to collapsed followers.
+    /// Returns true when the origin read should pause until a follower catches up.
+    func tee(_ source: Buffer, count: Int) -> Bool {
+        if let w = writer, !w.isAbandoned {
+            source.forEachSegment(upTo: count) { w.append($0) }
+        }
+        guard let f = inFlight else { return false }
+        var pause = false
+        source.forEachSegment(upTo: count) { if f.append($0) { pause = true } }
+        return pause
+    }
+
+    /// The origin's response ended (`error` nil) or broke off: commit or abandon the store, then
+    /// tell collapsed followers. The store goes first so that requests arriving after the table
+    /// entry is gone find the new entry.
+    func completeFetch(error: SessionError?, policy: PolicySettings, table: InFlightTable) {
+        if let w = writer {
+            writer = nil
+            if error != nil {
+                w.abandon()
+            } else if let head = storedResponse {
+                let length = w.bodyLength
+                let facts = EntryFacts.make(response: head, requestTime: requestTime, responseTime: responseTime,
+                                            bodyLength: length, settings: policy, override: freshnessOverride)
+                w.finish(head: StoredHead.make(response: head, bodyLength: length, omitFields: omitFields), facts: facts)
+            }
+        }
+        endCollapse(failed: error != nil, table: table)
+    }
+
+    /// No more followers will be served from this fetch.
+    func endCollapse(failed: Bool, table: InFlightTable) {
+        guard let f = inFlight else { return }
+        inFlight = nil
+        f.finish(failed: failed)
+        table.remove(f)
     }
 }
 

@@ -72,7 +72,14 @@ extension ClientConnection {
         case .fetch(let reason):
             exchange.phase = .fetching
             exchange.status = CacheStatus(forward: CacheStatus.Forward(reason))
-            if reason == .bypass { cacheExchange = nil }
+            if reason == .bypass {
+                exchange.phase = .bypass
+                return false
+            }
+            if setup.collapseRequests, reason != .request, method == .get, !facts.hasRange, !facts.hasConditionals,
+               request.framing == .none, !request.upgradeRequested {
+                return joinInFlight(exchange)
+            }
             return false
         case .gatewayTimeout:
             cacheExchange = nil
@@ -139,12 +146,18 @@ extension ClientConnection {
                 // A conditional GET's 200 is the new response: forward and store it.
                 ex.phase = .fetching
                 ex.status = CacheStatus(forward: .stale, forwardStatus: head.status)
-                beginStoring(head, exchange: ex, now: now)
+                _ = beginStoring(head, exchange: ex, now: now)
                 return false
             }
         case .fetching:
             ex.status.forwardStatus = head.status
-            beginStoring(head, exchange: ex, now: now)
+            let shared = beginStoring(head, exchange: ex, now: now)
+            if let f = ex.inFlight {
+                if let shared { f.publish(shared) } else { ex.endCollapse(failed: false, table: worker.inFlight) }
+            }
+            return false
+        case .bypass:
+            ex.status.forwardStatus = head.status
             return false
         case .unsafe:
             ex.status.forwardStatus = head.status
@@ -158,8 +171,10 @@ extension ClientConnection {
         }
     }
 
-    private func beginStoring(_ head: ResponseHead, exchange ex: CacheExchange, now: Int64) {
-        guard request.method == .get else { return }
+    /// Starts storing the response if the cache may. Returns what collapsed followers need to
+    /// share it, or nil when the response will not be stored.
+    private func beginStoring(_ head: ResponseHead, exchange ex: CacheExchange, now: Int64) -> InFlightFetch.Head? {
+        guard request.method == .get else { return nil }
         let setup = worker.settings.cache
         let contentType = head.headers.firstIndex(of: "content-type").map { head.headers.fields[$0].value }
         let rule = ex.path.withUnsafeBytes { path in
@@ -172,6 +187,7 @@ extension ClientConnection {
         switch Storability.decide(request: request, response: head, storagePolicy: rule.policy, settings: setup.policy) {
         case .doNotStore(let reason):
             ex.status.detail = reason.rawValue
+            return nil
         case .store(let tier, let omit):
             var expected: Int?
             if case .contentLength(let n) = head.framing { expected = n }
@@ -180,13 +196,16 @@ extension ClientConnection {
             if facts.freshnessLifetime == 0 && facts.etag == nil && facts.lastModified == nil {
                 // Never fresh and nothing to revalidate with: storing it would only cost disk.
                 ex.status.detail = NotStoredReason.noFreshnessOrValidator.rawValue
-                return
+                return nil
             }
             let secondary = CacheKey.secondary(varyFields: facts.varyFields, request: request.headers)
+            let shared = InFlightFetch.Head(response: head, varyFields: facts.varyFields, varyStar: facts.varyStar,
+                                            secondaryKey: secondary)
             guard let w = worker.cache.beginStore(primaryKey: ex.primaryKey, secondaryKey: secondary, facts: facts,
                                                   head: [], tier: tier, expectedLength: expected, now: now) else {
+                // Too large to keep, but still one response every waiting client can share.
                 ex.status.detail = "too-large"
-                return
+                return shared
             }
             ex.writer = w
             ex.storedResponse = head
@@ -194,13 +213,16 @@ extension ClientConnection {
             ex.freshnessOverride = rule.freshness
             ex.responseTime = now
             ex.status.stored = true
+            return shared
         }
     }
 
-    /// Body bytes on their way to the client also go to the store.
+    /// Body bytes on their way to the client also go to the store and to collapsed followers.
     func cacheTee(_ source: Buffer, count: Int) {
-        guard let w = cacheExchange?.writer, !w.isAbandoned else { return }
-        source.forEachSegment(upTo: count) { w.append($0) }
+        guard let ex = cacheExchange, ex.tee(source, count: count) else { return }
+        // A follower is far behind: wait for it (collapseProgress resumes).
+        collapsePaused = true
+        task?.suspendReading()
     }
 
     /// The origin's exchange ended. Returns true when the cache took over the rest of the request.
@@ -208,17 +230,7 @@ extension ClientConnection {
         guard let ex = cacheExchange else { return false }
         switch ex.phase {
         case .fetching:
-            guard let w = ex.writer else { return false }
-            ex.writer = nil
-            if error != nil {
-                w.abandon()
-            } else if let head = ex.storedResponse {
-                let length = w.bodyLength
-                let facts = EntryFacts.make(response: head, requestTime: ex.requestTime, responseTime: ex.responseTime,
-                                            bodyLength: length, settings: worker.settings.cache.policy,
-                                            override: ex.freshnessOverride)
-                w.finish(head: StoredHead.make(response: head, bodyLength: length, omitFields: ex.omitFields), facts: facts)
-            }
+            ex.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
             return false
         case .revalidating:
             // The origin could not be asked: serve stale where allowed (RFC 5861 stale-if-error).
@@ -242,7 +254,7 @@ extension ClientConnection {
             ex.requestTime = currentTime()
             startForwarding(to: ex.origin, route: ex.route, pathOffset: ex.pathOffset)
             return true
-        case .unsafe:
+        case .unsafe, .bypass:
             return false
         }
     }

@@ -56,6 +56,12 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var cacheExchange: CacheExchange?
     /// A disk-stored body being sent.
     var cachedBody: CachedBodyCursor?
+    /// The collapsed fetch this request is answered from, if any.
+    var following: CollapseFollower?
+    /// The origin read is paused because a collapsed follower lags.
+    var collapsePaused = false
+    /// How collapsed fetches on other threads reach this connection.
+    lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
 
     /// Queued response bytes beyond which the origin is paused.
     static let outputHighWater = 1 << 20
@@ -97,9 +103,13 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             pumpCachedBody()
             return
         }
+        if following != nil {
+            followerProgress()
+            return
+        }
         if responsePaused, stream.output.count <= ClientConnection.outputHighWater / 4 {
             responsePaused = false
-            task?.resumeReading()
+            if !collapsePaused { task?.resumeReading() }
         }
     }
 
@@ -485,6 +495,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
         responsePaused = false
+        collapsePaused = false
         if cacheTaskCompleted(error: error) { return }
         if let error {
             worker.logger.warning("\(error.status) for \(peer): \(error.message)")
@@ -510,6 +521,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     /// The response is queued: read the next request, or close.
     func finishExchange() {
+        // Normally ended when the fetch completed; anything else must not leave followers waiting.
+        cacheExchange?.endCollapse(failed: true, table: worker.inFlight)
         cacheExchange = nil
         guard keepAlive, !worker.draining else {
             closeWhenFlushed()
@@ -568,6 +581,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         state = .closed
         deadline?.cancel()
         deadline = nil
+        leaveCollapse()
         task?.cancel()
         task = nil
         connectOpener?.cancel()

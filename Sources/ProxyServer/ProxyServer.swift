@@ -52,8 +52,9 @@ public final class ProxyServer {
         for note in opened.disk.startupNotes { logger.warning("\(note)") }
         logger.info("cache in \(config.cacheDirectory): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
         let count = ProxyServer.workerCount(config)
+        let inFlight = InFlightTable()
         for i in 0..<count {
-            let w = Worker(index: i, settings: settings, logger: logger, cache: opened)
+            let w = Worker(index: i, settings: settings, logger: logger, cache: opened, inFlight: inFlight)
             do {
                 try w.prepare()
             } catch {

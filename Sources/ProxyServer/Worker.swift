@@ -14,6 +14,10 @@ final class Worker: @unchecked Sendable {
     let cache: Cache
     /// This worker's reads of the shared cache.
     let cacheReader: CacheReader
+    /// Origin fetches under way for cache misses, shared by all workers (request collapsing).
+    let inFlight: InFlightTable
+    /// Collapsed fetches whose leading client left, running on for their followers.
+    private var orphans: [ObjectIdentifier: OrphanedFetch] = [:]
     /// Created on the worker's thread, used only there.
     private(set) var session: Session!
     private var listeners: [Listener] = []
@@ -22,11 +26,12 @@ final class Worker: @unchecked Sendable {
     /// Open client connections, readable from any thread (shutdown waits on it).
     let openConnections = Atomic<Int>(0)
 
-    init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache) {
+    init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable) {
         self.index = index
         self.settings = settings
         self.logger = logger
         self.cache = cache
+        self.inFlight = inFlight
         cacheReader = cache.makeReader()
         loop = EventLoop()
     }
@@ -59,6 +64,15 @@ final class Worker: @unchecked Sendable {
         }
     }
 
+    func adopt(_ fetch: OrphanedFetch) {
+        orphans[ObjectIdentifier(fetch)] = fetch
+        fetch.start()
+    }
+
+    func orphanFinished(_ fetch: OrphanedFetch) {
+        orphans[ObjectIdentifier(fetch)] = nil
+    }
+
     /// Stop accepting; idle connections close now, busy ones after their current response.
     func beginDraining() {
         draining = true
@@ -71,6 +85,7 @@ final class Worker: @unchecked Sendable {
     /// Grace period over: close whatever is left.
     func closeAll() {
         for conn in Array(connections.values) { conn.forceClose() }
+        for fetch in Array(orphans.values) { fetch.cancel() }
         session.closeIdleConnections()
     }
 }

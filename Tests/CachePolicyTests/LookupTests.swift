@@ -40,9 +40,10 @@ struct StaleOnErrorRow: Sendable, CustomTestStringConvertible {
 enum RequestFactsTable {
     static func facts(method: HTTPMethod = .get, directives: CacheDirectives = CacheDirectives(),
                       policy: RequestCachePolicy = .useProtocolCachePolicy, authorization: Bool = false,
-                      conditionals: Bool = false, range: Bool = false) -> Result<RequestFacts, PolicyHeaderError> {
+                      conditionals: Bool = false, range: Bool = false,
+                      preconditions: Bool = false) -> Result<RequestFacts, PolicyHeaderError> {
         .success(RequestFacts(method: method, directives: directives, policy: policy, hasAuthorization: authorization,
-                              hasConditionals: conditionals, hasRange: range))
+                              hasConditionals: conditionals, hasRange: range, hasPreconditions: preconditions))
     }
 
     static func row(_ name: String, method: String = "GET", _ fields: [String], rule: RequestCachePolicy? = nil,
@@ -90,6 +91,12 @@ enum RequestFactsTable {
         row("RFC9110 13.1.3 If-Modified-Since is a conditional", ["If-Modified-Since: \(Dates.t0)"],
             facts(conditionals: true)),
         row("RFC9110 14.2 Range noted", ["Range: bytes=0-1"], facts(range: true)),
+        row("RFC9110 13.1.1 If-Match is a precondition", ["If-Match: \"a\""], facts(preconditions: true)),
+        row("RFC9110 13.1.4 If-Unmodified-Since is a precondition", ["if-unmodified-since: \(Dates.t0)"],
+            facts(preconditions: true)),
+        row("RFC9110 13.1.4 If-Unmodified-Since beside the policy header",
+            ["Larder-Cache-Policy: return-cache-data-else-load", "If-Unmodified-Since: \(Dates.t0)"],
+            facts(policy: .returnCacheDataElseLoad, preconditions: true)),
         row("RFC9110 14.2 If-Range alone is not a Range", ["If-Range: \"a\""], facts()),
         row("HEAD method kept", method: "HEAD", [], facts(method: .head)),
         row("POST method kept", method: "POST", ["Content-Length: 0"], facts(method: .post)),
@@ -124,6 +131,10 @@ enum LookupTable {
         row("RFC9111 4 PUT never uses the cache", method: "PUT", request: ["Content-Length: 0"], stored: fresh60,
             .fetch(.bypass)),
         row("RFC9111 4 DELETE never uses the cache", method: "DELETE", stored: fresh60, .fetch(.bypass)),
+        row("RFC9110 13.1.1 If-Match goes to the origin", request: ["If-Match: \"a\""], stored: fresh60,
+            .fetch(.bypass)),
+        row("RFC9110 13.1.4 If-Unmodified-Since goes to the origin", request: ["If-Unmodified-Since: \(Dates.t0)"],
+            stored: fresh60, .fetch(.bypass)),
         row("RFC9111 4 OPTIONS never uses the cache", method: "OPTIONS", stored: fresh60, .fetch(.bypass)),
         row("RFC9111 4 PATCH never uses the cache", method: "PATCH", request: ["Content-Length: 0"], stored: nil,
             anyStored: false, .fetch(.bypass)),

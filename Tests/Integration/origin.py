@@ -30,7 +30,9 @@ The behaviour is chosen by the request path:
                       "conditional": answer 304 to matching If-None-Match /
                       If-Modified-Since, "chunked": chunked framing, "body_bytes":
                       N pattern bytes instead of "body", "reset_after": close
-                      after that many body bytes}); HEAD gets the head only
+                      after that many body bytes, "pause_after" and "pause": send
+                      that many body bytes, sleep that many seconds, send the
+                      rest}); HEAD gets the head only
 
 Query parameters understood everywhere: ``delay=S`` (sleep before answering).
 Keep-alive, pipelining, Content-Length and chunked request bodies and
@@ -413,6 +415,13 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     if head_only:
         return keep_alive
     cut = spec.get("reset_after")
+    pause_at = spec.get("pause_after")
+    if pause_at is not None:
+        sock.sendall(body[:int(pause_at)])
+        time.sleep(min(float(spec.get("pause", 1)), 30.0))
+        body = body[int(pause_at):]
+        if cut is not None:
+            cut = max(0, int(cut) - int(pause_at))
     if cut is not None:
         sock.sendall(body[:int(cut)])
         sock.shutdown(socket.SHUT_RDWR)

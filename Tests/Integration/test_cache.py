@@ -319,3 +319,15 @@ def test_storage_rule_not_allowed_keeps_responses_out(larder_factory, origin, wo
     resp = get(lr, url)
     assert "storage-policy" in cache_status(resp), cache_status(resp)
     assert methods(origin, "rule") == ["GET", "GET"]
+
+
+def test_if_match_and_if_unmodified_since_go_to_the_origin(larder, origin, workdir):
+    script(workdir, "precond", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v1"')], body="stored")
+    url = origin.url("/res/precond")
+    assert get(larder, url).body == b"stored"
+    for field in [("If-Match", '"v1"'), ("If-Unmodified-Since", http_date(0))]:
+        r = get(larder, url, headers=[field])
+        assert r.status == 200 and "fwd=bypass" in cache_status(r), cache_status(r)
+    assert methods(origin, "precond") == ["GET", "GET", "GET"]
+    # The entry is untouched by the bypassed requests.
+    assert cache_status(get(larder, url)).startswith("Larder; hit")

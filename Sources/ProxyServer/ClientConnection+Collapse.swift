@@ -1,0 +1,136 @@
+import CachePolicy
+import EventLoop
+import HTTPWire
+
+/// A request answered from another request's origin fetch (see `InFlightTable`).
+final class CollapseFollower {
+    let fetch: InFlightFetch
+    let id: Int
+    let exchange: CacheExchange
+    var streaming = false
+
+    init(fetch: InFlightFetch, id: Int, exchange: CacheExchange) {
+        self.fetch = fetch
+        self.id = id
+        self.exchange = exchange
+    }
+}
+
+extension ClientConnection: CollapseParticipant {
+    /// A cacheable miss: lead a fetch of the URL, or follow the one under way. Returns true when
+    /// following (the request is being answered without a fetch of its own).
+    func joinInFlight(_ exchange: CacheExchange) -> Bool {
+        switch worker.inFlight.join(key: exchange.primaryKey, participant: participantHandle) {
+        case .lead(let fetch):
+            exchange.inFlight = fetch
+            return false
+        case .alone:
+            return false
+        case .follow(let fetch, let id):
+            following = CollapseFollower(fetch: fetch, id: id, exchange: exchange)
+            state = .exchanging
+            stream.disableReading()
+            followerProgress()
+            return true
+        }
+    }
+
+    func collapseProgress() {
+        if following != nil {
+            followerProgress()
+            return
+        }
+        if collapsePaused {
+            collapsePaused = false
+            if !responsePaused { task?.resumeReading() }
+        }
+    }
+
+    /// Takes whatever the followed fetch has for us: its head, then body bytes up to the output's
+    /// high-water mark (the rest when the output drains).
+    func followerProgress() {
+        guard let fw = following else { return }
+        if !fw.streaming {
+            switch fw.fetch.pollHead(fw.id) {
+            case .waiting:
+                return
+            case .released:
+                fetchAlone(fw)
+                return
+            case .head(let shared):
+                let mine = CacheKey.secondary(varyFields: shared.varyFields, request: request.headers)
+                if shared.varyStar || mine != shared.secondaryKey {
+                    // The response varies on a header this request sends differently.
+                    fetchAlone(fw)
+                    return
+                }
+                fw.streaming = true
+                let head = shared.response
+                clientFraming = ResponseHeadWriter.framing(for: head, clientVersion: request.version)
+                if clientFraming == .untilClose { keepAlive = false }
+                fw.exchange.status.forwardStatus = head.status
+                fw.exchange.status.collapsed = true
+                writer.reset()
+                ResponseHeadWriter.write(head, framing: clientFraming, keepAlive: keepAlive,
+                                         clientVersion: request.version, viaName: worker.settings.viaName,
+                                         upgrade: false, cacheStatus: fw.exchange.status.serialized(), into: &writer)
+                stream.output.append(writer.bytes)
+                responseHeadSent = true
+            }
+        }
+        let out = stream.output
+        let room = ClientConnection.outputHighWater - out.count
+        guard room > 0 else { return }
+        let chunked = clientFraming == .chunked
+        let end = fw.fetch.read(fw.id, limit: room) { bytes in
+            if chunked {
+                chunkWriter.reset()
+                chunkWriter.appendChunkHeader(size: bytes.count)
+                out.append(chunkWriter.bytes)
+                out.append(bytes)
+                out.append(ChunkedFraming.chunkEnd)
+            } else {
+                out.append(bytes)
+            }
+        }
+        switch end {
+        case .more:
+            return
+        case .complete:
+            following = nil
+            fw.fetch.leave(fw.id)
+            if chunked { out.append(ChunkedFraming.lastChunk) }
+            finishExchange()
+        case .failed:
+            // The shared fetch broke off: this client must see a cut, as the leader's does.
+            following = nil
+            fw.fetch.leave(fw.id)
+            worker.logger.warning("collapsed response from \(upstreamName) cut short for \(peer)")
+            abort()
+        }
+    }
+
+    /// Stops following and asks the origin for this request after all.
+    private func fetchAlone(_ fw: CollapseFollower) {
+        following = nil
+        fw.fetch.leave(fw.id)
+        let ex = fw.exchange
+        startForwarding(to: ex.origin, route: ex.route, pathOffset: ex.pathOffset)
+    }
+
+    /// The client is going away. Its followers, if it led a fetch that has some, keep their
+    /// response: the fetch carries on without the client.
+    func leaveCollapse() {
+        if let fw = following {
+            following = nil
+            fw.fetch.leave(fw.id)
+        }
+        guard let ex = cacheExchange, let fetch = ex.inFlight else { return }
+        if let t = task, responseHeadSent, fetch.hasFollowers {
+            task = nil
+            worker.adopt(OrphanedFetch(worker: worker, task: t, exchange: ex))
+        } else {
+            ex.endCollapse(failed: true, table: worker.inFlight)
+        }
+    }
+}

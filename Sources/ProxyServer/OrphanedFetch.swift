@@ -1,0 +1,46 @@
+import EventLoop
+import HTTPWire
+import SessionClient
+
+/// A collapsed fetch whose leading client went away: it runs on for the followers and the store.
+final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
+    unowned let worker: Worker
+    let task: SessionTask
+    let exchange: CacheExchange
+
+    init(worker: Worker, task: SessionTask, exchange: CacheExchange) {
+        self.worker = worker
+        self.task = task
+        self.exchange = exchange
+    }
+
+    func start() {
+        task.delegate = self
+        exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
+        // The departed client may have paused the read; the followers pace it from now on.
+        task.resumeReading()
+    }
+
+    func cancel() {
+        task.cancel()
+        exchange.completeFetch(error: .cancelled, policy: worker.settings.cache.policy, table: worker.inFlight)
+        worker.orphanFinished(self)
+    }
+
+    func collapseProgress() { task.resumeReading() }
+
+    func taskCanSendBody(_ task: SessionTask) {}
+    func taskBodyDrained(_ task: SessionTask) {}
+    func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {}
+    func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {}
+
+    func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
+        if exchange.tee(source, count: count) { task.suspendReading() }
+        source.drain(count)
+    }
+
+    func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
+        exchange.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
+        worker.orphanFinished(self)
+    }
+}

@@ -1,0 +1,311 @@
+import EventLoop
+import HTTPWire
+import Synchronization
+
+/// Request collapsing: one origin fetch per missing URL at a time, across all workers.
+///
+/// The first request that misses a URL *leads*: it fetches and stores exactly as it would alone,
+/// and also copies the body into an `InFlightFetch`. Requests for the same URL that miss while the
+/// leader is fetching *follow*: they wait for the leader's response head and then stream the body
+/// from the shared copy as it arrives, each at its own pace. A response the cache will not store,
+/// or a fetch that fails before its head, *releases* the followers at once to fetch on their own,
+/// so an uncacheable URL never queues requests behind each other.
+///
+/// Memory stays bounded: only the first `joinWindow` bytes are kept for late joiners; after that
+/// nobody new joins (they fetch on their own) and bytes every follower has read are dropped. A
+/// follower more than `lagLimit` behind pauses the leader's origin read, as a slow client pauses
+/// its own fetch.
+final class InFlightTable: Sendable {
+    /// Bytes of body kept for requests that join late.
+    static let joinWindow = 2 << 20
+    /// How far the slowest follower may trail the origin before the origin read pauses.
+    static let lagLimit = 4 << 20
+
+    private let fetches = Mutex<[[UInt8]: InFlightFetch]>([:])
+
+    enum Role {
+        case lead(InFlightFetch)
+        case follow(InFlightFetch, id: Int)
+        /// A fetch for the URL is under way but too far along to join.
+        case alone
+    }
+
+    /// Leads a fetch of `key`, or follows the one under way.
+    func join(key: [UInt8], participant: ParticipantHandle) -> Role {
+        fetches.withLock { table in
+            if let existing = table[key] {
+                if let id = existing.addFollower(participant) { return .follow(existing, id: id) }
+                return .alone
+            }
+            let fetch = InFlightFetch(key: key, leader: participant)
+            table[key] = fetch
+            return .lead(fetch)
+        }
+    }
+
+    /// The fetch no longer takes followers (its head said uncacheable, or it ended).
+    func remove(_ fetch: InFlightFetch) {
+        fetches.withLock { table in
+            if table[fetch.key] === fetch { table[fetch.key] = nil }
+        }
+    }
+
+    var count: Int { fetches.withLock { $0.count } }
+}
+
+/// Something on an event loop that an in-flight fetch wakes: a follower when there is news, the
+/// leader when its followers have caught up.
+protocol CollapseParticipant: AnyObject {
+    func collapseProgress()
+}
+
+/// A way to reach a participant from any thread: wakes run on the participant's own loop.
+final class ParticipantHandle: @unchecked Sendable {
+    let loop: EventLoop
+    /// Read and written only on `loop`'s thread.
+    weak var target: (any CollapseParticipant)?
+
+    init(loop: EventLoop, target: any CollapseParticipant) {
+        self.loop = loop
+        self.target = target
+    }
+
+    func wake() {
+        loop.execute { [self] in target?.collapseProgress() }
+    }
+}
+
+/// One collapsed origin fetch: the leader's response head and a window of its body, shared with the
+/// followers on any worker.
+final class InFlightFetch: Sendable {
+    enum Phase: Equatable {
+        case awaitingHead
+        case streaming
+        /// The whole body is here.
+        case complete
+        /// The body was cut short: followers that have started must cut their responses too.
+        case failed
+        /// Followers fetch on their own (uncacheable response, or no head).
+        case released
+    }
+
+    /// What a follower needs to answer: the origin's head, and which request headers it varies on.
+    struct Head: Sendable {
+        var response: ResponseHead
+        var varyFields: [[UInt8]]
+        var varyStar: Bool
+        var secondaryKey: [UInt8]
+    }
+
+    fileprivate struct Follower {
+        var handle: ParticipantHandle
+        var offset = 0
+        /// A wake is queued and has not run yet: no need for another.
+        var wakePending = false
+    }
+
+    fileprivate struct State {
+        var phase = Phase.awaitingHead
+        var head: Head?
+        var leader: ParticipantHandle
+        var leaderPaused = false
+        /// Body bytes from offset `base` on, in segments of `segmentSize` (all full but the last).
+        var segments: [[UInt8]] = []
+        var base = 0
+        var total = 0
+        var followers: [Int: Follower] = [:]
+        var nextID = 0
+
+        var joinable: Bool {
+            (phase == .awaitingHead || phase == .streaming) && base == 0 && total <= InFlightTable.joinWindow
+        }
+
+        var slowestOffset: Int { followers.values.lazy.map(\.offset).min() ?? total }
+
+        /// Drops segments nobody needs: everything read by all followers once nobody can join.
+        mutating func trim() {
+            guard !joinable else { return }
+            let keepFrom = slowestOffset
+            let size = InFlightFetch.segmentSize
+            var dropped = 0
+            while dropped < segments.count, segments[dropped].count == size, base + (dropped + 1) * size <= keepFrom {
+                dropped += 1
+            }
+            if dropped > 0 {
+                segments.removeFirst(dropped)
+                base += dropped * size
+            }
+        }
+
+        /// Handles of followers to wake (each at most once until it runs).
+        mutating func takeWakes(all: Bool) -> [ParticipantHandle] {
+            var out: [ParticipantHandle] = []
+            for (id, f) in followers where !f.wakePending && (all || f.offset < total) {
+                followers[id]!.wakePending = true
+                out.append(f.handle)
+            }
+            return out
+        }
+    }
+
+    static let segmentSize = 64 * 1024
+
+    let key: [UInt8]
+    private let state: Mutex<State>
+
+    init(key: [UInt8], leader: ParticipantHandle) {
+        self.key = key
+        state = Mutex(State(leader: leader))
+    }
+
+    // MARK: - Leader side
+
+    /// The leader's client went away and something else carries the fetch on.
+    func replaceLeader(_ handle: ParticipantHandle) {
+        state.withLock { $0.leader = handle }
+    }
+
+    var hasFollowers: Bool { state.withLock { !$0.followers.isEmpty } }
+
+    /// The response will be stored: followers may answer with it.
+    func publish(_ head: Head) {
+        let wakes = state.withLock { s -> [ParticipantHandle] in
+            s.head = head
+            s.phase = .streaming
+            return s.takeWakes(all: true)
+        }
+        for h in wakes { h.wake() }
+    }
+
+    /// Adds body bytes. Returns true when the leader should pause its origin read (a follower lags).
+    func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let (wakes, pause) = state.withLock { s -> ([ParticipantHandle], Bool) in
+            var rest = bytes
+            while !rest.isEmpty {
+                if s.segments.isEmpty || s.segments[s.segments.count - 1].count == InFlightFetch.segmentSize {
+                    var fresh: [UInt8] = []
+                    fresh.reserveCapacity(InFlightFetch.segmentSize)
+                    s.segments.append(fresh)
+                }
+                let last = s.segments.count - 1
+                let take = min(rest.count, InFlightFetch.segmentSize - s.segments[last].count)
+                s.segments[last].append(contentsOf: UnsafeRawBufferPointer(rebasing: rest[..<take]))
+                rest = UnsafeRawBufferPointer(rebasing: rest[take...])
+            }
+            s.total += bytes.count
+            s.trim()
+            let pause = !s.followers.isEmpty && s.total - s.slowestOffset > InFlightTable.lagLimit
+            if pause { s.leaderPaused = true }
+            return (s.takeWakes(all: false), pause)
+        }
+        for h in wakes { h.wake() }
+        return pause
+    }
+
+    /// The fetch ended: complete, or cut short (`failed`). Before a head was published, followers
+    /// are released instead.
+    func finish(failed: Bool) {
+        let wakes = state.withLock { s -> [ParticipantHandle] in
+            switch s.phase {
+            case .awaitingHead: s.phase = .released
+            case .streaming: s.phase = failed ? .failed : .complete
+            case .complete, .failed, .released: return []
+            }
+            s.trim()
+            return s.takeWakes(all: true)
+        }
+        for h in wakes { h.wake() }
+    }
+
+    /// The response will not be stored: followers fetch on their own.
+    func release() { finish(failed: false) }
+
+    // MARK: - Follower side
+
+    fileprivate func addFollower(_ handle: ParticipantHandle) -> Int? {
+        state.withLock { s in
+            guard s.joinable else { return nil }
+            let id = s.nextID
+            s.nextID += 1
+            s.followers[id] = Follower(handle: handle)
+            return id
+        }
+    }
+
+    /// A follower stops following (its client left, or it fetches on its own).
+    func leave(_ id: Int) {
+        let resume = state.withLock { s -> ParticipantHandle? in
+            guard s.followers.removeValue(forKey: id) != nil else { return nil }
+            s.trim()
+            return s.takeLeaderResume()
+        }
+        resume?.wake()
+    }
+
+    enum Poll {
+        case waiting
+        case released
+        case head(Head)
+    }
+
+    /// Before a follower has its head: what to do.
+    func pollHead(_ id: Int) -> Poll {
+        state.withLock { s in
+            s.followers[id]?.wakePending = false
+            switch s.phase {
+            case .awaitingHead: return .waiting
+            case .released: return .released
+            case .streaming, .complete, .failed: return s.head.map { .head($0) } ?? .released
+            }
+        }
+    }
+
+    enum ReadEnd {
+        /// More may come.
+        case more
+        /// The follower has every byte.
+        case complete
+        /// The body was cut short.
+        case failed
+    }
+
+    /// Passes the follower up to `limit` unread bytes, in pieces, and moves it past them.
+    func read(_ id: Int, limit: Int, _ deliver: (UnsafeRawBufferPointer) -> Void) -> ReadEnd {
+        let (end, resume) = state.withLock { s -> (ReadEnd, ParticipantHandle?) in
+            guard var f = s.followers[id] else { return (.failed, nil) }
+            f.wakePending = false
+            var budget = limit
+            while budget > 0, f.offset < s.total {
+                let index = (f.offset - s.base) / InFlightFetch.segmentSize
+                let within = (f.offset - s.base) % InFlightFetch.segmentSize
+                let take = s.segments[index].withUnsafeBytes { seg -> Int in
+                    let n = min(seg.count - within, budget)
+                    deliver(UnsafeRawBufferPointer(rebasing: seg[within..<within + n]))
+                    return n
+                }
+                f.offset += take
+                budget -= take
+            }
+            s.followers[id] = f
+            s.trim()
+            let resume = s.takeLeaderResume()
+            if f.offset < s.total { return (.more, resume) }
+            switch s.phase {
+            case .complete: return (.complete, resume)
+            case .failed, .released: return (.failed, resume)
+            case .awaitingHead, .streaming: return (.more, resume)
+            }
+        }
+        resume?.wake()
+        return end
+    }
+}
+
+extension InFlightFetch.State {
+    /// The leader, if it paused for followers that have now caught up.
+    fileprivate mutating func takeLeaderResume() -> ParticipantHandle? {
+        guard leaderPaused, followers.isEmpty || total - slowestOffset <= InFlightTable.lagLimit / 2 else { return nil }
+        leaderPaused = false
+        return leader
+    }
+}
