@@ -167,6 +167,11 @@ final class InFlightFetch: Sendable {
 
     var hasFollowers: Bool { state.withLock { !$0.followers.isEmpty } }
 
+    /// Body bytes held for followers.
+    var retainedBytes: Int { state.withLock { $0.total - $0.base } }
+
+    var leaderIsPaused: Bool { state.withLock { $0.leaderPaused } }
+
     /// The response will be stored: followers may answer with it.
     func publish(_ head: Head) {
         let wakes = state.withLock { s -> [ParticipantHandle] in
@@ -222,7 +227,8 @@ final class InFlightFetch: Sendable {
 
     // MARK: - Follower side
 
-    fileprivate func addFollower(_ handle: ParticipantHandle) -> Int? {
+    /// A new follower, or nil when the fetch is too far along (or over) to join.
+    func addFollower(_ handle: ParticipantHandle) -> Int? {
         state.withLock { s in
             guard s.joinable else { return nil }
             let id = s.nextID

@@ -1,0 +1,142 @@
+import EventLoop
+import HTTPWire
+import Testing
+@testable import ProxyServer
+
+/// The shared state of request collapsing, driven by hand: who leads and follows, what followers
+/// read, when memory is let go and when the leader must pause. Wakes are posted to a loop that
+/// never runs; only the table's decisions are checked here (the integration tests cover the rest).
+@Suite struct InFlightTests {
+    final class Nobody: CollapseParticipant {
+        func collapseProgress() {}
+    }
+
+    let loop = EventLoop()
+    let nobody = Nobody()
+    var handle: ParticipantHandle { ParticipantHandle(loop: loop, target: nobody) }
+
+    func bytes(_ n: Int, from start: Int = 0) -> [UInt8] { (start..<start + n).map { UInt8(truncatingIfNeeded: $0 &* 7) } }
+
+    func read(_ fetch: InFlightFetch, _ id: Int, limit: Int = .max) -> ([UInt8], InFlightFetch.ReadEnd) {
+        var got: [UInt8] = []
+        let end = fetch.read(id, limit: limit) { got.append(contentsOf: $0) }
+        return (got, end)
+    }
+
+    func head() -> InFlightFetch.Head {
+        InFlightFetch.Head(response: ResponseHead(), varyFields: [], varyStar: false, secondaryKey: [])
+    }
+
+    @Test func firstLeadsOthersFollowAndTheTableForgetsFinishedFetches() {
+        let table = InFlightTable()
+        guard case .lead(let fetch) = table.join(key: Array("k".utf8), participant: handle) else {
+            Issue.record("first request must lead"); return
+        }
+        guard case .follow(let same, let id) = table.join(key: Array("k".utf8), participant: handle) else {
+            Issue.record("second request must follow"); return
+        }
+        #expect(same === fetch)
+        guard case .lead = table.join(key: Array("other".utf8), participant: handle) else {
+            Issue.record("another URL leads its own fetch"); return
+        }
+        #expect(fetch.pollHead(id).isWaiting)
+        fetch.finish(failed: false)
+        table.remove(fetch)
+        #expect(fetch.pollHead(id).isReleased)
+        guard case .lead = table.join(key: Array("k".utf8), participant: handle) else {
+            Issue.record("after the fetch ended, the next request leads again"); return
+        }
+    }
+
+    @Test func followersReadEveryByteInOrderAcrossSegments() {
+        let fetch = InFlightFetch(key: [1], leader: handle)
+        let a = fetch.addFollower(handle)!
+        fetch.publish(head())
+        let body = bytes(3 * InFlightFetch.segmentSize + 123)
+        var fed = 0
+        var got: [UInt8] = []
+        for size in [1, 5000, InFlightFetch.segmentSize, 77, 3 * InFlightFetch.segmentSize] where fed < body.count {
+            let n = min(size, body.count - fed)
+            body[fed..<fed + n].withUnsafeBytes { _ = fetch.append($0) }
+            fed += n
+            let (piece, end) = read(fetch, a, limit: 10_000)
+            #expect(end == .more)
+            got += piece
+        }
+        fetch.finish(failed: false)
+        while true {
+            let (piece, end) = read(fetch, a, limit: 10_000)
+            got += piece
+            if end != .more {
+                #expect(end == .complete)
+                break
+            }
+        }
+        #expect(got == body)
+    }
+
+    @Test func latecomersJoinOnlyWithinTheWindowAndMemoryIsThenLetGo() {
+        let table = InFlightTable()
+        guard case .lead(let fetch) = table.join(key: [7], participant: handle),
+              case .follow(_, let early) = table.join(key: [7], participant: handle) else {
+            Issue.record("lead and follow expected"); return
+        }
+        fetch.publish(head())
+        let window = bytes(InFlightTable.joinWindow)
+        window.withUnsafeBytes { _ = fetch.append($0) }
+        guard case .follow(_, let late) = table.join(key: [7], participant: handle) else {
+            Issue.record("still within the window"); return
+        }
+        bytes(1).withUnsafeBytes { _ = fetch.append($0) }
+        guard case .alone = table.join(key: [7], participant: handle) else {
+            Issue.record("past the window, nobody joins"); return
+        }
+        #expect(read(fetch, late).0.count == InFlightTable.joinWindow + 1)
+        #expect(fetch.retainedBytes > InFlightTable.joinWindow)
+        #expect(read(fetch, early).0.count == InFlightTable.joinWindow + 1)
+        // Everyone has read everything: only the partly filled last segment stays.
+        #expect(fetch.retainedBytes <= InFlightFetch.segmentSize)
+    }
+
+    @Test func aLaggingFollowerPausesTheLeaderUntilItCatchesUp() {
+        let table = InFlightTable()
+        guard case .lead(let fetch) = table.join(key: [9], participant: handle),
+              case .follow(_, let id) = table.join(key: [9], participant: handle) else {
+            Issue.record("lead and follow expected"); return
+        }
+        fetch.publish(head())
+        var paused = false
+        var sent = 0
+        while !paused && sent < 4 * InFlightTable.lagLimit {
+            paused = bytes(InFlightFetch.segmentSize).withUnsafeBytes { fetch.append($0) }
+            sent += InFlightFetch.segmentSize
+        }
+        #expect(paused)
+        #expect(sent > InFlightTable.lagLimit && sent <= InFlightTable.lagLimit + InFlightFetch.segmentSize)
+        #expect(fetch.leaderIsPaused)
+        _ = read(fetch, id, limit: InFlightFetch.segmentSize)
+        #expect(fetch.leaderIsPaused, "a little progress is not enough")
+        _ = read(fetch, id)
+        #expect(!fetch.leaderIsPaused)
+    }
+
+    @Test func aCutFetchFailsFollowersThatStartedAndReleasesThoseStillWaiting() {
+        let streaming = InFlightFetch(key: [1], leader: handle)
+        let s = streaming.addFollower(handle)!
+        streaming.publish(head())
+        bytes(10).withUnsafeBytes { _ = streaming.append($0) }
+        streaming.finish(failed: true)
+        let (got, end) = read(streaming, s)
+        #expect(got.count == 10 && end == .failed)
+
+        let waiting = InFlightFetch(key: [2], leader: handle)
+        let w = waiting.addFollower(handle)!
+        waiting.finish(failed: true)
+        #expect(waiting.pollHead(w).isReleased)
+    }
+}
+
+extension InFlightFetch.Poll {
+    var isWaiting: Bool { if case .waiting = self { true } else { false } }
+    var isReleased: Bool { if case .released = self { true } else { false } }
+}
