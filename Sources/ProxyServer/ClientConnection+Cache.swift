@@ -60,11 +60,17 @@ extension ClientConnection {
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: stale ? "stale" : nil)
             return serveFromCache(entry, exchange: exchange, now: now)
         case .serveStaleThenRevalidate:
-            // Served stale now; the refresh happens on the next request that finds it stale
-            // beyond the window (background refresh is not wired yet).
+            // Served stale now, refreshed for the next request.
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-while-revalidate")
-            return serveFromCache(entry, exchange: exchange, now: now)
+            let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host, path: path,
+                                        origin: origin, route: route, pathOffset: pathOffset, phase: .fetching)
+            refresh.entry = entry
+            refresh.facts = facts
+            let request = self.request
+            if !serveFromCache(entry, exchange: exchange, now: now) { return false }
+            worker.refreshInBackground(refresh, request: request)
+            return true
         case .revalidate(let m):
             exchange.phase = .revalidating(method == .head ? .head : m)
             exchange.status = CacheStatus(forward: .stale)
@@ -116,21 +122,7 @@ extension ClientConnection {
             }
             switch Revalidation.outcome(entry: entry.facts, response: head, method: m) {
             case .unchanged:
-                guard let stored = CachedResponseWriter.parse(entry.head) else { return false }
-                let newHead = Revalidation.freshenedHead(stored: stored, update: head, omitFields: [])
-                if let parsed = CachedResponseWriter.parse(newHead) {
-                    let override = ex.path.withUnsafeBytes {
-                        setup.rules.storage(scheme: ex.scheme, host: ex.host, path: $0, status: parsed.status,
-                                            contentType: nil).freshness
-                    }
-                    let facts = EntryFacts.make(response: parsed, requestTime: ex.requestTime, responseTime: now,
-                                                bodyLength: entry.bodyLength, settings: setup.policy, override: override)
-                    worker.cache.freshen(entry, facts: facts, head: newHead)
-                    var refreshed = entry
-                    refreshed.record.facts = facts
-                    refreshed.record.head = newHead
-                    ex.entry = refreshed
-                }
+                guard ex.freshen(with: head, now: now, cache: worker.cache, setup: setup) else { return false }
                 ex.status = CacheStatus(forward: .stale, forwardStatus: head.status,
                                         ttl: ex.entry!.facts.timeToLive(now: now),
                                         detail: m == .head ? "revalidated-head" : "revalidated")
@@ -146,12 +138,12 @@ extension ClientConnection {
                 // A conditional GET's 200 is the new response: forward and store it.
                 ex.phase = .fetching
                 ex.status = CacheStatus(forward: .stale, forwardStatus: head.status)
-                _ = beginStoring(head, exchange: ex, now: now)
+                _ = ex.beginStoring(request: request, response: head, now: now, cache: worker.cache, setup: setup)
                 return false
             }
         case .fetching:
             ex.status.forwardStatus = head.status
-            let shared = beginStoring(head, exchange: ex, now: now)
+            let shared = ex.beginStoring(request: request, response: head, now: now, cache: worker.cache, setup: setup)
             if let f = ex.inFlight {
                 if let shared { f.publish(shared) } else { ex.endCollapse(failed: false, table: worker.inFlight) }
             }
@@ -168,52 +160,6 @@ extension ClientConnection {
             return false
         case .revalidated, .refetch:
             return true
-        }
-    }
-
-    /// Starts storing the response if the cache may. Returns what collapsed followers need to
-    /// share it, or nil when the response will not be stored.
-    private func beginStoring(_ head: ResponseHead, exchange ex: CacheExchange, now: Int64) -> InFlightFetch.Head? {
-        guard request.method == .get else { return nil }
-        let setup = worker.settings.cache
-        let contentType = head.headers.firstIndex(of: "content-type").map { head.headers.fields[$0].value }
-        let rule = ex.path.withUnsafeBytes { path in
-            if let ct = contentType {
-                return head.headers.withBytes(ct) { setup.rules.storage(scheme: ex.scheme, host: ex.host, path: path,
-                                                                        status: head.status, contentType: $0) }
-            }
-            return setup.rules.storage(scheme: ex.scheme, host: ex.host, path: path, status: head.status, contentType: nil)
-        }
-        switch Storability.decide(request: request, response: head, storagePolicy: rule.policy, settings: setup.policy) {
-        case .doNotStore(let reason):
-            ex.status.detail = reason.rawValue
-            return nil
-        case .store(let tier, let omit):
-            var expected: Int?
-            if case .contentLength(let n) = head.framing { expected = n }
-            let facts = EntryFacts.make(response: head, requestTime: ex.requestTime, responseTime: now,
-                                        bodyLength: expected, settings: setup.policy, override: rule.freshness)
-            if facts.freshnessLifetime == 0 && facts.etag == nil && facts.lastModified == nil {
-                // Never fresh and nothing to revalidate with: storing it would only cost disk.
-                ex.status.detail = NotStoredReason.noFreshnessOrValidator.rawValue
-                return nil
-            }
-            let secondary = CacheKey.secondary(varyFields: facts.varyFields, request: request.headers)
-            let shared = InFlightFetch.Head(response: head, varyFields: facts.varyFields, varyStar: facts.varyStar,
-                                            secondaryKey: secondary)
-            guard let w = worker.cache.beginStore(primaryKey: ex.primaryKey, secondaryKey: secondary, facts: facts,
-                                                  head: [], tier: tier, expectedLength: expected, now: now) else {
-                // Too large to keep, but still one response every waiting client can share.
-                ex.status.detail = "too-large"
-                return shared
-            }
-            ex.writer = w
-            ex.storedResponse = head
-            ex.omitFields = omit
-            ex.freshnessOverride = rule.freshness
-            ex.responseTime = now
-            ex.status.stored = true
-            return shared
         }
     }
 

@@ -22,6 +22,8 @@ final class InFlightTable: Sendable {
     static let lagLimit = 4 << 20
 
     private let fetches = Mutex<[[UInt8]: InFlightFetch]>([:])
+    /// URLs with a background refresh under way (stale-while-revalidate): one at a time per URL.
+    private let refreshing = Mutex<Set<[UInt8]>>([])
 
     enum Role {
         case lead(InFlightFetch)
@@ -51,6 +53,15 @@ final class InFlightTable: Sendable {
     }
 
     var count: Int { fetches.withLock { $0.count } }
+
+    /// Claims the background refresh of `key`; false when one is already running.
+    func beginRefresh(_ key: [UInt8]) -> Bool {
+        refreshing.withLock { $0.insert(key).inserted }
+    }
+
+    func endRefresh(_ key: [UInt8]) {
+        _ = refreshing.withLock { $0.remove(key) }
+    }
 }
 
 /// Something on an event loop that an in-flight fetch wakes: a follower when there is news, the

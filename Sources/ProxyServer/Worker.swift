@@ -1,5 +1,6 @@
 import CacheStore
 import EventLoop
+import HTTPWire
 import Logging
 import SessionClient
 import Synchronization
@@ -18,6 +19,8 @@ final class Worker: @unchecked Sendable {
     let inFlight: InFlightTable
     /// Collapsed fetches whose leading client left, running on for their followers.
     private var orphans: [ObjectIdentifier: OrphanedFetch] = [:]
+    /// stale-while-revalidate refreshes under way on this worker.
+    private var refreshes: [ObjectIdentifier: BackgroundRefresh] = [:]
     /// Created on the worker's thread, used only there.
     private(set) var session: Session!
     private var listeners: [Listener] = []
@@ -73,6 +76,18 @@ final class Worker: @unchecked Sendable {
         orphans[ObjectIdentifier(fetch)] = nil
     }
 
+    /// Starts refreshing a stale entry in the background, unless a refresh of that URL is running.
+    func refreshInBackground(_ exchange: CacheExchange, request: RequestHead) {
+        guard inFlight.beginRefresh(exchange.primaryKey) else { return }
+        let refresh = BackgroundRefresh(worker: self, exchange: exchange, request: request)
+        refreshes[ObjectIdentifier(refresh)] = refresh
+        refresh.start()
+    }
+
+    func refreshFinished(_ refresh: BackgroundRefresh) {
+        refreshes[ObjectIdentifier(refresh)] = nil
+    }
+
     /// Stop accepting; idle connections close now, busy ones after their current response.
     func beginDraining() {
         draining = true
@@ -86,6 +101,7 @@ final class Worker: @unchecked Sendable {
     func closeAll() {
         for conn in Array(connections.values) { conn.forceClose() }
         for fetch in Array(orphans.values) { fetch.cancel() }
+        for refresh in Array(refreshes.values) { refresh.cancel() }
         session.closeIdleConnections()
     }
 }

@@ -331,3 +331,48 @@ def test_if_match_and_if_unmodified_since_go_to_the_origin(larder, origin, workd
     assert methods(origin, "precond") == ["GET", "GET", "GET"]
     # The entry is untouched by the bypassed requests.
     assert cache_status(get(larder, url)).startswith("Larder; hit")
+
+
+def wait_for_methods(origin, name, expected, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while methods(origin, name) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return methods(origin, name)
+
+
+def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(larder, origin, workdir):
+    cc = ("Cache-Control", "max-age=1, stale-while-revalidate=30")
+    script(workdir, "swr", headers=[cc, ("ETag", '"v1"')], body="v1 body", conditional=True)
+    url = origin.url("/res/swr")
+    assert get(larder, url).body == b"v1 body"
+    time.sleep(2.2)
+    script(workdir, "swr", headers=[cc, ("ETag", '"v2"')], body="v2 body", conditional=True)
+    stale = get(larder, url)
+    assert stale.body == b"v1 body"
+    assert "detail=stale-while-revalidate" in cache_status(stale), cache_status(stale)
+    # The refresh runs after the client has its answer: HEAD says changed, GET stores the new one.
+    assert wait_for_methods(origin, "swr", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
+    deadline = time.monotonic() + 5
+    while True:
+        fresh = get(larder, url)
+        if fresh.body == b"v2 body" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert fresh.body == b"v2 body" and cache_status(fresh).startswith("Larder; hit"), cache_status(fresh)
+    assert methods(origin, "swr") == ["GET", "HEAD", "GET"]
+
+
+def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, workdir):
+    script(workdir, "swr2", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"same"')],
+           body="same body", conditional=True)
+    url = origin.url("/res/swr2")
+    assert get(larder, url).body == b"same body"
+    time.sleep(2.2)
+    assert "stale-while-revalidate" in cache_status(get(larder, url))
+    assert wait_for_methods(origin, "swr2", ["GET", "HEAD"]) == ["GET", "HEAD"]
+    time.sleep(0.2)
+    again = get(larder, url)
+    # Freshened by the background HEAD: a plain hit, no new origin request.
+    assert cache_status(again).startswith("Larder; hit") and "stale" not in cache_status(again), cache_status(again)
+    assert again.body == b"same body"
+    assert methods(origin, "swr2") == ["GET", "HEAD"]

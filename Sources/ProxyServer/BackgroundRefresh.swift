@@ -1,0 +1,130 @@
+import CachePolicy
+import CacheStore
+import EventLoop
+import HTTPWire
+import SessionClient
+
+/// RFC 5861 stale-while-revalidate: the client already has the stale entry; this asks the origin
+/// on its own, with no client attached. It revalidates the way the configuration says (HEAD by
+/// default): unchanged → the stored head is freshened; changed → the new response is fetched
+/// (conditional GET: it already is) and stored. A 5xx or a failure leaves the entry as it was.
+final class BackgroundRefresh: SessionTaskDelegate {
+    private enum Phase {
+        case revalidating(RevalidationMethod)
+        /// HEAD said changed: GET once this exchange completes.
+        case refetch
+        case storing
+        case done
+    }
+
+    unowned let worker: Worker
+    private let exchange: CacheExchange
+    /// The client request that found the stale entry: its fields (Vary, credentials) go along.
+    private let request: RequestHead
+    private var phase: Phase
+    private var task: SessionTask?
+
+    init(worker: Worker, exchange: CacheExchange, request: RequestHead) {
+        self.worker = worker
+        self.exchange = exchange
+        self.request = request
+        phase = .revalidating(worker.settings.cache.policy.revalidation)
+    }
+
+    func start() {
+        guard let entry = exchange.entry, case .revalidating(let m) = phase else { return finish() }
+        send(OutboundHead.Revalidation(method: m == .head ? .head : .get,
+                                       conditionalFields: Revalidation.conditionalFields(for: entry.facts)))
+    }
+
+    func cancel() {
+        task?.cancel()
+        task = nil
+        exchange.completeFetch(error: .cancelled, policy: worker.settings.cache.policy, table: worker.inFlight)
+        finish()
+    }
+
+    private func send(_ revalidation: OutboundHead.Revalidation) {
+        var writer = MessageWriter(capacity: 1_024)
+        request.headers.withBytes(request.target) { target in
+            let path = exchange.pathOffset.map { UnsafeRawBufferPointer(rebasing: target[$0...]) }
+                ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            OutboundHead.write(request, targetPath: path, route: exchange.route, viaName: worker.settings.viaName,
+                               additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
+                               upgrading: false, revalidation: revalidation, into: &writer)
+        }
+        exchange.requestTime = currentTime()
+        let t = worker.session.dataTask(origin: exchange.origin, method: revalidation.method, head: writer.bytes,
+                                        hasBody: false, isIdempotent: true, delegate: self)
+        task = t
+        t.resume()
+    }
+
+    private func finish() {
+        phase = .done
+        worker.inFlight.endRefresh(exchange.primaryKey)
+        worker.refreshFinished(self)
+    }
+
+    // MARK: - SessionTaskDelegate
+
+    func taskCanSendBody(_ task: SessionTask) {}
+    func taskBodyDrained(_ task: SessionTask) {}
+    func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {}
+
+    func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
+        let now = currentTime()
+        let setup = worker.settings.cache
+        switch phase {
+        case .revalidating(let m):
+            guard let entry = exchange.entry, head.status < 500 else {
+                phase = .done
+                return
+            }
+            switch Revalidation.outcome(entry: entry.facts, response: head, method: m) {
+            case .unchanged:
+                _ = exchange.freshen(with: head, now: now, cache: worker.cache, setup: setup)
+                phase = .done
+            case .changed:
+                worker.cache.invalidate(primaryKey: exchange.primaryKey)
+                exchange.entry = nil
+                if m == .head {
+                    phase = .refetch
+                } else {
+                    phase = .storing
+                    _ = exchange.beginStoring(request: request, response: head, now: now, cache: worker.cache,
+                                              setup: setup)
+                }
+            }
+        case .refetch, .storing:
+            phase = .storing
+            _ = exchange.beginStoring(request: request, response: head, now: now, cache: worker.cache, setup: setup)
+        case .done:
+            break
+        }
+    }
+
+    func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
+        if case .storing = phase { _ = exchange.tee(source, count: count) }
+        source.drain(count)
+    }
+
+    func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
+        self.task = nil
+        switch phase {
+        case .refetch where error == nil:
+            // Without the client's conditionals or range: the whole new response, to store.
+            phase = .storing
+            send(OutboundHead.Revalidation(method: .get, conditionalFields: []))
+        case .storing:
+            exchange.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
+            finish()
+        default:
+            if let error {
+                let url = String(decoding: exchange.primaryKey, as: UTF8.self)
+                worker.logger.notice("background refresh of \(url) failed: \(error.message)")
+            }
+            finish()
+        }
+    }
+}

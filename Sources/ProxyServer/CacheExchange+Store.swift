@@ -1,0 +1,71 @@
+import CachePolicy
+import CacheStore
+import HTTPWire
+
+/// Writing to the cache: shared by client connections and background refreshes.
+extension CacheExchange {
+    /// Starts storing `head` (the answer to `request`) if the cache may. Returns what collapsed
+    /// followers need to share it, or nil when the response will not be stored.
+    func beginStoring(request: RequestHead, response head: ResponseHead, now: Int64, cache: Cache,
+                      setup: CacheSetup) -> InFlightFetch.Head? {
+        guard request.method == .get else { return nil }
+        let contentType = head.headers.firstIndex(of: "content-type").map { head.headers.fields[$0].value }
+        let rule = path.withUnsafeBytes { path in
+            if let ct = contentType {
+                return head.headers.withBytes(ct) { setup.rules.storage(scheme: scheme, host: host, path: path,
+                                                                        status: head.status, contentType: $0) }
+            }
+            return setup.rules.storage(scheme: scheme, host: host, path: path, status: head.status, contentType: nil)
+        }
+        switch Storability.decide(request: request, response: head, storagePolicy: rule.policy, settings: setup.policy) {
+        case .doNotStore(let reason):
+            status.detail = reason.rawValue
+            return nil
+        case .store(let tier, let omit):
+            var expected: Int?
+            if case .contentLength(let n) = head.framing { expected = n }
+            let facts = EntryFacts.make(response: head, requestTime: requestTime, responseTime: now,
+                                        bodyLength: expected, settings: setup.policy, override: rule.freshness)
+            if facts.freshnessLifetime == 0 && facts.etag == nil && facts.lastModified == nil {
+                // Never fresh and nothing to revalidate with: storing it would only cost disk.
+                status.detail = NotStoredReason.noFreshnessOrValidator.rawValue
+                return nil
+            }
+            let secondary = CacheKey.secondary(varyFields: facts.varyFields, request: request.headers)
+            let shared = InFlightFetch.Head(response: head, varyFields: facts.varyFields, varyStar: facts.varyStar,
+                                            secondaryKey: secondary)
+            guard let w = cache.beginStore(primaryKey: primaryKey, secondaryKey: secondary, facts: facts,
+                                           head: [], tier: tier, expectedLength: expected, now: now) else {
+                // Too large to keep, but still one response every waiting client can share.
+                status.detail = "too-large"
+                return shared
+            }
+            writer = w
+            storedResponse = head
+            omitFields = omit
+            freshnessOverride = rule.freshness
+            responseTime = now
+            status.stored = true
+            return shared
+        }
+    }
+
+    /// The origin said the stored `entry` is unchanged (304, or a matching HEAD): refresh its
+    /// stored head from `update` (RFC 9111 §3.2, §4.3.4, §4.3.5). False when the stored head is unusable.
+    func freshen(with update: ResponseHead, now: Int64, cache: Cache, setup: CacheSetup) -> Bool {
+        guard let entry, let stored = CachedResponseWriter.parse(entry.head) else { return false }
+        let newHead = Revalidation.freshenedHead(stored: stored, update: update, omitFields: [])
+        guard let parsed = CachedResponseWriter.parse(newHead) else { return true }
+        let override = path.withUnsafeBytes {
+            setup.rules.storage(scheme: scheme, host: host, path: $0, status: parsed.status, contentType: nil).freshness
+        }
+        let facts = EntryFacts.make(response: parsed, requestTime: requestTime, responseTime: now,
+                                    bodyLength: entry.bodyLength, settings: setup.policy, override: override)
+        cache.freshen(entry, facts: facts, head: newHead)
+        var refreshed = entry
+        refreshed.record.facts = facts
+        refreshed.record.head = newHead
+        self.entry = refreshed
+        return true
+    }
+}
