@@ -10,7 +10,8 @@ public struct CacheSettings: Sendable, Equatable {
     public var memoryObjectLimit: Int
     /// Larger responses are passed through, not stored.
     public var maxObjectSize: Int
-    /// Streaming stores give up (and pass through) when the writer is this far behind.
+    /// Bytes queued for the disk writer beyond which origin reads that feed stores pause (see
+    /// `EntryWriter.isBehind`); at four times this a store gives up and passes through.
     public var maxPendingWriteBytes: Int
 
     public init(disk: DiskStoreSettings, memoryCapacity: Int = 64 << 20, memoryObjectLimit: Int = 1 << 20,
@@ -247,11 +248,17 @@ public final class EntryWriter {
             rest = UnsafeRawBufferPointer(rebasing: rest[take...])
             if pending.count == record.chunkSize { flushChunk() }
         }
-        if cache.disk.pendingBytes > cache.settings.maxPendingWriteBytes {
+        if cache.disk.pendingBytes > 4 * cache.settings.maxPendingWriteBytes {
             abandon()
             return false
         }
         return true
+    }
+
+    /// The disk writer has more queued than it should: the caller should stop reading the origin
+    /// until this turns false, so stores keep up instead of being given up.
+    public var isBehind: Bool {
+        tier == .allowed && !isAbandoned && cache.disk.pendingBytes > cache.settings.maxPendingWriteBytes
     }
 
     private func flushChunk() {

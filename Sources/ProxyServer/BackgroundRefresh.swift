@@ -23,6 +23,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
     private let request: RequestHead
     private var phase: Phase
     private var task: SessionTask?
+    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.task?.resumeReading() }
 
     init(worker: Worker, exchange: CacheExchange, request: RequestHead) {
         self.worker = worker
@@ -38,6 +39,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
     }
 
     func cancel() {
+        pacer.cancel()
         task?.cancel()
         task = nil
         exchange.completeFetch(error: .cancelled, policy: worker.settings.cache.policy, table: worker.inFlight)
@@ -105,12 +107,16 @@ final class BackgroundRefresh: SessionTaskDelegate {
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
-        if case .storing = phase { _ = exchange.tee(source, count: count) }
+        if case .storing = phase {
+            _ = exchange.tee(source, count: count)
+            if pacer.shouldPause(after: exchange.writer) { task.suspendReading() }
+        }
         source.drain(count)
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
+        pacer.cancel()
         switch phase {
         case .refetch where error == nil:
             // Without the client's conditionals or range: the whole new response, to store.

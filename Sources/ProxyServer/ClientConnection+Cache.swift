@@ -165,10 +165,17 @@ extension ClientConnection {
 
     /// Body bytes on their way to the client also go to the store and to collapsed followers.
     func cacheTee(_ source: Buffer, count: Int) {
-        guard let ex = cacheExchange, ex.tee(source, count: count) else { return }
-        // A follower is far behind: wait for it (collapseProgress resumes).
-        collapsePaused = true
-        task?.suspendReading()
+        guard let ex = cacheExchange else { return }
+        if ex.tee(source, count: count) {
+            // A follower is far behind: wait for it (collapseProgress resumes).
+            collapsePaused = true
+            task?.suspendReading()
+        }
+        if let w = ex.writer {
+            let pacer = storePacer ?? WriterPacer(loop: worker.loop) { [unowned self] in self.resumeOriginIfClear() }
+            storePacer = pacer
+            if pacer.shouldPause(after: w) { task?.suspendReading() }
+        }
     }
 
     /// The origin's exchange ended. Returns true when the cache took over the rest of the request.

@@ -42,7 +42,7 @@ extension ClientConnection: CollapseParticipant {
         }
         if collapsePaused {
             collapsePaused = false
-            if !responsePaused { task?.resumeReading() }
+            resumeOriginIfClear()
         }
     }
 

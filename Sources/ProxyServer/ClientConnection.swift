@@ -60,6 +60,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var following: CollapseFollower?
     /// The origin read is paused because a collapsed follower lags.
     var collapsePaused = false
+    /// Pauses the origin read while the cache's disk writer is behind; made on first need.
+    var storePacer: WriterPacer?
     /// How collapsed fetches on other threads reach this connection.
     lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
 
@@ -109,7 +111,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
         if responsePaused, stream.output.count <= ClientConnection.outputHighWater / 4 {
             responsePaused = false
-            if !collapsePaused { task?.resumeReading() }
+            resumeOriginIfClear()
         }
     }
 
@@ -496,6 +498,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         self.task = nil
         responsePaused = false
         collapsePaused = false
+        storePacer?.cancel()
         if cacheTaskCompleted(error: error) { return }
         if let error {
             worker.logger.warning("\(error.status) for \(peer): \(error.message)")
@@ -515,6 +518,11 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         if clientFraming == .chunked { stream.output.append(ChunkedFraming.lastChunk) }
         if case .done = requestBody {} else { keepAlive = false }
         finishExchange()
+    }
+
+    /// Resumes the origin read once nothing holds it back: the client, a collapsed follower, the store.
+    func resumeOriginIfClear() {
+        if !responsePaused, !collapsePaused, !(storePacer?.paused ?? false) { task?.resumeReading() }
     }
 
     // MARK: - Connection life cycle

@@ -7,6 +7,8 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     unowned let worker: Worker
     let task: SessionTask
     let exchange: CacheExchange
+    private var followersBehind = false
+    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.resumeIfClear() }
 
     init(worker: Worker, task: SessionTask, exchange: CacheExchange) {
         self.worker = worker
@@ -22,12 +24,20 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     }
 
     func cancel() {
+        pacer.cancel()
         task.cancel()
         exchange.completeFetch(error: .cancelled, policy: worker.settings.cache.policy, table: worker.inFlight)
         worker.orphanFinished(self)
     }
 
-    func collapseProgress() { task.resumeReading() }
+    func collapseProgress() {
+        followersBehind = false
+        resumeIfClear()
+    }
+
+    private func resumeIfClear() {
+        if !followersBehind, !pacer.paused { task.resumeReading() }
+    }
 
     func taskCanSendBody(_ task: SessionTask) {}
     func taskBodyDrained(_ task: SessionTask) {}
@@ -35,11 +45,16 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {}
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
-        if exchange.tee(source, count: count) { task.suspendReading() }
+        if exchange.tee(source, count: count) {
+            followersBehind = true
+            task.suspendReading()
+        }
+        if pacer.shouldPause(after: exchange.writer) { task.suspendReading() }
         source.drain(count)
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
+        pacer.cancel()
         exchange.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
         worker.orphanFinished(self)
     }

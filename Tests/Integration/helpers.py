@@ -280,11 +280,12 @@ class Larder:
         self.returncode = rc
         return rc
 
-    def rss_kib(self):
+    def rss_kib(self, field="VmRSS"):
+        """Resident memory in KiB: VmRSS, or RssAnon (without file pages such as the cache's map)."""
         try:
             with open(f"/proc/{self.pid}/status") as f:
                 for line in f:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith(field + ":"):
                         return int(line.split()[1])
         except (FileNotFoundError, ProcessLookupError):
             return None
@@ -294,9 +295,10 @@ class Larder:
 class RSSSampler:
     """Samples a process's VmRSS every ``interval`` seconds in a thread."""
 
-    def __init__(self, larder, interval=0.05):
+    def __init__(self, larder, interval=0.05, field="VmRSS"):
         self.larder = larder
         self.interval = interval
+        self.field = field
         self.peak_kib = 0
         self.samples = 0
         self._stop = threading.Event()
@@ -304,7 +306,7 @@ class RSSSampler:
 
     def _run(self):
         while not self._stop.is_set():
-            v = self.larder.rss_kib()
+            v = self.larder.rss_kib(self.field)
             if v is not None:
                 self.samples += 1
                 self.peak_kib = max(self.peak_kib, v)

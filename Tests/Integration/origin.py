@@ -389,9 +389,25 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     if not any(n.lower() == "date" for n, _ in fields):
         fields.append(("Date", time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())))
     if "body_bytes" in spec:
-        body = b"".join(pattern_chunks(int(spec["body_bytes"])))
+        total = int(spec["body_bytes"])
     else:
-        body = spec.get("body", "").encode()
+        text = spec.get("body", "").encode()
+        total = len(text)
+
+    def pieces(start, end):
+        """The body's bytes [start, end), in pieces (pattern bodies are never held whole)."""
+        if "body_bytes" not in spec:
+            if start < end:
+                yield text[start:end]
+            return
+        while start < end:
+            n = min(_WINDOW, end - start)
+            yield pattern_slice(start, n)
+            start += n
+
+    def send_body(start, end):
+        for piece in pieces(start, end):
+            sock.sendall(piece)
     etag = _header(fields, "etag")
     lm = _header(fields, "last-modified")
     if spec.get("conditional"):
@@ -406,27 +422,27 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     if spec.get("chunked"):
         sock.sendall(build_head(status, fields + [("Transfer-Encoding", "chunked")] + conn_fields(keep_alive)))
         if not head_only:
-            for i in range(0, len(body), 1000):
-                piece = body[i:i + 1000]
-                sock.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            for big in pieces(0, total):
+                for i in range(0, len(big), 1000):
+                    piece = big[i:i + 1000]
+                    sock.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
             sock.sendall(b"0\r\n\r\n")
         return keep_alive
-    sock.sendall(build_head(status, fields + [("Content-Length", str(len(body)))] + conn_fields(keep_alive)))
+    sock.sendall(build_head(status, fields + [("Content-Length", str(total))] + conn_fields(keep_alive)))
     if head_only:
         return keep_alive
     cut = spec.get("reset_after")
+    end = total if cut is None else min(total, int(cut))
+    sent = 0
     pause_at = spec.get("pause_after")
     if pause_at is not None:
-        sock.sendall(body[:int(pause_at)])
+        sent = min(int(pause_at), end)
+        send_body(0, sent)
         time.sleep(min(float(spec.get("pause", 1)), 30.0))
-        body = body[int(pause_at):]
-        if cut is not None:
-            cut = max(0, int(cut) - int(pause_at))
+    send_body(sent, end)
     if cut is not None:
-        sock.sendall(body[:int(cut)])
         sock.shutdown(socket.SHUT_RDWR)
         return False
-    sock.sendall(body)
     return keep_alive
 
 

@@ -1,0 +1,119 @@
+"""The cache across crashes and under size: kill -9 mid-write leaves only whole entries, and a large
+cacheable download is stored while streaming in bounded memory."""
+
+import hashlib
+import os
+import re
+import signal
+import threading
+import time
+
+from helpers import RawClient, RSSSampler, _read_head, pattern, pattern_sha256, proxy_exchange, read_response, std_request
+from test_cache import cache_status, methods, script
+
+ONLY_IF_CACHED = [("Cache-Control", "only-if-cached")]
+
+
+def test_kill_9_during_writes_leaves_only_whole_entries(larder_factory, origin, workdir):
+    lr = larder_factory()
+    # Whole entries, committed well before the crash.
+    small = {f"done{i}": 1000 + 7919 * i for i in range(6)}
+    for name, size in small.items():
+        script(workdir, name, headers=[("Cache-Control", "max-age=600")], body_bytes=size)
+        assert proxy_exchange(lr.port, "GET", origin.url(f"/res/{name}")).body == pattern(size)
+    # Large bodies stuck half-way (their first chunks are written, their records are not).
+    stuck = [f"stuck{i}" for i in range(3)]
+    for name in stuck:
+        script(workdir, name, headers=[("Cache-Control", "max-age=600")], body_bytes=8 << 20,
+               pause_after=5 << 20, pause=15)
+    # Medium bodies racing the crash: each ends up whole or absent.
+    racing = {f"race{i}": 200_000 + 4099 * i for i in range(12)}
+    for name, size in racing.items():
+        script(workdir, name, headers=[("Cache-Control", "max-age=600")], body_bytes=size)
+    time.sleep(1.5)  # past a sync interval: the small entries are on disk
+
+    clients = []
+    for name in stuck:
+        c = RawClient(lr.port, 30)
+        c.send(std_request("GET", origin.url(f"/res/{name}")))
+        assert _read_head(c.reader).status == 200
+        c.reader.read_exact(4 << 20)
+        clients.append(c)
+
+    def race(name):
+        try:
+            proxy_exchange(lr.port, "GET", origin.url(f"/res/{name}"), timeout=10)
+        except Exception:
+            pass  # cut by the crash
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in racing]
+    for t in threads:
+        t.start()
+    time.sleep(0.01)
+    os.kill(lr.pid, signal.SIGKILL)
+    assert lr.wait_exit(10) == -signal.SIGKILL
+    for t in threads:
+        t.join(15)
+    for c in clients:
+        c.close()
+
+    lr2 = larder_factory(name=lr.name)
+    log = lr2.log_text()
+    assert "moved to" not in log, log
+    for name, size in small.items():
+        r = proxy_exchange(lr2.port, "GET", origin.url(f"/res/{name}"), headers=ONLY_IF_CACHED)
+        assert r.status == 200 and r.body == pattern(size), (name, r.status, cache_status(r))
+    for name in stuck:
+        r = proxy_exchange(lr2.port, "GET", origin.url(f"/res/{name}"), headers=ONLY_IF_CACHED)
+        assert r.status == 504, (name, r.status)
+    present = 0
+    for name, size in racing.items():
+        r = proxy_exchange(lr2.port, "GET", origin.url(f"/res/{name}"), headers=ONLY_IF_CACHED)
+        assert r.status in (200, 504), (name, r.status)
+        if r.status == 200:
+            assert r.body == pattern(size), name
+            present += 1
+    # The half-written bodies' chunks were swept at start.
+    m = re.search(r"removed (\d+) orphan body chunks", log)
+    assert m and int(m.group(1)) >= len(stuck) * 16, log
+    print(f"after kill -9: {len(small)} whole entries kept, {present}/{len(racing)} racing entries whole, "
+          f"{m.group(1)} orphan chunks swept")
+
+
+def test_large_cacheable_download_is_stored_in_bounded_memory(larder_factory, origin, workdir, report_metric):
+    size = 200 << 20
+    lr = larder_factory(config={"cache": {"max_object_size": "256MiB", "disk_capacity": "1GiB"}})
+    script(workdir, "huge", headers=[("Cache-Control", "max-age=600")], body_bytes=size)
+    url = origin.url("/res/huge")
+    expected = pattern_sha256(size)
+
+    def fetch():
+        h = hashlib.sha256()
+        with RawClient(lr.port, 60) as c:
+            c.send(std_request("GET", url))
+            resp = read_response(c.reader, sink=h.update)
+        return resp, h.hexdigest()
+
+    with RSSSampler(lr) as rss:
+        start = time.monotonic()
+        resp, digest = fetch()
+        elapsed = time.monotonic() - start
+    assert resp.status == 200 and digest == expected
+    assert "stored" in (resp.header("Cache-Status") or "")
+    peak_miss = rss.peak_kib
+    # Served back from the disk store, byte-exact.
+    # Pages of the LMDB map being read count in VmRSS as file pages the kernel may reclaim at any
+    # time; the process's own memory is RssAnon.
+    deadline = time.monotonic() + 20
+    while True:
+        with RSSSampler(lr, field="RssAnon") as rss2:
+            hit, digest2 = fetch()
+        if (hit.header("Cache-Status") or "").startswith("Larder; hit") or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert (hit.header("Cache-Status") or "").startswith("Larder; hit"), hit.header("Cache-Status")
+    assert digest2 == expected
+    assert methods(origin, "huge") == ["GET"]
+    assert peak_miss < 120 * 1024 and rss2.peak_kib < 120 * 1024, (peak_miss, rss2.peak_kib)
+    report_metric(f"200 MiB cacheable miss: peak larder VmRSS {peak_miss / 1024:.1f} MiB, "
+                  f"{size / elapsed / (1 << 20):.0f} MiB/s; hit from disk: peak RssAnon {rss2.peak_kib / 1024:.1f} MiB")
