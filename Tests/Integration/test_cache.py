@@ -376,3 +376,78 @@ def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, wor
     assert cache_status(again).startswith("Larder; hit") and "stale" not in cache_status(again), cache_status(again)
     assert again.body == b"same body"
     assert methods(origin, "swr2") == ["GET", "HEAD"]
+
+
+def test_memory_only_rule_keeps_entries_off_disk(larder_factory, origin, workdir):
+    script(workdir, "memonly", headers=[("Cache-Control", "max-age=600")], body="in memory")
+    script(workdir, "ondisk", headers=[("Cache-Control", "max-age=600")], body="on disk")
+    lr = larder_factory(config={"cache": {"rules": [{"path_prefix": "/res/memonly", "storage": "memory-only"}]}})
+    for name in ("memonly", "ondisk"):
+        get(lr, origin.url(f"/res/{name}"))
+        hit = get(lr, origin.url(f"/res/{name}"))
+        assert cache_status(hit).startswith("Larder; hit"), cache_status(hit)
+    time.sleep(1.5)  # let the writer commit the disk entry
+    lr.stop()
+    lr2 = larder_factory(name=lr.name)
+    gone = get(lr2, origin.url("/res/memonly"), headers=[("Cache-Control", "only-if-cached")])
+    kept = get(lr2, origin.url("/res/ondisk"), headers=[("Cache-Control", "only-if-cached")])
+    assert gone.status == 504 and kept.status == 200 and kept.body == b"on disk"
+
+
+def test_rule_policy_applies_per_url(larder_factory, origin, workdir):
+    script(workdir, "ruled", headers=[("Cache-Control", "max-age=0"), ("ETag", '"r"')], body="ruled")
+    lr = larder_factory(config={"cache": {"rules": [{"path_prefix": "/res/ruled",
+                                                      "policy": "return-cache-data-else-load"}]}})
+    url = origin.url("/res/ruled")
+    get(lr, url)
+    resp = get(lr, url)
+    # returnCacheDataElseLoad: the stale entry is served without asking the origin.
+    assert resp.body == b"ruled" and cache_status(resp).startswith("Larder; hit"), cache_status(resp)
+    assert methods(origin, "ruled") == ["GET"]
+
+
+def test_policy_header_else_load_and_revalidating(larder, origin, workdir):
+    script(workdir, "hdr", headers=[("Cache-Control", "max-age=600"), ("ETag", '"h"')], body="h", conditional=True)
+    url = origin.url("/res/hdr")
+    first = get(larder, url, headers=[("Larder-Cache-Policy", "return-cache-data-else-load")])
+    assert first.body == b"h" and "fwd=uri-miss" in cache_status(first)
+    hit = get(larder, url, headers=[("Larder-Cache-Policy", "return-cache-data-else-load")])
+    assert cache_status(hit).startswith("Larder; hit")
+    checked = get(larder, url, headers=[("Larder-Cache-Policy", "reload-revalidating-cache-data")])
+    assert checked.body == b"h" and "fwd=stale" in cache_status(checked), cache_status(checked)
+    assert methods(origin, "hdr") == ["GET", "HEAD"]
+
+
+def test_conditional_get_revalidation_is_one_round_trip(larder_factory, origin, workdir):
+    lr = larder_factory(config={"cache": {"revalidation": "conditional-get"}})
+    script(workdir, "cget", headers=[("Cache-Control", "max-age=0"), ("ETag", '"c1"')], body="one", conditional=True)
+    url = origin.url("/res/cget")
+    get(lr, url)
+    same = get(lr, url)
+    assert same.body == b"one" and "fwd-status=304" in cache_status(same), cache_status(same)
+    script(workdir, "cget", headers=[("Cache-Control", "max-age=0"), ("ETag", '"c2"')], body="two", conditional=True)
+    changed = get(lr, url)
+    assert changed.body == b"two"
+    reqs = seen(origin, "cget")
+    assert [m for m, _ in reqs] == ["GET", "GET", "GET"]
+    assert reqs[1][1].get("if-none-match") == '"c1"' and reqs[2][1].get("if-none-match") == '"c1"'
+    # The changed response replaced the entry: next time it validates with the new tag.
+    get(lr, url)
+    assert seen(origin, "cget")[3][1].get("if-none-match") == '"c2"'
+
+
+def test_stale_if_error_serves_stale_when_the_origin_fails(larder, origin, workdir):
+    script(workdir, "sie", headers=[("Cache-Control", "max-age=1, stale-if-error=60"), ("ETag", '"e"')],
+           body="kept")
+    script(workdir, "sie2", headers=[("Cache-Control", "max-age=1"), ("ETag", '"e"')], body="old")
+    url, url2 = origin.url("/res/sie"), origin.url("/res/sie2")
+    get(larder, url)
+    get(larder, url2)
+    time.sleep(2.2)
+    script(workdir, "sie", status=503, body="down")
+    script(workdir, "sie2", status=503, body="down")
+    resp = get(larder, url)
+    assert resp.status == 200 and resp.body == b"kept"
+    assert "stale-if-error" in cache_status(resp), cache_status(resp)
+    # Without stale-if-error the error goes through.
+    assert get(larder, url2).status == 503
