@@ -13,6 +13,7 @@ for p in wrk nginx; do
 done
 [ -x .build/release/larder ] || swift build -c release --product larder
 work=$(mktemp -d /tmp/larder-bench.XXXXXX)
+chmod 755 "$work"  # nginx's workers run unprivileged: a private directory would make every answer a 403
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
@@ -53,7 +54,17 @@ cat > "$work/hit.lua" <<LUA
 request = function() return wrk.format("GET", "http://127.0.0.1:$origin_port/cached/1k") end
 LUA
 curl -s -o /dev/null -x "127.0.0.1:$proxy_port" "http://127.0.0.1:$origin_port/cached/1k"
-rps() { awk '/Requests\/sec/ {print $2}'; }
+# Requests/s from wrk's report; a run with any non-2xx answer or socket error measures nothing.
+rps() {
+    local out
+    out=$(cat)
+    if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
+        echo "benchmark run failed:" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+    awk '/Requests\/sec/ {print $2}' <<<"$out"
+}
 echo "load: $(cat /proc/loadavg)"
 direct=(); miss=(); hit=()
 for round in 1 2; do
