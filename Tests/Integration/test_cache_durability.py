@@ -102,15 +102,15 @@ def test_large_cacheable_download_is_stored_in_bounded_memory(larder_factory, or
     assert "stored" in (resp.header("Cache-Status") or "")
     peak_miss = rss.peak_kib
     # Served back from the disk store, byte-exact.
+    # The entry becomes visible once the writer has committed its last chunk.
+    deadline = time.monotonic() + 20
+    while proxy_exchange(lr.port, "HEAD", url, headers=[("Cache-Control", "only-if-cached")]).status != 200:
+        assert time.monotonic() < deadline, "the 200 MiB entry was never committed"
+        time.sleep(0.2)
     # Pages of the LMDB map being read count in VmRSS as file pages the kernel may reclaim at any
     # time; the process's own memory is RssAnon.
-    deadline = time.monotonic() + 20
-    while True:
-        with RSSSampler(lr, field="RssAnon") as rss2:
-            hit, digest2 = fetch()
-        if (hit.header("Cache-Status") or "").startswith("Larder; hit") or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    with RSSSampler(lr, field="RssAnon") as rss2:
+        hit, digest2 = fetch()
     assert (hit.header("Cache-Status") or "").startswith("Larder; hit"), hit.header("Cache-Status")
     assert digest2 == expected
     assert methods(origin, "huge") == ["GET"]
