@@ -34,13 +34,15 @@ let package = Package(
         .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
         .target(name: "LarderConfig", dependencies: ["HTTPWire", "Yams"], swiftSettings: strict),
-        // Client connections, routing, forwarding, tunnels.
+        // Counters per worker and the one table of statistics they feed (JSON, Prometheus, docs).
+        .target(name: "Statistics", swiftSettings: strict),
+        // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
                 dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig",
-                               .product(name: "Logging", package: "swift-log")],
+                               "Statistics", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
-                          dependencies: ["ProxyServer", "LarderConfig",
+                          dependencies: ["ProxyServer", "LarderConfig", "Statistics",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: strict),
@@ -53,5 +55,6 @@ let package = Package(
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy"], swiftSettings: strict),
         .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient"],
                     swiftSettings: strict),
+        .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),
     ]
 )

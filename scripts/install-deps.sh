@@ -19,4 +19,10 @@ if ! python3 -c 'import pytest' 2>/dev/null; then
         DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-pytest >/dev/null
     }
 fi
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+    python3 -m pip install --quiet prometheus_client 2>/dev/null || {
+        sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+        DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-prometheus-client >/dev/null
+    }
+fi
 command -v swift >/dev/null || { echo "Swift 6.2 or newer must be on PATH (https://swift.org/install)" >&2; exit 1; }

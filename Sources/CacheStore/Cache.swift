@@ -28,6 +28,7 @@ public final class Cache: Sendable {
     public let settings: CacheSettings
     public let disk: DiskStore
     let memory: MemoryTier
+    let pendingRemovals = PendingRemovals()
 
     public init(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
         self.settings = settings
@@ -64,19 +65,27 @@ public final class Cache: Sendable {
     public func invalidate(primaryKey: [UInt8]) {
         let digest = KeyDigest(primaryKey)
         memory.removeVariants(digest)
-        disk.enqueue(.invalidate(primary: digest))
+        removeFromDisk(.invalidate(primary: digest), hiding: .url(digest))
     }
 
     /// removeAllCachedResponses.
     public func purgeAll() {
         memory.removeAll()
-        disk.enqueue(.purgeAll)
+        removeFromDisk(.purgeAll, hiding: .all)
     }
 
     /// removeCachedResponses(since:).
     public func purge(storedSince time: Int64) {
         memory.removeStored(since: time)
-        disk.enqueue(.purgeSince(time: time))
+        removeFromDisk(.purgeSince(time: time), hiding: .storedSince(time))
+    }
+
+    /// Queues a removal for the writer, hiding what it removes from lookups until it is committed.
+    private func removeFromDisk(_ op: WriteOp, hiding removal: PendingRemovals.Removal) {
+        let pending = pendingRemovals
+        pending.add(removal)
+        disk.enqueue(op)
+        disk.enqueue(.barrier({ pending.remove(removal) }))
     }
 
     /// Records that an entry was served (LRU order on disk; memory order is updated on lookup).
@@ -162,6 +171,7 @@ public final class CacheReader {
         guard let record = disk.record(key), record.primaryKey == primaryKey, record.secondaryKey == secondary else {
             return .varyMiss
         }
+        if cache.pendingRemovals.hides(primary: primary, storedAt: record.storedAt) { return .uriMiss }
         let found = StoredResponse(key: key, record: record,
                                    body: .disk(id: record.bodyID, length: record.bodyLength, chunkSize: record.chunkSize),
                                    tier: .allowed)
@@ -184,6 +194,23 @@ public final class CacheReader {
     /// Calls `body` with chunk `index` of a disk body; false when the entry has gone meanwhile.
     public func withChunk(id: UInt64, index: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
         disk.withChunk(id: id, index: index, body)
+    }
+
+    /// Every stored variant of one URL, with its tier (admin; copies).
+    public func variants(primaryKey: [UInt8]) -> [(record: EntryRecord, tier: StoragePolicy)] {
+        let digest = KeyDigest(primaryKey)
+        var out: [(record: EntryRecord, tier: StoragePolicy)] = []
+        var seen: Set<EntryKey> = []
+        for (k, r) in disk.variants(of: digest)
+        where r.primaryKey == primaryKey && !cache.pendingRemovals.hides(primary: digest, storedAt: r.storedAt) {
+            seen.insert(k)
+            out.append((r, .allowed))
+        }
+        for o in cache.memory.allObjects() where o.key.primary == digest && !seen.contains(o.key)
+            && o.record.primaryKey == primaryKey {
+            out.append((o.record, o.tier))
+        }
+        return out
     }
 
     /// Every stored variant (admin and tests; copies).

@@ -96,6 +96,14 @@ public final class DiskStore: @unchecked Sendable {
     /// Bytes queued for the writer and not yet committed (back-pressure for streaming stores).
     public var pendingBytes: Int { writer.pendingBytes.load(ordering: .relaxed) }
 
+    /// Bytes of the LMDB map in use (up to the last page written) and the map's size.
+    public var mapUsage: (used: Int, size: Int) {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        guard mdb_env_info(env, &info) == 0, mdb_env_stat(env, &stat) == 0 else { return (0, 0) }
+        return ((Int(info.me_last_pgno) + 1) * Int(stat.ms_psize), Int(info.me_mapsize))
+    }
+
     /// Blocks until everything queued so far is committed (tests, purge replies, shutdown).
     public func flush() {
         let done = Semaphore()
@@ -276,6 +284,21 @@ public final class DiskReader {
             body(v.bytes)
             return true
         } ?? false
+    }
+
+    /// Every stored variant of one URL (its keys are adjacent: the primary digest comes first).
+    public func variants(of primary: KeyDigest) -> [(EntryKey, EntryRecord)] {
+        var start: [UInt8] = []
+        primary.append(to: &start)
+        return read { txn -> [(EntryKey, EntryRecord)]? in
+            var out: [(EntryKey, EntryRecord)] = []
+            try? scanCursor(txn, store.entries, from: start) { k, v in
+                guard let key = EntryKey(bytes: k), key.primary == primary else { return false }
+                if let r = EntryRecord(decoding: v) { out.append((key, r)) }
+                return true
+            }
+            return out
+        } ?? []
     }
 
     /// Every record (admin listings, purge-since, tests). Copies; not for the hot path.

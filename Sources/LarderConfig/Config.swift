@@ -5,6 +5,8 @@ public struct Config: Sendable, Equatable {
     public var listen: [Endpoint] = [Endpoint(host: "127.0.0.1", port: 3128)]
     /// Admin endpoint listener (`admin_listen`); nil disables it.
     public var adminListen: Endpoint? = Endpoint(host: "127.0.0.1", port: 9090)
+    /// Bearer token for the admin endpoint (`admin_token`); required when it listens off loopback.
+    public var adminToken: String?
     /// Event-loop threads (`workers`); 0 means one per core.
     public var workers: Int = 0
     /// Directory holding the LMDB cache (`cache_dir`).
@@ -110,6 +112,9 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     public var port: Int
     public init(host: String, port: Int) { self.host = host; self.port = port }
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// 127.0.0.0/8, ::1 or localhost: reachable only from this machine.
+    public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
 }
 
 /// `http://host[:port]` or `https://host[:port]` with no path (origins and parent proxies).

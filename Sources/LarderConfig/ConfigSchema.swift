@@ -27,6 +27,13 @@ enum ConfigSchema {
             let s = try scalarOrNull(n)
             c.adminListen = (s == nil || s == "off" || s == "false") ? nil : try ConfigLoader.parseEndpoint(s!)
         },
+        ConfigField(key: "admin_token") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            if let s, s.contains(where: { $0 == " " || $0.isNewline || !$0.isASCII }) {
+                throw ValueError("must be printable ASCII without spaces")
+            }
+            c.adminToken = (s?.isEmpty ?? true) ? nil : s
+        },
         ConfigField(key: "workers") { c, n throws(ValueError) in
             c.workers = try integer(n, in: 0...256, what: "a thread count (0: one per core)")
         },
@@ -188,6 +195,13 @@ enum ConfigSchema {
         if c.session.maxIdleConnectionsPerHost > c.session.httpMaximumConnectionsPerHost {
             out.append(("session.max_idle_connections_per_host",
                         "\(c.session.maxIdleConnectionsPerHost) is above http_maximum_connections_per_host \(c.session.httpMaximumConnectionsPerHost)"))
+        }
+        if let admin = c.adminListen, admin.port != 0, c.listen.contains(where: { $0.port == admin.port }) {
+            out.append(("admin_listen", "port \(admin.port) is also a proxy port: the admin endpoint needs its own"))
+        }
+        if let admin = c.adminListen, !admin.isLoopback, c.adminToken == nil {
+            out.append(("admin_listen", "\(admin) is reachable from other machines: set admin_token, "
+                        + "or listen on a loopback address"))
         }
         if c.limits.maxURIBytes > c.limits.maxHeadBytes {
             out.append(("limits.max_uri_bytes",

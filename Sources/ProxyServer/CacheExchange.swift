@@ -97,3 +97,10 @@ func currentTime() -> Int64 {
     clock_gettime(CLOCK_REALTIME, &ts)
     return Int64(ts.tv_sec)
 }
+
+/// Seconds on a clock that never jumps: for intervals.
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}

@@ -1,6 +1,7 @@
 import CachePolicy
 import EventLoop
 import HTTPWire
+import Statistics
 
 /// A request answered from another request's origin fetch (see `InFlightTable`).
 final class CollapseFollower {
@@ -27,6 +28,7 @@ extension ClientConnection: CollapseParticipant {
         case .alone:
             return false
         case .follow(let fetch, let id):
+            worker.stats.add(.collapsedRequests)
             following = CollapseFollower(fetch: fetch, id: id, exchange: exchange)
             state = .exchanging
             stream.disableReading()
@@ -76,13 +78,16 @@ extension ClientConnection: CollapseParticipant {
                                          upgrade: false, cacheStatus: fw.exchange.status.serialized(), into: &writer)
                 stream.output.append(writer.bytes)
                 responseHeadSent = true
+                worker.stats.add(.response(status: head.status))
             }
         }
         let out = stream.output
         let room = ClientConnection.outputHighWater - out.count
         guard room > 0 else { return }
         let chunked = clientFraming == .chunked
+        var delivered = 0
         let end = fw.fetch.read(fw.id, limit: room) { bytes in
+            delivered += bytes.count
             if chunked {
                 chunkWriter.reset()
                 chunkWriter.appendChunkHeader(size: bytes.count)
@@ -93,6 +98,7 @@ extension ClientConnection: CollapseParticipant {
                 out.append(bytes)
             }
         }
+        worker.stats.add(.clientBytesFromOrigin, delivered)
         switch end {
         case .more:
             return

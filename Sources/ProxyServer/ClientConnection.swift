@@ -2,6 +2,7 @@ import EventLoop
 import HTTPWire
 import Logging
 import SessionClient
+import Statistics
 
 /// One client connection: reads requests in order, answers each (forwarding it, tunnelling it, or
 /// locally), then reads the next. Pipelined requests simply wait in the input buffer until the
@@ -170,6 +171,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     func handleRequest() {
+        worker.stats.add(Count.request(request.method))
         keepAlive = request.keepAlive && !worker.draining
         responseHeadSent = false
         continueSent = false
@@ -291,11 +293,14 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             self.connectOpener = nil
             switch result {
             case .success(let upstream):
+                self.worker.stats.add(.response2xx)
                 self.stream.output.append(LocalResponse.connectEstablished)
                 self.startTunnel(upstream)
             case .failure(let error):
                 self.worker.logger.warning("\(error.status) CONNECT from \(self.peer): \(error.message)")
                 self.writer.reset()
+                self.worker.stats.add(.response(status: error.status))
+                self.worker.stats.add(Count.originError(error))
                 LocalResponse.error(error.status, error.message, close: true, into: &self.writer)
                 self.stream.output.append(self.writer.bytes)
                 self.closeWhenFlushed()
@@ -322,6 +327,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             keepAlive = false
         }
         writer.reset()
+        worker.stats.add(.response2xx)
         if request.method == .trace {
             LocalResponse.trace(request, close: !keepAlive, into: &writer)
         } else {
@@ -335,6 +341,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func reject(_ status: Int, _ reason: String) {
         worker.logger.notice("\(status) to \(peer): \(reason)")
         writer.reset()
+        worker.stats.add(.response(status: status))
         LocalResponse.error(status, reason, close: true, into: &writer)
         stream.output.append(writer.bytes)
         closeWhenFlushed()
@@ -344,6 +351,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func respondAndContinue(_ status: Int, _ reason: String) {
         if request.framing != .none { keepAlive = false }
         writer.reset()
+        worker.stats.add(.response(status: status))
         LocalResponse.error(status, reason, close: !keepAlive, headOnly: request.method == .head, into: &writer)
         stream.output.append(writer.bytes)
         finishExchange()
@@ -457,6 +465,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             clientFraming = .none
             return
         }
+        worker.stats.add(.response(status: head.status))
+        worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)
         clientFraming = request.method == .head ? .none
             : ResponseHeadWriter.framing(for: head, clientVersion: request.version)
         if clientFraming == .untilClose { keepAlive = false }
@@ -475,6 +485,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             return
         }
         cacheTee(source, count: count)
+        worker.stats.add(.clientBytesFromOrigin, count)
         let out = stream.output
         switch clientFraming {
         case .chunked:
@@ -501,6 +512,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         storePacer?.cancel()
         if cacheTaskCompleted(error: error) { return }
         if let error {
+            worker.stats.add(Count.originError(error))
             worker.logger.warning("\(error.status) for \(peer): \(error.message)")
             if responseHeadSent {
                 // The client must not mistake a truncated body for a complete one.
@@ -509,6 +521,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             }
             if case .done = requestBody {} else { keepAlive = false }
             writer.reset()
+            worker.stats.add(.response(status: error.status))
             LocalResponse.error(error.status, error.message, close: !keepAlive,
                                 headOnly: request.method == .head, into: &writer)
             stream.output.append(writer.bytes)

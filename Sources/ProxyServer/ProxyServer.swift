@@ -15,6 +15,9 @@ public final class ProxyServer {
     private var cache: Cache?
     /// What the listeners are bound to (real ports when 0 was configured).
     public private(set) var boundAddresses: [String] = []
+    /// Where the admin endpoint listens, if it is on.
+    public private(set) var adminAddress: String?
+    private var admin: AdminContext?
 
     public enum StartError: Error, CustomStringConvertible {
         case badAddress(String)
@@ -78,17 +81,37 @@ public final class ProxyServer {
             boundAddresses.append(address.description)
             logger.info("proxy listening on \(address)")
         }
+        if let endpoint = config.adminListen {
+            let context = AdminContext(token: config.adminToken, cache: opened, inFlight: inFlight,
+                                       workerStats: workers.map(\.stats))
+            admin = context
+            let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
+            guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
+                throw .badAddress(endpoint.description)
+            }
+            for w in workers {
+                do {
+                    address = try w.listenAdmin(on: address, context: context)
+                } catch {
+                    throw .listen("admin endpoint: \(error.description)")
+                }
+            }
+            adminAddress = address.description
+            logger.info("admin endpoint listening on \(address)")
+        }
         for w in workers {
             let t = LoopThread { w.loop.run() }
             threads.append(t)
             t.start()
         }
+        admin?.ready.store(true, ordering: .relaxed)
         logger.info("larder started with \(count) worker\(count == 1 ? "" : "s")")
     }
 
     /// Stops accepting, lets in-flight exchanges finish for up to `grace` seconds, then closes the
     /// rest and stops every loop. Blocks until the worker threads have exited.
     public func shutdown(grace: Double) {
+        admin?.ready.store(false, ordering: .relaxed)
         for w in workers { w.loop.execute { w.beginDraining() } }
         var waited = 0.0
         while waited < grace {

@@ -3,6 +3,7 @@ import EventLoop
 import HTTPWire
 import Logging
 import SessionClient
+import Statistics
 import Synchronization
 
 /// One event-loop thread: its listeners, its client connections, its outbound session. Nothing here
@@ -25,9 +26,16 @@ final class Worker: @unchecked Sendable {
     private(set) var session: Session!
     private var listeners: [Listener] = []
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
+    private var adminConnections: [ObjectIdentifier: AdminConnection] = [:]
     private(set) var draining = false
     /// Open client connections, readable from any thread (shutdown waits on it).
     let openConnections = Atomic<Int>(0)
+    /// What this worker counts; read by the admin endpoint from any worker.
+    let stats = WorkerStatistics()
+    /// Measures loop lag and publishes the session's levels, once a second.
+    private var tick: Timer?
+    private var tickDue = 0.0
+    static let tickInterval = 1.0
 
     init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable) {
         self.index = index
@@ -42,6 +50,18 @@ final class Worker: @unchecked Sendable {
     /// Before the worker's thread runs (nothing else touches the loop yet).
     func prepare() throws(Session.SetupError) {
         session = try Session(loop: loop, configuration: settings.session)
+        let t = Timer(loop: loop, repeating: true) { [unowned self] in self.ticked() }
+        tick = t
+        tickDue = monotonicSeconds() + Worker.tickInterval
+        t.schedule(after: Worker.tickInterval)
+    }
+
+    private func ticked() {
+        let now = monotonicSeconds()
+        stats.set(.loopLagMicroseconds, Int(max(0, now - tickDue) * 1_000_000))
+        tickDue = now + Worker.tickInterval
+        stats.set(.originConnectionsOpen, session.openConnectionCount)
+        stats.set(.originConnectionsIdle, session.idleConnectionCount)
     }
 
     /// Before the worker's thread runs.
@@ -53,17 +73,36 @@ final class Worker: @unchecked Sendable {
         return l.boundAddress
     }
 
+    /// Before the worker's thread runs: the admin endpoint, served by this loop too.
+    func listenAdmin(on address: SocketAddress, context: AdminContext) throws(Listener.Failure) -> SocketAddress {
+        let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
+            let conn = AdminConnection(worker: self, stream: Stream(loop: self.loop, acceptedSocket: fd), peer: peer,
+                                       context: context)
+            self.adminConnections[ObjectIdentifier(conn)] = conn
+            conn.start()
+        }
+        listeners.append(l)
+        return l.boundAddress
+    }
+
+    func adminConnectionClosed(_ conn: AdminConnection) {
+        adminConnections[ObjectIdentifier(conn)] = nil
+    }
+
     private func accept(_ fd: Int32, _ peer: SocketAddress) {
         let stream = Stream(loop: loop, acceptedSocket: fd)
         let conn = ClientConnection(worker: self, stream: stream, peer: peer)
         connections[ObjectIdentifier(conn)] = conn
         openConnections.add(1, ordering: .relaxed)
+        stats.add(.connectionsAccepted)
+        stats.set(.clientConnectionsOpen, connections.count)
         conn.start()
     }
 
     func connectionClosed(_ conn: ClientConnection) {
         if connections.removeValue(forKey: ObjectIdentifier(conn)) != nil {
             openConnections.subtract(1, ordering: .relaxed)
+            stats.set(.clientConnectionsOpen, connections.count)
         }
     }
 
@@ -93,13 +132,16 @@ final class Worker: @unchecked Sendable {
         draining = true
         for l in listeners { l.close() }
         listeners.removeAll()
+        tick?.cancel()
         for conn in Array(connections.values) { conn.drain() }
+        for conn in Array(adminConnections.values) { conn.drain() }
         session.closeIdleConnections()
     }
 
     /// Grace period over: close whatever is left.
     func closeAll() {
         for conn in Array(connections.values) { conn.forceClose() }
+        for conn in Array(adminConnections.values) { conn.close() }
         for fetch in Array(orphans.values) { fetch.cancel() }
         for refresh in Array(refreshes.values) { refresh.cancel() }
         session.closeIdleConnections()

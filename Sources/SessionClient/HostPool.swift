@@ -18,6 +18,9 @@ final class HostPool {
 
     private var waitingCount: Int { waiting.count - waitingHead }
 
+    /// Connections idle, busy or being opened.
+    var openCount: Int { idle.count + busy + opening }
+
     /// Queues the task and hands out connections while there are any.
     func enqueue(_ task: SessionTask) {
         waiting.append(task)

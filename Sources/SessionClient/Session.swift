@@ -85,6 +85,9 @@ public final class Session {
     func noteOpened() { connectionsOpened += 1 }
     func noteReused() { connectionsReused += 1 }
 
+    /// Connections to origins open or opening, idle or busy, across origins.
+    public var openConnectionCount: Int { pools.values.reduce(0) { $0 + $1.openCount } }
+
     /// Idle connections currently pooled, across origins.
     public var idleConnectionCount: Int { pools.values.reduce(0) { $0 + $1.idle.count } }
 

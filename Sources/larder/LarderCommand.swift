@@ -5,6 +5,6 @@ struct LarderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "larder",
         abstract: "A caching forward HTTP proxy.",
-        subcommands: [RunCommand.self, CheckConfigCommand.self],
+        subcommands: [RunCommand.self, CheckConfigCommand.self, MetricsCommand.self],
         defaultSubcommand: RunCommand.self)
 }

@@ -187,6 +187,7 @@ def deep_merge(base, over):
 
 
 LISTEN_RE = re.compile(r"proxy listening on 127\.0\.0\.1:(\d+)")
+ADMIN_RE = re.compile(r"admin endpoint listening on 127\.0\.0\.1:(\d+)")
 
 
 class Larder:
@@ -216,6 +217,7 @@ class Larder:
         self.lines = []
         self.lines_lock = threading.Lock()
         self.ports = []
+        self.admin_ports = []
         self.listeners = listeners
         self.ready = threading.Event()
         self.stopped = False
@@ -233,6 +235,9 @@ class Larder:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             with self.lines_lock:
                 self.lines.append(line)
+                a = ADMIN_RE.search(line)
+                if a:
+                    self.admin_ports.append(int(a.group(1)))
                 m = LISTEN_RE.search(line)
                 if m:
                     self.ports.append(int(m.group(1)))
@@ -250,6 +255,16 @@ class Larder:
     @property
     def port(self):
         return self.ports[0]
+
+    @property
+    def admin_port(self):
+        """The admin endpoint's port (it is logged just after the proxy's)."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.admin_ports:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"larder did not report its admin endpoint\n{self.log_text()[-3000:]}")
+            time.sleep(0.02)
+        return self.admin_ports[0]
 
     @property
     def proxy_url(self):

@@ -201,6 +201,13 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
                  lines: ["t.yaml:2: session.proxy: a parent proxy is reached over plain http://, got \"https://p:3128\""]),
         ErrorRow(name: "tls versions crossed", yaml: "session:\n  tls_minimum_version: \"1.3\"\n  tls_maximum_version: \"1.2\"\n",
                  lines: ["t.yaml: session.tls_minimum_version: 1.3 is above tls_maximum_version 1.2"]),
+        ErrorRow(name: "admin endpoint off loopback without a token", yaml: "admin_listen: 0.0.0.0:9090\n",
+                 lines: ["t.yaml: admin_listen: 0.0.0.0:9090 is reachable from other machines: set admin_token, "
+                         + "or listen on a loopback address"]),
+        ErrorRow(name: "admin endpoint on the proxy port", yaml: "listen: [127.0.0.1:3128]\nadmin_listen: 127.0.0.1:3128\n",
+                 lines: ["t.yaml: admin_listen: port 3128 is also a proxy port: the admin endpoint needs its own"]),
+        ErrorRow(name: "admin token with a space", yaml: "admin_token: \"a b\"\n",
+                 lines: ["t.yaml:1: admin_token: must be printable ASCII without spaces"]),
         ErrorRow(name: "top level not a mapping", yaml: "- a\n- b\n",
                  lines: ["t.yaml:1: expected a mapping of keys to values at the top level"]),
         ErrorRow(name: "cache rule with an unknown key", yaml: "cache:\n  rules:\n    - {host: a.com, colour: red}\n",

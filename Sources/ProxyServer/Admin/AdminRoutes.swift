@@ -1,0 +1,215 @@
+import CachePolicy
+import CacheStore
+import HTTPWire
+import Statistics
+import Synchronization
+
+/// Larder's version, reported by the admin endpoint.
+public enum LarderVersion {
+    public static let string = "0.4.0"
+}
+
+/// What every admin connection shares: the statistics of all workers, the cache, readiness and
+/// the bearer token.
+final class AdminContext: Sendable {
+    let token: [UInt8]?
+    let cache: Cache
+    let inFlight: InFlightTable
+    let workerStats: [WorkerStatistics]
+    let started = monotonicSeconds()
+    /// Listeners up and not draining.
+    let ready = Atomic<Bool>(false)
+
+    init(token: String?, cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics]) {
+        self.token = token.map { Array($0.utf8) }
+        self.cache = cache
+        self.inFlight = inFlight
+        self.workerStats = workerStats
+    }
+
+    func snapshot() -> StatisticsSnapshot {
+        let s = cache.statistics
+        let map = cache.disk.mapUsage
+        let uptime = monotonicSeconds() - started
+        let collapsing = inFlight.count
+        let settings = cache.settings
+        return StatisticsSnapshot.take(workers: workerStats, version: LarderVersion.string) { sample in
+            switch sample {
+            case .uptimeSeconds: return (uptime * 1000).rounded() / 1000
+            case .memoryEntries: return Double(s.memoryEntries)
+            case .memoryBytes: return Double(s.memoryBytes)
+            case .memoryCapacityBytes: return Double(settings.memoryCapacity)
+            case .memoryEvictions: return Double(s.memoryEvictions)
+            case .diskEntries: return Double(s.diskEntries)
+            case .diskBytes: return Double(s.diskBytes)
+            case .diskCapacityBytes: return Double(settings.disk.capacity)
+            case .diskEvictions: return Double(s.diskEvictions)
+            case .mapUsedBytes: return Double(map.used)
+            case .mapSizeBytes: return Double(map.size)
+            case .pendingWriteBytes: return Double(s.pendingWriteBytes)
+            case .collapsedFetchesInFlight: return Double(collapsing)
+            }
+        }
+    }
+}
+
+/// One admin answer.
+struct AdminResponse {
+    var status: Int
+    var contentType = "application/json"
+    var body: String
+    var extraFields: [(String, String)] = []
+
+    static func json(_ status: Int, _ body: String) -> AdminResponse { AdminResponse(status: status, body: body + "\n") }
+
+    static func error(_ status: Int, _ message: String) -> AdminResponse {
+        json(status, "{\"error\":\(jsonString(message))}")
+    }
+}
+
+/// The admin endpoint's routes.
+extension AdminContext {
+    func respond(method: HTTPMethod, target: AdminTarget, authorization: String?, reader: CacheReader) -> AdminResponse {
+        if target.path == "/healthz" {
+            return method == .get || method == .head ? AdminResponse(status: 200, contentType: "text/plain", body: "ok\n")
+                : notAllowed("GET, HEAD")
+        }
+        if let token, !authorized(authorization, token) {
+            var r = AdminResponse.error(401, "this admin endpoint needs Authorization: Bearer <admin_token>")
+            r.extraFields = [("WWW-Authenticate", "Bearer realm=\"larder\"")]
+            return r
+        }
+        switch target.path {
+        case "/readyz":
+            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
+            return ready.load(ordering: .relaxed)
+                ? AdminResponse(status: 200, contentType: "text/plain", body: "ready\n")
+                : AdminResponse(status: 503, contentType: "text/plain", body: "not ready\n")
+        case "/stats":
+            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
+            return .json(200, snapshot().json())
+        case "/metrics":
+            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
+            return AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                                 body: snapshot().prometheusText())
+        case "/cache":
+            switch method {
+            case .get, .head: return inspect(target, reader: reader)
+            case .delete: return purge(target)
+            default: return notAllowed("GET, HEAD, DELETE")
+            }
+        default:
+            return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /cache?url=, /healthz, /readyz")
+        }
+    }
+
+    private func notAllowed(_ allow: String) -> AdminResponse {
+        var r = AdminResponse.error(405, "method not allowed here; allowed: \(allow)")
+        r.extraFields = [("Allow", allow)]
+        return r
+    }
+
+    /// `Bearer <token>`, compared in constant time.
+    private func authorized(_ field: String?, _ token: [UInt8]) -> Bool {
+        guard let field, field.count > 7, field.prefix(7).lowercased() == "bearer " else { return false }
+        let given = Array(field.dropFirst(7).utf8)
+        guard given.count == token.count else { return false }
+        var diff: UInt8 = 0
+        for (a, b) in zip(given, token) { diff |= a ^ b }
+        return diff == 0
+    }
+
+    /// The cache key for an absolute http(s) URL, or an error answer.
+    private func primaryKey(_ url: String) -> Result<[UInt8], AdminResponseError> {
+        let bytes = Array(url.utf8)
+        let result = bytes.withUnsafeBytes { raw -> Result<RequestTarget, HTTPWireError> in
+            do throws(HTTPWireError) {
+                return .success(try RequestTarget.parse(raw, method: .get))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let parsed: RequestTarget
+        switch result {
+        case .success(let t): parsed = t
+        case .failure(let error):
+            return .failure(AdminResponseError(.error(400, "url=\(url) is not an absolute URL: \(error.reason)")))
+        }
+        guard parsed.form == .absolute else {
+            return .failure(AdminResponseError(.error(400, "url=\(url) must be absolute, e.g. http://example.com/path")))
+        }
+        let key = bytes.withUnsafeBytes { raw in
+            let path = parsed.pathOffset.map { UnsafeRawBufferPointer(rebasing: raw[$0...]) }
+                ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            return CacheKey.primary(scheme: parsed.scheme, host: Array(parsed.hostString.utf8), port: parsed.port,
+                                    pathAndQuery: path)
+        }
+        return .success(key)
+    }
+
+    /// GET /cache?url=…: every stored variant of the URL.
+    private func inspect(_ target: AdminTarget, reader: CacheReader) -> AdminResponse {
+        guard let url = target.value("url") else { return .error(400, "GET /cache needs ?url=<absolute URL>") }
+        let key: [UInt8]
+        switch primaryKey(url) {
+        case .success(let k): key = k
+        case .failure(let e): return e.response
+        }
+        let variants = reader.variants(primaryKey: key)
+        guard !variants.isEmpty else { return .error(404, "\(String(decoding: key, as: UTF8.self)) is not in the cache") }
+        let now = currentTime()
+        var out = "{\"url\":\(jsonString(String(decoding: key, as: UTF8.self))),\"variants\":["
+        for (i, v) in variants.enumerated() {
+            let r = v.record
+            let f = r.facts
+            if i > 0 { out += "," }
+            out += "{\"status\":\(f.status),\"tier\":\(jsonString(v.tier == .allowed ? "disk" : "memory"))"
+            out += ",\"size\":\(r.bodyLength),\"age\":\(f.currentAge(now: now))"
+            out += ",\"freshness_lifetime\":\(f.freshnessLifetime),\"ttl\":\(f.timeToLive(now: now))"
+            out += ",\"fresh\":\(f.isFresh(now: now)),\"heuristic\":\(f.heuristic)"
+            out += ",\"stored_at\":\(jsonString(RFC3339.format(r.storedAt)))"
+            out += ",\"last_access\":\(jsonString(RFC3339.format(r.lastAccess)))"
+            out += ",\"vary\":[" + f.varyFields.map { jsonString(String(decoding: $0, as: UTF8.self)) }
+                .joined(separator: ",") + "]"
+            out += ",\"headers\":["
+            if let head = CachedResponseWriter.parse(r.head) {
+                out += (0..<head.headers.count).map {
+                    "[\(jsonString(head.headers.nameString(at: $0))),\(jsonString(head.headers.valueString(at: $0)))]"
+                }.joined(separator: ",")
+            }
+            out += "]}"
+        }
+        return .json(200, out + "]}")
+    }
+
+    /// DELETE /cache?url=… (one URL, all variants), ?since=RFC3339, or everything.
+    private func purge(_ target: AdminTarget) -> AdminResponse {
+        if let url = target.value("url") {
+            switch primaryKey(url) {
+            case .success(let key):
+                let count = cache.makeReader().variants(primaryKey: key).count
+                cache.invalidate(primaryKey: key)
+                return .json(200, "{\"purged\":\(jsonString(String(decoding: key, as: UTF8.self))),\"variants\":\(count)}")
+            case .failure(let e):
+                return e.response
+            }
+        }
+        if let since = target.value("since") {
+            guard let time = RFC3339.parse(since) else {
+                return .error(400, "since=\(since) is not an RFC 3339 time, e.g. 2026-11-23T10:00:00Z")
+            }
+            cache.purge(storedSince: time)
+            return .json(200, "{\"purged_stored_since\":\(jsonString(RFC3339.format(time)))}")
+        }
+        guard target.query.isEmpty else {
+            return .error(400, "DELETE /cache takes ?url=<absolute URL>, ?since=<RFC 3339 time>, or nothing (purge all)")
+        }
+        cache.purgeAll()
+        return .json(200, "{\"purged\":\"all\"}")
+    }
+}
+
+struct AdminResponseError: Error {
+    let response: AdminResponse
+    init(_ r: AdminResponse) { response = r }
+}

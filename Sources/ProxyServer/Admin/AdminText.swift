@@ -1,0 +1,117 @@
+/// Small text formats the admin endpoint reads and writes: RFC 3339 times and URL queries.
+enum RFC3339 {
+    /// Seconds since the epoch for `2026-11-23T01:02:03Z`, `…T01:02:03.5+01:00` and the like.
+    static func parse(_ text: String) -> Int64? {
+        let b = Array(text.utf8)
+        func digits(_ at: Int, _ n: Int) -> Int? {
+            guard at + n <= b.count else { return nil }
+            var v = 0
+            for i in at..<at + n {
+                guard b[i] >= 0x30, b[i] <= 0x39 else { return nil }
+                v = v * 10 + Int(b[i] - 0x30)
+            }
+            return v
+        }
+        guard b.count >= 20, let year = digits(0, 4), b[4] == 0x2D, let month = digits(5, 2), b[7] == 0x2D,
+              let day = digits(8, 2), b[10] == 0x54 || b[10] == 0x74 || b[10] == 0x20,
+              let hour = digits(11, 2), b[13] == 0x3A, let minute = digits(14, 2), b[16] == 0x3A,
+              let second = digits(17, 2),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+        var i = 19
+        if i < b.count, b[i] == 0x2E {
+            i += 1
+            let start = i
+            while i < b.count, b[i] >= 0x30, b[i] <= 0x39 { i += 1 }
+            guard i > start else { return nil }
+        }
+        guard i < b.count else { return nil }
+        var offset = 0
+        if b[i] == 0x5A || b[i] == 0x7A {
+            i += 1
+        } else if b[i] == 0x2B || b[i] == 0x2D, let oh = digits(i + 1, 2), i + 3 < b.count, b[i + 3] == 0x3A,
+                  let om = digits(i + 4, 2), oh < 24, om < 60 {
+            offset = (oh * 3600 + om * 60) * (b[i] == 0x2B ? 1 : -1)
+            i += 6
+        } else {
+            return nil
+        }
+        guard i == b.count else { return nil }
+        return Int64(daysFromCivil(year, month, day)) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offset)
+    }
+
+    /// `2026-11-23T01:02:03Z` for seconds since the epoch.
+    static func format(_ time: Int64) -> String {
+        let days = Int(time >= 0 ? time / 86_400 : (time - 86_399) / 86_400)
+        let secs = Int(time - Int64(days) * 86_400)
+        let (y, m, d) = civilFromDays(days)
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(y)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs / 60 % 60)):\(two(secs % 60))Z"
+    }
+
+    // Howard Hinnant's days-from-civil algorithms (proleptic Gregorian calendar).
+    static func daysFromCivil(_ year: Int, _ month: Int, _ day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    static func civilFromDays(_ days: Int) -> (Int, Int, Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+}
+
+/// A request target's path and decoded query parameters.
+struct AdminTarget {
+    var path: String
+    var query: [(name: String, value: String)]
+
+    init(_ target: String) {
+        let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        path = String(parts[0])
+        query = []
+        guard parts.count == 2 else { return }
+        for pair in parts[1].split(separator: "&") where !pair.isEmpty {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            query.append((AdminTarget.decode(kv[0]), kv.count == 2 ? AdminTarget.decode(kv[1]) : ""))
+        }
+    }
+
+    func value(_ name: String) -> String? { query.first { $0.name == name }?.value }
+
+    /// Percent-decoding, `+` as space (form encoding, which curl's --data-urlencode also produces).
+    static func decode(_ s: Substring) -> String {
+        var out: [UInt8] = []
+        let b = Array(s.utf8)
+        var i = 0
+        while i < b.count {
+            if b[i] == 0x25, i + 2 < b.count, let h = hex(b[i + 1]), let l = hex(b[i + 2]) {
+                out.append(h << 4 | l)
+                i += 3
+            } else {
+                out.append(b[i] == 0x2B ? 0x20 : b[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x41...0x46: return c - 0x37
+        case 0x61...0x66: return c - 0x57
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,32 @@
+import HTTPWire
+import SessionClient
+import Statistics
+
+/// How the proxy's events map onto the statistics table's counters.
+extension Count {
+    static func request(_ method: HTTPMethod) -> Count {
+        switch method {
+        case .get: return .requestGET
+        case .head: return .requestHEAD
+        case .post: return .requestPOST
+        case .put: return .requestPUT
+        case .delete: return .requestDELETE
+        case .patch: return .requestPATCH
+        case .options: return .requestOPTIONS
+        case .connect: return .requestCONNECT
+        case .trace, .other: return .requestOther
+        }
+    }
+
+    static func originError(_ error: SessionError) -> Count {
+        switch error {
+        case .dnsFailure: return .originErrorDNS
+        case .connectionRefused: return .originErrorRefused
+        case .connectFailed, .cancelled: return .originErrorConnect
+        case .connectTimeout, .requestTimeout, .resourceTimeout: return .originErrorTimeout
+        case .tlsFailure: return .originErrorTLS
+        case .invalidResponse, .responseHeadTooLarge: return .originErrorInvalidResponse
+        case .prematureClose: return .originErrorPrematureClose
+        }
+    }
+}

@@ -1,0 +1,120 @@
+/// The one table of Larder's statistics: `/stats` (JSON), `/metrics` (Prometheus text) and the
+/// README's list are all made from it, so a name means the same thing everywhere.
+public struct Metric: Sendable {
+    public enum Kind: String, Sendable {
+        case counter, gauge
+    }
+
+    /// Where a series' value comes from.
+    public enum Source: Sendable {
+        /// Summed over workers.
+        case count(Count)
+        /// Summed over workers.
+        case level(Level)
+        /// One series per worker, labelled with its index.
+        case perWorker(Level, divisor: Double)
+        /// Read from the cache or the process when the statistics are taken.
+        case sampled(Sample)
+    }
+
+    /// Name without the `larder_` prefix or the `_total` suffix of counters, e.g. `cache_lookups`.
+    public let name: String
+    public let kind: Kind
+    public let help: String
+    /// The label that tells the series apart, if there is more than one.
+    public let label: String?
+    public let series: [(value: String, source: Source)]
+
+    public var prometheusName: String { "larder_" + name + (kind == .counter ? "_total" : "") }
+}
+
+/// Values read when statistics are taken rather than counted as things happen.
+public enum Sample: String, CaseIterable, Sendable {
+    case uptimeSeconds
+    case memoryEntries, memoryBytes, memoryCapacityBytes, memoryEvictions
+    case diskEntries, diskBytes, diskCapacityBytes, diskEvictions
+    case mapUsedBytes, mapSizeBytes
+    case pendingWriteBytes
+    case collapsedFetchesInFlight
+}
+
+public enum Metrics {
+    private static func one(_ name: String, _ kind: Metric.Kind, _ help: String, _ source: Metric.Source) -> Metric {
+        Metric(name: name, kind: kind, help: help, label: nil, series: [("", source)])
+    }
+
+    private static func labelled(_ name: String, _ kind: Metric.Kind, _ help: String, _ label: String,
+                                 _ series: [(String, Metric.Source)]) -> Metric {
+        Metric(name: name, kind: kind, help: help, label: label, series: series.map { (value: $0.0, source: $0.1) })
+    }
+
+    public static let table: [Metric] = [
+        one("uptime_seconds", .gauge, "Seconds since Larder started.", .sampled(.uptimeSeconds)),
+        one("client_connections", .counter, "Client connections accepted.", .count(.connectionsAccepted)),
+        one("client_connections_open", .gauge, "Client connections open now.", .level(.clientConnectionsOpen)),
+        labelled("requests", .counter, "Client requests by method.", "method", [
+            ("GET", .count(.requestGET)), ("HEAD", .count(.requestHEAD)), ("POST", .count(.requestPOST)),
+            ("PUT", .count(.requestPUT)), ("DELETE", .count(.requestDELETE)), ("PATCH", .count(.requestPATCH)),
+            ("OPTIONS", .count(.requestOPTIONS)), ("CONNECT", .count(.requestCONNECT)),
+            ("other", .count(.requestOther)),
+        ]),
+        labelled("responses", .counter, "Responses to clients by status class.", "class", [
+            ("1xx", .count(.response1xx)), ("2xx", .count(.response2xx)), ("3xx", .count(.response3xx)),
+            ("4xx", .count(.response4xx)), ("5xx", .count(.response5xx)),
+        ]),
+        labelled("cache_lookups", .counter, "Requests by what the cache did with them.", "result", [
+            ("hit", .count(.lookupHit)), ("miss", .count(.lookupMiss)),
+            ("revalidated_unchanged", .count(.lookupRevalidatedUnchanged)),
+            ("revalidated_changed", .count(.lookupRevalidatedChanged)),
+            ("stale_served", .count(.lookupStaleServed)),
+            ("only_if_cached_miss", .count(.lookupOnlyIfCachedMiss)), ("pass", .count(.lookupPass)),
+        ]),
+        labelled("client_bytes", .counter, "Response body bytes sent to clients, by where they came from.",
+                 "source", [("cache", .count(.clientBytesFromCache)), ("origin", .count(.clientBytesFromOrigin))]),
+        one("collapsed_requests", .counter, "Requests answered from another request's origin fetch.",
+            .count(.collapsedRequests)),
+        one("collapsed_fetches_in_flight", .gauge, "Origin fetches that requests may join now.",
+            .sampled(.collapsedFetchesInFlight)),
+        labelled("cache_entries", .gauge, "Stored responses by tier.", "tier",
+                 [("memory", .sampled(.memoryEntries)), ("disk", .sampled(.diskEntries))]),
+        labelled("cache_bytes", .gauge, "Bytes stored by tier.", "tier",
+                 [("memory", .sampled(.memoryBytes)), ("disk", .sampled(.diskBytes))]),
+        labelled("cache_capacity_bytes", .gauge, "Configured capacity by tier.", "tier",
+                 [("memory", .sampled(.memoryCapacityBytes)), ("disk", .sampled(.diskCapacityBytes))]),
+        labelled("cache_evictions", .counter, "Entries evicted to stay under capacity, by tier.", "tier",
+                 [("memory", .sampled(.memoryEvictions)), ("disk", .sampled(.diskEvictions))]),
+        one("lmdb_map_used_bytes", .gauge, "Bytes of the LMDB map in use.", .sampled(.mapUsedBytes)),
+        one("lmdb_map_size_bytes", .gauge, "Size of the LMDB map.", .sampled(.mapSizeBytes)),
+        one("cache_pending_write_bytes", .gauge, "Bytes queued for the disk writer.", .sampled(.pendingWriteBytes)),
+        labelled("origin_requests", .counter, "Requests sent to origins, by connection.", "connection",
+                 [("new", .count(.originRequestsNewConnection)), ("reused", .count(.originRequestsReusedConnection))]),
+        one("origin_connections_open", .gauge, "Connections to origins open now.", .level(.originConnectionsOpen)),
+        one("origin_connections_idle", .gauge, "Idle pooled connections to origins.", .level(.originConnectionsIdle)),
+        labelled("origin_errors", .counter, "Failed origin exchanges by kind.", "kind", [
+            ("dns", .count(.originErrorDNS)), ("refused", .count(.originErrorRefused)),
+            ("connect", .count(.originErrorConnect)), ("timeout", .count(.originErrorTimeout)),
+            ("tls", .count(.originErrorTLS)), ("invalid_response", .count(.originErrorInvalidResponse)),
+            ("premature_close", .count(.originErrorPrematureClose)),
+        ]),
+        Metric(name: "loop_lag_seconds", kind: .gauge, help: "How late each worker's event loop ran its last tick.",
+               label: "worker", series: [("", .perWorker(.loopLagMicroseconds, divisor: 1e6))]),
+    ]
+}
+
+extension Metrics {
+    /// The table as Markdown, for the README and `larder metrics`.
+    public static func markdown() -> String {
+        var out = "| Prometheus name | type | labels | meaning |\n|---|---|---|---|\n"
+        for m in table {
+            let labels: String
+            if let label = m.label {
+                let values = m.series.map(\.value).filter { !$0.isEmpty }
+                labels = values.isEmpty ? "`\(label)`" : "`\(label)`: " + values.joined(separator: ", ")
+            } else {
+                labels = ""
+            }
+            out += "| `\(m.prometheusName)` | \(m.kind.rawValue) | \(labels) | \(m.help) |\n"
+        }
+        return out
+    }
+}

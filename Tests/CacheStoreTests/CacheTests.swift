@@ -1,0 +1,70 @@
+import CachePolicy
+import HTTPWire
+import Testing
+@testable import CacheStore
+
+/// The composite cache: removals must be invisible to lookups the moment they are asked for, even
+/// while the disk writer has not committed them yet.
+@Suite(.serialized) struct CacheTests {
+    func makeCache(_ dir: String) throws -> Cache {
+        // Memory tier off for bodies (limit 0) so lookups go to disk.
+        try Cache(settings: CacheSettings(disk: DiskStoreSettings(directory: dir, capacity: 64 << 20),
+                                          memoryObjectLimit: 0),
+                  log: { _ in })
+    }
+
+    func storeEntry(_ cache: Cache, url: String, storedAt: Int64) {
+        let w = cache.beginStore(primaryKey: Array(url.utf8), secondaryKey: [], facts: facts(), head: [],
+                                 tier: .allowed, expectedLength: 3, now: storedAt)!
+        [UInt8]("abc".utf8).withUnsafeBytes { _ = w.append($0) }
+        #expect(w.finish(head: Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n".utf8), facts: facts()))
+    }
+
+    func found(_ reader: CacheReader, _ url: String) -> Bool {
+        if case .found = reader.lookup(primaryKey: Array(url.utf8), request: HeaderBlock()) { return true }
+        return false
+    }
+
+    /// Blocks the writer thread until the returned semaphore is signalled.
+    func stallWriter(_ cache: Cache) -> Semaphore {
+        let gate = Semaphore()
+        cache.disk.enqueue(.barrier({ gate.wait() }))
+        return gate
+    }
+
+    @Test func removalsHideEntriesBeforeTheWriterCommitsThem() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir)
+        defer { cache.close() }
+        let reader = cache.makeReader()
+        storeEntry(cache, url: "http://a/1", storedAt: 100)
+        storeEntry(cache, url: "http://a/2", storedAt: 200)
+        storeEntry(cache, url: "http://a/3", storedAt: 300)
+        cache.flush()
+        #expect(found(reader, "http://a/1") && found(reader, "http://a/2") && found(reader, "http://a/3"))
+
+        var gate = stallWriter(cache)
+        cache.invalidate(primaryKey: Array("http://a/1".utf8))
+        #expect(!found(reader, "http://a/1"), "invalidated, not yet committed: must not be served")
+        #expect(found(reader, "http://a/2"))
+        cache.purge(storedSince: 300)
+        #expect(!found(reader, "http://a/3"))
+        #expect(found(reader, "http://a/2"))
+        #expect(cache.makeReader().variants(primaryKey: Array("http://a/3".utf8)).isEmpty)
+        gate.signal()
+        cache.flush()
+        #expect(!found(reader, "http://a/1") && found(reader, "http://a/2") && !found(reader, "http://a/3"))
+
+        gate = stallWriter(cache)
+        cache.purgeAll()
+        #expect(!found(reader, "http://a/2"))
+        gate.signal()
+        cache.flush()
+        #expect(!found(reader, "http://a/2"))
+        // Nothing pending any more: a new entry is found again.
+        storeEntry(cache, url: "http://a/2", storedAt: 400)
+        cache.flush()
+        #expect(found(reader, "http://a/2"))
+    }
+}

@@ -1,0 +1,175 @@
+"""The admin endpoint over real HTTP: health, statistics as JSON and Prometheus text, entry
+inspection and purging, the bearer token."""
+
+import http.client
+import json
+import time
+import urllib.parse
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from helpers import proxy_exchange
+from test_cache import cache_status, methods, script
+
+ADMIN = {"admin_listen": "127.0.0.1:0"}
+
+
+def admin(lr, method, path, token=None):
+    conn = http.client.HTTPConnection("127.0.0.1", lr.admin_port, timeout=10)
+    try:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        conn.request(method, path, headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()
+        return resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), body
+    finally:
+        conn.close()
+
+
+def stats(lr, token=None):
+    status, headers, body = admin(lr, "GET", "/stats", token)
+    assert status == 200 and headers["content-type"] == "application/json", (status, body)
+    return json.loads(body)
+
+
+def wait_stats(lr, check, timeout=5.0):
+    """Statistics once `check` holds (gauges are refreshed about once a second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = stats(lr)
+        if check(s) or time.monotonic() > deadline:
+            return s
+        time.sleep(0.1)
+
+
+def test_health_and_readiness(larder_factory):
+    lr = larder_factory(config=ADMIN)
+    assert admin(lr, "GET", "/healthz")[0] == 200
+    status, headers, body = admin(lr, "GET", "/readyz")
+    assert status == 200 and body == b"ready\n"
+    assert admin(lr, "HEAD", "/healthz")[2] == b""
+    status, headers, _ = admin(lr, "POST", "/stats")
+    assert status == 405 and headers["allow"] == "GET, HEAD"
+    assert admin(lr, "GET", "/nope")[0] == 404
+
+
+def test_stats_count_what_the_proxy_did(larder_factory, origin, workdir):
+    lr = larder_factory(config=ADMIN)
+    script(workdir, "st", headers=[("Cache-Control", "max-age=60")], body="x" * 1000)
+    url = origin.url("/res/st")
+    assert proxy_exchange(lr.port, "GET", url).status == 200           # miss, stored
+    assert cache_status(proxy_exchange(lr.port, "GET", url)).startswith("Larder; hit")
+    assert cache_status(proxy_exchange(lr.port, "GET", url)).startswith("Larder; hit")
+    proxy_exchange(lr.port, "POST", origin.url("/echo"), body=b"hi")   # pass
+    cold = origin.url("/res/never")
+    assert proxy_exchange(lr.port, "GET", cold, headers=[("Cache-Control", "only-if-cached")]).status == 504
+    s = wait_stats(lr, lambda s: s["loop_lag_seconds"] and s["client_connections_open"] == 0)
+    assert s["version"]
+    assert s["cache_lookups"]["hit"] == 2
+    assert s["cache_lookups"]["miss"] == 1
+    assert s["cache_lookups"]["pass"] == 1
+    assert s["cache_lookups"]["only_if_cached_miss"] == 1
+    assert s["requests"]["GET"] == 4 and s["requests"]["POST"] == 1
+    assert s["responses"]["2xx"] == 4 and s["responses"]["5xx"] == 1
+    assert s["client_bytes"]["cache"] == 2000 and s["client_bytes"]["origin"] >= 1000
+    assert abs(s["hit_ratio"]["requests"] - 2 / 4) < 1e-9
+    assert s["client_connections"] == 5
+    assert s["cache_entries"]["memory"] >= 1
+    assert s["cache_capacity_bytes"]["disk"] == 1 << 30
+    assert s["lmdb_map_size_bytes"] > s["cache_capacity_bytes"]["disk"]
+    assert s["origin_requests"]["new"] + s["origin_requests"]["reused"] == 2
+    assert sorted(s["loop_lag_seconds"]) == ["0", "1"]  # two workers
+    assert s["uptime_seconds"] > 0
+
+
+def test_metrics_parse_as_prometheus_text(larder_factory, origin, workdir):
+    lr = larder_factory(config=ADMIN)
+    script(workdir, "pm", headers=[("Cache-Control", "max-age=60")], body="p")
+    proxy_exchange(lr.port, "GET", origin.url("/res/pm"))
+    proxy_exchange(lr.port, "GET", origin.url("/res/pm"))
+    status, headers, body = admin(lr, "GET", "/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    # The parser drops the _total suffix from counter family names.
+    lookups = {s.labels["result"]: s.value for s in families["larder_cache_lookups"].samples}
+    assert families["larder_cache_lookups"].type == "counter"
+    assert lookups["hit"] == 1 and lookups["miss"] == 1
+    assert families["larder_cache_bytes"].type == "gauge"
+    assert {s.labels["tier"] for s in families["larder_cache_bytes"].samples} == {"memory", "disk"}
+    info = families["larder_build_info"].samples[0]
+    assert info.labels["version"] == stats(lr)["version"]
+    assert families["larder_origin_errors"].type == "counter"
+
+
+def test_origin_errors_are_counted_by_kind(larder_factory):
+    lr = larder_factory(config=ADMIN)
+    # A port nothing listens on: connection refused.
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = s.getsockname()[1]
+    s.close()
+    assert proxy_exchange(lr.port, "GET", f"http://127.0.0.1:{dead}/x").status == 502
+    assert stats(lr)["origin_errors"]["refused"] == 1
+
+
+def test_inspect_and_purge_entries(larder_factory, origin, workdir):
+    lr = larder_factory(config=ADMIN)
+    script(workdir, "a", headers=[("Cache-Control", "max-age=600"), ("X-Tag", "one")], body="aaa")
+    script(workdir, "b", headers=[("Cache-Control", "max-age=600")], body="bbb")
+    ua, ub = origin.url("/res/a"), origin.url("/res/b")
+    proxy_exchange(lr.port, "GET", ua)
+    proxy_exchange(lr.port, "GET", ub)
+    q = urllib.parse.quote(ua, safe="")
+    status, _, body = admin(lr, "GET", f"/cache?url={q}")
+    assert status == 200, body
+    entry = json.loads(body)
+    assert entry["url"] == ua and len(entry["variants"]) == 1
+    v = entry["variants"][0]
+    assert v["status"] == 200 and v["size"] == 3 and v["fresh"] is True and v["freshness_lifetime"] == 600
+    assert v["tier"] in ("memory", "disk")
+    assert ["X-Tag", "one"] in v["headers"]
+    assert admin(lr, "GET", "/cache")[0] == 400
+    assert admin(lr, "GET", "/cache?url=" + urllib.parse.quote(origin.url("/res/zzz"), safe=""))[0] == 404
+    assert admin(lr, "GET", "/cache?url=not-a-url")[0] == 400
+
+    status, _, body = admin(lr, "DELETE", f"/cache?url={q}")
+    assert status == 200 and json.loads(body)["purged"] == ua
+    only = [("Cache-Control", "only-if-cached")]
+    assert proxy_exchange(lr.port, "GET", ua, headers=only).status == 504
+    assert proxy_exchange(lr.port, "GET", ub, headers=only).status == 200
+
+    assert admin(lr, "DELETE", "/cache?since=yesterday")[0] == 400
+    # Stored since a minute ago: b goes.
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    assert admin(lr, "DELETE", f"/cache?since={since}")[0] == 200
+    assert proxy_exchange(lr.port, "GET", ub, headers=only).status == 504
+
+    proxy_exchange(lr.port, "GET", ua)
+    assert proxy_exchange(lr.port, "GET", ua, headers=only).status == 200
+    assert admin(lr, "DELETE", "/cache")[0] == 200
+    assert proxy_exchange(lr.port, "GET", ua, headers=only).status == 504
+    assert methods(origin, "a") == ["GET", "GET"]
+
+
+def test_token_guards_everything_but_healthz(larder_factory):
+    lr = larder_factory(config={**ADMIN, "admin_token": "s3cret-token"})
+    assert admin(lr, "GET", "/healthz")[0] == 200
+    status, headers, _ = admin(lr, "GET", "/stats")
+    assert status == 401 and headers["www-authenticate"].startswith("Bearer")
+    assert admin(lr, "GET", "/stats", token="wrong")[0] == 401
+    assert admin(lr, "DELETE", "/cache", token="s3cret-tokem")[0] == 401
+    assert admin(lr, "GET", "/stats", token="s3cret-token")[0] == 200
+
+
+def test_refuses_an_open_admin_endpoint_without_a_token(larder_factory):
+    lr = larder_factory(config={"admin_listen": "0.0.0.0:0"}, wait=False)
+    assert lr.wait_exit(15) == 2
+    assert "admin_token" in lr.log_text()
+
+
+def test_refuses_the_proxy_port_for_the_admin_endpoint(larder_factory):
+    lr = larder_factory(config={"listen": ["127.0.0.1:3999"], "admin_listen": "127.0.0.1:3999"},
+                        listen_flag=False, wait=False)
+    assert lr.wait_exit(15) == 2
+    assert "its own" in lr.log_text()
