@@ -41,7 +41,7 @@ http {
 }
 NGINX
 taskset -c 0 /usr/sbin/nginx -c "$work/nginx.conf" & pids+=($!)
-.build/release/larder --listen 127.0.0.1:0 --admin-listen off --cache-dir "$work/cache" --workers 1 \
+.build/release/larder --listen 127.0.0.1:0 --admin-listen off --access-log off --cache-dir "$work/cache" --workers 1 \
     2> "$work/larder.log" & pids+=($!)
 larder_pid=$!
 taskset -p -c 0 "$larder_pid" >/dev/null

@@ -21,6 +21,10 @@ public struct Config: Sendable, Equatable {
     public var viaName: String = "larder"
     /// Operational log level (`log_level`): trace, debug, info, notice, warning, error, critical.
     public var logLevel: String = "info"
+    /// Access log destination (`access_log`): nil (off), "stdout", or a file path.
+    public var accessLog: String? = "stdout"
+    /// `access_log_format`: combined or json.
+    public var accessLogFormat: String = "combined"
     /// Client-side limits (`limits.*`).
     public var limits = Limits()
     /// The outbound session client (`session.*`), named after NSURLSessionConfiguration.

@@ -61,6 +61,13 @@ enum ConfigSchema {
         ConfigField(key: "log_level") { c, n throws(ValueError) in
             c.logLevel = try oneOf(n, logLevels)
         },
+        ConfigField(key: "access_log") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.accessLog = (s == nil || s == "" || s == "off" || s == "false") ? nil : s
+        },
+        ConfigField(key: "access_log_format") { c, n throws(ValueError) in
+            c.accessLogFormat = try oneOf(n, ["combined", "json"])
+        },
 
         ConfigField(key: "limits.max_head_bytes") { c, n throws(ValueError) in
             c.limits.maxHeadBytes = try size(n, in: 1_024...16_777_216)

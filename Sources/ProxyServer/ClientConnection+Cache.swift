@@ -26,10 +26,10 @@ extension ClientConnection {
         case .get, .head:
             break
         case .options, .trace, .connect:
-            worker.stats.add(.lookupPass)
+            noteLookup(.lookupPass)
             return false
         default:
-            worker.stats.add(.lookupPass)
+            noteLookup(.lookupPass)
             exchange.phase = .unsafe
             exchange.status = CacheStatus(forward: .method)
             cacheExchange = exchange
@@ -59,13 +59,13 @@ extension ClientConnection {
                                      settings: setup.policy)
         switch decision {
         case .serve(_, let stale):
-            worker.stats.add(stale ? .lookupStaleServed : .lookupHit)
+            noteLookup(stale ? .lookupStaleServed : .lookupHit)
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: stale ? "stale" : nil)
             return serveFromCache(entry, exchange: exchange, now: now)
         case .serveStaleThenRevalidate:
             // Served stale now, refreshed for the next request.
-            worker.stats.add(.lookupStaleServed)
+            noteLookup(.lookupStaleServed)
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-while-revalidate")
             let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host, path: path,
@@ -84,18 +84,18 @@ extension ClientConnection {
             exchange.phase = .fetching
             exchange.status = CacheStatus(forward: CacheStatus.Forward(reason))
             if reason == .bypass {
-                worker.stats.add(.lookupPass)
+                noteLookup(.lookupPass)
                 exchange.phase = .bypass
                 return false
             }
-            worker.stats.add(.lookupMiss)
+            noteLookup(.lookupMiss)
             if setup.collapseRequests, reason != .request, method == .get, !facts.hasRange, !facts.hasConditionals,
                request.framing == .none, !request.upgradeRequested {
                 return joinInFlight(exchange)
             }
             return false
         case .gatewayTimeout:
-            worker.stats.add(.lookupOnlyIfCachedMiss)
+            noteLookup(.lookupOnlyIfCachedMiss)
             cacheExchange = nil
             respondAndContinue(504, "\(String(decoding: primaryKey, as: UTF8.self)) is not in the cache and the "
                                + "request allows only cached responses (only-if-cached)")
@@ -123,7 +123,7 @@ extension ClientConnection {
             guard let entry = ex.entry else { return false }
             if head.status >= 500, let facts = ex.facts,
                Lookup.mayServeStaleOnError(request: facts, entry: entry.facts, status: head.status, now: now) {
-                worker.stats.add(.lookupStaleServed)
+                noteLookup(.lookupStaleServed)
                 ex.status = CacheStatus(hit: true, forwardStatus: head.status, ttl: entry.facts.timeToLive(now: now),
                                         detail: "stale-if-error")
                 ex.phase = .revalidated
@@ -131,7 +131,7 @@ extension ClientConnection {
             }
             switch Revalidation.outcome(entry: entry.facts, response: head, method: m) {
             case .unchanged:
-                worker.stats.add(.lookupRevalidatedUnchanged)
+                noteLookup(.lookupRevalidatedUnchanged)
                 guard ex.freshen(with: head, now: now, cache: worker.cache, setup: setup) else { return false }
                 ex.status = CacheStatus(forward: .stale, forwardStatus: head.status,
                                         ttl: ex.entry!.facts.timeToLive(now: now),
@@ -139,7 +139,7 @@ extension ClientConnection {
                 ex.phase = .revalidated
                 return true
             case .changed:
-                worker.stats.add(.lookupRevalidatedChanged)
+                noteLookup(.lookupRevalidatedChanged)
                 worker.cache.invalidate(primaryKey: ex.primaryKey)
                 ex.entry = nil
                 if m == .head {
@@ -202,7 +202,7 @@ extension ClientConnection {
             let now = currentTime()
             guard Lookup.mayServeStaleOnError(request: facts, entry: entry.facts, status: nil, now: now) else { return false }
             worker.logger.notice("serving stale \(String(decoding: ex.primaryKey, as: UTF8.self)): \(error.message)")
-            worker.stats.add(.lookupStaleServed)
+            noteLookup(.lookupStaleServed)
             ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-if-error")
             if !serveFromCache(entry, exchange: ex, now: now) { return false }
             return true
@@ -241,12 +241,11 @@ extension ClientConnection {
         }
         worker.cache.touch(entry, now: now)
         let age = entry.facts.currentAge(now: now)
-        let stats = worker.stats
         let statusBytes = ex.status.serialized()
         writer.reset()
         if ClientConditionals.notModified(request: request, entry: entry.facts),
            let stored = CachedResponseWriter.parse(entry.head) {
-            stats.add(.response3xx)
+            noteResponse(304)
             CachedResponseWriter.notModified(storedHead: stored, age: age, cacheStatus: statusBytes,
                                              keepAlive: keepAlive, clientVersion: request.version,
                                              viaName: worker.settings.viaName, into: &writer)
@@ -264,7 +263,11 @@ extension ClientConnection {
             partialHead = CachedResponseWriter.parse(entry.head)
             if partialHead == nil { range = .full }
         }
-        stats.add(range == .unsatisfiable ? .response4xx : .response2xx)
+        switch range {
+        case .single: noteResponse(206)
+        case .unsatisfiable: noteResponse(416)
+        case .full, .passToOrigin: noteResponse(entry.facts.status)
+        }
         switch range {
         case .single(let start, let end):
             bodyStart = start
@@ -287,7 +290,7 @@ extension ClientConnection {
             finishExchange()
             return true
         }
-        stats.add(.clientBytesFromCache, bodyCount)
+        noteBody(bodyCount, fromCache: true)
         switch entry.body {
         case .memory(let object):
             object.body.withUnsafeBytes { stream.output.append(UnsafeRawBufferPointer(rebasing: $0[bodyStart..<bodyStart + bodyCount])) }

@@ -29,6 +29,7 @@ extension ClientConnection: CollapseParticipant {
             return false
         case .follow(let fetch, let id):
             worker.stats.add(.collapsedRequests)
+            logCache = "collapsed"
             following = CollapseFollower(fetch: fetch, id: id, exchange: exchange)
             state = .exchanging
             stream.disableReading()
@@ -78,7 +79,7 @@ extension ClientConnection: CollapseParticipant {
                                          upgrade: false, cacheStatus: fw.exchange.status.serialized(), into: &writer)
                 stream.output.append(writer.bytes)
                 responseHeadSent = true
-                worker.stats.add(.response(status: head.status))
+                noteResponse(head.status)
             }
         }
         let out = stream.output
@@ -98,7 +99,7 @@ extension ClientConnection: CollapseParticipant {
                 out.append(bytes)
             }
         }
-        worker.stats.add(.clientBytesFromOrigin, delivered)
+        noteBody(delivered, fromCache: false)
         switch end {
         case .more:
             return

@@ -66,6 +66,14 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     /// How collapsed fetches on other threads reach this connection.
     lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
 
+    // For the access log and the statistics: what happened to the current request.
+    var requestStart = 0.0
+    var logStatus = 0
+    var logBytes = 0
+    var logCache: StaticString = "-"
+    var logged = true
+    lazy var clientAddress: [UInt8] = Array(peer.host.utf8)
+
     /// Queued response bytes beyond which the origin is paused.
     static let outputHighWater = 1 << 20
     /// Queued request-body bytes beyond which the client is paused.
@@ -171,7 +179,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     func handleRequest() {
-        worker.stats.add(Count.request(request.method))
+        beginLogging()
         keepAlive = request.keepAlive && !worker.draining
         responseHeadSent = false
         continueSent = false
@@ -293,13 +301,13 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             self.connectOpener = nil
             switch result {
             case .success(let upstream):
-                self.worker.stats.add(.response2xx)
+                self.noteResponse(200)
                 self.stream.output.append(LocalResponse.connectEstablished)
                 self.startTunnel(upstream)
             case .failure(let error):
                 self.worker.logger.warning("\(error.status) CONNECT from \(self.peer): \(error.message)")
                 self.writer.reset()
-                self.worker.stats.add(.response(status: error.status))
+                self.noteResponse(error.status)
                 self.worker.stats.add(Count.originError(error))
                 LocalResponse.error(error.status, error.message, close: true, into: &self.writer)
                 self.stream.output.append(self.writer.bytes)
@@ -309,6 +317,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     func startTunnel(_ upstream: Stream) {
+        logRequest()
         deadline?.cancel()
         state = .tunnel
         let t = Tunnel(stream, upstream) { [unowned self] in
@@ -327,7 +336,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             keepAlive = false
         }
         writer.reset()
-        worker.stats.add(.response2xx)
+        noteResponse(200)
         if request.method == .trace {
             LocalResponse.trace(request, close: !keepAlive, into: &writer)
         } else {
@@ -340,10 +349,12 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     /// A request we refuse: answer with `status` and close (the rest of the stream cannot be trusted).
     func reject(_ status: Int, _ reason: String) {
         worker.logger.notice("\(status) to \(peer): \(reason)")
+        if logged { beginLogging() }  // a head that did not parse is still a request to log
         writer.reset()
-        worker.stats.add(.response(status: status))
+        noteResponse(status)
         LocalResponse.error(status, reason, close: true, into: &writer)
         stream.output.append(writer.bytes)
+        logRequest()
         closeWhenFlushed()
     }
 
@@ -351,7 +362,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func respondAndContinue(_ status: Int, _ reason: String) {
         if request.framing != .none { keepAlive = false }
         writer.reset()
-        worker.stats.add(.response(status: status))
+        noteResponse(status)
         LocalResponse.error(status, reason, close: !keepAlive, headOnly: request.method == .head, into: &writer)
         stream.output.append(writer.bytes)
         finishExchange()
@@ -465,7 +476,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             clientFraming = .none
             return
         }
-        worker.stats.add(.response(status: head.status))
+        noteResponse(head.status)
         worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)
         clientFraming = request.method == .head ? .none
             : ResponseHeadWriter.framing(for: head, clientVersion: request.version)
@@ -485,7 +496,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             return
         }
         cacheTee(source, count: count)
-        worker.stats.add(.clientBytesFromOrigin, count)
+        noteBody(count, fromCache: false)
         let out = stream.output
         switch clientFraming {
         case .chunked:
@@ -521,7 +532,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             }
             if case .done = requestBody {} else { keepAlive = false }
             writer.reset()
-            worker.stats.add(.response(status: error.status))
+            noteResponse(error.status)
             LocalResponse.error(error.status, error.message, close: !keepAlive,
                                 headOnly: request.method == .head, into: &writer)
             stream.output.append(writer.bytes)
@@ -542,6 +553,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     /// The response is queued: read the next request, or close.
     func finishExchange() {
+        logRequest()
         // Normally ended when the fetch completed; anything else must not leave followers waiting.
         cacheExchange?.endCollapse(failed: true, table: worker.inFlight)
         cacheExchange = nil
@@ -599,6 +611,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     func close() {
         guard state != .closed else { return }
+        logRequest()
         state = .closed
         deadline?.cancel()
         deadline = nil

@@ -18,6 +18,7 @@ public final class ProxyServer {
     /// Where the admin endpoint listens, if it is on.
     public private(set) var adminAddress: String?
     private var admin: AdminContext?
+    private var accessLog: AccessLog?
 
     public enum StartError: Error, CustomStringConvertible {
         case badAddress(String)
@@ -56,8 +57,17 @@ public final class ProxyServer {
         logger.info("cache in \(config.cacheDirectory): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
         let count = ProxyServer.workerCount(config)
         let inFlight = InFlightTable()
+        if let destination = config.accessLog {
+            do {
+                accessLog = try AccessLog(path: destination == "stdout" ? nil : destination,
+                                          format: config.accessLogFormat == "json" ? .json : .combined)
+            } catch {
+                throw .listen(error.message)
+            }
+        }
         for i in 0..<count {
-            let w = Worker(index: i, settings: settings, logger: logger, cache: opened, inFlight: inFlight)
+            let w = Worker(index: i, settings: settings, logger: logger, cache: opened, inFlight: inFlight,
+                           accessLog: accessLog)
             do {
                 try w.prepare()
             } catch {
@@ -108,6 +118,12 @@ public final class ProxyServer {
         logger.info("larder started with \(count) worker\(count == 1 ? "" : "s")")
     }
 
+    /// SIGUSR1: the access log file is reopened (after rotation).
+    public func reopenLogs() {
+        accessLog?.reopen()
+        logger.info("access log reopened")
+    }
+
     /// Stops accepting, lets in-flight exchanges finish for up to `grace` seconds, then closes the
     /// rest and stops every loop. Blocks until the worker threads have exited.
     public func shutdown(grace: Double) {
@@ -130,6 +146,7 @@ public final class ProxyServer {
         }
         for t in threads { t.join() }
         threads.removeAll()
+        accessLog?.close()
         cache?.close()
     }
 }

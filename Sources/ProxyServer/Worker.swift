@@ -32,12 +32,16 @@ final class Worker: @unchecked Sendable {
     let openConnections = Atomic<Int>(0)
     /// What this worker counts; read by the admin endpoint from any worker.
     let stats = WorkerStatistics()
+    /// This worker's access log lines, if the log is on.
+    let accessLog: AccessLogBuffer?
     /// Measures loop lag and publishes the session's levels, once a second.
     private var tick: Timer?
     private var tickDue = 0.0
     static let tickInterval = 1.0
 
-    init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable) {
+    init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable,
+         accessLog: AccessLog?) {
+        self.accessLog = accessLog.map { AccessLogBuffer(log: $0) }
         self.index = index
         self.settings = settings
         self.logger = logger
@@ -62,6 +66,7 @@ final class Worker: @unchecked Sendable {
         tickDue = now + Worker.tickInterval
         stats.set(.originConnectionsOpen, session.openConnectionCount)
         stats.set(.originConnectionsIdle, session.idleConnectionCount)
+        accessLog?.flush()
     }
 
     /// Before the worker's thread runs.
@@ -142,6 +147,7 @@ final class Worker: @unchecked Sendable {
     func closeAll() {
         for conn in Array(connections.values) { conn.forceClose() }
         for conn in Array(adminConnections.values) { conn.close() }
+        accessLog?.flush()
         for fetch in Array(orphans.values) { fetch.cancel() }
         for refresh in Array(refreshes.values) { refresh.cancel() }
         session.closeIdleConnections()

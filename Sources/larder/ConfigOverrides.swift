@@ -25,6 +25,9 @@ struct ConfigOverrides: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
+    @Option(name: .customLong("access-log"), help: "Access log: 'stdout', a file path, or 'off'.")
+    var accessLog: String?
+
     /// Defaults, then the file, then `LARDER_…` variables, then flags.
     func resolve() throws(ConfigErrors) -> Config {
         let env = ProcessEnvironment.variables()
@@ -42,6 +45,7 @@ struct ConfigOverrides: ParsableArguments {
         if let w = workers { flags.append(.init(name: "--workers", key: "workers", value: String(w))) }
         if let r = reverseOrigin { flags.append(.init(name: "--reverse-origin", key: "reverse_origin", value: r)) }
         if let l = logLevel { flags.append(.init(name: "--log-level", key: "log_level", value: l)) }
+        if let a = accessLog { flags.append(.init(name: "--access-log", key: "access_log", value: a)) }
         try ConfigLoader.applyCommandLine(flags, to: &c)
         return c
     }

@@ -43,6 +43,10 @@ struct RunCommand: ParsableCommand {
                 logger.info("stopped")
                 return
             }
+            if received == SIGUSR1 {
+                server.reopenLogs()
+                continue
+            }
             logger.info("signal \(received) ignored for now")
         }
     }

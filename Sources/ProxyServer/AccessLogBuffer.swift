@@ -1,0 +1,160 @@
+import Glibc
+import HTTPWire
+
+/// One worker's access log lines waiting for the writer thread. Loop-confined: formatting a line is
+/// byte appends into a reused buffer; the date is formatted once per second.
+final class AccessLogBuffer {
+    let log: AccessLog
+    private(set) var bytes: [UInt8] = []
+    private var dateSecond: Int64 = -1
+    private var date: [UInt8] = []
+
+    static let flushAt = 32 * 1024
+
+    init(log: AccessLog) {
+        self.log = log
+        bytes.reserveCapacity(AccessLogBuffer.flushAt + 2048)
+    }
+
+    /// What one line says about one request.
+    struct Entry {
+        var client: [UInt8]
+        var request: RequestHead
+        var status: Int
+        var bodyBytes: Int
+        var cache: StaticString
+        var seconds: Double
+        var time: Int64
+    }
+
+    func append(_ e: Entry) {
+        if e.time != dateSecond { formatDate(e.time) }
+        switch log.format {
+        case .combined: appendCombined(e)
+        case .json: appendJSON(e)
+        }
+        if bytes.count >= AccessLogBuffer.flushAt { flush() }
+    }
+
+    func flush() {
+        guard !bytes.isEmpty else { return }
+        log.submit(bytes)
+        bytes.removeAll(keepingCapacity: true)
+    }
+
+    // combined: client - - [date] "request line" status bytes "referer" "user agent" cache seconds
+    private func appendCombined(_ e: Entry) {
+        bytes.append(contentsOf: e.client)
+        append(" - - [")
+        bytes.append(contentsOf: date)
+        append("] \"")
+        let h = e.request.headers
+        h.withBytes(e.request.methodRange) { escaped($0) }
+        append(" ")
+        h.withBytes(e.request.target) { escaped($0) }
+        append(e.request.version == .http10 ? " HTTP/1.0\" " : " HTTP/1.1\" ")
+        if e.status > 0 { decimal(e.status) } else { append("-") }
+        append(" ")
+        decimal(e.bodyBytes)
+        append(" \"")
+        field(h, "referer")
+        append("\" \"")
+        field(h, "user-agent")
+        append("\" ")
+        append(e.cache)
+        append(" ")
+        seconds(e.seconds)
+        append("\n")
+    }
+
+    private func appendJSON(_ e: Entry) {
+        let h = e.request.headers
+        append("{\"time\":\"")
+        bytes.append(contentsOf: date)
+        append("\",\"client\":\"")
+        bytes.append(contentsOf: e.client)
+        append("\",\"method\":\"")
+        h.withBytes(e.request.methodRange) { jsonEscaped($0) }
+        append("\",\"url\":\"")
+        h.withBytes(e.request.target) { jsonEscaped($0) }
+        append(e.request.version == .http10 ? "\",\"version\":\"HTTP/1.0\",\"status\":" : "\",\"version\":\"HTTP/1.1\",\"status\":")
+        decimal(e.status)
+        append(",\"bytes\":")
+        decimal(e.bodyBytes)
+        append(",\"referer\":\"")
+        if let i = h.firstIndex(of: "referer") { h.withBytes(h.fields[i].value) { jsonEscaped($0) } }
+        append("\",\"user_agent\":\"")
+        if let i = h.firstIndex(of: "user-agent") { h.withBytes(h.fields[i].value) { jsonEscaped($0) } }
+        append("\",\"cache\":\"")
+        append(e.cache)
+        append("\",\"duration\":")
+        seconds(e.seconds)
+        append("}\n")
+    }
+
+    private func field(_ h: HeaderBlock, _ name: StaticString) {
+        if let i = h.firstIndex(of: name) { h.withBytes(h.fields[i].value) { escaped($0) } } else { append("-") }
+    }
+
+    private func append(_ s: StaticString) {
+        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    private func decimal(_ n: Int) {
+        if n < 0 { append("-"); return }
+        if n >= 10 { decimal(n / 10) }
+        bytes.append(UInt8(0x30 + n % 10))
+    }
+
+    /// Seconds with microseconds: 0.000123.
+    private func seconds(_ s: Double) {
+        let micros = Int((max(0, s) * 1_000_000).rounded())
+        decimal(micros / 1_000_000)
+        bytes.append(0x2E)
+        var frac = micros % 1_000_000
+        var digits = [UInt8](repeating: 0x30, count: 6)
+        for i in stride(from: 5, through: 0, by: -1) {
+            digits[i] = UInt8(0x30 + frac % 10)
+            frac /= 10
+        }
+        bytes.append(contentsOf: digits)
+    }
+
+    /// nginx's escaping: quotes, backslashes, controls and non-ASCII as \xHH.
+    private func escaped(_ raw: UnsafeRawBufferPointer) {
+        for b in raw {
+            if b < 0x20 || b >= 0x7F || b == 0x22 || b == 0x5C { hexEscape(b, prefix: "\\x") } else { bytes.append(b) }
+        }
+    }
+
+    private func jsonEscaped(_ raw: UnsafeRawBufferPointer) {
+        for b in raw {
+            if b < 0x20 || b >= 0x7F || b == 0x22 || b == 0x5C { hexEscape(b, prefix: "\\u00") } else { bytes.append(b) }
+        }
+    }
+
+    private func hexEscape(_ b: UInt8, prefix: StaticString) {
+        let hex: StaticString = "0123456789abcdef"
+        append(prefix)
+        hex.withUTF8Buffer { h in
+            bytes.append(h[Int(b >> 4)])
+            bytes.append(h[Int(b & 0xF)])
+        }
+    }
+
+    private func formatDate(_ t: Int64) {
+        dateSecond = t
+        switch log.format {
+        case .json:
+            date = Array(RFC3339.format(t).utf8)
+        case .combined:
+            // 23/Nov/2026:01:02:03 +0000
+            let days = Int(t / 86_400)
+            let secs = Int(t % 86_400)
+            let (y, m, d) = RFC3339.civilFromDays(days)
+            let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+            func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+            date = Array("\(two(d))/\(months[m - 1])/\(y):\(two(secs / 3600)):\(two(secs / 60 % 60)):\(two(secs % 60)) +0000".utf8)
+        }
+    }
+}

@@ -1,0 +1,88 @@
+"""The access log: combined and JSON lines a log tool can parse, written to a file that SIGUSR1
+reopens, or nowhere."""
+
+import json
+import os
+import re
+import signal
+import time
+
+from helpers import proxy_exchange
+from test_cache import script
+
+# The combined log format, then our two fields: cache result and seconds.
+COMBINED = re.compile(r'^(?P<client>\S+) - - \[(?P<time>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000)\] '
+                      r'"(?P<method>\S+) (?P<target>\S+) (?P<version>HTTP/1\.[01])" (?P<status>\d{3}|-) '
+                      r'(?P<bytes>\d+) "(?P<referer>[^"]*)" "(?P<agent>[^"]*)" (?P<cache>\S+) (?P<seconds>\d+\.\d{6})$')
+
+
+def read_lines(path, n, timeout=5.0):
+    """The file's lines once there are at least n (workers hand lines over about once a second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len(lines) >= n or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.1)
+
+
+def test_combined_lines_parse(larder_factory, origin, workdir):
+    log = workdir / "access.log"
+    lr = larder_factory(config={"access_log": str(log)})
+    script(workdir, "lg", headers=[("Cache-Control", "max-age=60")], body="12345")
+    url = origin.url("/res/lg")
+    proxy_exchange(lr.port, "GET", url, headers=[("User-Agent", 'curl/8 "quoted"'), ("Referer", "http://r/")])
+    proxy_exchange(lr.port, "GET", url)
+    proxy_exchange(lr.port, "GET", origin.url("/status/404"))
+    lines = read_lines(log, 3)
+    assert len(lines) == 3, lines
+    parsed = [COMBINED.match(l) for l in lines]
+    assert all(parsed), lines
+    # Each worker hands its lines over on its own, so lines of different workers may come out of order.
+    first = next(p for p in parsed if p["agent"] != "-")
+    second = next(p for p in parsed if p["agent"] == "-" and p["target"] == url)
+    third = next(p for p in parsed if p["target"].endswith("/status/404"))
+    assert first["client"] == "127.0.0.1" and first["method"] == "GET" and first["target"] == url
+    assert first["status"] == "200" and first["bytes"] == "5" and first["cache"] == "miss"
+    assert first["agent"] == 'curl/8 \\x22quoted\\x22' and first["referer"] == "http://r/"
+    assert second["cache"] == "hit" and second["bytes"] == "5" and second["agent"] == "-"
+    assert third["status"] == "404"
+    assert float(first["seconds"]) < 5
+
+
+def test_json_lines_and_rejected_requests(larder_factory, origin, workdir):
+    log = workdir / "access.jsonl"
+    lr = larder_factory(config={"access_log": str(log), "access_log_format": "json"})
+    proxy_exchange(lr.port, "GET", origin.url("/bytes/100"))
+    proxy_exchange(lr.port, "GET", "/relative", headers=[("Host", "x")])  # 400: origin-form to a forward proxy
+    lines = read_lines(log, 2)
+    records = sorted((json.loads(l) for l in lines), key=lambda r: r["status"])
+    assert records[0]["status"] == 200 and records[0]["bytes"] == 100 and records[0]["cache"] == "miss"
+    assert records[0]["method"] == "GET" and records[0]["url"] == origin.url("/bytes/100")
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", records[0]["time"])
+    assert records[1]["status"] == 400 and records[1]["url"] == "/relative"
+
+
+def test_sigusr1_reopens_the_file_after_rotation(larder_factory, origin, workdir):
+    log = workdir / "access.log"
+    lr = larder_factory(config={"access_log": str(log)})
+    proxy_exchange(lr.port, "GET", origin.url("/bytes/1"))
+    assert len(read_lines(log, 1)) == 1
+    rotated = workdir / "access.log.1"
+    os.rename(log, rotated)
+    os.kill(lr.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while not log.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proxy_exchange(lr.port, "GET", origin.url("/bytes/2"))
+    new = read_lines(log, 1)
+    assert len(new) == 1 and '"GET ' + origin.url("/bytes/2") in new[0]
+    assert len(rotated.read_text().splitlines()) == 1
+
+
+def test_access_log_off_writes_nothing(larder_factory, origin, workdir):
+    lr = larder_factory(config={"access_log": "off"})
+    proxy_exchange(lr.port, "GET", origin.url("/bytes/1"))
+    time.sleep(1.2)
+    assert not list(workdir.glob("*.log"))
+    assert 'GET ' not in lr.log_text()
