@@ -82,4 +82,16 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     public var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// The address in network order: 4 bytes for IPv4, 16 for IPv6.
+    public var addressBytes: [UInt8] {
+        withUnsafeBytes(of: storage) { raw in
+            if isIPv6 {
+                let a = raw.load(as: sockaddr_in6.self).sin6_addr
+                return withUnsafeBytes(of: a) { Array($0) }
+            }
+            let a = raw.load(as: sockaddr_in.self).sin_addr
+            return withUnsafeBytes(of: a) { Array($0) }
+        }
+    }
 }

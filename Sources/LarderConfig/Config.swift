@@ -17,6 +17,10 @@ public struct Config: Sendable, Equatable {
     public var reverseOrigin: OriginURL? = nil
     /// Ports CONNECT may reach (`connect_ports`).
     public var connectPorts: [Int] = [443]
+    /// Clients allowed to send `PURGE` to the proxy port (`purge_allowed_from`).
+    public var purgeAllowedFrom: [AddressRange] = [AddressRange(bytes: [127, 0, 0, 0], prefixLength: 8),
+                                                   AddressRange(bytes: Array(repeating: 0, count: 15) + [1],
+                                                                prefixLength: 128)]
     /// Name this proxy gives itself in `Via` (`via_name`).
     public var viaName: String = "larder"
     /// Operational log level (`log_level`): trace, debug, info, notice, warning, error, critical.
@@ -119,6 +123,31 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
 
     /// 127.0.0.0/8, ::1 or localhost: reachable only from this machine.
     public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
+}
+
+/// An IPv4 or IPv6 network, `10.0.0.0/8` or `::1/128` (a bare address is a /32 or /128).
+public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
+    public var bytes: [UInt8]
+    public var prefixLength: Int
+    public init(bytes: [UInt8], prefixLength: Int) { self.bytes = bytes; self.prefixLength = prefixLength }
+
+    public func contains(_ address: [UInt8]) -> Bool {
+        guard address.count == bytes.count else { return false }
+        var bits = prefixLength
+        for (a, b) in zip(address, bytes) where bits > 0 {
+            let mask: UInt8 = bits >= 8 ? 0xFF : ~(0xFF >> UInt8(bits))
+            if a & mask != b & mask { return false }
+            bits -= 8
+        }
+        return true
+    }
+
+    public var description: String {
+        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") + "/\(prefixLength)" }
+        var groups: [String] = []
+        for i in stride(from: 0, to: 16, by: 2) { groups.append(String(Int(bytes[i]) << 8 | Int(bytes[i + 1]), radix: 16)) }
+        return groups.joined(separator: ":") + "/\(prefixLength)"
+    }
 }
 
 /// `http://host[:port]` or `https://host[:port]` with no path (origins and parent proxies).

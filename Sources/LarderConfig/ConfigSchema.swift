@@ -51,6 +51,11 @@ enum ConfigSchema {
             for item in try list(n) { ports.append(try integer(item, in: 1...65_535, what: "a port")) }
             c.connectPorts = ports
         },
+        ConfigField(key: "purge_allowed_from") { c, n throws(ValueError) in
+            var ranges: [AddressRange] = []
+            for item in try list(n) { ranges.append(try ConfigLoader.parseAddressRange(try nonEmpty(item))) }
+            c.purgeAllowedFrom = ranges
+        },
         ConfigField(key: "via_name") { c, n throws(ValueError) in
             let s = try nonEmpty(n)
             guard s.allSatisfy({ $0.isASCII && $0 != " " && $0 != "," && !$0.isNewline }) else {

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Parsers for the value syntaxes the configuration accepts. Each throws a message that completes
 /// "key: …" in an error line, so it names what was expected and what was found.
 public struct ValueError: Error, Sendable, Equatable {
@@ -7,6 +9,31 @@ public struct ValueError: Error, Sendable, Equatable {
 
 extension ConfigLoader {
     /// `host:port`, `[v6]:port`; port 0 asks the kernel for a free one.
+    /// `10.0.0.0/8`, `192.168.1.7`, `::1/128`, `fd00::/8`.
+    public static func parseAddressRange(_ text: String) throws(ValueError) -> AddressRange {
+        let t = text.trimmingSpaces()
+        let parts = t.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        let host = String(parts[0])
+        var bytes: [UInt8]
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            bytes = withUnsafeBytes(of: v4) { Array($0) }
+        } else if inet_pton(AF_INET6, host, &v6) == 1 {
+            bytes = withUnsafeBytes(of: v6) { Array($0) }
+        } else {
+            throw ValueError("expected an address or network like 10.0.0.0/8 or ::1/128, got \"\(t)\"")
+        }
+        var prefix = bytes.count * 8
+        if parts.count == 2 {
+            guard let p = Int(parts[1]), (0...bytes.count * 8).contains(p) else {
+                throw ValueError("prefix length in \"\(t)\" must be 0...\(bytes.count * 8)")
+            }
+            prefix = p
+        }
+        return AddressRange(bytes: bytes, prefixLength: prefix)
+    }
+
     public static func parseEndpoint(_ text: String) throws(ValueError) -> Endpoint {
         let t = text.trimmingSpaces()
         let host: Substring

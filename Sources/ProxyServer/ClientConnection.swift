@@ -195,6 +195,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             reject(error.requestStatus, error.reason)
             return
         }
+        if request.method == .other, isPurge {
+            handlePurge(target)
+            return
+        }
         if request.method == .trace || request.method == .options,
            let n = OutboundHead.maxForwards(request), n == 0 {
             answerLocally()

@@ -7,6 +7,7 @@ struct ProxySettings: Sendable {
     var headLimits: HeadLimits
     var viaName: [UInt8]
     var connectPorts: Set<Int>
+    var purgeAllowedFrom: [AddressRange]
     var reverseOrigin: OriginKey?
     var clientHeaderTimeout: Double
     var clientIdleTimeout: Double
@@ -19,6 +20,7 @@ struct ProxySettings: Sendable {
                                 maxRequestLineBytes: config.limits.maxURIBytes)
         viaName = Array(config.viaName.utf8)
         connectPorts = Set(config.connectPorts)
+        purgeAllowedFrom = config.purgeAllowedFrom
         if let r = config.reverseOrigin {
             reverseOrigin = OriginKey(scheme: r.scheme == "https" ? .https : .http, host: r.host, port: r.port)
         }

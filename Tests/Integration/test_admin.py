@@ -173,3 +173,26 @@ def test_refuses_the_proxy_port_for_the_admin_endpoint(larder_factory):
                         listen_flag=False, wait=False)
     assert lr.wait_exit(15) == 2
     assert "its own" in lr.log_text()
+
+
+def test_purge_method_on_the_proxy_port(larder_factory, origin, workdir):
+    lr = larder_factory()
+    script(workdir, "pg", headers=[("Cache-Control", "max-age=600")], body="pg")
+    url = origin.url("/res/pg")
+    proxy_exchange(lr.port, "GET", url)
+    only = [("Cache-Control", "only-if-cached")]
+    assert proxy_exchange(lr.port, "GET", url, headers=only).status == 200
+    r = proxy_exchange(lr.port, "PURGE", url)
+    assert r.status == 200 and b"purged" in r.body, r
+    assert proxy_exchange(lr.port, "GET", url, headers=only).status == 504
+    assert proxy_exchange(lr.port, "PURGE", url).status == 404
+    assert methods(origin, "pg") == ["GET"]
+
+
+def test_purge_is_refused_from_other_addresses(larder_factory, origin, workdir):
+    lr = larder_factory(config={"purge_allowed_from": ["10.0.0.0/8"]})
+    script(workdir, "pg2", headers=[("Cache-Control", "max-age=600")], body="pg")
+    url = origin.url("/res/pg2")
+    proxy_exchange(lr.port, "GET", url)
+    assert proxy_exchange(lr.port, "PURGE", url).status == 403
+    assert proxy_exchange(lr.port, "GET", url, headers=[("Cache-Control", "only-if-cached")]).status == 200

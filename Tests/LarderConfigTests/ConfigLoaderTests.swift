@@ -36,6 +36,28 @@ struct ValueRow<T: Sendable & Equatable>: Sendable, CustomTestStringConvertible 
         .init(text: "99999999TiB", expected: nil),
     ]
 
+    static let ranges: [ValueRow<String>] = [
+        .init(text: "10.0.0.0/8", expected: "10.0.0.0/8"), .init(text: "192.168.1.7", expected: "192.168.1.7/32"),
+        .init(text: "::1", expected: "0:0:0:0:0:0:0:1/128"), .init(text: "fd00::/8", expected: "fd00:0:0:0:0:0:0:0/8"),
+        .init(text: "0.0.0.0/0", expected: "0.0.0.0/0"),
+        .init(text: "10.0.0.0/33", expected: nil), .init(text: "host.example", expected: nil),
+        .init(text: "10.0.0/8", expected: nil), .init(text: "::1/129", expected: nil), .init(text: "1.2.3.4/x", expected: nil),
+    ]
+
+    @Test(arguments: ranges) func addressRange(_ row: ValueRow<String>) {
+        #expect((try? ConfigLoader.parseAddressRange(row.text))?.description == row.expected)
+    }
+
+    @Test func addressRangeMembership() throws {
+        let net = try ConfigLoader.parseAddressRange("10.1.0.0/16")
+        #expect(net.contains([10, 1, 200, 3]) && !net.contains([10, 2, 0, 1]))
+        let odd = try ConfigLoader.parseAddressRange("192.168.0.0/23")
+        #expect(odd.contains([192, 168, 1, 255]) && !odd.contains([192, 168, 2, 0]))
+        #expect(try ConfigLoader.parseAddressRange("0.0.0.0/0").contains([8, 8, 8, 8]))
+        let v6 = try ConfigLoader.parseAddressRange("::1")
+        #expect(v6.contains(Array(repeating: 0, count: 15) + [1]) && !v6.contains([127, 0, 0, 1]))
+    }
+
     @Test(arguments: sizes) func byteSize(_ row: ValueRow<Int>) {
         #expect((try? ConfigLoader.parseByteSize(row.text)) == row.expected)
     }

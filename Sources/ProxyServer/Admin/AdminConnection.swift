@@ -67,7 +67,7 @@ final class AdminConnection: StreamDelegate {
 
     private func send(_ r: AdminResponse, close: Bool, headOnly: Bool) {
         let body = Array(r.body.utf8)
-        var head = "HTTP/1.1 \(r.status) \(reasonPhrase(r.status))\r\nContent-Type: \(r.contentType)\r\n"
+        var head = "HTTP/1.1 \(r.status) \(reasonPhrase(for: r.status))\r\nContent-Type: \(r.contentType)\r\n"
         head += "Content-Length: \(body.count)\r\nCache-Control: no-store\r\n"
         for (n, v) in r.extraFields { head += "\(n): \(v)\r\n" }
         if close { head += "Connection: close\r\n" }
@@ -105,21 +105,5 @@ final class AdminConnection: StreamDelegate {
         idle = nil
         stream.close()
         worker.adminConnectionClosed(self)
-    }
-}
-
-func reasonPhrase(_ status: Int) -> String {
-    switch status {
-    case 200: return "OK"
-    case 400: return "Bad Request"
-    case 401: return "Unauthorized"
-    case 404: return "Not Found"
-    case 405: return "Method Not Allowed"
-    case 414: return "URI Too Long"
-    case 431: return "Request Header Fields Too Large"
-    case 501: return "Not Implemented"
-    case 503: return "Service Unavailable"
-    case 505: return "HTTP Version Not Supported"
-    default: return "Status"
     }
 }
