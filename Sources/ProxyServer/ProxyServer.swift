@@ -3,11 +3,16 @@ import EventLoop
 import Glibc
 import LarderConfig
 import Logging
+import Synchronization
 
 /// The whole proxy: one worker (thread + event loop + listeners + session) per configured core.
 /// `start` binds every listener before any thread runs, so a bad address fails start-up cleanly.
-public final class ProxyServer {
+public final class ProxyServer: @unchecked Sendable {
+    /// The configuration in force (replaced by reloads).
+    private let current: Mutex<Config>
     private let config: Config
+    /// Re-reads the configuration the way start-up did (file, environment, flags), for reloads.
+    private let reloadSource: (@Sendable () throws(ConfigErrors) -> Config)?
     private let logger: Logger
     private var workers: [Worker] = []
     private var threads: [LoopThread] = []
@@ -33,9 +38,44 @@ public final class ProxyServer {
         }
     }
 
-    public init(config: Config, logger: Logger) {
+    public init(config: Config, logger: Logger,
+                reloadSource: (@Sendable () throws(ConfigErrors) -> Config)? = nil) {
         self.config = config
+        self.current = Mutex(config)
         self.logger = logger
+        self.reloadSource = reloadSource
+    }
+
+    /// How long shutdown waits for in-flight requests, as currently configured.
+    public var shutdownGrace: Double { current.withLock { $0.shutdownGrace } }
+
+    /// SIGHUP or POST /config/reload: reads the configuration again; applies what a running proxy
+    /// can change (new requests see it; nothing is dropped), reports the rest, or keeps the old
+    /// configuration whole when the new one is invalid.
+    public func reload() -> ReloadOutcome {
+        guard let reloadSource else { return .rejected("this Larder was started without a configuration source") }
+        let outcome: ReloadOutcome
+        do {
+            let new = try reloadSource()
+            let workers = self.workers
+            let admin = self.admin
+            outcome = current.withLock { old -> ReloadOutcome in
+                let d = ConfigDiff.between(old, new)
+                guard !d.live.isEmpty else { return .applied(live: [], restart: d.restart) }
+                // Keys that need a restart keep their old values in what is applied.
+                var applied = new
+                for key in d.restart { ConfigDiff.keep(key, from: old, in: &applied) }
+                let settings = ProxySettings(applied)
+                for w in workers { w.loop.execute { w.apply(settings) } }
+                admin?.token.withLock { $0 = applied.adminToken.map { Array($0.utf8) } }
+                old = applied
+                return .applied(live: d.live, restart: d.restart)
+            }
+        } catch {
+            outcome = .rejected(error.description)
+        }
+        if outcome.isRejected { logger.error("\(outcome.summary)") } else { logger.notice("\(outcome.summary)") }
+        return outcome
     }
 
     /// Number of worker threads the configuration asks for.
@@ -93,7 +133,7 @@ public final class ProxyServer {
         }
         if let endpoint = config.adminListen {
             let context = AdminContext(token: config.adminToken, cache: opened, inFlight: inFlight,
-                                       workerStats: workers.map(\.stats))
+                                       workerStats: workers.map(\.stats)) { [unowned self] in self.reload() }
             admin = context
             let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {

@@ -11,7 +11,8 @@ import Synchronization
 final class Worker: @unchecked Sendable {
     let index: Int
     let loop: EventLoop
-    let settings: ProxySettings
+    /// Replaced on this worker's loop by a configuration reload; new requests see the new values.
+    private(set) var settings: ProxySettings
     let logger: Logger
     let cache: Cache
     /// This worker's reads of the shared cache.
@@ -76,6 +77,11 @@ final class Worker: @unchecked Sendable {
         }
         listeners.append(l)
         return l.boundAddress
+    }
+
+    /// A reload's settings (on this worker's loop).
+    func apply(_ new: ProxySettings) {
+        settings = new
     }
 
     /// Before the worker's thread runs: the admin endpoint, served by this loop too.

@@ -27,7 +27,10 @@ struct RunCommand: ParsableCommand {
         for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&mask, s) }
         pthread_sigmask(SIG_BLOCK, &mask, nil)
 
-        let server = ProxyServer(config: config, logger: logger)
+        let overrides = self.overrides
+        let server = ProxyServer(config: config, logger: logger) { () throws(ConfigErrors) -> Config in
+            try overrides.resolve()
+        }
         do {
             try server.start()
         } catch {
@@ -38,16 +41,17 @@ struct RunCommand: ParsableCommand {
             var received: Int32 = 0
             sigwait(&mask, &received)
             if received == SIGTERM || received == SIGINT {
-                logger.info("signal \(received): shutting down, grace \(config.shutdownGrace)s")
-                server.shutdown(grace: config.shutdownGrace)
+                let grace = server.shutdownGrace
+                logger.info("signal \(received): shutting down, grace \(grace)s")
+                server.shutdown(grace: grace)
                 logger.info("stopped")
                 return
             }
             if received == SIGUSR1 {
                 server.reopenLogs()
-                continue
+            } else if received == SIGHUP {
+                _ = server.reload()  // logs what it did
             }
-            logger.info("signal \(received) ignored for now")
         }
     }
 }

@@ -392,3 +392,22 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
     }
 }
 
+
+@Suite struct ConfigDiffTests {
+    @Test func everySchemaKeyIsCompared() {
+        #expect(ConfigDiff.keys.map(\.key) == ConfigSchema.fields.map(\.key))
+    }
+
+    @Test func differencesAreSplitIntoLiveAndRestart() throws {
+        let old = Config()
+        var new = old
+        #expect(ConfigDiff.between(old, new) == ([], []))
+        new.cache.offline = true
+        new.viaName = "edge"
+        new.listen = [Endpoint(host: "0.0.0.0", port: 8080)]
+        new.cache.diskCapacity = 2 << 30
+        let d = ConfigDiff.between(old, new)
+        #expect(d.live == ["via_name", "cache.offline"])
+        #expect(d.restart == ["listen", "cache.disk_capacity"])
+    }
+}

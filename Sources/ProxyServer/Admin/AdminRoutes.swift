@@ -12,7 +12,10 @@ public enum LarderVersion {
 /// What every admin connection shares: the statistics of all workers, the cache, readiness and
 /// the bearer token.
 final class AdminContext: Sendable {
-    let token: [UInt8]?
+    /// Replaced by a configuration reload.
+    let token: Mutex<[UInt8]?>
+    /// Re-reads the configuration and applies what can be applied (POST /config/reload).
+    let reload: @Sendable () -> ReloadOutcome
     let cache: Cache
     let inFlight: InFlightTable
     let workerStats: [WorkerStatistics]
@@ -20,8 +23,10 @@ final class AdminContext: Sendable {
     /// Listeners up and not draining.
     let ready = Atomic<Bool>(false)
 
-    init(token: String?, cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics]) {
-        self.token = token.map { Array($0.utf8) }
+    init(token: String?, cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
+         reload: @escaping @Sendable () -> ReloadOutcome) {
+        self.token = Mutex(token.map { Array($0.utf8) })
+        self.reload = reload
         self.cache = cache
         self.inFlight = inFlight
         self.workerStats = workerStats
@@ -74,7 +79,7 @@ extension AdminContext {
             return method == .get || method == .head ? AdminResponse(status: 200, contentType: "text/plain", body: "ok\n")
                 : notAllowed("GET, HEAD")
         }
-        if let token, !authorized(authorization, token) {
+        if let token = token.withLock({ $0 }), !authorized(authorization, token) {
             var r = AdminResponse.error(401, "this admin endpoint needs Authorization: Bearer <admin_token>")
             r.extraFields = [("WWW-Authenticate", "Bearer realm=\"larder\"")]
             return r
@@ -92,6 +97,10 @@ extension AdminContext {
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
                                  body: snapshot().prometheusText())
+        case "/config/reload":
+            guard method == .post else { return notAllowed("POST") }
+            let outcome = reload()
+            return .json(outcome.isRejected ? 422 : 200, outcome.json)
         case "/cache":
             switch method {
             case .get, .head: return inspect(target, reader: reader)
