@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Larder builds and tests with, when missing. Needs root (or sudo).
 set -euo pipefail
-packages=(libevent-dev liblmdb-dev libssl-dev pkg-config curl openssl python3 ca-certificates)
+# chromium: the dashboard test renders the page headless.
+packages=(libevent-dev liblmdb-dev libssl-dev pkg-config curl openssl python3 ca-certificates chromium)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -246,6 +246,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     func forward(to origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) {
+        worker.hosts.count(origin.host)
         if consultCache(origin: origin, route: route, pathOffset: pathOffset) { return }
         startForwarding(to: origin, route: route, pathOffset: pathOffset)
     }

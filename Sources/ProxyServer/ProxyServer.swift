@@ -24,6 +24,7 @@ public final class ProxyServer: @unchecked Sendable {
     public private(set) var adminAddress: String?
     private var admin: AdminContext?
     private var accessLog: AccessLog?
+    private var historyTimer: Timer?
 
     public enum StartError: Error, CustomStringConvertible {
         case badAddress(String)
@@ -133,8 +134,14 @@ public final class ProxyServer: @unchecked Sendable {
         }
         if let endpoint = config.adminListen {
             let context = AdminContext(token: config.adminToken, cache: opened, inFlight: inFlight,
-                                       workerStats: workers.map(\.stats)) { [unowned self] in self.reload() }
+                                       workerStats: workers.map(\.stats), hosts: workers.map(\.hosts)) {
+                [unowned self] in self.reload()
+            }
             admin = context
+            // The dashboard's history, sampled on the first worker's loop.
+            let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistory() }
+            t.schedule(after: context.history.interval)
+            historyTimer = t
             let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
                 throw .badAddress(endpoint.description)
@@ -186,6 +193,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
         for t in threads { t.join() }
         threads.removeAll()
+        historyTimer = nil  // while its loop still exists
         accessLog?.close()
         cache?.close()
     }

@@ -33,6 +33,8 @@ final class Worker: @unchecked Sendable {
     let openConnections = Atomic<Int>(0)
     /// What this worker counts; read by the admin endpoint from any worker.
     let stats = WorkerStatistics()
+    /// Requests per origin host (the dashboard's top hosts).
+    let hosts = TopHosts()
     /// This worker's access log lines, if the log is on.
     let accessLog: AccessLogBuffer?
     /// Measures loop lag and publishes the session's levels, once a second.
@@ -68,6 +70,7 @@ final class Worker: @unchecked Sendable {
         stats.set(.originConnectionsOpen, session.openConnectionCount)
         stats.set(.originConnectionsIdle, session.idleConnectionCount)
         accessLog?.flush()
+        hosts.publish()
     }
 
     /// Before the worker's thread runs.
@@ -155,6 +158,8 @@ final class Worker: @unchecked Sendable {
         for conn in Array(adminConnections.values) { conn.close() }
         accessLog?.flush()
         for fetch in Array(orphans.values) { fetch.cancel() }
+        tick?.cancel()
+        tick = nil
         for refresh in Array(refreshes.values) { refresh.cancel() }
         session.closeIdleConnections()
     }

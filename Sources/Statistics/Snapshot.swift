@@ -84,7 +84,7 @@ public struct StatisticsSnapshot: Sendable {
 
     /// `{"version": …, "<metric>": value or {"<label value>": value, …}, …, "hit_ratio": {…}}`,
     /// keys in table order.
-    public func json() -> String {
+    public func json(extra: String = "") -> String {
         var out = "{\"version\":" + jsonString(version)
         for (m, series) in metrics {
             out += "," + jsonString(m.name) + ":"
@@ -95,8 +95,9 @@ public struct StatisticsSnapshot: Sendable {
             }
         }
         let ratio = hitRatio
-        out += ",\"hit_ratio\":{\"requests\":\(number(ratio.requests)),\"bytes\":\(number(ratio.bytes))}}"
-        return out
+        out += ",\"hit_ratio\":{\"requests\":\(number(ratio.requests)),\"bytes\":\(number(ratio.bytes))}"
+        if !extra.isEmpty { out += "," + extra }
+        return out + "}"
     }
 
     private func number(_ v: Double) -> String {

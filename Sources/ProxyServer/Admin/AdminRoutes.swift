@@ -19,17 +19,25 @@ final class AdminContext: Sendable {
     let cache: Cache
     let inFlight: InFlightTable
     let workerStats: [WorkerStatistics]
+    let hosts: [TopHosts]
+    let history = StatisticsHistory()
     let started = monotonicSeconds()
     /// Listeners up and not draining.
     let ready = Atomic<Bool>(false)
 
-    init(token: String?, cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
+    init(token: String?, cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics], hosts: [TopHosts],
          reload: @escaping @Sendable () -> ReloadOutcome) {
+        self.hosts = hosts
         self.token = Mutex(token.map { Array($0.utf8) })
         self.reload = reload
         self.cache = cache
         self.inFlight = inFlight
         self.workerStats = workerStats
+    }
+
+    /// Called every `history.interval` seconds.
+    func recordHistory() {
+        history.record(snapshot(), time: monotonicSeconds())
     }
 
     func snapshot() -> StatisticsSnapshot {
@@ -79,7 +87,9 @@ extension AdminContext {
             return method == .get || method == .head ? AdminResponse(status: 200, contentType: "text/plain", body: "ok\n")
                 : notAllowed("GET, HEAD")
         }
-        if let token = token.withLock({ $0 }), !authorized(authorization, token) {
+        // The token may also come as ?token=, so a browser can open the dashboard.
+        if let token = token.withLock({ $0 }), !authorized(authorization, token),
+           !authorized(target.value("token").map { "Bearer " + $0 }, token) {
             var r = AdminResponse.error(401, "this admin endpoint needs Authorization: Bearer <admin_token>")
             r.extraFields = [("WWW-Authenticate", "Bearer realm=\"larder\"")]
             return r
@@ -90,9 +100,16 @@ extension AdminContext {
             return ready.load(ordering: .relaxed)
                 ? AdminResponse(status: 200, contentType: "text/plain", body: "ready\n")
                 : AdminResponse(status: 503, contentType: "text/plain", body: "not ready\n")
+        case "/", "/dashboard":
+            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
+            return AdminResponse(status: 200, contentType: "text/html; charset=utf-8", body: Dashboard.html)
         case "/stats":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
-            return .json(200, snapshot().json())
+            let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
+            return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "]"))
+        case "/stats/history":
+            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
+            return .json(200, history.json(now: monotonicSeconds()))
         case "/metrics":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",

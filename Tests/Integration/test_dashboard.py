@@ -1,0 +1,137 @@
+"""The dashboard, rendered by headless Chromium: the charts have data, the numbers are filled in,
+and the screenshot is a real picture (set LARDER_DASHBOARD_SCREENSHOT=path to keep a copy)."""
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import threading
+import time
+import zlib
+
+import pytest
+
+from helpers import proxy_exchange
+from test_admin import ADMIN, admin
+from test_cache import script
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "/usr/lib/chromium/chromium"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("headless Chromium is needed (Debian package chromium; scripts/install-deps.sh installs it)")
+
+
+def run_chromium(args, timeout=90):
+    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           "--window-size=1280,1000", "--virtual-time-budget=4000", *args]
+    return subprocess.run(cmd, capture_output=True, timeout=timeout)
+
+
+def png_pixels(path):
+    """(width, height, rows of RGB(A) bytes) of an 8-bit RGB or RGBA PNG."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and color in (2, 6), (depth, color)
+            bpp = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif f == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        rows.append(bytes(line))
+        prev = line
+    return width, height, bpp, rows
+
+
+def test_dashboard_renders_live_charts(larder_factory, origin, workdir):
+    lr = larder_factory(config=ADMIN)
+    script(workdir, "dash", headers=[("Cache-Control", "max-age=600")], body="d" * 2000)
+    # Traffic until the pictures are taken: mostly hits, some misses and a 404.
+    stop = threading.Event()
+
+    def traffic():
+        i = 0
+        end = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < end:
+            proxy_exchange(lr.port, "GET", origin.url("/res/dash"))
+            if i % 4 == 0:
+                proxy_exchange(lr.port, "GET", origin.url(f"/bytes/{100 + i}"))
+            if i % 9 == 0:
+                proxy_exchange(lr.port, "GET", origin.url("/status/404"))
+            i += 1
+            time.sleep(0.02)
+
+    worker = threading.Thread(target=traffic, daemon=True)
+    worker.start()
+    try:
+        check_dashboard(lr, workdir)
+    finally:
+        stop.set()
+        worker.join(10)
+
+
+def check_dashboard(lr, workdir):
+    deadline = time.monotonic() + 30
+    while True:
+        points = json.loads(admin(lr, "GET", "/stats/history")[2])["points"]
+        if len(points) >= 4 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(points) >= 4, points
+    url = f"http://127.0.0.1:{lr.admin_port}/"
+    assert "text/html" in admin(lr, "GET", "/")[1]["content-type"]
+
+    dom = run_chromium(["--dump-dom", url]).stdout.decode()
+    # The rendered paths (the page's script, also in the DOM, spells them with ${...}).
+    lines = [d for d in re.findall(r'<path class="line" d="([^"]*)"', dom) if "$" not in d]
+    assert len(lines) == 2, dom[:2000]
+    for d in lines:
+        assert d.count("L") >= 2, d  # at least three points on each chart
+    assert re.search(r'id="k-hit">\d+\.\d%<', dom), "hit ratio tile empty"
+    assert "127.0.0.1" in dom.split('id="hosts"')[1][:2000], "top hosts table empty"
+    assert 'class="live ok"' in dom
+
+    shot = workdir / "dashboard.png"
+    run_chromium([f"--screenshot={shot}", url])
+    assert shot.exists() and shot.stat().st_size > 20_000
+    width, height, bpp, rows = png_pixels(shot)
+    assert (width, height) == (1280, 1000)
+    # The requests/s chart (upper left, under the tiles) is drawn in the accent colour.
+    chart = rows[230:420]
+    accent = sum(1 for row in chart for x in range(60, 620)
+                 if abs(row[x * bpp] - 0x4f) < 24 and abs(row[x * bpp + 1] - 0xb3) < 24 and abs(row[x * bpp + 2] - 0xff) < 24)
+    assert accent > 200, f"only {accent} chart-line pixels in the requests/s chart"
+    colours = {row[x * bpp:x * bpp + 3] for row in rows[::7] for x in range(0, width, 7)}
+    assert len(colours) > 40, "the screenshot is nearly uniform"
+    keep = os.environ.get("LARDER_DASHBOARD_SCREENSHOT")
+    if keep:
+        shutil.copy(shot, keep)
