@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import LarderConfig
 
 /// The repository root, found from this file's path, so tests can read `Config/`.
@@ -99,8 +100,13 @@ struct ValueRow<T: Sendable & Equatable>: Sendable, CustomTestStringConvertible 
         #expect(c == Config())
     }
 
-    @Test(arguments: ["reverse.yaml", "ci-cache.yaml"]) func examplesLoad(_ name: String) throws {
-        _ = try ConfigLoader.load(path: repositoryRoot + "/Config/examples/" + name)
+    @Test func everyExampleLoads() throws {
+        let directory = repositoryRoot + "/Config/examples"
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".yaml") }
+        #expect(Set(names).isSuperset(of: ["reverse.yaml", "ci-cache.yaml", "offline-mirror.yaml"]))
+        for name in names {
+            _ = try ConfigLoader.load(path: directory + "/" + name)
+        }
     }
 
     @Test func everyKeyIsInTheShippedFile() throws {
