@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Larder builds and tests with, when missing. Needs root (or sudo).
 set -euo pipefail
-# chromium: the dashboard test renders the page headless; haproxy: the scale-out test.
-packages=(libevent-dev liblmdb-dev libssl-dev pkg-config curl openssl python3 ca-certificates chromium haproxy)
+# chromium: the dashboard test renders the page headless; haproxy: the scale-out test;
+# prometheus: a real scrape of /metrics.
+packages=(libevent-dev liblmdb-dev libssl-dev pkg-config curl openssl python3 ca-certificates chromium haproxy
+          prometheus)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
