@@ -21,6 +21,7 @@ let package = Package(
                        providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "CLMDB", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCrypt", providers: [.apt(["libcrypt-dev"])]),
 
         // Pure: HTTP/1.1 framing over bytes, no I/O.
         .target(name: "HTTPWire", swiftSettings: strict),
@@ -38,7 +39,7 @@ let package = Package(
         .target(name: "Statistics", swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
-                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig",
+                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt",
                                "Statistics", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
@@ -53,7 +54,7 @@ let package = Package(
         .testTarget(name: "SessionClientTests", dependencies: ["SessionClient", "EventLoop", "HTTPWire"],
                     swiftSettings: strict),
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy"], swiftSettings: strict),
-        .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient"],
+        .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient", "EventLoop", "LarderConfig"],
                     swiftSettings: strict),
         .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),
     ]

@@ -86,7 +86,7 @@ extension CacheRule {
 
     /// `*` any host; `*.example.com` any subdomain of example.com (not example.com itself);
     /// otherwise the exact name, case-insensitively.
-    static func hostMatches(_ pattern: String, _ host: [UInt8]) -> Bool {
+    public static func hostMatches(_ pattern: String, _ host: [UInt8]) -> Bool {
         let utf8 = pattern.utf8
         if utf8.count == 1, utf8.first == 0x2A { return true }
         if utf8.count >= 2, utf8.first == 0x2A, utf8.dropFirst().first == 0x2E {

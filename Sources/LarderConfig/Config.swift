@@ -18,9 +18,18 @@ public struct Config: Sendable, Equatable {
     /// Ports CONNECT may reach (`connect_ports`).
     public var connectPorts: [Int] = [443]
     /// Clients allowed to send `PURGE` to the proxy port (`purge_allowed_from`).
-    public var purgeAllowedFrom: [AddressRange] = [AddressRange(bytes: [127, 0, 0, 0], prefixLength: 8),
-                                                   AddressRange(bytes: Array(repeating: 0, count: 15) + [1],
-                                                                prefixLength: 128)]
+    public var purgeAllowedFrom: [AddressRange] = AddressRange.loopback
+    /// Clients that may use the proxy at all (`allow_clients`); loopback only by default, so Larder
+    /// is never an open proxy unless told to be.
+    public var allowClients: [AddressRange] = AddressRange.loopback
+    /// Destinations never contacted (`deny_destinations`): host patterns, and networks checked
+    /// against the addresses a name resolves to. Link-local (cloud metadata) by default.
+    public var denyDestinations: [DestinationPattern] = [
+        .network(AddressRange(bytes: [169, 254, 0, 0], prefixLength: 16)),
+        .network(AddressRange(bytes: [0xFE, 0x80] + Array(repeating: 0, count: 14), prefixLength: 10)),
+    ]
+    /// Proxy authentication (`auth.*`).
+    public var auth = Auth()
     /// Name this proxy gives itself in `Via` (`via_name`).
     public var viaName: String = "larder"
     /// Operational log level (`log_level`): trace, debug, info, notice, warning, error, critical.
@@ -29,6 +38,16 @@ public struct Config: Sendable, Equatable {
     public var accessLog: String? = "stdout"
     /// `access_log_format`: combined or json.
     public var accessLogFormat: String = "combined"
+    /// `Proxy-Authorization: Basic` against an htpasswd file (`auth.*`).
+    public struct Auth: Sendable, Equatable {
+        /// htpasswd-format file of `user:hash` lines (bcrypt or SHA-crypt); nil: no authentication.
+        public var usersFile: String?
+        /// The realm named in `Proxy-Authenticate`.
+        public var realm: String = "Larder"
+        /// Destination host patterns that need authentication (`*` for every destination).
+        public var destinations: [String] = ["*"]
+    }
+
     /// Client-side limits (`limits.*`).
     public var limits = Limits()
     /// The outbound session client (`session.*`), named after NSURLSessionConfiguration.
@@ -131,7 +150,17 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
     public var prefixLength: Int
     public init(bytes: [UInt8], prefixLength: Int) { self.bytes = bytes; self.prefixLength = prefixLength }
 
+    /// 127.0.0.0/8 and ::1/128.
+    public static let loopback = [AddressRange(bytes: [127, 0, 0, 0], prefixLength: 8),
+                                  AddressRange(bytes: Array(repeating: 0, count: 15) + [1], prefixLength: 128)]
+
+    /// Whether `address` (4 or 16 bytes) is in this network. An IPv4-mapped IPv6 address
+    /// (`::ffff:10.1.2.3`, how a dual-stack listener sees IPv4 clients) matches IPv4 networks.
     public func contains(_ address: [UInt8]) -> Bool {
+        if address.count == 16, bytes.count == 4, address[0..<10].allSatisfy({ $0 == 0 }),
+           address[10] == 0xFF, address[11] == 0xFF {
+            return contains(Array(address[12...]))
+        }
         guard address.count == bytes.count else { return false }
         var bits = prefixLength
         for (a, b) in zip(address, bytes) where bits > 0 {
@@ -147,6 +176,20 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
         var groups: [String] = []
         for i in stride(from: 0, to: 16, by: 2) { groups.append(String(Int(bytes[i]) << 8 | Int(bytes[i + 1]), radix: 16)) }
         return groups.joined(separator: ":") + "/\(prefixLength)"
+    }
+}
+
+/// One `deny_destinations` entry: a network (matched against resolved addresses) or a host
+/// pattern (`example.com`, `*.example.com`).
+public enum DestinationPattern: Sendable, Equatable, CustomStringConvertible {
+    case network(AddressRange)
+    case host(String)
+
+    public var description: String {
+        switch self {
+        case .network(let r): return r.description
+        case .host(let h): return h
+        }
     }
 }
 

@@ -180,7 +180,7 @@ public enum ConfigLoader {
         return x.isEmpty ? y.count : previous[y.count]
     }
 
-    static func readFile(_ path: String) -> String? {
+    public static func readFile(_ path: String) -> String? {
         guard let f = fopen(path, "rb") else { return nil }
         defer { fclose(f) }
         var bytes: [UInt8] = []

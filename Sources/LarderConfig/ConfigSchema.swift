@@ -56,6 +56,32 @@ enum ConfigSchema {
             for item in try list(n) { ranges.append(try ConfigLoader.parseAddressRange(try nonEmpty(item))) }
             c.purgeAllowedFrom = ranges
         },
+        ConfigField(key: "allow_clients") { c, n throws(ValueError) in
+            var ranges: [AddressRange] = []
+            for item in try list(n) { ranges.append(try ConfigLoader.parseAddressRange(try nonEmpty(item))) }
+            c.allowClients = ranges
+        },
+        ConfigField(key: "deny_destinations") { c, n throws(ValueError) in
+            var patterns: [DestinationPattern] = []
+            for item in try list(n) { patterns.append(try ConfigLoader.parseDestinationPattern(try nonEmpty(item))) }
+            c.denyDestinations = patterns
+        },
+        ConfigField(key: "auth.users_file") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.auth.usersFile = (s?.isEmpty ?? true) ? nil : s
+        },
+        ConfigField(key: "auth.realm") { c, n throws(ValueError) in
+            let s = try nonEmpty(n)
+            guard s.allSatisfy({ $0.isASCII && $0 != "\"" && $0 != "\\" && !$0.isNewline }) else {
+                throw ValueError("must be printable ASCII without quotes or backslashes")
+            }
+            c.auth.realm = s
+        },
+        ConfigField(key: "auth.destinations") { c, n throws(ValueError) in
+            var patterns: [String] = []
+            for item in try list(n) { patterns.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
+            c.auth.destinations = patterns
+        },
         ConfigField(key: "via_name") { c, n throws(ValueError) in
             let s = try nonEmpty(n)
             guard s.allSatisfy({ $0.isASCII && $0 != " " && $0 != "," && !$0.isNewline }) else {
@@ -188,7 +214,7 @@ enum ConfigSchema {
     ]
 
     /// Keys that hold a mapping of further keys rather than a value.
-    static let sections: Set<String> = ["limits", "session", "cache"]
+    static let sections: Set<String> = ["limits", "session", "cache", "auth"]
 
     static let requestPolicies = ["use-protocol-cache-policy", "reload-ignoring-local-cache-data",
                                   "reload-revalidating-cache-data", "return-cache-data-else-load",

@@ -34,6 +34,26 @@ extension ConfigLoader {
         return AddressRange(bytes: bytes, prefixLength: prefix)
     }
 
+    /// A network (`169.254.0.0/16`, `fe80::/10`, one address) or a host pattern.
+    public static func parseDestinationPattern(_ text: String) throws(ValueError) -> DestinationPattern {
+        let t = text.trimmingSpaces()
+        if let range = try? parseAddressRange(String(t)) { return .network(range) }
+        if t.first?.isNumber == true, t.contains("/") || t.allSatisfy({ $0.isNumber || $0 == "." }) {
+            throw ValueError("\"\(t)\" is neither a network like 10.0.0.0/8 nor a host name")
+        }
+        return .host(try parseHostPattern(String(t)))
+    }
+
+    /// `example.com`, `*.example.com` (any subdomain) or `*` (any host), lowercased.
+    public static func parseHostPattern(_ text: String) throws(ValueError) -> String {
+        let t = text.trimmingSpaces().lowercased()
+        let name = t.hasPrefix("*.") ? String(t.dropFirst(2)) : t
+        guard t == "*" || (!name.isEmpty && name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") })) else {
+            throw ValueError("expected a host name, *.domain or *, got \"\(text)\"")
+        }
+        return t
+    }
+
     public static func parseEndpoint(_ text: String) throws(ValueError) -> Endpoint {
         let t = text.trimmingSpaces()
         let host: Substring

@@ -15,6 +15,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         case exchanging
         /// CONNECT: waiting for the upstream connection.
         case connecting
+        /// Waiting for a background check of the request's proxy credentials.
+        case authenticating
         /// Bytes pumped both ways; the tunnel owns the streams now.
         case tunnel
         /// The last response is being flushed; then the connection closes.
@@ -63,6 +65,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var collapsePaused = false
     /// Pauses the origin read while the cache's disk writer is behind; made on first need.
     var storePacer: WriterPacer?
+    /// Outside `allow_clients`: every request is refused.
+    var clientDenied = false
+    /// A background credential check's answer, for the request that waited for it.
+    var authVerdict: ProxyAuthenticator.Verdict?
     /// How collapsed fetches on other threads reach this connection.
     lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
 
@@ -86,6 +92,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     func start() {
+        clientDenied = !worker.settings.allowClients.contains { $0.contains(peer.addressBytes) }
         stream.delegate = self
         stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
         stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
@@ -100,7 +107,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         switch state {
         case .readingHead: processRequests()
         case .exchanging: if case .done = requestBody { stream.disableReading() } else { pumpRequestBody() }
-        case .connecting, .closing: stream.disableReading()
+        case .connecting, .authenticating, .closing: stream.disableReading()
         case .tunnel, .closed: break
         }
     }
@@ -184,6 +191,17 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         responseHeadSent = false
         continueSent = false
         upgrading = false
+        authVerdict = nil
+        if clientDenied {
+            worker.stats.add(.deniedClient)
+            reject(403, "client \(peer.host) is not allowed to use this proxy (allow_clients)")
+            return
+        }
+        routeRequest()
+    }
+
+    /// Where the request goes; run again after a credential check the request waited for.
+    func routeRequest() {
         if request.method == .connect {
             handleConnect()
             return
@@ -225,6 +243,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 respondAndContinue(501, "https:// requests through a parent proxy are not supported yet")
                 return
             }
+            guard admitted(toHost: target.host) else { return }
             let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
             let route = OutboundHead.Route(scheme: target.scheme,
                                            authority: authorityBytes(host: target.host, port: target.port,
@@ -296,9 +315,11 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
         guard worker.settings.connectPorts.contains(target.port) else {
             worker.logger.notice("403 CONNECT from \(peer) to \(target.hostString):\(target.port): port not allowed")
+            worker.stats.add(.deniedConnectPort)
             respondAndContinue(403, "CONNECT to port \(target.port) is not allowed")
             return
         }
+        guard admitted(toHost: target.host) else { return }
         state = .connecting
         stream.disableReading()
         upstreamName = "\(target.hostString):\(target.port)"
@@ -364,11 +385,12 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     /// A refusal after a well-formed head: the connection may go on if the request had no body.
-    func respondAndContinue(_ status: Int, _ reason: String) {
+    func respondAndContinue(_ status: Int, _ reason: String, extraField: String? = nil) {
         if request.framing != .none { keepAlive = false }
         writer.reset()
         noteResponse(status)
-        LocalResponse.error(status, reason, close: !keepAlive, headOnly: request.method == .head, into: &writer)
+        LocalResponse.error(status, reason, close: !keepAlive, headOnly: request.method == .head,
+                            extraField: extraField, into: &writer)
         stream.output.append(writer.bytes)
         finishExchange()
     }

@@ -25,16 +25,19 @@ public final class ProxyServer: @unchecked Sendable {
     private var admin: AdminContext?
     private var accessLog: AccessLog?
     private var historyTimer: Timer?
+    /// Every address Larder listens on, so nothing is forwarded to itself.
+    private let ownListeners = OwnListeners()
 
     public enum StartError: Error, CustomStringConvertible {
         case badAddress(String)
         case listen(String)
         case cache(String)
         case tls(String)
+        case config(String)
         public var description: String {
             switch self {
             case .badAddress(let a): return "cannot listen on \(a): not a numeric IPv4 or IPv6 address"
-            case .listen(let m), .cache(let m), .tls(let m): return m
+            case .listen(let m), .cache(let m), .tls(let m), .config(let m): return m
             }
         }
     }
@@ -66,7 +69,12 @@ public final class ProxyServer: @unchecked Sendable {
                 // Keys that need a restart keep their old values in what is applied.
                 var applied = new
                 for key in d.restart { ConfigDiff.keep(key, from: old, in: &applied) }
-                let settings = ProxySettings(applied)
+                let settings: ProxySettings
+                do {
+                    settings = try ProxySettings.load(applied, ownListeners: ownListeners)
+                } catch {
+                    return .rejected("\(error)")
+                }
                 for w in workers { w.loop.execute { w.apply(settings) } }
                 admin?.token.withLock { $0 = applied.adminToken.map { Array($0.utf8) } }
                 old = applied
@@ -85,7 +93,7 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     public func start() throws(StartError) {
-        let settings = ProxySettings(config)
+        let settings = try ProxySettings.load(config, ownListeners: ownListeners)
         let opened: Cache
         do {
             let log = logger
@@ -130,6 +138,7 @@ public final class ProxyServer: @unchecked Sendable {
                 }
             }
             boundAddresses.append(address.description)
+            ownListeners.add(address)
             logger.info("proxy listening on \(address)")
         }
         if let endpoint = config.adminListen {
@@ -154,6 +163,7 @@ public final class ProxyServer: @unchecked Sendable {
                 }
             }
             adminAddress = address.description
+            ownListeners.add(address)
             logger.info("admin endpoint listening on \(address)")
         }
         for w in workers {

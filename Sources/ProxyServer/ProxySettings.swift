@@ -8,19 +8,44 @@ struct ProxySettings: Sendable {
     var viaName: [UInt8]
     var connectPorts: Set<Int>
     var purgeAllowedFrom: [AddressRange]
+    var allowClients: [AddressRange]
+    var destinations: DestinationRules
+    /// nil when `auth.users_file` is not set.
+    var authenticator: ProxyAuthenticator?
     var reverseOrigin: OriginKey?
     var clientHeaderTimeout: Double
     var clientIdleTimeout: Double
     var session: SessionConfiguration
     var cache: CacheSetup
 
-    init(_ config: Config) {
+    /// Reads `auth.users_file` too: a missing or malformed file is a start-up error, or a rejected reload.
+    static func load(_ config: Config, ownListeners: OwnListeners) throws(ProxyServer.StartError) -> ProxySettings {
+        var users: UsersFile?
+        if let path = config.auth.usersFile {
+            guard let text = ConfigLoader.readFile(path) else {
+                throw .config("auth.users_file: cannot read \(path)")
+            }
+            do {
+                users = try UsersFile.parse(text)
+            } catch {
+                throw .config("auth.users_file \(path): \(error.description)")
+            }
+        }
+        return ProxySettings(config, ownListeners: ownListeners, users: users)
+    }
+
+    init(_ config: Config, ownListeners: OwnListeners, users: UsersFile?) {
         headLimits = HeadLimits(maxHeadBytes: config.limits.maxHeadBytes,
                                 maxHeaderCount: config.limits.maxHeaderCount,
                                 maxRequestLineBytes: config.limits.maxURIBytes)
         viaName = Array(config.viaName.utf8)
         connectPorts = Set(config.connectPorts)
         purgeAllowedFrom = config.purgeAllowedFrom
+        allowClients = config.allowClients
+        destinations = DestinationRules(config.denyDestinations, ownListeners: ownListeners)
+        authenticator = users.map {
+            ProxyAuthenticator(users: $0, realm: config.auth.realm, destinations: config.auth.destinations)
+        }
         if let r = config.reverseOrigin {
             reverseOrigin = OriginKey(scheme: r.scheme == "https" ? .https : .http, host: r.host, port: r.port)
         }

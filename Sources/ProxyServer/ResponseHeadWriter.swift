@@ -72,12 +72,13 @@ enum ResponseHeadWriter {
 enum LocalResponse {
     /// A short plain-text response naming the cause.
     static func error(_ status: Int, _ message: String, close: Bool, headOnly: Bool = false,
-                      into w: inout MessageWriter) {
+                      extraField: String? = nil, into w: inout MessageWriter) {
         let body = message + "\n"
         w.appendStatusLine(status, reason: reasonPhrase(for: status))
         w.append("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
         w.appendDecimal(body.utf8.count)
         w.append("\r\nCache-Control: no-store\r\n")
+        if let extraField { w.append(extraField + "\r\n") }
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
         if !headOnly { w.append(body) }

@@ -27,6 +27,7 @@ extension Count {
         case .tlsFailure: return .originErrorTLS
         case .invalidResponse, .responseHeadTooLarge: return .originErrorInvalidResponse
         case .prematureClose: return .originErrorPrematureClose
+        case .destinationDenied: return .deniedDestination
         }
     }
 }

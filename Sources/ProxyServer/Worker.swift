@@ -57,6 +57,8 @@ final class Worker: @unchecked Sendable {
     /// Before the worker's thread runs (nothing else touches the loop yet).
     func prepare() throws(Session.SetupError) {
         session = try Session(loop: loop, configuration: settings.session)
+        // Checked after DNS, with the settings in force then (a reload may change them).
+        session.addressGate = { [unowned self] address in self.settings.destinations.refusal(address: address) }
         let t = Timer(loop: loop, repeating: true) { [unowned self] in self.ticked() }
         tick = t
         tickDue = monotonicSeconds() + Worker.tickInterval

@@ -33,6 +33,18 @@ final class Connector {
                 self.finish(.failure(.dnsFailure(host: self.target.host, reason: reason)))
             case .success(let list):
                 self.addresses = list
+                if let gate = self.session.addressGate {
+                    var refusal: String?
+                    self.addresses.removeAll { address in
+                        guard let reason = gate(address) else { return false }
+                        refusal = reason
+                        return true
+                    }
+                    if self.addresses.isEmpty, let refusal {
+                        self.finish(.failure(.destinationDenied(upstream: self.target.description, reason: refusal)))
+                        return
+                    }
+                }
                 self.tryNext()
             }
         }

@@ -22,6 +22,10 @@ public final class Session {
     /// Client TLS settings for https origins.
     let tls: TLSClientContext
     private var pools: [OriginKey: HostPool] = [:]
+    /// Consulted after DNS for every address about to be connected to: nil allows it, a reason
+    /// refuses it (deny-lists, the proxy's own listeners). Addresses refused are skipped; when
+    /// none is left the task fails with `destinationDenied`.
+    public var addressGate: ((SocketAddress) -> String?)?
     /// Counters for statistics and tests.
     public private(set) var connectionsOpened = 0
     public private(set) var connectionsReused = 0

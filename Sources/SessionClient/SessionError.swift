@@ -17,11 +17,14 @@ public enum SessionError: Error, Sendable, Equatable {
     /// The origin closed or reset before the response was complete.
     case prematureClose(upstream: String)
     case cancelled
+    /// Every address the name resolved to is one Larder must not contact (a deny-list, itself).
+    case destinationDenied(upstream: String, reason: String)
 
     /// 504 for timeouts, 502 for everything else the origin did wrong.
     public var status: Int {
         switch self {
         case .connectTimeout, .requestTimeout, .resourceTimeout: return 504
+        case .destinationDenied: return 403
         default: return 502
         }
     }
@@ -40,6 +43,7 @@ public enum SessionError: Error, Sendable, Equatable {
         case .responseHeadTooLarge(let u): return "response head from upstream \(u) too large"
         case .prematureClose(let u): return "upstream \(u) closed the connection before the response was complete"
         case .cancelled: return "cancelled"
+        case .destinationDenied(let u, let r): return "\(u) may not be reached through this proxy: \(r)"
         }
     }
 }

@@ -14,6 +14,7 @@ public enum Count: Int, CaseIterable, Sendable {
     case originRequestsNewConnection, originRequestsReusedConnection
     case originErrorDNS, originErrorRefused, originErrorConnect, originErrorTimeout, originErrorTLS
     case originErrorInvalidResponse, originErrorPrematureClose
+    case deniedClient, deniedDestination, deniedConnectPort, authMissing, authFailed
 }
 
 /// What a worker reports about its state, refreshed by the worker itself.

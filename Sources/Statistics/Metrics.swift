@@ -96,6 +96,11 @@ public enum Metrics {
             ("tls", .count(.originErrorTLS)), ("invalid_response", .count(.originErrorInvalidResponse)),
             ("premature_close", .count(.originErrorPrematureClose)),
         ]),
+        labelled("requests_denied", .counter, "Requests refused by access rules, by reason.", "reason", [
+            ("client", .count(.deniedClient)), ("destination", .count(.deniedDestination)),
+            ("connect_port", .count(.deniedConnectPort)), ("auth_missing", .count(.authMissing)),
+            ("auth_failed", .count(.authFailed)),
+        ]),
         Metric(name: "loop_lag_seconds", kind: .gauge, help: "How late each worker's event loop ran its last tick.",
                label: "worker", series: [("", .perWorker(.loopLagMicroseconds, divisor: 1e6))]),
     ]

@@ -5,6 +5,7 @@ struct LarderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "larder",
         abstract: "A caching forward HTTP proxy.",
-        subcommands: [RunCommand.self, CheckConfigCommand.self, MetricsCommand.self, HealthcheckCommand.self],
+        subcommands: [RunCommand.self, CheckConfigCommand.self, MetricsCommand.self, HealthcheckCommand.self,
+                      PasswdCommand.self],
         defaultSubcommand: RunCommand.self)
 }

@@ -91,6 +91,9 @@ def test_dockerfile_copies_what_exists_and_declares_the_contract():
     assert exec_form(stage, "ENTRYPOINT") == ["/usr/local/bin/larder-entrypoint"]
     env = image_env(stage)
     assert env["LARDER_CACHE_DIR"] == "/var/cache/larder" and env["LARDER_CONFIG"] == "/etc/larder/larder.yaml"
+    # Never an open proxy: only loopback and private networks by default.
+    allowed = set(env["LARDER_ALLOW_CLIENTS"].split(","))
+    assert allowed == {"127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}
     compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
     service = compose["services"]["larder"]
     assert service["build"]["dockerfile"] == "Docker/Dockerfile"

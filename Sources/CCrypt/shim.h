@@ -1,0 +1,2 @@
+// libcrypt (libxcrypt on Debian): bcrypt and SHA-crypt password hashes for proxy authentication.
+#include <crypt.h>

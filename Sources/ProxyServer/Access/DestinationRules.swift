@@ -1,0 +1,41 @@
+import CachePolicy
+import EventLoop
+import LarderConfig
+
+/// Where the proxy must not go: `deny_destinations` (host patterns before DNS, networks after)
+/// and its own listeners (a request to itself would loop until the connection limit).
+struct DestinationRules: Sendable {
+    var hostPatterns: [String] = []
+    var networks: [AddressRange] = []
+    var ownListeners: OwnListeners
+
+    init(_ patterns: [DestinationPattern], ownListeners: OwnListeners) {
+        for p in patterns {
+            switch p {
+            case .host(let h): hostPatterns.append(h)
+            case .network(let r): networks.append(r)
+            }
+        }
+        self.ownListeners = ownListeners
+    }
+
+    /// Why a host name (or address literal) given by the client may not be contacted, if it may not.
+    func refusal(host: [UInt8]) -> String? {
+        for pattern in hostPatterns where CacheRule.hostMatches(pattern, host) {
+            return "\(String(decoding: host, as: UTF8.self)) is in deny_destinations (\(pattern))"
+        }
+        return nil
+    }
+
+    /// Why a resolved address may not be connected to, if it may not.
+    func refusal(address: SocketAddress) -> String? {
+        let bytes = address.addressBytes
+        for network in networks where network.contains(bytes) {
+            return "\(address.host) is in deny_destinations (\(network))"
+        }
+        if ownListeners.contains(bytes, port: address.port) {
+            return "\(address) is this proxy itself"
+        }
+        return nil
+    }
+}
