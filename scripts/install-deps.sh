@@ -3,7 +3,7 @@
 set -euo pipefail
 # chromium: the dashboard test renders the page headless; haproxy: the scale-out test;
 # prometheus: a real scrape of /metrics.
-packages=(libevent-dev liblmdb-dev libssl-dev pkg-config curl openssl python3 ca-certificates chromium haproxy
+packages=(libevent-dev liblmdb-dev libssl-dev libcrypt-dev pkg-config curl openssl python3 ca-certificates chromium haproxy
           prometheus)
 missing=()
 for p in "${packages[@]}"; do
