@@ -100,6 +100,13 @@ public struct Config: Sendable, Equatable {
         public var clientIdleTimeout: Double = 60
         /// `limits.max_response_head_bytes`: largest response head accepted from an origin (502 beyond).
         public var maxResponseHeadBytes: Int = 65_536
+        /// Largest request body (`limits.max_request_body`); larger → 413.
+        public var maxRequestBody: Int = 1 << 30
+        /// Client connections open at once, all workers together (`limits.max_connections`); more → 503.
+        public var maxConnections: Int = 10_000
+        /// Client connections open at once from one address (`limits.max_connections_per_client`);
+        /// more → 429. 0: no per-address limit.
+        public var maxConnectionsPerClient: Int = 512
         public init() {}
     }
 

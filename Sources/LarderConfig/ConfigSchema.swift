@@ -118,6 +118,15 @@ enum ConfigSchema {
         ConfigField(key: "limits.max_response_head_bytes") { c, n throws(ValueError) in
             c.limits.maxResponseHeadBytes = try size(n, in: 1_024...16_777_216)
         },
+        ConfigField(key: "limits.max_request_body") { c, n throws(ValueError) in
+            c.limits.maxRequestBody = try size(n, in: 1...(1 << 50))
+        },
+        ConfigField(key: "limits.max_connections") { c, n throws(ValueError) in
+            c.limits.maxConnections = try integer(n, in: 1...1_000_000, what: "a connection count")
+        },
+        ConfigField(key: "limits.max_connections_per_client") { c, n throws(ValueError) in
+            c.limits.maxConnectionsPerClient = try integer(n, in: 0...1_000_000, what: "a connection count (0: no limit)")
+        },
 
         ConfigField(key: "session.http_additional_headers") { c, n throws(ValueError) in
             c.session.httpAdditionalHeaders = try headers(n)

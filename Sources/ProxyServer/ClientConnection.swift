@@ -67,6 +67,15 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var storePacer: WriterPacer?
     /// Outside `allow_clients`: every request is refused.
     var clientDenied = false
+    /// Set when the connection is refused outright (too many connections): told why, then closed.
+    var refusal: ConnectionRefusal?
+    /// The client address counted for `max_connections_per_client`, released at close.
+    var countedAddress: [UInt8]?
+    /// Closing: our side is shut, the client's remaining bytes are read and dropped until it
+    /// closes too or the linger time passes, so it reads our answer instead of a reset.
+    var lingering = false
+    /// Decoded bytes of the current chunked request body, for `limits.max_request_body`.
+    var chunkedBodyBytes = 0
     /// A background credential check's answer, for the request that waited for it.
     var authVerdict: ProxyAuthenticator.Verdict?
     /// How collapsed fetches on other threads reach this connection.
@@ -97,6 +106,11 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
         stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
         deadline = Timer(loop: worker.loop) { [unowned self] in self.deadlineReached() }
+        if let refusal {
+            stream.output.append(refusal.response)
+            closeWhenFlushed(lingerFor: 1)
+            return
+        }
         armDeadline(forHead: true)
         stream.enableReading()
     }
@@ -107,6 +121,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         switch state {
         case .readingHead: processRequests()
         case .exchanging: if case .done = requestBody { stream.disableReading() } else { pumpRequestBody() }
+        case .closing where lingering: stream.input.drain(stream.input.count)
         case .connecting, .authenticating, .closing: stream.disableReading()
         case .tunnel, .closed: break
         }
@@ -114,7 +129,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     func streamDrained(_ stream: Stream) {
         if state == .closing {
-            if stream.output.count == 0 { close() }
+            if stream.output.count == 0, !lingering { close() }
             return
         }
         if cachedBody != nil {
@@ -195,6 +210,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         if clientDenied {
             worker.stats.add(.deniedClient)
             reject(403, "client \(peer.host) is not allowed to use this proxy (allow_clients)")
+            return
+        }
+        if case .contentLength(let n) = request.framing, n > worker.settings.maxRequestBody {
+            reject(413, "request body of \(n) bytes is over the limit of \(worker.settings.maxRequestBody)")
             return
         }
         routeRequest()
@@ -287,6 +306,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         case .chunked:
             requestBody = .chunked
             bodyDecoder = ChunkedDecoder()
+            chunkedBodyBytes = 0
         default: requestBody = .done
         }
         let hasBody: Bool
@@ -381,7 +401,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         LocalResponse.error(status, reason, close: true, into: &writer)
         stream.output.append(writer.bytes)
         logRequest()
-        closeWhenFlushed()
+        closeWhenFlushed(lingerFor: 2)
     }
 
     /// A refusal after a well-formed head: the connection may go on if the request had no body.
@@ -442,6 +462,19 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 case .framing(let n):
                     input.drain(n)
                 case .data(let n):
+                    chunkedBodyBytes += n
+                    if chunkedBodyBytes > worker.settings.maxRequestBody {
+                        let reason = "chunked request body over the limit of \(worker.settings.maxRequestBody) bytes"
+                        task.cancel()
+                        self.task = nil
+                        if responseHeadSent {
+                            worker.logger.notice("413 to \(peer): \(reason)")
+                            abort()
+                        } else {
+                            reject(413, reason)
+                        }
+                        return
+                    }
                     chunkWriter.reset()
                     chunkWriter.appendChunkHeader(size: n)
                     out.append(chunkWriter.bytes)
@@ -603,6 +636,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     func deadlineReached() {
+        if state == .closing {
+            close()  // the linger time is over
+            return
+        }
         guard state == .readingHead else { return }
         if stream.input.count == 0 {
             // Idle, or a connection that never sent a byte: nothing to answer.
@@ -622,12 +659,22 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         if let t = tunnel { t.close() } else { close() }
     }
 
-    func closeWhenFlushed() {
+    /// Closes once the queued output is sent; with `lingerFor`, reads and drops what the client
+    /// still sends for up to that many seconds first (answers to requests refused mid-send).
+    func closeWhenFlushed(lingerFor seconds: Double? = nil) {
         state = .closing
         deadline?.cancel()
-        stream.disableReading()
-        stream.setWriteLowWatermark(0)
-        if stream.output.count == 0 { close() }
+        guard let seconds else {
+            stream.disableReading()
+            stream.setWriteLowWatermark(0)
+            if stream.output.count == 0 { close() }
+            return
+        }
+        lingering = true
+        stream.input.drain(stream.input.count)
+        stream.shutdownWriteWhenFlushed()
+        stream.enableReading()
+        deadline?.schedule(after: seconds)
     }
 
     /// Ends the connection with a reset: a response was cut short.

@@ -106,6 +106,7 @@ public final class ProxyServer: @unchecked Sendable {
         logger.info("cache in \(config.cacheDirectory): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
         let count = ProxyServer.workerCount(config)
         let inFlight = InFlightTable()
+        let addressCounts = ClientAddressCounts()
         if let destination = config.accessLog {
             do {
                 accessLog = try AccessLog(path: destination == "stdout" ? nil : destination,
@@ -116,7 +117,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
         for i in 0..<count {
             let w = Worker(index: i, settings: settings, logger: logger, cache: opened, inFlight: inFlight,
-                           accessLog: accessLog)
+                           addressCounts: addressCounts, accessLog: accessLog)
             do {
                 try w.prepare()
             } catch {

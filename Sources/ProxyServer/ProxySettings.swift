@@ -14,6 +14,10 @@ struct ProxySettings: Sendable {
     var authenticator: ProxyAuthenticator?
     var reverseOrigin: OriginKey?
     var clientHeaderTimeout: Double
+    var maxRequestBody: Int
+    /// `limits.max_connections` shared out among the workers.
+    var maxConnectionsPerWorker: Int
+    var maxConnectionsPerClient: Int
     var clientIdleTimeout: Double
     var session: SessionConfiguration
     var cache: CacheSetup
@@ -50,6 +54,10 @@ struct ProxySettings: Sendable {
             reverseOrigin = OriginKey(scheme: r.scheme == "https" ? .https : .http, host: r.host, port: r.port)
         }
         clientHeaderTimeout = config.limits.clientHeaderTimeout
+        maxRequestBody = config.limits.maxRequestBody
+        let workers = ProxyServer.workerCount(config)
+        maxConnectionsPerWorker = max(1, (config.limits.maxConnections + workers - 1) / workers)
+        maxConnectionsPerClient = config.limits.maxConnectionsPerClient
         clientIdleTimeout = config.limits.clientIdleTimeout
         var s = SessionConfiguration()
         s.httpAdditionalHeaders = config.session.httpAdditionalHeaders.map { AdditionalHeader(name: $0.name, value: $0.value) }

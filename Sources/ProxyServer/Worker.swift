@@ -19,6 +19,8 @@ final class Worker: @unchecked Sendable {
     let cacheReader: CacheReader
     /// Origin fetches under way for cache misses, shared by all workers (request collapsing).
     let inFlight: InFlightTable
+    /// Connections per client address, shared by all workers.
+    let addressCounts: ClientAddressCounts
     /// Collapsed fetches whose leading client left, running on for their followers.
     private var orphans: [ObjectIdentifier: OrphanedFetch] = [:]
     /// stale-while-revalidate refreshes under way on this worker.
@@ -43,7 +45,8 @@ final class Worker: @unchecked Sendable {
     static let tickInterval = 1.0
 
     init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable,
-         accessLog: AccessLog?) {
+         addressCounts: ClientAddressCounts, accessLog: AccessLog?) {
+        self.addressCounts = addressCounts
         self.accessLog = accessLog.map { AccessLogBuffer(log: $0) }
         self.index = index
         self.settings = settings
@@ -108,6 +111,16 @@ final class Worker: @unchecked Sendable {
     private func accept(_ fd: Int32, _ peer: SocketAddress) {
         let stream = Stream(loop: loop, acceptedSocket: fd)
         let conn = ClientConnection(worker: self, stream: stream, peer: peer)
+        if connections.count - refusing >= settings.maxConnectionsPerWorker {
+            refuse(conn, .full, .connectionsRefusedFull)
+        } else if settings.maxConnectionsPerClient > 0 {
+            let address = peer.addressBytes
+            if addressCounts.acquire(address, limit: settings.maxConnectionsPerClient) {
+                conn.countedAddress = address
+            } else {
+                refuse(conn, .perClient, .connectionsRefusedPerClient)
+            }
+        }
         connections[ObjectIdentifier(conn)] = conn
         openConnections.add(1, ordering: .relaxed)
         stats.add(.connectionsAccepted)
@@ -115,7 +128,36 @@ final class Worker: @unchecked Sendable {
         conn.start()
     }
 
+    /// Connections being refused (lingering a moment before they close); not counted as served.
+    private var refusing = 0
+    /// When a refusal was last logged, and how many since: one line a second at most under a flood.
+    private var refusalLoggedAt = 0.0
+    private var refusalsUnlogged = 0
+
+    private func refuse(_ conn: ClientConnection, _ refusal: ConnectionRefusal, _ counter: Count) {
+        conn.refusal = refusal
+        refusing += 1
+        stats.add(counter)
+        refusalsUnlogged += 1
+        let now = monotonicSeconds()
+        if now - refusalLoggedAt >= 1 {
+            let why = refusal == .full ? "\(settings.maxConnectionsPerWorker) connections on this worker (limits.max_connections)"
+                : "\(settings.maxConnectionsPerClient) connections from \(conn.peer.host) (limits.max_connections_per_client)"
+            logger.warning("refused \(refusalsUnlogged) connection(s): \(why)")
+            refusalLoggedAt = now
+            refusalsUnlogged = 0
+        }
+    }
+
     func connectionClosed(_ conn: ClientConnection) {
+        if conn.refusal != nil {
+            conn.refusal = nil
+            refusing -= 1
+        }
+        if let address = conn.countedAddress {
+            conn.countedAddress = nil
+            addressCounts.release(address)
+        }
         if connections.removeValue(forKey: ObjectIdentifier(conn)) != nil {
             openConnections.subtract(1, ordering: .relaxed)
             stats.set(.clientConnectionsOpen, connections.count)

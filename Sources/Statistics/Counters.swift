@@ -15,6 +15,7 @@ public enum Count: Int, CaseIterable, Sendable {
     case originErrorDNS, originErrorRefused, originErrorConnect, originErrorTimeout, originErrorTLS
     case originErrorInvalidResponse, originErrorPrematureClose
     case deniedClient, deniedDestination, deniedConnectPort, authMissing, authFailed
+    case connectionsRefusedFull, connectionsRefusedPerClient
 }
 
 /// What a worker reports about its state, refreshed by the worker itself.

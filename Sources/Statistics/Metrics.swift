@@ -96,6 +96,11 @@ public enum Metrics {
             ("tls", .count(.originErrorTLS)), ("invalid_response", .count(.originErrorInvalidResponse)),
             ("premature_close", .count(.originErrorPrematureClose)),
         ]),
+        labelled("client_connections_refused", .counter,
+                 "Client connections turned away at accept, by limit.", "reason", [
+            ("max_connections", .count(.connectionsRefusedFull)),
+            ("max_connections_per_client", .count(.connectionsRefusedPerClient)),
+        ]),
         labelled("requests_denied", .counter, "Requests refused by access rules, by reason.", "reason", [
             ("client", .count(.deniedClient)), ("destination", .count(.deniedDestination)),
             ("connect_port", .count(.deniedConnectPort)), ("auth_missing", .count(.authMissing)),
