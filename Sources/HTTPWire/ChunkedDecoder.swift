@@ -138,11 +138,17 @@ public struct ChunkedDecoder: Sendable {
             try checkPartialLength(input, from: start)
             return nil
         }
-        guard lf > start, input[lf - 1] == asciiCR else {
-            _ = try Self.sizeLineContent(input, start, lf, complete: false)
-            throw .invalidChunkSize  // bare LF
+        // Checked in the order the bytes would have been had they arrived one at a time, so the
+        // error does not depend on how the input was split: content, then length, then the ending.
+        let bareLF = !(lf > start && input[lf - 1] == asciiCR)
+        if (bareLF ? lf : lf - 1) - start > maxLineBytes {
+            _ = try Self.sizeLineContent(input, start, start + maxLineBytes + 1, complete: false)
+            throw .chunkLineTooLong
         }
-        guard lf - 1 - start <= maxLineBytes else { throw .chunkLineTooLong }
+        guard !bareLF else {
+            _ = try Self.sizeLineContent(input, start, lf, complete: false)
+            throw .invalidChunkSize
+        }
         guard let size = try Self.sizeLineContent(input, start, lf - 1, complete: true) else {
             throw .invalidChunkSize
         }
@@ -251,10 +257,16 @@ public struct ChunkedDecoder: Sendable {
             try checkPartialLength(input, from: start)
             return nil
         }
-        guard lf > start, input[lf - 1] == asciiCR else { throw .invalidTrailer }  // bare LF
+        // In the order a byte-by-byte arrival would check them (see sizeLine).
+        let bareLF = !(lf > start && input[lf - 1] == asciiCR)
+        if (bareLF ? lf : lf - 1) - start > maxLineBytes {
+            try Self.trailerLineContent(input, start, start + maxLineBytes + 1, complete: false)
+            if trailerBytes + maxLineBytes + 1 > maxTrailerBytes { throw .invalidTrailer }
+            throw .chunkLineTooLong
+        }
+        if bareLF { throw .invalidTrailer }
         let length = lf + 1 - start
         if length == 2 { return 2 }
-        guard length - 2 <= maxLineBytes else { throw .chunkLineTooLong }
         try Self.trailerLineContent(input, start, lf - 1, complete: true)
         trailerBytes += length
         if trailerBytes > maxTrailerBytes { throw .invalidTrailer }

@@ -130,6 +130,16 @@ enum ChunkedTable {
         reject("limits: endless leading zeros", String(repeating: "0", count: 40), .chunkLineTooLong, maxLineBytes: 16),
         reject("limits: trailer line over maxLineBytes", "0\r\nA: 0123456789abcdef\r\n\r\n", .chunkLineTooLong,
                maxLineBytes: 16),
+        // Found by fuzzing: a line one byte over the limit that ends in a bare LF was "bare LF" when
+        // it arrived whole and "too long" when it arrived in pieces. Now always "too long".
+        reject("fuzz: trailer line of maxLineBytes + 1 ending in a bare LF", "0\r\nA:" + String(repeating: "x", count: 15)
+               + "\n\r\n", .chunkLineTooLong, maxLineBytes: 16),
+        reject("fuzz: size line of maxLineBytes + 1 ending in a bare LF", "5;" + String(repeating: "a", count: 15)
+               + "\nhello\r\n", .chunkLineTooLong, maxLineBytes: 16),
+        reject("limits: trailer line of maxLineBytes ending in a bare LF", "0\r\nA:" + String(repeating: "x", count: 14)
+               + "\n\r\n", .invalidTrailer, maxLineBytes: 16),
+        reject("limits: size line of maxLineBytes ending in a bare LF", "5;" + String(repeating: "a", count: 14)
+               + "\nhello\r\n", .invalidChunkSize, maxLineBytes: 16),
     ]
 
     static let rows = valid + invalid

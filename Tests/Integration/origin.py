@@ -90,6 +90,12 @@ def pattern_chunks(total, piece=_WINDOW):
         offset += n
 
 
+def unique_body(n, size):
+    """SIZE bytes derived from N alone, so a body served for the wrong URL or cut short shows."""
+    seed = hashlib.sha256(str(n).encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
 def pattern(total):
     return b"".join(pattern_chunks(total))
 
@@ -504,6 +510,15 @@ def route(origin, sock, conn, method, path, params, param_list, record, keep_ali
     if first == "echo":
         body = json.dumps(record, sort_keys=True).encode()
         send_simple(sock, 200, body, close=not keep_alive, head_only=head_only, ctype="application/json")
+        return keep_alive
+
+    if first == "unique":
+        # /unique/N/SIZE: a cacheable body of SIZE bytes that only N has (unique_body).
+        body = unique_body(num(1), num(2, 1024))
+        head = build_head(200, [("Content-Type", "application/octet-stream"), ("Content-Length", str(len(body))),
+                                ("Cache-Control", "max-age=3600")] + conn_fields(keep_alive))
+        # One write: a separate small head would wait on Nagle and delayed ACKs (40 ms a request).
+        sock.sendall(head if head_only else head + body)
         return keep_alive
 
     if first == "status":

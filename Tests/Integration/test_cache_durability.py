@@ -2,11 +2,14 @@
 cacheable download is stored while streaming in bounded memory."""
 
 import hashlib
+import http.client
 import os
 import re
 import signal
 import threading
 import time
+
+import pytest
 
 from helpers import RawClient, RSSSampler, _read_head, pattern, pattern_sha256, proxy_exchange, read_response, std_request
 from test_cache import cache_status, methods, script
@@ -117,3 +120,74 @@ def test_large_cacheable_download_is_stored_in_bounded_memory(larder_factory, or
     assert peak_miss < 120 * 1024 and rss2.peak_kib < 120 * 1024, (peak_miss, rss2.peak_kib)
     report_metric(f"200 MiB cacheable miss: peak larder VmRSS {peak_miss / 1024:.1f} MiB, "
                   f"{size / elapsed / (1 << 20):.0f} MiB/s; hit from disk: peak RssAnon {rss2.peak_kib / 1024:.1f} MiB")
+
+
+@pytest.mark.timeout_s(120)
+def test_kill_9_while_storing_a_thousand_entries_a_second(larder_factory, origin, report_metric):
+    """Misses for new URLs as fast as eight clients can send them, a SIGKILL in the middle: after a
+    restart every stored body is byte-exact for its own URL (checked by hash), nothing else is
+    served, and what was stored well before the crash is all there."""
+    lr = larder_factory()
+    stop = threading.Event()
+    answered = []          # (time answered, url, sha256 of the body the client got)
+    lock = threading.Lock()
+
+    def size_of(n):
+        return 512 + (n * 7919) % 16384
+
+    def drive(worker):
+        conn = http.client.HTTPConnection("127.0.0.1", lr.port, timeout=10)
+        n = worker
+        try:
+            while not stop.is_set():
+                url = origin.url(f"/unique/{n}/{size_of(n)}")
+                conn.request("GET", url)
+                resp = conn.getresponse()
+                body = resp.read()
+                if resp.status == 200:
+                    with lock:
+                        answered.append((time.monotonic(), url, hashlib.sha256(body).hexdigest()))
+                n += 8
+        except (OSError, http.client.HTTPException):
+            pass  # cut by the crash
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=drive, args=(i,)) for i in range(8)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    killed_at = time.monotonic()
+    with lock:
+        before_kill = len(answered)
+    os.kill(lr.pid, signal.SIGKILL)
+    assert lr.wait_exit(10) == -signal.SIGKILL
+    stop.set()
+    for t in threads:
+        t.join(15)
+    rate = before_kill / (killed_at - t0)
+
+    lr2 = larder_factory(name=lr.name)
+    assert "moved to" not in lr2.log_text()
+    expected = {url: digest for _, url, digest in answered}
+    present = 0
+    early_missing = []
+    conn = http.client.HTTPConnection("127.0.0.1", lr2.port, timeout=10)
+    for when, url, digest in answered:
+        conn.request("GET", url, headers={"Cache-Control": "only-if-cached"})
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.status in (200, 504), (url, resp.status)
+        if resp.status == 200:
+            assert hashlib.sha256(body).hexdigest() == expected[url], f"{url}: stored body differs"
+            present += 1
+        elif when < killed_at - 1.0:
+            early_missing.append(url)
+    conn.close()
+    report_metric(f"kill -9 at {rate:.0f} stored entries/s: {present}/{len(answered)} entries whole after restart "
+                  f"(every body checked by SHA-256), {len(early_missing)} of those answered over 1 s before the kill missing")
+    assert rate >= 1000, f"only {rate:.0f} entries a second: the test did not load the cache as intended"
+    assert not early_missing, early_missing[:5]
+    # And it keeps running.
+    assert proxy_exchange(lr2.port, "GET", origin.url("/unique/999999/100")).status == 200
