@@ -10,6 +10,11 @@ public struct CacheSettings: Sendable, Equatable {
     public var memoryObjectLimit: Int
     /// Larger responses are passed through, not stored.
     public var maxObjectSize: Int
+
+    /// The largest body stored: `maxObjectSize`, but never more than a quarter of the disk
+    /// capacity. A body is written before its entry commits and cannot be evicted meanwhile, so a
+    /// larger one would fill LMDB's map with chunks nothing can free.
+    public var storableObjectSize: Int { min(maxObjectSize, disk.capacity / 4) }
     /// Bytes queued for the disk writer beyond which origin reads that feed stores pause (see
     /// `EntryWriter.isBehind`); at four times this a store gives up and passes through.
     public var maxPendingWriteBytes: Int
@@ -44,7 +49,7 @@ public final class Cache: Sendable {
     public func beginStore(primaryKey: [UInt8], secondaryKey: [UInt8], facts: EntryFacts, head: [UInt8],
                            tier: StoragePolicy, expectedLength: Int?, now: Int64) -> EntryWriter? {
         guard tier != .notAllowed else { return nil }
-        if let n = expectedLength, n > settings.maxObjectSize { return nil }
+        if let n = expectedLength, n > settings.storableObjectSize { return nil }
         if tier == .allowedInMemoryOnly, let n = expectedLength, n > settings.memoryCapacity / 2 { return nil }
         let key = EntryKey(primary: KeyDigest(primaryKey), secondary: KeyDigest(secondaryKey))
         let record = EntryRecord(bodyID: tier == .allowed ? disk.allocateBodyID() : 0, bodyLength: 0,
@@ -255,7 +260,7 @@ public final class EntryWriter {
     public func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard !isAbandoned else { return false }
         length += bytes.count
-        let limit = tier == .allowedInMemoryOnly ? cache.settings.memoryCapacity / 2 : cache.settings.maxObjectSize
+        let limit = tier == .allowedInMemoryOnly ? cache.settings.memoryCapacity / 2 : cache.settings.storableObjectSize
         if length > limit || (expectedLength.map { length > $0 } ?? false) {
             abandon()
             return false

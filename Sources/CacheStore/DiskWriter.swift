@@ -51,6 +51,14 @@ final class DiskWriter: @unchecked Sendable {
     private var thread = pthread_t()
     private var running = false
     private var lastSync: Double = 0
+    /// Bodies with a chunk in a failed batch: their entries must never be committed (they would
+    /// point at missing chunks), so their later chunks and their commit are skipped.
+    private var brokenBodies: Set<UInt64> = []
+    /// Failed batches are logged once per interval with a count, not one line each (a full disk
+    /// fails every batch).
+    private var failuresUnlogged = 0
+    private var failureLoggedAt = -Double.infinity
+    static let failureLogInterval = 10.0
 
     let bytes: Atomic<Int>
     let entryCount: Atomic<Int>
@@ -116,11 +124,15 @@ final class DiskWriter: @unchecked Sendable {
         }
     }
 
-    private func syncIfDue(force: Bool) {
-        guard settings.durability == .fast else { return }
+    private static func monotonicNow() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
-        let now = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    private func syncIfDue(force: Bool) {
+        guard settings.durability == .fast else { return }
+        let now = Self.monotonicNow()
         if force || now - lastSync >= settings.syncInterval {
             mdb_env_sync(env, 1)
             lastSync = now
@@ -139,17 +151,25 @@ final class DiskWriter: @unchecked Sendable {
             try applyInTransaction(batch)
         } catch let error where error.isMapFull {
             // The map is full of copy-on-write pages: make room, then try the batch once more.
-            log("cache map full with \(bytes.load(ordering: .relaxed)) bytes stored; evicting a quarter")
+            // (Reported with the batch's failure if the retry fails too.)
             do {
                 try evict(target: bytes.load(ordering: .relaxed) * 3 / 4)
                 try applyInTransaction(batch)
             } catch {
-                log("cache write batch of \(batch.count) operations dropped: \(error)")
-                dropChunks(of: batch)
+                batchFailed(batch, error)
             }
         } catch {
-            log("cache write batch of \(batch.count) operations dropped: \(error)")
-            dropChunks(of: batch)
+            batchFailed(batch, error)
+        }
+        // A body's life ends with its commit or discard: nothing more will come for it.
+        if !brokenBodies.isEmpty {
+            for op in batch {
+                switch op {
+                case .commit(_, _, let record): brokenBodies.remove(record.bodyID)
+                case .discard(let id, _): brokenBodies.remove(id)
+                default: break
+                }
+            }
         }
         if bytes.load(ordering: .relaxed) > settings.capacity {
             do { try evict(target: settings.capacity - settings.capacity / 10) } catch {
@@ -158,11 +178,33 @@ final class DiskWriter: @unchecked Sendable {
         }
     }
 
-    /// After a failed batch, chunks that did land in an earlier batch must not linger.
+    /// A batch that could not be written (disk full, I/O error): its entries are lost, the proxy
+    /// carries on without storing them.
+    private func batchFailed(_ batch: [WriteOp], _ error: LMDBError) {
+        failuresUnlogged += 1
+        let now = Self.monotonicNow()
+        if now - failureLoggedAt >= DiskWriter.failureLogInterval {
+            var fs = statvfs()
+            let free = statvfs(settings.directory, &fs) == 0 ? "; \(Int(fs.f_bavail) * Int(fs.f_frsize)) bytes free on its file system" : ""
+            log("cache writes failing (\(error)\(free)): \(failuresUnlogged) batch(es) dropped since the last report; "
+                + "responses are served but not stored until writes succeed again")
+            failureLoggedAt = now
+            failuresUnlogged = 0
+        }
+        for op in batch { if case .chunk(let id, _, _) = op { brokenBodies.insert(id) } }
+        dropChunks(of: batch)
+    }
+
+    /// The chunks of entries that failed to be stored: those of this batch, and the earlier chunks
+    /// of every body it held, must not linger.
     private func dropChunks(of batch: [WriteOp]) {
         var chunkCounts: [UInt64: Int] = [:]
         for op in batch {
-            if case .chunk(let id, let index, _) = op { chunkCounts[id] = max(chunkCounts[id] ?? 0, index + 1) }
+            switch op {
+            case .chunk(let id, let index, _): chunkCounts[id] = max(chunkCounts[id] ?? 0, index + 1)
+            case .commit(_, _, let record): chunkCounts[record.bodyID] = max(chunkCounts[record.bodyID] ?? 0, record.chunkCount)
+            default: break
+            }
         }
         guard !chunkCounts.isEmpty, let txn = try? WriteTransaction(env: env) else { return }
         for (id, count) in chunkCounts {
@@ -179,8 +221,14 @@ final class DiskWriter: @unchecked Sendable {
         for op in batch {
             switch op {
             case .chunk(let id, let index, let b):
+                if brokenBodies.contains(id) { continue }
                 try txn.put(db.chunks, DiskStore.chunkKey(id, index), b)
             case .commit(let key, let spec, let record):
+                if brokenBodies.contains(record.bodyID) {
+                    // Part of this body was lost: drop what did land instead of committing a hole.
+                    for i in 0..<record.chunkCount { try txn.delete(db.chunks, DiskStore.chunkKey(record.bodyID, i)) }
+                    continue
+                }
                 try commit(txn, key: key, spec: spec, record: record, bytes: &byteDelta, count: &countDelta)
             case .discard(let id, let count):
                 for i in 0..<count { try txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
