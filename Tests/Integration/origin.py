@@ -208,13 +208,16 @@ class BodySink:
 
 
 class Origin:
-    def __init__(self, log_path):
+    def __init__(self, log_path, quiet=False):
         self.log_path = log_path
+        self.quiet = quiet
         self.log_lock = threading.Lock()
         self.conn_counter = 0
         self.counter_lock = threading.Lock()
 
     def log(self, record):
+        if self.quiet:
+            return
         line = json.dumps(record, sort_keys=True) + "\n"
         with self.log_lock:
             with open(self.log_path, "a", encoding="utf-8") as f:
@@ -657,9 +660,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--log", required=True)
+    ap.add_argument("--quiet", action="store_true", help="record nothing (scripted resources still live next to --log)")
     args = ap.parse_args()
 
-    origin = Origin(args.log)
+    origin = Origin(args.log, quiet=args.quiet)
     open(args.log, "a").close()
 
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
