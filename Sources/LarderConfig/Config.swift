@@ -164,9 +164,9 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
     /// Whether `address` (4 or 16 bytes) is in this network. An IPv4-mapped IPv6 address
     /// (`::ffff:10.1.2.3`, how a dual-stack listener sees IPv4 clients) matches IPv4 networks.
     public func contains(_ address: [UInt8]) -> Bool {
-        if address.count == 16, bytes.count == 4, address[0..<10].allSatisfy({ $0 == 0 }),
-           address[10] == 0xFF, address[11] == 0xFF {
-            return contains(Array(address[12...]))
+        if address.count == 16, bytes.count == 4 {
+            let v4 = AddressRange.unmapped(address)
+            return v4.count == 4 && contains(v4)
         }
         guard address.count == bytes.count else { return false }
         var bits = prefixLength
@@ -176,6 +176,12 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
             bits -= 8
         }
         return true
+    }
+
+    /// `::ffff:a.b.c.d` as the IPv4 address it carries; any other address as it is.
+    public static func unmapped(_ b: [UInt8]) -> [UInt8] {
+        if b.count == 16, b[0..<10].allSatisfy({ $0 == 0 }), b[10] == 0xFF, b[11] == 0xFF { return Array(b[12...]) }
+        return b
     }
 
     public var description: String {

@@ -52,14 +52,10 @@ enum ConfigSchema {
             c.connectPorts = ports
         },
         ConfigField(key: "purge_allowed_from") { c, n throws(ValueError) in
-            var ranges: [AddressRange] = []
-            for item in try list(n) { ranges.append(try ConfigLoader.parseAddressRange(try nonEmpty(item))) }
-            c.purgeAllowedFrom = ranges
+            c.purgeAllowedFrom = try addressRanges(n)
         },
         ConfigField(key: "allow_clients") { c, n throws(ValueError) in
-            var ranges: [AddressRange] = []
-            for item in try list(n) { ranges.append(try ConfigLoader.parseAddressRange(try nonEmpty(item))) }
-            c.allowClients = ranges
+            c.allowClients = try addressRanges(n)
         },
         ConfigField(key: "deny_destinations") { c, n throws(ValueError) in
             var patterns: [DestinationPattern] = []
@@ -386,6 +382,13 @@ enum ConfigSchema {
     }
 
     /// A YAML list, or one scalar holding a comma-separated list (the environment's form).
+    /// A list of networks (`10.0.0.0/8`, `::1/128`, single addresses).
+    static func addressRanges(_ n: Node) throws(ValueError) -> [AddressRange] {
+        var ranges: [AddressRange] = []
+        for item in try list(n) { ranges.append(try ConfigLoader.parseAddressRange(try nonEmpty(item))) }
+        return ranges
+    }
+
     static func list(_ n: Node) throws(ValueError) -> [Node] {
         switch n {
         case .sequence(let seq): return Array(seq)

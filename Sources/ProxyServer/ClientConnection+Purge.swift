@@ -10,7 +10,7 @@ extension ClientConnection {
 
     func handlePurge(_ target: RequestTarget) {
         noteLookup(.lookupPass)
-        let from = peer.addressBytes
+        let from = peerAddress
         guard worker.settings.purgeAllowedFrom.contains(where: { $0.contains(from) }) else {
             worker.logger.notice("403 PURGE from \(peer): not in purge_allowed_from")
             respondAndContinue(403, "PURGE is not allowed from \(peer.host)")

@@ -69,8 +69,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var clientDenied = false
     /// Set when the connection is refused outright (too many connections): told why, then closed.
     var refusal: ConnectionRefusal?
-    /// The client address counted for `max_connections_per_client`, released at close.
-    var countedAddress: [UInt8]?
+    /// Counted for `max_connections_per_client`, released at close.
+    var addressCounted = false
     /// Closing: our side is shut, the client's remaining bytes are read and dropped until it
     /// closes too or the linger time passes, so it reads our answer instead of a reset.
     var lingering = false
@@ -88,6 +88,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var logCache: StaticString = "-"
     var logged = true
     lazy var clientAddress: [UInt8] = Array(peer.host.utf8)
+    /// The client's address in network order (4 or 16 bytes), for access rules and limits.
+    lazy var peerAddress: [UInt8] = peer.addressBytes
 
     /// Queued response bytes beyond which the origin is paused.
     static let outputHighWater = 1 << 20
@@ -101,7 +103,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     }
 
     func start() {
-        clientDenied = !worker.settings.allowClients.contains { $0.contains(peer.addressBytes) }
+        let address = peerAddress
+        clientDenied = !worker.settings.allowClients.contains { $0.contains(address) }
         stream.delegate = self
         stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
         stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))

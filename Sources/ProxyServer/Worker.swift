@@ -114,9 +114,8 @@ final class Worker: @unchecked Sendable {
         if connections.count - refusing >= settings.maxConnectionsPerWorker {
             refuse(conn, .full, .connectionsRefusedFull)
         } else if settings.maxConnectionsPerClient > 0 {
-            let address = peer.addressBytes
-            if addressCounts.acquire(address, limit: settings.maxConnectionsPerClient) {
-                conn.countedAddress = address
+            if addressCounts.acquire(conn.peerAddress, limit: settings.maxConnectionsPerClient) {
+                conn.addressCounted = true
             } else {
                 refuse(conn, .perClient, .connectionsRefusedPerClient)
             }
@@ -154,9 +153,9 @@ final class Worker: @unchecked Sendable {
             conn.refusal = nil
             refusing -= 1
         }
-        if let address = conn.countedAddress {
-            conn.countedAddress = nil
-            addressCounts.release(address)
+        if conn.addressCounted {
+            conn.addressCounted = false
+            addressCounts.release(conn.peerAddress)
         }
         if connections.removeValue(forKey: ObjectIdentifier(conn)) != nil {
             openConnections.subtract(1, ordering: .relaxed)

@@ -176,7 +176,6 @@ def test_one_connection_keeps_working_across_407_and_concurrent_checks(larder_fa
     # Twenty clients at once with credentials never seen before: all get through.
     results = []
     creds = basic("carol", "pw")
-    path.write_text(path.read_text())  # unchanged; the remembered verdict is per process anyway
 
     def one():
         results.append(proxy_exchange(lr.port, "GET", url, headers=[creds]).status)

@@ -1,5 +1,6 @@
 import EventLoop
 import Glibc
+import LarderConfig
 import Synchronization
 
 /// The addresses this process listens on (proxy and admin), so requests and tunnels aimed at
@@ -21,7 +22,7 @@ final class OwnListeners: Sendable {
 
     /// After a listener is bound (its real port known).
     func add(_ address: SocketAddress) {
-        let bytes = OwnListeners.unmapped(address.addressBytes)
+        let bytes = AddressRange.unmapped(address.addressBytes)
         let wildcard = bytes.allSatisfy { $0 == 0 }
         let locals = wildcard ? OwnListeners.interfaceAddresses() : []
         state.withLock { s in
@@ -31,10 +32,10 @@ final class OwnListeners: Sendable {
     }
 
     func contains(_ address: [UInt8], port: Int) -> Bool {
-        let target = OwnListeners.unmapped(address)
+        let target = AddressRange.unmapped(address)
         // 0.0.0.0 and :: as destinations mean this host.
         let unspecified = target.allSatisfy { $0 == 0 }
-        let loopback = target.count == 4 ? target[0] == 127 : target == [UInt8](repeating: 0, count: 15) + [1]
+        let loopback = AddressRange.loopback.contains { $0.contains(target) }
         return state.withLock { s in
             s.entries.contains { e in
                 guard e.port == port else { return false }
@@ -42,12 +43,6 @@ final class OwnListeners: Sendable {
                 return e.wildcard && (loopback || s.localAddresses.contains(target))
             }
         }
-    }
-
-    /// `::ffff:a.b.c.d` as the IPv4 address it carries.
-    static func unmapped(_ b: [UInt8]) -> [UInt8] {
-        if b.count == 16, b[0..<10].allSatisfy({ $0 == 0 }), b[10] == 0xFF, b[11] == 0xFF { return Array(b[12...]) }
-        return b
     }
 
     /// The addresses of this machine's interfaces.

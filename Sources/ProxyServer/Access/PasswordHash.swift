@@ -11,31 +11,37 @@ public enum PasswordHash {
         guard crypt_gensalt_rn(bcrypt ? "$2b$" : "$6$", UInt(cost), nil, 0, &setting, Int32(setting.count)) != nil else {
             return nil
         }
-        let data = UnsafeMutablePointer<crypt_data>.allocate(capacity: 1)
-        defer {
-            memset(data, 0, MemoryLayout<crypt_data>.size)
-            data.deallocate()
+        return withScratch { data in
+            guard let result = crypt_rn(password, setting, data, Int32(MemoryLayout<crypt_data>.size)),
+                  result.pointee != 0x2A /* "*": failure token */ else { return nil }
+            return String(cString: result)
         }
-        memset(data, 0, MemoryLayout<crypt_data>.size)
-        guard let result = crypt_rn(password, setting, data, Int32(MemoryLayout<crypt_data>.size)),
-              result.pointee != 0x2A /* "*": failure token */ else { return nil }
-        return String(cString: result)
     }
 
     public static func verify(_ password: String, against hash: String) -> Bool {
+        guard let computed = withScratch({ data in
+            crypt_rn(password, hash, data, Int32(MemoryLayout<crypt_data>.size)).map { Array(String(cString: $0).utf8) }
+        }) else { return false }
+        return equalInConstantTime(computed, Array(hash.utf8))
+    }
+
+    /// libcrypt's zeroed scratch area for one call, cleared again afterwards (it held the password).
+    private static func withScratch<R>(_ body: (UnsafeMutablePointer<crypt_data>) -> R) -> R {
         let data = UnsafeMutablePointer<crypt_data>.allocate(capacity: 1)
+        memset(data, 0, MemoryLayout<crypt_data>.size)
         defer {
-            // The scratch area held the password: clear it before giving it back.
             memset(data, 0, MemoryLayout<crypt_data>.size)
             data.deallocate()
         }
-        memset(data, 0, MemoryLayout<crypt_data>.size)
-        guard let result = crypt_rn(password, hash, data, Int32(MemoryLayout<crypt_data>.size)) else { return false }
-        let computed = Array(String(cString: result).utf8)
-        let stored = Array(hash.utf8)
-        guard computed.count == stored.count else { return false }
-        var difference: UInt8 = 0
-        for (a, b) in zip(computed, stored) { difference |= a ^ b }
-        return difference == 0
+        return body(data)
     }
+}
+
+/// Secrets compared without an early exit, so timing does not tell how much of a guess was right
+/// (the length may show).
+func equalInConstantTime(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for (x, y) in zip(a, b) { difference |= x ^ y }
+    return difference == 0
 }

@@ -138,11 +138,7 @@ extension AdminContext {
     /// `Bearer <token>`, compared in constant time.
     private func authorized(_ field: String?, _ token: [UInt8]) -> Bool {
         guard let field, field.count > 7, field.prefix(7).lowercased() == "bearer " else { return false }
-        let given = Array(field.dropFirst(7).utf8)
-        guard given.count == token.count else { return false }
-        var diff: UInt8 = 0
-        for (a, b) in zip(given, token) { diff |= a ^ b }
-        return diff == 0
+        return equalInConstantTime(Array(field.dropFirst(7).utf8), token)
     }
 
     /// The cache key for an absolute http(s) URL, or an error answer.
