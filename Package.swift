@@ -23,24 +23,26 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCrypt", providers: [.apt(["libcrypt-dev"])]),
 
+        // The lock and semaphore shared between threads (pthread-based, visible to ThreadSanitizer).
+        .target(name: "Locking", swiftSettings: strict),
         // Pure: HTTP/1.1 framing over bytes, no I/O.
         .target(name: "HTTPWire", swiftSettings: strict),
         // Pure: the documented cache policy and RFC 9111 as decisions; no I/O, no clock.
         .target(name: "CachePolicy", dependencies: ["HTTPWire"], swiftSettings: strict),
         // Thin wrappers over libevent (and OpenSSL bufferevents).
-        .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL"], swiftSettings: strict),
+        .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "Locking"], swiftSettings: strict),
         // The cache: LMDB on disk, a memory tier in front, one writer thread.
-        .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy"], swiftSettings: strict),
+        .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "Locking"], swiftSettings: strict),
         // The outbound session client, modelled on NSURLSession.
         .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
         .target(name: "LarderConfig", dependencies: ["HTTPWire", "Yams"], swiftSettings: strict),
         // Counters per worker and the one table of statistics they feed (JSON, Prometheus, docs).
-        .target(name: "Statistics", swiftSettings: strict),
+        .target(name: "Statistics", dependencies: ["Locking"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
                 dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt",
-                               "Statistics", .product(name: "Logging", package: "swift-log")],
+                               "Statistics", "Locking", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
                           dependencies: ["ProxyServer", "LarderConfig", "Statistics",
@@ -53,7 +55,7 @@ let package = Package(
         .testTarget(name: "LarderConfigTests", dependencies: ["LarderConfig"], swiftSettings: strict),
         .testTarget(name: "SessionClientTests", dependencies: ["SessionClient", "EventLoop", "HTTPWire"],
                     swiftSettings: strict),
-        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy"], swiftSettings: strict),
+        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy", "Locking"], swiftSettings: strict),
         .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient", "EventLoop", "LarderConfig"],
                     swiftSettings: strict),
         .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),

@@ -1,6 +1,7 @@
 import CachePolicy
 import CLMDB
 import Glibc
+import Locking
 import Synchronization
 
 /// One change to the disk cache, applied in order by the writer thread.
@@ -45,7 +46,7 @@ final class DiskWriter: @unchecked Sendable {
     private let db: Databases
     private let settings: DiskStoreSettings
     private let log: @Sendable (String) -> Void
-    private let queue = Mutex<[WriteOp]>([])
+    private let queue = Locked<[WriteOp]>([])
     private let wake = Semaphore()
     private let stopped = Atomic<Bool>(false)
     private var thread = pthread_t()

@@ -1,4 +1,5 @@
 import CachePolicy
+import Locking
 import Synchronization
 
 /// A stored response held whole in memory: immutable, shared by reference between workers.
@@ -82,7 +83,7 @@ final class MemoryTier: Sendable {
         func keys(ofPrimary primary: KeyDigest) -> [EntryKey] { index.keys.filter { $0.primary == primary } }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     let capacity: Int
     let evictions = Atomic<Int>(0)
 

@@ -1,3 +1,4 @@
+import Locking
 import Synchronization
 
 /// Removals (invalidations, purges) queued for the disk writer but not yet committed. Until they
@@ -12,7 +13,7 @@ final class PendingRemovals: Sendable {
     }
 
     private let pending = Atomic<Int>(0)
-    private let removals = Mutex<[Removal: Int]>([:])
+    private let removals = Locked<[Removal: Int]>([:])
 
     func add(_ r: Removal) {
         removals.withLock { $0[r, default: 0] += 1 }

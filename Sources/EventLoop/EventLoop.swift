@@ -1,6 +1,6 @@
 @preconcurrency import CLibevent
 import Glibc
-import Synchronization
+import Locking
 
 /// One libevent `event_base`, owned by one thread. Everything created on a loop (streams, timers,
 /// listeners) must be used on that loop's thread only; other threads talk to it through `execute`.
@@ -61,7 +61,7 @@ public final class EventLoop: @unchecked Sendable {
 /// A mutex-protected job queue woken through an eventfd, so NOLOCK bases can receive work.
 final class Mailbox: Sendable {
     let fd: Int32
-    private let jobs = Mutex<[@Sendable () -> Void]>([])
+    private let jobs = Locked<[@Sendable () -> Void]>([])
 
     init() {
         fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))

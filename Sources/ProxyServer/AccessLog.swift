@@ -1,5 +1,6 @@
 import EventLoop
 import Glibc
+import Locking
 import Synchronization
 
 /// The access log: one line per request, in the combined log format with the cache result and the
@@ -17,7 +18,7 @@ final class AccessLog: Sendable {
         var reopen = false
         var stopping = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let wake = AccessLogSignal()
     private let thread: LoopThread
     private let fd = Atomic<Int32>(-1)
@@ -112,14 +113,12 @@ private final class AccessLogRunner: @unchecked Sendable {
 /// A binary wake-up for the writer thread (a semaphore that coalesces posts).
 private final class AccessLogSignal: @unchecked Sendable {
     private let posted = Atomic<Bool>(false)
-    private let sem = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
-    init() { sem_init(sem, 0, 0) }
-    deinit { sem_destroy(sem); sem.deallocate() }
+    private let sem = Semaphore()
     func signal() {
-        if !posted.exchange(true, ordering: .acquiringAndReleasing) { sem_post(sem) }
+        if !posted.exchange(true, ordering: .acquiringAndReleasing) { sem.signal() }
     }
     func wait() {
-        while sem_wait(sem) != 0 && errno == EINTR {}
+        sem.wait()
         posted.store(false, ordering: .releasing)
     }
 }

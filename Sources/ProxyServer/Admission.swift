@@ -1,10 +1,10 @@
-import Synchronization
+import Locking
 
 /// Client connections open per client address, across workers, for
 /// `limits.max_connections_per_client`. Touched once when a connection opens and once when it
 /// closes, never per request.
 final class ClientAddressCounts: Sendable {
-    private let counts = Mutex<[[UInt8]: Int]>([:])
+    private let counts = Locked<[[UInt8]: Int]>([:])
 
     /// Counts one more connection from `address` unless it already has `limit`.
     func acquire(_ address: [UInt8], limit: Int) -> Bool {

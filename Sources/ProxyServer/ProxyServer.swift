@@ -3,13 +3,13 @@ import EventLoop
 import Glibc
 import LarderConfig
 import Logging
-import Synchronization
+import Locking
 
 /// The whole proxy: one worker (thread + event loop + listeners + session) per configured core.
 /// `start` binds every listener before any thread runs, so a bad address fails start-up cleanly.
 public final class ProxyServer: @unchecked Sendable {
     /// The configuration in force (replaced by reloads).
-    private let current: Mutex<Config>
+    private let current: Locked<Config>
     private let config: Config
     /// Re-reads the configuration the way start-up did (file, environment, flags), for reloads.
     private let reloadSource: (@Sendable () throws(ConfigErrors) -> Config)?
@@ -45,7 +45,7 @@ public final class ProxyServer: @unchecked Sendable {
     public init(config: Config, logger: Logger,
                 reloadSource: (@Sendable () throws(ConfigErrors) -> Config)? = nil) {
         self.config = config
-        self.current = Mutex(config)
+        self.current = Locked(config)
         self.logger = logger
         self.reloadSource = reloadSource
     }

@@ -1,6 +1,6 @@
 import EventLoop
 import HTTPWire
-import Synchronization
+import Locking
 
 /// Request collapsing: one origin fetch per missing URL at a time, across all workers.
 ///
@@ -21,9 +21,9 @@ final class InFlightTable: Sendable {
     /// How far the slowest follower may trail the origin before the origin read pauses.
     static let lagLimit = 4 << 20
 
-    private let fetches = Mutex<[[UInt8]: InFlightFetch]>([:])
+    private let fetches = Locked<[[UInt8]: InFlightFetch]>([:])
     /// URLs with a background refresh under way (stale-while-revalidate): one at a time per URL.
-    private let refreshing = Mutex<Set<[UInt8]>>([])
+    private let refreshing = Locked<Set<[UInt8]>>([])
 
     enum Role {
         case lead(InFlightFetch)
@@ -162,11 +162,11 @@ final class InFlightFetch: Sendable {
     static let segmentSize = 64 * 1024
 
     let key: [UInt8]
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(key: [UInt8], leader: ParticipantHandle) {
         self.key = key
-        state = Mutex(State(leader: leader))
+        state = Locked(State(leader: leader))
     }
 
     // MARK: - Leader side

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// The last minutes of traffic, for the dashboard's charts: totals sampled at a fixed interval,
 /// differenced into rates when read.
@@ -14,7 +14,7 @@ public final class StatisticsHistory: Sendable {
 
     public let interval: Double
     public let capacity: Int
-    private let samples = Mutex<[Sample]>([])
+    private let samples = Locked<[Sample]>([])
 
     public init(interval: Double = 2, minutes: Double = 10) {
         self.interval = interval

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Requests per origin host on one worker, for the dashboard's "top hosts". Counting is
 /// loop-confined (a dictionary update per request); once a second the worker publishes its
@@ -11,7 +11,7 @@ public final class TopHosts: @unchecked Sendable {
 
     /// Loop-confined.
     private var counts: [String: UInt64] = [:]
-    private let snapshot = Mutex<[(host: String, requests: UInt64)]>([])
+    private let snapshot = Locked<[(host: String, requests: UInt64)]>([])
 
     public init() {}
 

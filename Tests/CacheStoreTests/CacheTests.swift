@@ -2,6 +2,7 @@ import CachePolicy
 import HTTPWire
 import Testing
 @testable import CacheStore
+import Locking
 
 /// The composite cache: removals must be invisible to lookups the moment they are asked for, even
 /// while the disk writer has not committed them yet.

@@ -83,7 +83,7 @@ def test_kill_9_during_writes_leaves_only_whole_entries(larder_factory, origin, 
           f"{m.group(1)} orphan chunks swept")
 
 
-def test_large_cacheable_download_is_stored_in_bounded_memory(larder_factory, origin, workdir, report_metric):
+def test_large_cacheable_download_is_stored_in_bounded_memory(larder_factory, origin, workdir, report_metric, memory_bound):
     size = 200 << 20
     lr = larder_factory(config={"cache": {"max_object_size": "256MiB", "disk_capacity": "1GiB"}})
     script(workdir, "huge", headers=[("Cache-Control", "max-age=600")], body_bytes=size)

@@ -255,7 +255,7 @@ def test_idle_client_connection_is_closed_after_client_idle_timeout(larder_facto
 
 
 @pytest.mark.timeout_s(150)
-def test_200_mib_download_streams_in_bounded_memory(larder, origin, report_metric):
+def test_200_mib_download_streams_in_bounded_memory(larder, origin, report_metric, memory_bound):
     total = 200 * MiB
     expected = pattern_sha256(total)
     h = hashlib.sha256()
@@ -282,7 +282,7 @@ def test_200_mib_download_streams_in_bounded_memory(larder, origin, report_metri
 
 
 @pytest.mark.timeout_s(90)
-def test_20_mib_upload_streams_in_bounded_memory(larder, origin, report_metric):
+def test_20_mib_upload_streams_in_bounded_memory(larder, origin, report_metric, memory_bound):
     total = 20 * MiB
     t0 = time.monotonic()
     with RSSSampler(larder) as rss:

@@ -1,7 +1,7 @@
 import EventLoop
 import Glibc
 import LarderConfig
-import Synchronization
+import Locking
 
 /// The addresses this process listens on (proxy and admin), so requests and tunnels aimed at
 /// Larder itself are refused. A wildcard listener (0.0.0.0, ::) is reached through any local
@@ -18,7 +18,7 @@ final class OwnListeners: Sendable {
         var localAddresses: [[UInt8]] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// After a listener is bound (its real port known).
     func add(_ address: SocketAddress) {

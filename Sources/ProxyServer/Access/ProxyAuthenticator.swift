@@ -1,7 +1,7 @@
 import CachePolicy
 import Dispatch
 import EventLoop
-import Synchronization
+import Locking
 
 /// `Proxy-Authorization: Basic` for the destinations `auth.destinations` names. A credential seen
 /// before is answered from memory; an unseen one is checked on a background queue (bcrypt takes
@@ -28,7 +28,7 @@ final class ProxyAuthenticator: Sendable {
         var pending: [[UInt8]: [@Sendable (Verdict) -> Void]] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// At most this many checks at once, so a flood of made-up credentials costs two cores at most.
     private let checks = DispatchSemaphore(value: 2)
     private let queue = DispatchQueue(label: "larder.proxy-auth", attributes: .concurrent)

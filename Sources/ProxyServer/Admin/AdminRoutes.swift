@@ -2,6 +2,7 @@ import CachePolicy
 import CacheStore
 import HTTPWire
 import Statistics
+import Locking
 import Synchronization
 
 /// Larder's version, reported by the admin endpoint.
@@ -13,7 +14,7 @@ public enum LarderVersion {
 /// the bearer token.
 final class AdminContext: Sendable {
     /// Replaced by a configuration reload.
-    let token: Mutex<[UInt8]?>
+    let token: Locked<[UInt8]?>
     /// Re-reads the configuration and applies what can be applied (POST /config/reload).
     let reload: @Sendable () -> ReloadOutcome
     let cache: Cache
@@ -28,7 +29,7 @@ final class AdminContext: Sendable {
     init(token: String?, cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics], hosts: [TopHosts],
          reload: @escaping @Sendable () -> ReloadOutcome) {
         self.hosts = hosts
-        self.token = Mutex(token.map { Array($0.utf8) })
+        self.token = Locked(token.map { Array($0.utf8) })
         self.reload = reload
         self.cache = cache
         self.inFlight = inFlight
