@@ -3,7 +3,9 @@ import Glibc
 
 /// Resolves a name and connects to the first address that accepts, within the connect timeout.
 final class Connector {
-    private let session: Session
+    /// Unowned like every session reference: the session outlives what it starts, and a strong one
+    /// here would tie the session to the pool that keeps its connectors.
+    private unowned let session: Session
     private let target: OriginKey
     private var completion: ((Result<Stream, SessionError>) -> Void)?
     private var resolveRequest: ResolveRequest?

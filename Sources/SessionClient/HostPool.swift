@@ -6,7 +6,9 @@ final class HostPool {
     unowned let session: Session
     let key: OriginKey
     var idle: [OriginConnection] = []
-    private var waiting: [SessionTask] = []
+    /// FIFO of waiting tasks from `waitingHead` on; slots before it are emptied as tasks leave, so a
+    /// finished task is never kept alive by the queue.
+    private var waiting: [SessionTask?] = []
     private var waitingHead = 0
     private var busy = 0
     private var opening = 0
@@ -37,6 +39,7 @@ final class HostPool {
     private func popWaiting() -> SessionTask? {
         guard waitingHead < waiting.count else { return nil }
         let t = waiting[waitingHead]
+        waiting[waitingHead] = nil
         waitingHead += 1
         if waitingHead > 32, waitingHead * 2 > waiting.count {
             waiting.removeFirst(waitingHead)
@@ -67,6 +70,7 @@ final class HostPool {
         opening += 1
         let connector = Connector(session: session, target: key) { [unowned self] result in
             self.opening -= 1
+            self.pendingConnectors.removeAll { $0.isFinished }
             switch result {
             case .success(let stream):
                 self.session.noteOpened()
@@ -98,7 +102,6 @@ final class HostPool {
         } else {
             conn.close()
         }
-        pendingConnectors.removeAll { $0.isFinished }
         dispatch()
     }
 

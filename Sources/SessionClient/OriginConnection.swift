@@ -4,8 +4,10 @@ import EventLoop
 final class OriginConnection: StreamDelegate {
     let stream: Stream
     unowned let pool: HostPool
-    /// The task using the connection; nil while idle.
-    weak var task: SessionTask?
+    /// The task using the connection; nil while idle. Strong, as a URLSession holds its running
+    /// tasks: a resumed task lives until it finishes, whoever else still refers to it. The task
+    /// lets go of the connection when it finishes, and releasing the connection clears this.
+    var task: SessionTask?
     private var idleTimer: Timer?
 
     init(stream: Stream, pool: HostPool) {

@@ -58,6 +58,27 @@ import Testing
         origin.close()
     }
 
+    @Test func finishedTasksAreNotKeptAliveByTheWaitingQueue() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }
+        let session = makeSession(loop) { $0.httpMaximumConnectionsPerHost = 1 }
+        let recorder = Recorder(loop: loop, expected: 8)
+        // Every task waits in the queue for the one connection; none may outlive its completion
+        // (the queue and a task holding its pool would otherwise keep each other alive).
+        weak var first: SessionTask?
+        weak var last: SessionTask?
+        do {
+            let tasks = start(session, recorder, port: origin.port, paths: (0..<8).map { "/\($0)" })
+            first = tasks.first
+            last = tasks.last
+        }
+        runLoop(loop, atMost: 5)
+        #expect(recorder.completionOrder == Array(0..<8))
+        #expect(first == nil)
+        #expect(last == nil)
+        origin.close()
+    }
+
     @Test func concurrentRequestsOpenSeveralConnectionsUpToTheCap() throws {
         let loop = EventLoop()
         let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }
