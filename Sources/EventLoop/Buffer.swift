@@ -70,6 +70,21 @@ public struct Buffer {
         bytes.withUnsafeBytes { append($0) }
     }
 
+    /// Appends `bytes` without copying them. `owner`, which keeps the bytes where they are, is
+    /// retained until libevent has written them or freed the buffer.
+    public func appendReference(_ bytes: UnsafeRawBufferPointer, keepingAlive owner: AnyObject) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        let context = Unmanaged.passRetained(owner).toOpaque()
+        if evbuffer_add_reference(raw, base, bytes.count, Buffer.releaseOwner, context) != 0 {
+            Unmanaged<AnyObject>.fromOpaque(context).release()
+            append(bytes)
+        }
+    }
+
+    private static let releaseOwner: evbuffer_ref_cleanup_cb = { _, _, context in
+        Unmanaged<AnyObject>.fromOpaque(context!).release()
+    }
+
     public func append(_ text: StaticString) {
         evbuffer_add(raw, text.utf8Start, text.utf8CodeUnitCount)
     }

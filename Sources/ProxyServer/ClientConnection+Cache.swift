@@ -293,7 +293,17 @@ extension ClientConnection {
         noteBody(bodyCount, fromCache: true)
         switch entry.body {
         case .memory(let object):
-            object.body.withUnsafeBytes { stream.output.append(UnsafeRawBufferPointer(rebasing: $0[bodyStart..<bodyStart + bodyCount])) }
+            object.body.withUnsafeBytes { body in
+                let slice = UnsafeRawBufferPointer(rebasing: body[bodyStart..<bodyStart + bodyCount])
+                // Larger bodies go out by reference: the object's body array is immutable and lives as
+                // long as the object, which the output buffer keeps until the bytes are written. Small
+                // ones are cheaper to copy than to track.
+                if bodyCount >= ClientConnection.referenceThreshold {
+                    stream.output.appendReference(slice, keepingAlive: object)
+                } else {
+                    stream.output.append(slice)
+                }
+            }
             finishExchange()
         case .disk(let id, _, let chunkSize):
             state = .exchanging
@@ -331,6 +341,11 @@ extension ClientConnection {
             cachedBody = cursor
         }
     }
+}
+
+extension ClientConnection {
+    /// Memory-tier bodies from this size on are sent without a copy.
+    static let referenceThreshold = 4_096
 }
 
 /// Where a disk-stored body being sent has got to.
