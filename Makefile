@@ -1,5 +1,5 @@
 # Conveniences over scripts/; the scripts are what the README and CI run.
-.PHONY: run test build unit integration clean
+.PHONY: run test build unit integration bench clean
 
 run:
 	bash scripts/run.sh
@@ -15,6 +15,10 @@ unit:
 
 integration: build
 	LARDER_BIN=$(CURDIR)/.build/release/larder python3 -m pytest Tests/Integration -q -p no:cacheprovider
+
+# The peer benchmark (Benchmarks/README.md): make bench, or make bench BENCH_ARGS=--quick
+bench: build
+	python3 Benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .build
