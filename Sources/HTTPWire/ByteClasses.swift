@@ -44,6 +44,21 @@ func hexValue(_ b: UInt8) -> Int? {
     return nil
 }
 
+/// RFC 3986 §2.3 `unreserved`: ALPHA / DIGIT / "-" / "." / "_" / "~".
+@inline(__always)
+func isUnreserved(_ b: UInt8) -> Bool {
+    b &- 0x61 < 26 || b &- 0x41 < 26 || isDigit(b) || b == 0x2D || b == 0x2E || b == 0x5F || b == 0x7E
+}
+
+/// RFC 3986 §2.2 `sub-delims`: "!" / "$" / "&" / "'" / "(" / ")" / "*" / "+" / "," / ";" / "=".
+@inline(__always)
+func isSubDelim(_ b: UInt8) -> Bool {
+    switch b {
+    case 0x21, 0x24, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B, 0x2C, 0x3B, 0x3D: return true
+    default: return false
+    }
+}
+
 /// Field-value byte (RFC 9110 §5.5): VCHAR or obs-text; SP and HTAB handled by callers.
 @inline(__always)
 func isFieldVChar(_ b: UInt8) -> Bool { b > 0x20 && b != 0x7F }

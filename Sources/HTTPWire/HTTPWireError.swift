@@ -31,7 +31,8 @@ public enum HTTPWireError: Error, Equatable, Sendable {
     case invalidFieldValue
     /// A line ended with a bare LF where CRLF is required (requests).
     case bareLineFeed
-    /// A request without a Host field, or with more than one (RFC 9112 §3.2).
+    /// A request without a Host field, with more than one, or with a value that is not
+    /// `uri-host [ ":" port ]` (RFC 9112 §3.2).
     case invalidHost
     /// `Content-Length` that is not a decimal number, or too large.
     case invalidContentLength
@@ -81,7 +82,7 @@ public enum HTTPWireError: Error, Equatable, Sendable {
         case .nulByte: return "NUL byte in head"
         case .invalidFieldValue: return "invalid header field value"
         case .bareLineFeed: return "line ended by bare LF"
-        case .invalidHost: return "missing or repeated Host"
+        case .invalidHost: return "missing, repeated or invalid Host"
         case .invalidContentLength: return "invalid Content-Length"
         case .conflictingContentLength: return "conflicting Content-Length"
         case .contentLengthWithTransferEncoding: return "Content-Length together with Transfer-Encoding"

@@ -15,6 +15,8 @@ struct FieldFacts {
     /// Whether the last coding listed is `chunked` (ignoring parameters).
     var finalCodingIsChunked = false
     var hostFields = 0
+    /// Whether every Host value seen is `uri-host [ ":" port ]` (checked for requests only).
+    var hostValuesAreValid = true
     var connectionClose = false
     var connectionKeepAlive = false
     var connectionUpgrade = false
@@ -111,7 +113,10 @@ enum HeadScanner {
                           _ valueStart: Int, _ valueEnd: Int, isRequest: Bool, _ facts: inout FieldFacts) {
         switch nameEnd - nameStart {
         case 4:
-            if equalsIgnoringCase(p, nameStart, nameEnd, "host") { facts.hostFields += 1 }
+            if equalsIgnoringCase(p, nameStart, nameEnd, "host") {
+                facts.hostFields += 1
+                if isRequest, !isValidHost(p, valueStart, valueEnd) { facts.hostValuesAreValid = false }
+            }
         case 6:
             if equalsIgnoringCase(p, nameStart, nameEnd, "expect"),
                equalsIgnoringCase(p, valueStart, valueEnd, "100-continue") {
@@ -156,6 +161,45 @@ enum HeadScanner {
         default:
             break
         }
+    }
+
+    /// RFC 9112 §3.2 / RFC 9110 §7.2: `Host = uri-host [ ":" port ]` with RFC 3986's grammar: an
+    /// IP-literal in brackets (its characters checked, not its structure: Larder never routes by Host),
+    /// or a reg-name of unreserved characters, sub-delims and percent-encodings; the port is digits.
+    /// An empty value is allowed (a target without authority). Userinfo, spaces, "/", "?", "#",
+    /// quotes and non-ASCII are not.
+    @inline(__always)
+    static func isValidHost(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Bool {
+        var i = start
+        if i < end, p[i] == 0x5B {  // "[" IPv6address / IPvFuture "]"
+            i += 1
+            let literalStart = i
+            while i < end, p[i] != 0x5D {
+                guard isUnreserved(p[i]) || isSubDelim(p[i]) || p[i] == asciiColon else { return false }
+                i += 1
+            }
+            guard i < end, i > literalStart else { return false }
+            i += 1
+        } else {
+            while i < end, p[i] != asciiColon {
+                let b = p[i]
+                if b == 0x25 {  // pct-encoded = "%" HEXDIG HEXDIG
+                    guard i + 2 < end, hexValue(p[i + 1]) != nil, hexValue(p[i + 2]) != nil else { return false }
+                    i += 3
+                    continue
+                }
+                guard isUnreserved(b) || isSubDelim(b) else { return false }
+                i += 1
+            }
+        }
+        guard i < end else { return true }
+        guard p[i] == asciiColon else { return false }
+        i += 1
+        while i < end {
+            guard isDigit(p[i]) else { return false }
+            i += 1
+        }
+        return true
     }
 
     /// RFC 9112 §6.3 item 5 / RFC 9110 §8.6: `Content-Length = 1*DIGIT`. A list of values (`5, 5`) or a

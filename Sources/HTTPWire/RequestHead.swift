@@ -46,7 +46,7 @@ public enum RequestParser {
     /// returned length but are not copied.
     /// Up to 8 empty lines are skipped; more is `malformedRequestLine`. Semantic checks run after the
     /// whole head was read, in this order: Content-Length syntax and repetition, Content-Length with
-    /// Transfer-Encoding, the transfer codings, then Host.
+    /// Transfer-Encoding, the transfer codings, then Host (its count, then its value's syntax).
     public static func parse(_ bytes: UnsafeRawBufferPointer, into head: inout RequestHead,
                              limits: HeadLimits) throws(HTTPWireError) -> Int? {
         head.headers.fields.removeAll(keepingCapacity: true)
@@ -129,6 +129,7 @@ public enum RequestParser {
         if hasTransferEncoding, facts.contentLengthFields > 0 { throw .contentLengthWithTransferEncoding }
         if hasTransferEncoding, !facts.requestCodingsAreValid { throw .unsupportedTransferEncoding }
         if line.version == .http11 ? facts.hostFields != 1 : facts.hostFields > 1 { throw .invalidHost }
+        if !facts.hostValuesAreValid { throw .invalidHost }
 
         head.headers.storage.removeAll(keepingCapacity: true)
         head.headers.storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[base..<end]))
