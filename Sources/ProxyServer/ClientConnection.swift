@@ -163,6 +163,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                     worker.logger.debug("client \(peer) closed during upload to \(upstreamName)")
                     close()
                 }
+            case .readingHead where stream.output.count > 0:
+                // A client may half-close right after its request (RFC 9112 §9.6): the answer
+                // already queued still goes out.
+                closeWhenFlushed()
             default:
                 close()
             }

@@ -60,6 +60,12 @@ struct OutboundHead {
             }
             w.appendField(at: i, of: headers)
         }
+        if !hostWritten {
+            // An HTTP/1.0 client may omit Host; an HTTP/1.1 request must carry one (RFC 9112 §3.2).
+            w.append("Host: ")
+            w.append(route.authority)
+            w.append("\r\n")
+        }
         if rewriteMaxForwards, let n = maxForwards(head) {
             w.append("Max-Forwards: ")
             w.appendDecimal(max(0, n - 1))

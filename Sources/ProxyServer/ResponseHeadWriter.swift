@@ -33,8 +33,18 @@ enum ResponseHeadWriter {
         w.append(" ")
         headers.withBytes(response.reason) { w.append($0) }
         w.append("\r\n")
+        // A body delimited by length goes out with one Content-Length of the parsed value: a list
+        // or repeated field (`5, 5`) is not forwarded as it came (RFC 9110 §8.6).
+        var length: Int?
+        if framing == .contentLength, case .contentLength(let n) = response.framing { length = n }
         for i in 0..<headers.count where !headers.isHopByHop(at: i) {
+            if length != nil, headers.nameEquals(at: i, "content-length") { continue }
             w.appendField(at: i, of: headers)
+        }
+        if let length {
+            w.append("Content-Length: ")
+            w.appendDecimal(length)
+            w.append("\r\n")
         }
         w.append("Via: ")
         w.append(response.version == .http10 ? "1.0 " : "1.1 ")

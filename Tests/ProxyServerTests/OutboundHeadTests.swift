@@ -75,6 +75,12 @@ import Testing
         #expect(out == "GET /p HTTP/1.1\r\nHost: public.test\r\nVia: 1.1 larder\r\n\r\n")
     }
 
+    @Test("RFC 9112 §3.2: reverse mode gives an HTTP/1.0 request without Host the origin's authority")
+    func reverseAddsMissingHost() throws {
+        let out = try outbound("GET /p HTTP/1.0\r\nX: 1\r\n\r\n", keepClientHost: true)
+        #expect(out == "GET /p HTTP/1.1\r\nX: 1\r\nHost: origin.test\r\nVia: 1.0 larder\r\n\r\n")
+    }
+
     @Test("RFC 9110 §7.6.3: Via gets our entry after the existing ones, with the client's version")
     func viaAppended() throws {
         let out = try outbound("GET http://a.test/ HTTP/1.0\r\nVia: 1.1 other\r\n\r\n")
@@ -141,6 +147,24 @@ import Testing
                                  viaName: Array("larder".utf8), upgrade: false, into: &w)
         #expect(String(decoding: w.bytes, as: UTF8.self)
                 == "HTTP/1.1 599 Odd\r\nContent-Length: 2\r\nVia: 1.1 larder\r\nConnection: keep-alive\r\n\r\n")
+    }
+
+    @Test("RFC 9110 §8.6: a Content-Length list of one value is forwarded as that one value")
+    func contentLengthListNormalised() throws {
+        var w = MessageWriter()
+        for head in ["HTTP/1.1 200 OK\r\nContent-Length: 5, 05\r\nX: y\r\n\r\n",
+                     "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX: y\r\nContent-Length: 5\r\n\r\n"] {
+            w.reset()
+            ResponseHeadWriter.write(try response(head), framing: .contentLength, keepAlive: true, clientVersion: .http11,
+                                     viaName: Array("larder".utf8), upgrade: false, into: &w)
+            #expect(String(decoding: w.bytes, as: UTF8.self) == "HTTP/1.1 200 OK\r\nX: y\r\nContent-Length: 5\r\nVia: 1.1 larder\r\n\r\n")
+        }
+        // A HEAD answer's Content-Length describes the body it would have had: passed as it came.
+        let head = try response("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n")
+        w.reset()
+        ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: .http11,
+                                 viaName: Array("larder".utf8), upgrade: false, into: &w)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == "HTTP/1.1 200 OK\r\nContent-Length: 7\r\nVia: 1.1 larder\r\n\r\n")
     }
 
     @Test("Local error responses are plain text with an exact length")
