@@ -2,9 +2,9 @@
 # Installs the Debian packages Larder builds and tests with, when missing. Needs root (or sudo).
 set -euo pipefail
 # chromium: the dashboard test renders the page headless; haproxy: the scale-out test;
-# prometheus: a real scrape of /metrics.
+# prometheus: a real scrape of /metrics; valgrind: the hit path's instruction-count gate.
 packages=(libevent-dev liblmdb-dev libssl-dev libcrypt-dev pkg-config curl openssl python3 ca-certificates chromium haproxy
-          prometheus)
+          prometheus valgrind)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

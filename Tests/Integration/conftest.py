@@ -123,10 +123,10 @@ def larder_factory(tmp_path, request):
     started = []
     request.node._larders = started
 
-    def start(config=None, args=(), listeners=1, name=None, wait=True, listen_flag=True):
+    def start(config=None, args=(), listeners=1, name=None, wait=True, listen_flag=True, **more):
         nm = name or f"larder{len(started) + 1}"
         inst = Larder(tmp_path, config=config, args=args, listeners=listeners, name=nm,
-                      wait=wait, listen_flag=listen_flag)
+                      wait=wait, listen_flag=listen_flag, **more)
         started.append(inst)
         return inst
 

@@ -192,7 +192,7 @@ ADMIN_RE = re.compile(r"admin endpoint listening on 127\.0\.0\.1:(\d+)")
 
 class Larder:
     def __init__(self, workdir, config=None, args=(), listeners=1, name="larder",
-                 listen_flag=True, wait=True):
+                 listen_flag=True, wait=True, wrapper=(), binary=None, start_timeout=START_TIMEOUT):
         self.workdir = Path(workdir)
         self.name = name
         self.cache_dir = self.workdir / f"{name}-cache"
@@ -208,7 +208,7 @@ class Larder:
         self.config = deep_merge(base, config or {})
         self.config_path = self.workdir / f"{name}.yaml"
         self.config_path.write_text(to_yaml(self.config) + "\n")
-        cmd = [larder_bin(), "--config", self.config_path]
+        cmd = [*wrapper, binary or larder_bin(), "--config", self.config_path]
         if listen_flag:
             cmd += ["--listen", "127.0.0.1:0"]
         cmd += ["--cache-dir", self.cache_dir]
@@ -228,7 +228,7 @@ class Larder:
         self.reader = threading.Thread(target=self._read_stderr, daemon=True)
         self.reader.start()
         if wait:
-            self.wait_listening()
+            self.wait_listening(start_timeout)
 
     def _read_stderr(self):
         for raw in iter(self.proc.stderr.readline, b""):

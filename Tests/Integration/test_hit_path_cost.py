@@ -1,0 +1,92 @@
+"""A regression gate on what a cache hit costs: user-space instructions per hit, counted by callgrind.
+
+Instruction counts do not depend on how busy the machine is, so this can fail a change that makes
+hits slower without timing anything. The release binary runs under callgrind with one worker; after
+a warm-up the counters are zeroed, a fixed number of keep-alive hits for a 1 KiB memory-tier entry
+are sent, and the counters dumped. The figure must stay within 10 % of HIT_PATH_BASELINE, the count
+measured when the baseline was last set: lower it when hits get cheaper, so the gate keeps its edge.
+"""
+
+import glob
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from helpers import larder_bin
+
+# Instructions per 1 KiB memory-tier hit (release build, one worker), and the margin allowed.
+HIT_PATH_BASELINE = 32_500
+ALLOWED_GROWTH = 1.10
+HITS = 2_000
+
+
+def script(workdir, name, headers, body):
+    spec = {"status": 200, "headers": [list(h) for h in headers], "body": body}
+    (workdir / f"res-{name}.json").write_text(json.dumps(spec))
+
+
+def callgrind_total(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+            if m:
+                return int(m.group(1))
+    raise AssertionError(f"no instruction total in {path}")
+
+
+def dump(pid, out_prefix):
+    """Writes a callgrind dump of the costs since the last zeroing or dump; returns its total."""
+    before = set(glob.glob(f"{out_prefix}*"))
+    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True, timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        fresh = sorted(set(glob.glob(f"{out_prefix}*")) - before)
+        if fresh:
+            time.sleep(0.2)  # let callgrind finish writing it
+            return callgrind_total(fresh[-1])
+        time.sleep(0.1)
+    raise AssertionError("callgrind wrote no dump")
+
+
+@pytest.mark.timeout_s(240)
+def test_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+    if os.environ.get("SANITIZER_BUILD"):
+        pytest.skip("instruction counts are measured on the release build, not a sanitizer build")
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        pytest.fail("valgrind is missing (scripts/install-deps.sh installs it)")
+    out_prefix = str(workdir / "callgrind.out")
+    # Debian's valgrind cannot read the Swift toolchain's DWARF: run a copy without it (symbols stay).
+    binary = workdir / "larder-nodebug"
+    subprocess.run(["objcopy", "--strip-debug", larder_bin(), str(binary)], check=True, timeout=60)
+    lr = larder_factory(
+        config={"workers": 1, "access_log": "off"},
+        wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_prefix}", "--dump-instr=no"),
+        binary=binary, start_timeout=120)
+    script(workdir, "hit", [("Cache-Control", "max-age=3600")], "x" * 1024)
+    url = origin.url("/res/hit")
+    conn = http.client.HTTPConnection("127.0.0.1", lr.port, timeout=60)
+
+    def hits(n):
+        for _ in range(n):
+            conn.request("GET", url)
+            r = conn.getresponse()
+            body = r.read()
+            assert r.status == 200 and len(body) == 1024
+
+    hits(200)  # the first is a miss; the rest warm the hit path
+    subprocess.run(["callgrind_control", "-z", str(lr.pid)], check=True, capture_output=True, timeout=60)
+    hits(HITS)
+    total = dump(lr.pid, out_prefix)
+    conn.close()
+    assert sum(1 for r in origin.requests() if r.get("path") == "/res/hit") == 1, "the hits reached the origin"
+    per_hit = total / HITS
+    report_metric(f"hit path: {per_hit:,.0f} instructions per 1 KiB hit (baseline {HIT_PATH_BASELINE:,})")
+    assert per_hit <= HIT_PATH_BASELINE * ALLOWED_GROWTH, (
+        f"a hit now costs {per_hit:,.0f} instructions, over 110 % of the baseline {HIT_PATH_BASELINE:,}: "
+        "profile it (callgrind_annotate on a dump) before raising the baseline")
