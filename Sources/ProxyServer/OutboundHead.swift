@@ -39,9 +39,7 @@ struct OutboundHead {
 
         var hostWritten = false
         if !route.keepClientHost {
-            w.append("Host: ")
-            w.append(route.authority)
-            w.append("\r\n")
+            appendHost(route.authority, into: &w)
             hostWritten = true
         }
         let rewriteMaxForwards = head.method == .trace || head.method == .options
@@ -62,9 +60,7 @@ struct OutboundHead {
         }
         if !hostWritten {
             // An HTTP/1.0 client may omit Host; an HTTP/1.1 request must carry one (RFC 9112 §3.2).
-            w.append("Host: ")
-            w.append(route.authority)
-            w.append("\r\n")
+            appendHost(route.authority, into: &w)
         }
         if rewriteMaxForwards, let n = maxForwards(head) {
             w.append("Max-Forwards: ")
@@ -91,6 +87,12 @@ struct OutboundHead {
     }
 
     /// The client's own conditionals and ranges, replaced by the cache's validators on a revalidation.
+    private static func appendHost(_ authority: [UInt8], into w: inout MessageWriter) {
+        w.append("Host: ")
+        w.append(authority)
+        w.append("\r\n")
+    }
+
     private static func isConditional(_ headers: HeaderBlock, _ i: Int) -> Bool {
         headers.nameEquals(at: i, "if-none-match") || headers.nameEquals(at: i, "if-modified-since")
             || headers.nameEquals(at: i, "if-match") || headers.nameEquals(at: i, "if-unmodified-since")
