@@ -58,6 +58,7 @@ let package = Package(
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy", "Locking"], swiftSettings: strict),
         .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient", "EventLoop", "LarderConfig"],
                     swiftSettings: strict),
+        .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: strict),
         .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),
     ]
 )

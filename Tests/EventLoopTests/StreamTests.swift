@@ -1,0 +1,223 @@
+import Glibc
+import Testing
+@testable import EventLoop
+
+/// The plain-socket stream against the other end of a socketpair, driven by the real loop.
+@Suite struct StreamTests {
+    /// Records what a stream reports; stops the loop when `until` says so.
+    final class Recorder: StreamDelegate {
+        let loop: EventLoop
+        var received: [UInt8] = []
+        var drained = 0
+        var events: [StreamEvent] = []
+        var consume = true
+        var until: (Recorder) -> Bool = { _ in false }
+
+        init(loop: EventLoop) { self.loop = loop }
+
+        func streamReadable(_ stream: Stream) {
+            if consume {
+                received += stream.input.copyBytes()
+                stream.input.drain(stream.input.count)
+            }
+            check()
+        }
+        func streamDrained(_ stream: Stream) { drained += 1; check() }
+        func stream(_ stream: Stream, event: StreamEvent) { events.append(event); check() }
+        func check() { if until(self) { loop.stop() } }
+    }
+
+    private func pair() -> (Int32, Int32) {
+        var fds: [Int32] = [0, 0]
+        let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)
+        precondition(rc == 0)
+        return (fds[0], fds[1])
+    }
+
+    private func run(_ loop: EventLoop, atMost seconds: Double) {
+        let guardTimer = Timer(loop: loop) { loop.stop() }
+        guardTimer.schedule(after: seconds)
+        loop.run()
+        guardTimer.cancel()
+    }
+
+    private func readAll(_ fd: Int32) -> [UInt8] {
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return out }
+            out += chunk[0..<n]
+        }
+    }
+
+    @Test func queuedOutputIsWrittenOnceTheCallbacksReturnAndDrainedIsReported() {
+        let loop = EventLoop()
+        let (a, b) = pair()
+        defer { close(b) }
+        let stream = Stream(loop: loop, acceptedSocket: a)
+        let recorder = Recorder(loop: loop)
+        recorder.until = { $0.drained > 0 }
+        stream.delegate = recorder
+        stream.output.append("head ")
+        stream.output.append("and body")
+        #expect(stream.output.count == 13)   // nothing is written from inside the caller
+        run(loop, atMost: 2)
+        #expect(stream.output.count == 0)
+        #expect(recorder.drained == 1)
+        #expect(readAll(b) == Array("head and body".utf8))
+        stream.close()
+    }
+
+    @Test func bytesArriveAndEndOfStreamStopsReading() {
+        let loop = EventLoop()
+        let (a, b) = pair()
+        let stream = Stream(loop: loop, acceptedSocket: a)
+        let recorder = Recorder(loop: loop)
+        recorder.until = { !$0.events.isEmpty }
+        stream.delegate = recorder
+        stream.enableReading()
+        _ = send(b, "hello", 5, 0)
+        close(b)
+        run(loop, atMost: 2)
+        #expect(recorder.received == Array("hello".utf8))
+        #expect(recorder.events == [.endOfStream])
+        #expect(!stream.isReading)
+        stream.close()
+    }
+
+    @Test func aDisabledReaderGetsNothingUntilEnabledAgain() {
+        let loop = EventLoop()
+        let (a, b) = pair()
+        defer { close(b) }
+        let stream = Stream(loop: loop, acceptedSocket: a)
+        let recorder = Recorder(loop: loop)
+        stream.delegate = recorder
+        stream.enableReading()
+        stream.disableReading()
+        _ = send(b, "later", 5, 0)
+        run(loop, atMost: 0.3)
+        #expect(recorder.received.isEmpty)
+        recorder.until = { $0.received.count == 5 }
+        stream.enableReading()
+        run(loop, atMost: 2)
+        #expect(recorder.received == Array("later".utf8))
+        stream.close()
+    }
+
+    @Test func readingPausesAtTheHighWatermarkAndResumesWhenDrained() {
+        let loop = EventLoop()
+        let (a, b) = pair()
+        defer { close(b) }
+        let stream = Stream(loop: loop, acceptedSocket: a)
+        let recorder = Recorder(loop: loop)
+        recorder.consume = false
+        stream.delegate = recorder
+        stream.setReadHighWatermark(16_384)
+        stream.enableReading()
+        let sent = [UInt8](repeating: 7, count: 100_000)
+        let wrote = sent.withUnsafeBytes { send(b, $0.baseAddress, $0.count, 0) }
+        #expect(wrote == 100_000)
+        run(loop, atMost: 0.3)
+        #expect(stream.input.count == 16_384)   // bounded, whatever the peer sends
+        #expect(stream.isReading)
+        // Draining below the watermark resumes reading by itself.
+        var total = 0
+        recorder.consume = true
+        recorder.until = { r in total + r.received.count >= 100_000 }
+        total = stream.input.count
+        stream.input.drain(stream.input.count)
+        run(loop, atMost: 2)
+        #expect(total + recorder.received.count == 100_000)
+        stream.close()
+    }
+
+    @Test func aReadTimeoutIsReportedOnlyWhileReading() {
+        let loop = EventLoop()
+        let (a, b) = pair()
+        defer { close(b) }
+        let stream = Stream(loop: loop, acceptedSocket: a)
+        let recorder = Recorder(loop: loop)
+        stream.delegate = recorder
+        stream.setTimeouts(read: 0.1, write: nil)
+        stream.enableReading()
+        stream.disableReading()
+        run(loop, atMost: 0.4)
+        #expect(recorder.events.isEmpty)
+        recorder.until = { !$0.events.isEmpty }
+        stream.enableReading()
+        run(loop, atMost: 2)
+        #expect(recorder.events == [.timeout])
+        #expect(!stream.isReading)
+        stream.close()
+    }
+
+    @Test func halfCloseSendsEverythingThenEndOfStream() {
+        let loop = EventLoop()
+        let (a, b) = pair()
+        defer { close(b) }
+        let stream = Stream(loop: loop, acceptedSocket: a)
+        let recorder = Recorder(loop: loop)
+        recorder.until = { $0.drained > 0 }
+        stream.delegate = recorder
+        let big = [UInt8](repeating: 1, count: 300_000)
+        stream.output.append(big)
+        stream.shutdownWriteWhenFlushed()
+        var got: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        // The socketpair holds less than 300 KB: read while the loop writes the rest.
+        let reader = Timer(loop: loop, repeating: true) {
+            while true {
+                let n = chunk.withUnsafeMutableBytes { recv(b, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                got += chunk[0..<n]
+            }
+        }
+        reader.schedule(after: 0.005)
+        run(loop, atMost: 5)
+        reader.cancel()
+        got += readAll(b)
+        #expect(got.count == 300_000)
+        let n = chunk.withUnsafeMutableBytes { recv(b, $0.baseAddress, $0.count, 0) }
+        #expect(n == 0)   // end of stream, not EAGAIN
+        stream.close()
+    }
+
+    @Test func connectReportsConnectedOrTheRefusal() throws {
+        let loop = EventLoop()
+        var accepted: [Int32] = []
+        let listener = try Listener(loop: loop, address: SocketAddress(ipLiteral: "127.0.0.1", port: 0)!) { fd, _ in
+            accepted.append(fd)
+        }
+        let port = listener.boundAddress.port
+        guard case .success(let stream) = Stream.connect(loop: loop, to: SocketAddress(ipLiteral: "127.0.0.1", port: port)!) else {
+            Issue.record("connect failed at once")
+            return
+        }
+        let recorder = Recorder(loop: loop)
+        recorder.until = { !$0.events.isEmpty }
+        stream.delegate = recorder
+        stream.output.append("queued before the connection")
+        run(loop, atMost: 2)
+        #expect(recorder.events == [.connected])
+        recorder.until = { $0.drained > 0 }
+        run(loop, atMost: 2)
+        #expect(stream.output.count == 0)
+        stream.close()
+        listener.close()
+        for fd in accepted { close(fd) }
+
+        // A port nobody listens on (the listener's, now closed).
+        switch Stream.connect(loop: loop, to: SocketAddress(ipLiteral: "127.0.0.1", port: port)!) {
+        case .failure(let e):
+            #expect(e.errno == ECONNREFUSED)
+        case .success(let refused):
+            let r = Recorder(loop: loop)
+            r.until = { !$0.events.isEmpty }
+            refused.delegate = r
+            run(loop, atMost: 2)
+            #expect(r.events == [.error(ECONNREFUSED)])
+            refused.close()
+        }
+    }
+}
