@@ -11,7 +11,8 @@ every server's configuration into a temporary directory, starts everything on 12
 picked at run time, pins the servers to core 0 and wrk to core 1, checks that each proxy caches
 what it should before measuring it, interleaves the targets round by round and reports medians:
 a table on standard output, TSV files, a PNG of the ratios and machine.txt in the results
-directory. Every process it starts runs in its own process group and is stopped by that group's
+directory. The scaling scenario measures Larder alone with one worker (pinned, as above) and with two
+(Larder and wrk -t2 both unpinned, sharing the cores). Every process it starts runs in its own process group and is stopped by that group's
 id at the end. See Benchmarks/README.md for the peers' settings."""
 
 import argparse
@@ -39,12 +40,19 @@ LARDER_BIN = REPO / ".build" / "release" / "larder"
 
 PEERS = ["larder", "squid", "ats", "varnish", "nginx"]   # the proxies, in run order
 OTHER_PEERS = ["squid", "ats", "varnish", "nginx"]       # "best peer" is the fastest of these
-FORWARD = {"larder", "larder-cget", "squid", "ats"}      # absolute-form request lines
+FORWARD = {"larder", "larder-cget", "larder-1w", "larder-2w", "squid", "ats"}   # absolute-form
 CONNECTIONS = [1, 64, 1024]
 MANY_KEYS = 10_000
+# The scaling scenario: Larder alone, hit-small at SCALING_CONNECTIONS, `--workers 1` pinned to
+# core 0 (wrk -t1 on core 1) against `--workers 2` unpinned (wrk -t2 unpinned too, so on a
+# two-core machine wrk takes its share of the same cores). SCALING_TARGET is the ratio aimed for.
+SCALING = ["larder-1w", "larder-2w"]
+SCALING_CONNECTIONS = 64
+SCALING_TARGET = 1.8
 
 # name -> (kind, origin path). kind: hit (stored once, then served), keys (MANY_KEYS URLs at
 # random), pass (no-store), reval (max-age=0 with validators), storm (a new URL every request).
+# scaling is hit-small for the two Larder worker counts (SCALING) only.
 SCENARIOS = {
     "hit-small": ("hit", "/files/1k"),
     "hit-16k": ("hit", "/files/16k"),
@@ -54,6 +62,7 @@ SCENARIOS = {
     "pass-through": ("pass", "/nostore/1k"),
     "revalidation": ("reval", "/reval/1k"),
     "miss-storm": ("storm", "/storm/1k"),
+    "scaling": ("hit", "/files/1k"),
 }
 FILES = {"1k": 1024, "16k": 16 * 1024, "256k": 256 * 1024, "4m": 4 * 1024 * 1024}
 SIZE_OF = {"/files/1k": 1024, "/files/16k": 16384, "/files/256k": 262144, "/files/4m": 4194304,
@@ -158,7 +167,8 @@ def wait_port(port, timeout=30.0, server=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# Processes: each server in its own process group, pinned to core 0, stopped by group id
+# Processes: each server in its own process group, pinned to core 0 (larder-2w: not pinned),
+# stopped by group id
 
 
 def group_pids(pgid):
@@ -203,11 +213,12 @@ def memory_kib(pgid):
 
 
 class Server:
-    def __init__(self, name, argv, logfile, env=None, cwd=None):
+    def __init__(self, name, argv, logfile, env=None, cwd=None, cpus="0"):
         self.name = name
         self.logfile = logfile
         out = open(logfile, "ab")
-        self.proc = subprocess.Popen(["taskset", "-c", "0", *argv], stdin=subprocess.DEVNULL,
+        pin = ["taskset", "-c", cpus] if cpus is not None else []   # None: every core
+        self.proc = subprocess.Popen([*pin, *argv], stdin=subprocess.DEVNULL,
                                      stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                      start_new_session=True)
         out.close()
@@ -295,7 +306,7 @@ http {{
     return ["nginx", "-c", str(conf)]
 
 
-def start_larder(work, name, port, admin, origin, nofile, cget):
+def start_larder(work, name, port, admin, origin, nofile, cget, workers=1):
     d = work / name
     d.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
@@ -308,7 +319,7 @@ def start_larder(work, name, port, admin, origin, nofile, cget):
     if cget:
         env["LARDER_CACHE_REVALIDATION"] = "conditional-get"
     argv = [str(LARDER_BIN), "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
-            "--access-log", "off", "--cache-dir", str(d / "cache"), "--workers", "1"]
+            "--access-log", "off", "--cache-dir", str(d / "cache"), "--workers", str(workers)]
     return argv, env
 
 
@@ -480,6 +491,8 @@ class Target:
         self.name, self.port, self.server, self.forward = name, port, server, forward
         self.admin = None
         self.broken = {}      # scenario -> reason it is not measured
+        self.wrk_cpus = "1"   # wrk's taskset core list (None: not pinned)
+        self.wrk_threads = 1
 
     def url(self, origin, path):
         return f"http://127.0.0.1:{origin}{path}" if self.forward else path
@@ -675,11 +688,20 @@ def settle(pgid, limit=15.0):
     return time.monotonic() - start
 
 
+def children_cpu_s():
+    """utime + stime of this process's children that have been waited for (here: wrk)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def run_wrk(target, script, conns, seconds, cpu_group, origin):
-    argv = ["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency",
+    pin = ["taskset", "-c", target.wrk_cpus] if target.wrk_cpus is not None else []
+    argv = [*pin, "wrk", f"-t{target.wrk_threads}", f"-c{conns}", f"-d{seconds}s", "--latency",
             "--timeout", "10s", "-s", str(script), f"http://127.0.0.1:{target.port}/"]
     before_cpu = cpu_ticks(cpu_group)
     before_origin = origin.requests()
+    before_wrk = children_cpu_s()
+    before_wall = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     try:
@@ -688,6 +710,8 @@ def run_wrk(target, script, conns, seconds, cpu_group, origin):
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
         out += "\nwrk did not finish in time"
+    wall = time.monotonic() - before_wall
+    wrk_cpu = children_cpu_s() - before_wrk
     after_cpu = cpu_ticks(cpu_group)
     after_origin = origin.requests()
     r = parse_wrk(out)
@@ -695,8 +719,12 @@ def run_wrk(target, script, conns, seconds, cpu_group, origin):
     r["out"] = out
     r["ok"] = p.returncode == 0 and "Requests/sec" in out
     r["cpu_s"] = (after_cpu - before_cpu) / os.sysconf("SC_CLK_TCK")
+    r["wrk_cpu_s"] = wrk_cpu
+    r["cores"] = r["cpu_s"] / wall if wall > 0 else None        # cores the target kept busy
+    r["wrk_cores"] = wrk_cpu / wall if wall > 0 else None       # and wrk
     n = r["requests"]
     r["cpu_us"] = r["cpu_s"] / n * 1e6 if n else None
+    r["wrk_cpu_us"] = wrk_cpu / n * 1e6 if n else None
     r["origin_share"] = (after_origin - before_origin - 1) / n if n else None
     return r
 
@@ -738,6 +766,8 @@ def summarise(runs, scenario, conns, target):
             "rps": med([r["rps"] for r in rs]), "mibs": med([r["mibs"] for r in rs]),
             "p50": med([r["p50"] for r in rs]), "p99": med([r["p99"] for r in rs]),
             "cpu_us": med([r["cpu_us"] for r in rs]), "origin_share": share,
+            "wrk_cpu_us": med([r["wrk_cpu_us"] for r in rs]),
+            "cores": med([r["cores"] for r in rs]), "wrk_cores": med([r["wrk_cores"] for r in rs]),
             "non2xx": non2xx, "sockerr": sockerr, "flags": ",".join(flags),
             "all_rps": [r["rps"] for r in rs]}
 
@@ -747,8 +777,11 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, help="duration of each measured run, whole seconds (5)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds per scenario (2)")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset")
-    ap.add_argument("--connections", help="comma-separated connection counts (1,64,1024)")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help="comma-separated subset (all: %(default)s); scaling is Larder alone, "
+                         f"1 worker pinned against 2 unpinned, at {SCALING_CONNECTIONS} connections")
+    ap.add_argument("--connections", help="comma-separated connection counts (1,64,1024; "
+                                          f"scaling always uses {SCALING_CONNECTIONS})")
     ap.add_argument("--peers", default=",".join(PEERS),
                     help="comma-separated proxies (larder,squid,ats,varnish,nginx); "
                          "origin-direct always runs")
@@ -781,6 +814,12 @@ def main():
         sys.exit("run as root: it installs packages and starts Squid and Varnish, which change user")
     if os.cpu_count() < 2:
         sys.exit("needs two cores: the servers on core 0, wrk on core 1")
+    if "scaling" in scenarios and "larder" not in peers:
+        log("note: the scaling scenario measures Larder only; left out because --peers has no larder")
+        scenarios.remove("scaling")
+    if not scenarios:
+        sys.exit("no scenario left to run")
+    regular = [s for s in scenarios if s != "scaling"]   # the scenarios with every peer
 
     install_missing(peers)
     import matplotlib
@@ -795,21 +834,27 @@ def main():
 
     # Targets per scenario, in interleaving order.
     def targets_for(scenario, live):
+        if scenario == "scaling":
+            return [live[n] for n in SCALING if n in live]
         names = ["origin-direct"] + [p for p in peers]
         if scenario == "revalidation" and "larder" in peers:
             names.insert(names.index("larder") + 1, "larder-cget")
         return [live[n] for n in names if n in live]
 
-    n_targets = {s: 1 + len(peers) + (1 if s == "revalidation" and "larder" in peers else 0)
+    def conns_for(scenario):
+        return [SCALING_CONNECTIONS] if scenario == "scaling" else conn_list
+
+    n_targets = {s: len(SCALING) if s == "scaling" else
+                 1 + len(peers) + (1 if s == "revalidation" and "larder" in peers else 0)
                  for s in scenarios}
     warm_secs = 1
-    n_runs = sum(n_targets[s] for s in scenarios) * len(conn_list) * args.rounds
-    n_warm = sum(n_targets[s] for s in scenarios) * len(conn_list)
+    n_warm = sum(n_targets[s] * len(conns_for(s)) for s in scenarios)
+    n_runs = n_warm * args.rounds
     # per run: wrk's start and the readings before and after; per peer: warming and checking
     # (10,000 keys for many-keys); then starting and stopping the servers
     est = (n_runs * (args.seconds + 0.5) + n_warm * (warm_secs + 0.5)
            + (3 * len(peers) if "many-keys" in scenarios else 0)
-           + 0.5 * len(scenarios) * len(peers) + 15)
+           + 0.5 * sum(n_targets[s] - 1 for s in scenarios) + 15)
     log(f"{n_runs} measured runs of {args.seconds:g} s ({args.rounds} rounds), {n_warm} warm-up runs "
         f"of {warm_secs:g} s: expect about {est / 60:.1f} minutes")
 
@@ -837,11 +882,13 @@ def main():
 
         def start(name):
             port = free_port()
-            if name in ("larder", "larder-cget"):
+            if name in ("larder", "larder-cget", *SCALING):
                 admin = free_port()
+                workers = 2 if name == "larder-2w" else 1
                 argv, env = start_larder(work, name, port, admin, origin_port, nofile,
-                                         name == "larder-cget")
-                srv = Server(name, argv, work / f"{name}.log", env=env)
+                                         name == "larder-cget", workers)
+                srv = Server(name, argv, work / f"{name}.log", env=env,
+                             cpus=None if workers > 1 else "0")
             elif name == "squid":
                 srv = Server(name, write_squid(work, port, nofile), work / "squid.log")
             elif name == "ats":
@@ -856,14 +903,18 @@ def main():
             t = Target(name, port, srv, name in FORWARD)
             if name.startswith("larder"):
                 t.admin = admin
+            if name == "larder-2w":   # wrk on every core too, with a thread per worker
+                t.wrk_cpus, t.wrk_threads = None, 2
             if not wait_port(port, 60, srv):
                 warn(f"{name} did not start; it is left out. Its log:\n{srv.tail()}")
                 return
             live[name] = t
 
-        names = list(peers)
+        names = list(peers) if regular else []
         if "revalidation" in scenarios and "larder" in peers:
             names.insert(names.index("larder") + 1, "larder-cget")
+        if "scaling" in scenarios:
+            names += SCALING
         for name in names:
             start(name)
         time.sleep(1)   # ATS opens its cache, Varnish its child, after they accept
@@ -892,7 +943,7 @@ def main():
                 else:
                     log(f"  {t.name}: verified")
                     measured.append(t)
-            for conns in conn_list:
+            for conns in conns_for(scenario):
                 for rnd in range(args.rounds):
                     for t in measured:
                         if not t.server.alive():
@@ -929,7 +980,7 @@ def main():
 
         rows = []
         for scenario in scenarios:
-            for conns in conn_list:
+            for conns in conns_for(scenario):
                 srows = [summarise(runs, scenario, conns, t.name)
                          for t in targets_for(scenario, live)]
                 srows = [r for r in srows if r]
@@ -937,9 +988,12 @@ def main():
                 valid_peers = [by[p] for p in OTHER_PEERS if p in by and not by[p]["flags"]]
                 best = max(valid_peers, key=lambda r: r["rps"], default=None)
                 ceiling = by.get("origin-direct")
+                one = by.get("larder-1w")
                 for r in srows:
                     r["best_peer"] = best["target"] if best else ""
-                    r["vs_best"] = r["vs_origin"] = None
+                    r["vs_best"] = r["vs_origin"] = r["vs_1w"] = None
+                    if r["target"] == "larder-2w" and r["rps"] and one and one["rps"]:
+                        r["vs_1w"] = r["rps"] / one["rps"]
                     if r["target"].startswith("larder") and r["rps"]:
                         if best and best["rps"]:
                             r["vs_best"] = r["rps"] / best["rps"]
@@ -954,11 +1008,15 @@ def main():
                                      "non2xx": 0, "sockerr": 0,
                                      "flags": "NOT-MEASURED: " + t.broken[scenario],
                                      "all_rps": [], "best_peer": "", "vs_best": None,
-                                     "vs_origin": None})
+                                     "vs_origin": None, "vs_1w": None, "wrk_cpu_us": None,
+                                     "cores": None, "wrk_cores": None})
 
-        print_table(rows, memory)
+        print_table([r for r in rows if r["scenario"] != "scaling"], memory)
+        if "scaling" in scenarios:
+            print_scaling([r for r in rows if r["scenario"] == "scaling"], args.rounds)
         write_outputs(out_dir, rows, runs, memory, plt, scenarios, conn_list)
-        write_machine(out_dir, args, versions, load_before, load_after, nofile, elapsed, live)
+        write_machine(out_dir, args, versions, load_before, load_after, nofile, elapsed, live,
+                      scenarios)
         log(f"\nresults in {out_dir} ({elapsed / 60:.1f} minutes)")
         problems = [r for r in rows if r["flags"]]
         if problems:
@@ -981,9 +1039,10 @@ def peer_versions(live):
         except (OSError, subprocess.TimeoutExpired):
             return "?"
     v = {"wrk": first_line(["wrk", "-v"]), "nginx": first_line(["nginx", "-v"])}
-    if "larder" in live:
+    larder = next((live[n] for n in ("larder", *SCALING) if n in live), None)
+    if larder:
         try:
-            c = http.client.HTTPConnection("127.0.0.1", live["larder"].admin, timeout=10)
+            c = http.client.HTTPConnection("127.0.0.1", larder.admin, timeout=10)
             c.request("GET", "/stats")
             v["larder"] = "larder " + json.loads(c.getresponse().read())["version"]
         except (OSError, ValueError, KeyError, http.client.HTTPException):
@@ -1001,10 +1060,13 @@ def peer_versions(live):
 
 
 COLUMNS = ["scenario", "connections", "target", "runs", "rps", "mibs", "p50", "p99", "cpu_us",
-           "origin_share", "vs_best", "best_peer", "vs_origin", "non2xx", "sockerr", "flags", "all_rps"]
+           "origin_share", "vs_best", "best_peer", "vs_origin", "non2xx", "sockerr", "flags", "all_rps",
+           "wrk_cpu_us", "vs_1w"]
 
 
 def print_table(rows, memory):
+    if not rows:
+        return
     head = (f"{'scenario':<13} {'conns':>5} {'target':<13} {'req/s':>10} {'MiB/s':>8} {'p50 ms':>8} "
             f"{'p99 ms':>8} {'CPU us/req':>10} {'orig/req':>8} {'vs best':>16} {'vs origin':>9}  flags")
     log("\n" + head)
@@ -1029,6 +1091,40 @@ def print_table(rows, memory):
         "vs origin: Larder / origin-direct")
 
 
+def print_scaling(rows, rounds):
+    """The scaling scenario's own table, its caveat and one summary line."""
+    by = {r["target"]: r for r in rows}
+    head = (f"{'scaling':<10} {'target':<10} {'req/s':>10} {'p99 ms':>8} {'CPU us/req':>10} "
+            f"{'cores':>6} {'wrk us/req':>10} {'wrk cores':>9}  placement, flags")
+    log(f"\nscaling: Larder alone, hit-small (1 KiB) at {SCALING_CONNECTIONS} connections, "
+        f"medians of {rounds} round{'s' if rounds != 1 else ''}")
+    log(head)
+    log("-" * len(head))
+    placement = {"larder-1w": "--workers 1 on core 0, wrk -t1 on core 1",
+                 "larder-2w": "--workers 2 and wrk -t2, neither pinned"}
+    for name in SCALING:
+        r = by.get(name)
+        if not r:
+            continue
+        log(f"{'':<10} {name:<10} {fmt(r['rps'], '.0f'):>10} {fmt(r['p99'], '.3f'):>8} "
+            f"{fmt(r['cpu_us'], '.1f'):>10} {fmt(r.get('cores'), '.2f'):>6} "
+            f"{fmt(r.get('wrk_cpu_us'), '.1f'):>10} {fmt(r.get('wrk_cores'), '.2f'):>9}  "
+            f"{placement[name]}{', ' + r['flags'] if r['flags'] else ''}")
+    one, two = by.get("larder-1w"), by.get("larder-2w")
+    used = ""
+    if two and two.get("cores") is not None and two.get("wrk_cores") is not None:
+        used = (f"; at 2 workers Larder used {two['cores']:.2f} and wrk {two['wrk_cores']:.2f} of "
+                f"{os.cpu_count()} cores")
+    log(f"note: with {os.cpu_count()} cores the load generator shares the cores with Larder's two "
+        f"workers, so the ratio is bounded by what wrk leaves free (cores: CPU time / wall time){used}")
+    if one and two and one["rps"] and two["rps"]:
+        flagged = " (FLAGGED rows, see above)" if one["flags"] or two["flags"] else ""
+        log(f"scaling: 1 worker {one['rps']:,.0f} req/s, 2 workers {two['rps']:,.0f} req/s, "
+            f"ratio {two['rps'] / one['rps']:.2f}x (target {SCALING_TARGET:g}x){flagged}")
+    else:
+        log("scaling: not measured (see the errors above)")
+
+
 def write_outputs(out_dir, rows, runs, memory, plt, scenarios, conn_list):
     def cell(v):
         if v is None:
@@ -1044,24 +1140,30 @@ def write_outputs(out_dir, rows, runs, memory, plt, scenarios, conn_list):
             f.write("\t".join(cell(r.get(c)) for c in COLUMNS) + "\n")
     with open(out_dir / "runs.tsv", "w") as f:
         f.write("scenario\tconnections\ttarget\trun\trequests\trps\tmibs\tp50_ms\tp99_ms\tcpu_us\t"
-                "origin_share\tnon2xx\tsocket_errors\tbusy_after_s\n")
+                "origin_share\tnon2xx\tsocket_errors\tbusy_after_s\twrk_cpu_us\n")
         for (s, c, t), rs in runs.items():
             for i, r in enumerate(rs):
                 f.write("\t".join(map(cell, [s, c, t, i + 1, r["requests"], r["rps"], r["mibs"],
                                              r["p50"], r["p99"], r["cpu_us"], r["origin_share"],
-                                             r["non2xx"], r["sockerr"], r["settle_s"]])) + "\n")
+                                             r["non2xx"], r["sockerr"], r["settle_s"],
+                                             r["wrk_cpu_us"]])) + "\n")
     if memory:
         with open(out_dir / "memory.tsv", "w") as f:
             f.write("target\tvmrss_kib\trssanon_kib\n")
             for name, (rss, anon) in memory.items():
                 f.write(f"{name}\t{rss}\t{anon}\n")
 
-    # The ratios per scenario: one group of bars per scenario, one bar per connection count.
+    # The ratios per scenario: one group of bars per scenario, one bar per connection count
+    # (scaling has no peers and no origin-direct row; its ratio is in results.tsv, vs_1w).
     labels = []
     for s in scenarios:
+        if s == "scaling":
+            continue
         labels.append((s, "larder", s))
         if s == "revalidation" and any(r["target"] == "larder-cget" for r in rows):
             labels.append((s, "larder-cget", "revalidation\n(cget)"))
+    if not labels:   # only the scaling scenario ran: nothing to plot
+        return
     by = {(r["scenario"], r["connections"], r["target"]): r for r in rows}
     fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.3 * len(labels) + 2), 8), sharex=True)
     width = 0.8 / max(1, len(conn_list))
@@ -1091,7 +1193,8 @@ def write_outputs(out_dir, rows, runs, memory, plt, scenarios, conn_list):
     plt.close(fig)
 
 
-def write_machine(out_dir, args, versions, load_before, load_after, nofile, elapsed, live):
+def write_machine(out_dir, args, versions, load_before, load_after, nofile, elapsed, live,
+                  scenarios):
     cpu = "?"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -1110,6 +1213,9 @@ def write_machine(out_dir, args, versions, load_before, load_after, nofile, elap
         f"seconds per run: {args.seconds:g}, rounds: {args.rounds}, connections: {args.connections}",
         f"elapsed: {elapsed:.0f} s",
         "pinning: servers on core 0 (taskset -c 0), wrk -t1 on core 1 (taskset -c 1)",
+    ] + ([f"scaling: larder-1w pinned as above; larder-2w (--workers 2) and wrk -t2 not pinned, "
+          f"sharing all {os.cpu_count()} cores; {SCALING_CONNECTIONS} connections"]
+         if "scaling" in scenarios else []) + [
         "targets started: " + ", ".join(live),
         "versions:",
     ] + [f"  {k}: {v}" for k, v in versions.items()]
