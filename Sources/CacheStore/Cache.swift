@@ -124,7 +124,9 @@ public final class Cache: Sendable {
 }
 
 /// A variant found for a request.
-public struct StoredResponse: Sendable {
+/// A class so that passing a found entry around (lookup, exchange, writer) costs one reference count,
+/// not a copy of every field of its record.
+public final class StoredResponse: Sendable {
     public enum Body: Sendable {
         /// Whole in memory.
         case memory(CachedObject)
@@ -132,10 +134,17 @@ public struct StoredResponse: Sendable {
         case disk(id: UInt64, length: Int, chunkSize: Int)
     }
 
-    public var key: EntryKey
-    public var record: EntryRecord
-    public var body: Body
-    public var tier: StoragePolicy
+    public let key: EntryKey
+    public let record: EntryRecord
+    public let body: Body
+    public let tier: StoragePolicy
+
+    public init(key: EntryKey, record: EntryRecord, body: Body, tier: StoragePolicy) {
+        self.key = key
+        self.record = record
+        self.body = body
+        self.tier = tier
+    }
 
     public var facts: EntryFacts { record.facts }
     public var head: [UInt8] { record.head }

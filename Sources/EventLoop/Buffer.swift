@@ -89,7 +89,8 @@ public struct Buffer {
         evbuffer_add(raw, text.utf8Start, text.utf8CodeUnitCount)
     }
 
-    public func append(_ text: String) {
+    /// Named apart from `append(_: StaticString)` so that literals keep the cheap overload.
+    public func appendString(_ text: String) {
         var t = text
         t.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }

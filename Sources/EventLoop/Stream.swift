@@ -37,7 +37,11 @@ public final class Stream {
     private var socket: Int32 = -1
     private var readEvent: OpaquePointer?
     private var writeEvent: OpaquePointer?
+    /// Schedules a flush when output is queued; switched off while one is pending anyway, because
+    /// libevent calls it on every change of the buffer.
     private var outputWatch: OpaquePointer?
+    private var outputWatched = true
+    /// Exists only while reading is paused by the high-watermark.
     private var inputWatch: OpaquePointer?
     /// The owner wants bytes (`enableReading`).
     private var readWanted = false
@@ -85,9 +89,6 @@ public final class Stream {
         readEvent = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), Stream.socketReadable, me)
         writeEvent = event_new(loop.base, fd, Int16(EV_WRITE | EV_PERSIST), Stream.socketWritable, me)
         outputWatch = evbuffer_add_cb(output.raw, Stream.outputChanged, me)
-        inputWatch = evbuffer_add_cb(input.raw, Stream.inputChanged, me)
-        // Only needed while reading is paused by the high-watermark.
-        _ = evbuffer_cb_clear_flags(input.raw, inputWatch, UInt32(EVBUFFER_CB_ENABLED))
     }
 
     var rawBufferevent: OpaquePointer? { bev }
@@ -123,7 +124,7 @@ public final class Stream {
         case .success(let fd):
             let stream = Stream(loop: loop, socket: fd)
             stream.connecting = true
-            stream.armWrite()
+            stream.armWrite()   // writable once connected
             return .success(stream)
         }
     }
@@ -218,7 +219,7 @@ public final class Stream {
             readEvent = nil
             writeEvent = nil
             evbuffer_remove_cb_entry(output.raw, outputWatch)
-            evbuffer_remove_cb_entry(input.raw, inputWatch)
+            if let w = inputWatch { evbuffer_remove_cb_entry(input.raw, w) }
             evbuffer_free(input.raw)
             evbuffer_free(output.raw)
             Glibc.close(socket)
@@ -258,6 +259,7 @@ public final class Stream {
     private func armWrite() {
         guard !writeArmed else { return }
         writeArmed = true
+        watchOutput(false)
         if var t = writeTimeout { event_add(writeEvent, &t) } else { event_add(writeEvent, nil) }
     }
 
@@ -265,6 +267,16 @@ public final class Stream {
         guard writeArmed else { return }
         writeArmed = false
         event_del(writeEvent)
+    }
+
+    private func watchOutput(_ on: Bool) {
+        guard on != outputWatched else { return }
+        outputWatched = on
+        if on {
+            _ = evbuffer_cb_set_flags(output.raw, outputWatch, UInt32(EVBUFFER_CB_ENABLED))
+        } else {
+            _ = evbuffer_cb_clear_flags(output.raw, outputWatch, UInt32(EVBUFFER_CB_ENABLED))
+        }
     }
 
     private static func retime(_ event: OpaquePointer?, _ timeout: timeval?) {
@@ -276,19 +288,25 @@ public final class Stream {
     private func scheduleFlush() {
         guard !flushQueued, !writeArmed, !connecting, !isClosed else { return }
         flushQueued = true
+        watchOutput(false)
         event_active(writeEvent, EV_WRITE, 0)
     }
 
     private func pauseReading() {
         readPaused = true
         disarmRead()
-        _ = evbuffer_cb_set_flags(input.raw, inputWatch, UInt32(EVBUFFER_CB_ENABLED))
+        if inputWatch == nil {
+            inputWatch = evbuffer_add_cb(input.raw, Stream.inputChanged, Unmanaged.passUnretained(self).toOpaque())
+        }
     }
 
     private func inputShrank() {
         guard readPaused, input.count < readHighWatermark else { return }
         readPaused = false
-        _ = evbuffer_cb_clear_flags(input.raw, inputWatch, UInt32(EVBUFFER_CB_ENABLED))
+        if let w = inputWatch {
+            inputWatch = nil
+            evbuffer_remove_cb_entry(input.raw, w)
+        }
         if readWanted, !connecting { armRead() }
     }
 
@@ -338,6 +356,7 @@ public final class Stream {
         flushQueued = false
         if Int32(what) & EV_TIMEOUT != 0 {
             disarmWrite()
+            watchOutput(true)
             delegate?.stream(self, event: .timeout)
             return
         }
@@ -347,6 +366,7 @@ public final class Stream {
             if getsockopt(socket, SOL_SOCKET, SO_ERROR, &failure, &len) != 0 { failure = errno }
             connecting = false
             disarmWrite()
+            watchOutput(true)
             if failure != 0 {
                 delegate?.stream(self, event: .error(failure))
                 return
@@ -369,6 +389,7 @@ public final class Stream {
                 let e = n == 0 ? EPIPE : errno
                 if n < 0, e == EAGAIN || e == EINTR { armWrite(); return }
                 disarmWrite()
+                watchOutput(true)
                 delegate?.stream(self, event: .error(e))
                 return
             }
@@ -377,6 +398,7 @@ public final class Stream {
             armWrite()
         } else {
             disarmWrite()
+            watchOutput(true)
             if shutdownWhenFlushed {
                 shutdownWhenFlushed = false
                 shutdown(socket, Int32(SHUT_WR))

@@ -38,6 +38,8 @@ enum HeadScanner {
     static func scanFields(_ p: UnsafeRawBufferPointer, from start: Int, window: Int, base: Int,
                            maxCount: Int, isRequest: Bool,
                            fields: inout [HeaderField], facts: inout FieldFacts) throws(HTTPWireError) -> Int? {
+        // One allocation for a typical head rather than one per doubling from empty.
+        if fields.capacity < 16 { fields.reserveCapacity(16) }
         var i = start
         while true {
             guard i < window else { return nil }

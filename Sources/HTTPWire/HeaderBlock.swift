@@ -54,7 +54,10 @@ public struct HeaderBlock: Sendable {
     /// RFC 9110 §7.6.1: whether field `index` is hop-by-hop: Connection, Keep-Alive, Proxy-Connection,
     /// Proxy-Authenticate, Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade, or a name listed
     /// in any Connection field of this head.
-    public func isHopByHop(at index: Int) -> Bool {
+    ///
+    /// `connectionListsOtherFields` (from the property of that name, computed once per head) spares
+    /// a scan of every Connection field for every field asked about.
+    public func isHopByHop(at index: Int, connectionListsOtherFields: Bool = true) -> Bool {
         let name = fields[index].name
         return storage.withUnsafeBytes { all in
             let s = name.start
@@ -79,11 +82,35 @@ public struct HeaderBlock: Sendable {
             default:
                 break
             }
+            guard connectionListsOtherFields else { return false }
             for field in fields
             where field.name.count == 10
                 && equalsIgnoringCase(all, field.name.start, field.name.start + 10, "connection") {
                 let v = field.value
                 if listContains(all, v.start, v.start + v.count, bytes: all, s, e) { return true }
+            }
+            return false
+        }
+    }
+
+    /// Whether a Connection field lists anything but `close` and names that are hop-by-hop anyway
+    /// (`keep-alive`, `upgrade`, `te`, `trailer`), i.e. whether it can make another field hop-by-hop.
+    public var connectionListsOtherFields: Bool {
+        storage.withUnsafeBytes { all in
+            for field in fields
+            where field.name.count == 10
+                && equalsIgnoringCase(all, field.name.start, field.name.start + 10, "connection") {
+                var other = false
+                forEachListElement(all, field.value.start, field.value.start + field.value.count) { s, e in
+                    if equalsIgnoringCase(all, s, e, "close") || equalsIgnoringCase(all, s, e, "keep-alive")
+                        || equalsIgnoringCase(all, s, e, "upgrade") || equalsIgnoringCase(all, s, e, "te")
+                        || equalsIgnoringCase(all, s, e, "trailer") {
+                        return true
+                    }
+                    other = true
+                    return false
+                }
+                if other { return true }
             }
             return false
         }

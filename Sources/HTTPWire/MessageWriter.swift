@@ -15,7 +15,9 @@ public struct MessageWriter: Sendable {
     }
     public mutating func append(_ raw: UnsafeRawBufferPointer) { bytes.append(contentsOf: raw) }
     public mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
-    public mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
+    /// Not `append(_: String)`: with both overloads a literal would pick `String` (the default
+    /// literal type) and pay for a string copy on every call.
+    public mutating func appendString(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
     /// Decimal digits of `value`, with a leading `-` when negative.
     public mutating func appendDecimal(_ value: Int) {
@@ -55,10 +57,20 @@ public struct MessageWriter: Sendable {
     /// Copies field `index` of `headers` as it arrived: `name: value\r\n`.
     public mutating func appendField(at index: Int, of headers: HeaderBlock) {
         let field = headers.fields[index]
-        headers.withBytes(field.name) { append($0) }
-        append(": ")
-        headers.withBytes(field.value) { append($0) }
-        append("\r\n")
+        headers.storage.withUnsafeBytes { all in
+            let nameEnd = field.name.start + field.name.count
+            let valueEnd = field.value.start + field.value.count
+            // Most lines arrive as exactly `name: value\r\n`: copied in one piece.
+            if field.value.start == nameEnd + 2, all[nameEnd] == 0x3A, all[nameEnd + 1] == 0x20,
+               valueEnd + 2 <= all.count, all[valueEnd] == 0x0D, all[valueEnd + 1] == 0x0A {
+                append(UnsafeRawBufferPointer(rebasing: all[field.name.start..<(valueEnd + 2)]))
+                return
+            }
+            append(UnsafeRawBufferPointer(rebasing: all[field.name.start..<nameEnd]))
+            append(": ")
+            append(UnsafeRawBufferPointer(rebasing: all[field.value.start..<valueEnd]))
+            append("\r\n")
+        }
     }
 
     /// `HTTP/1.1 <status> <reason>\r\n`.

@@ -62,10 +62,10 @@ extension CacheExchange {
         let facts = EntryFacts.make(response: parsed, requestTime: requestTime, responseTime: now,
                                     bodyLength: entry.bodyLength, settings: setup.policy, override: override)
         cache.freshen(entry, facts: facts, head: newHead)
-        var refreshed = entry
-        refreshed.record.facts = facts
-        refreshed.record.head = newHead
-        self.entry = refreshed
+        var record = entry.record
+        record.facts = facts
+        record.head = newHead
+        self.entry = StoredResponse(key: entry.key, record: record, body: entry.body, tier: entry.tier)
         return true
     }
 }

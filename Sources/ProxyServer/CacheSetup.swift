@@ -2,12 +2,14 @@ import CachePolicy
 import CacheStore
 import LarderConfig
 
-/// The cache configuration in the forms CachePolicy and CacheStore take.
-struct CacheSetup: Sendable {
-    var policy: PolicySettings
-    var rules: CacheRules
-    var store: CacheSettings
-    var collapseRequests: Bool
+/// The cache configuration in the forms CachePolicy and CacheStore take. A class: exchanges take
+/// it per request, and a reference costs one count where a copy of the struct would cost one per
+/// field.
+final class CacheSetup: Sendable {
+    let policy: PolicySettings
+    let rules: CacheRules
+    let store: CacheSettings
+    let collapseRequests: Bool
 
     init(_ config: Config) {
         let c = config.cache

@@ -35,11 +35,14 @@ extension ClientConnection {
             cacheExchange = exchange
             return false
         }
-        let setup = worker.settings.cache
-        let rulePolicy = path.withUnsafeBytes { setup.rules.requestPolicy(scheme: scheme, host: exchange.host, path: $0) }
+        // Fields of the settings are read in place: a local copy of the struct costs a reference
+        // count per field on every request.
+        let rulePolicy = path.withUnsafeBytes {
+            worker.settings.cache.rules.requestPolicy(scheme: scheme, host: exchange.host, path: $0)
+        }
         let facts: RequestFacts
         do {
-            facts = try RequestFacts.make(request, rulePolicy: rulePolicy, settings: setup.policy)
+            facts = try RequestFacts.make(request, rulePolicy: rulePolicy, settings: worker.settings.cache.policy)
         } catch {
             respondAndContinue(400, "unknown Larder-Cache-Policy \"\(error.value)\"; expected one of "
                                + RequestCachePolicy.allCases.map(\.rawValue).joined(separator: ", "))
@@ -56,7 +59,7 @@ extension ClientConnection {
         }
         let now = exchange.requestTime
         let decision = Lookup.decide(request: facts, entry: exchange.entry?.facts, anyStored: anyStored, now: now,
-                                     settings: setup.policy)
+                                     settings: worker.settings.cache.policy)
         switch decision {
         case .serve(_, let stale):
             noteLookup(stale ? .lookupStaleServed : .lookupHit)
@@ -89,7 +92,7 @@ extension ClientConnection {
                 return false
             }
             noteLookup(.lookupMiss)
-            if setup.collapseRequests, reason != .request, method == .get, !facts.hasRange, !facts.hasConditionals,
+            if worker.settings.cache.collapseRequests, reason != .request, method == .get, !facts.hasRange, !facts.hasConditionals,
                request.framing == .none, !request.upgradeRequested {
                 return joinInFlight(exchange)
             }

@@ -31,7 +31,9 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         case chunked
     }
 
-    unowned let worker: Worker
+    /// The worker owns its connections and closes them all before it goes, so the reference needs
+    /// no checking (a checked `unowned` costs an atomic pair on every use, many per request).
+    unowned(unsafe) let worker: Worker
     let stream: Stream
     let peer: SocketAddress
     var state = State.readingHead
@@ -52,7 +54,9 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var continueSent = false
     var upgrading = false
     var responsePaused = false
-    var upstreamName = ""
+    /// Where the current request went, for messages; formatted only when one is written.
+    var upstream: OriginKey?
+    var upstreamName: String { upstream?.description ?? "" }
     var connectOpener: TunnelOpener?
     var tunnel: Tunnel?
     /// The cache's part in the current request, if any.
@@ -323,7 +327,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         case .get, .head, .options, .trace, .put, .delete: idempotent = true
         default: idempotent = false
         }
-        upstreamName = origin.description
+        upstream = origin
         state = .exchanging
         let t = worker.session.dataTask(origin: origin, method: revalidation?.method ?? request.method, head: writer.bytes,
                                         hasBody: hasBody, isIdempotent: idempotent, delegate: self)
@@ -349,7 +353,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         guard admitted(toHost: target.host) else { return }
         state = .connecting
         stream.disableReading()
-        upstreamName = "\(target.hostString):\(target.port)"
+        upstream = OriginKey(scheme: .http, host: target.hostString, port: target.port)
         connectOpener = worker.session.openTunnel(host: target.hostString, port: target.port) { [unowned self] result in
             self.connectOpener = nil
             switch result {
@@ -525,7 +529,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
         if head.status == 101 {
-            guard upgrading, let upstream = task.takeUpgradedStream() else {
+            guard upgrading, let upgraded = task.takeUpgradedStream() else {
                 task.cancel()
                 self.task = nil
                 respondAndContinue(502, "upstream \(upstreamName) switched protocols without being asked")
@@ -536,7 +540,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: request.version,
                                      viaName: worker.settings.viaName, upgrade: true, into: &writer)
             stream.output.append(writer.bytes)
-            startTunnel(upstream)
+            startTunnel(upgraded)
             return
         }
         if cacheTakesResponse(head) {
@@ -638,8 +642,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     func armDeadline(forHead: Bool) {
         deadlineIsForHead = forHead
-        let s = worker.settings
-        deadline?.schedule(after: forHead ? s.clientHeaderTimeout : s.clientIdleTimeout)
+        deadline?.schedule(after: forHead ? worker.settings.clientHeaderTimeout : worker.settings.clientIdleTimeout)
     }
 
     func deadlineReached() {

@@ -43,11 +43,12 @@ struct OutboundHead {
             hostWritten = true
         }
         let rewriteMaxForwards = head.method == .trace || head.method == .options
+        let connectionListsOthers = headers.connectionListsOtherFields
         for i in 0..<headers.count {
             if headers.nameEquals(at: i, "host") {
                 if hostWritten { continue }
                 hostWritten = true
-            } else if headers.isHopByHop(at: i) {
+            } else if headers.isHopByHop(at: i, connectionListsOtherFields: connectionListsOthers) {
                 continue
             } else if rewriteMaxForwards, headers.nameEquals(at: i, "max-forwards") {
                 continue
@@ -68,9 +69,9 @@ struct OutboundHead {
             w.append("\r\n")
         }
         for extra in additionalHeaders where !has(headers, named: extra.name) {
-            w.append(extra.name)
+            w.appendString(extra.name)
             w.append(": ")
-            w.append(extra.value)
+            w.appendString(extra.value)
             w.append("\r\n")
         }
         if let r = revalidation { w.append(r.conditionalFields) }

@@ -21,9 +21,9 @@ final class InFlightTable: Sendable {
     /// How far the slowest follower may trail the origin before the origin read pauses.
     static let lagLimit = 4 << 20
 
-    private let fetches = Locked<[[UInt8]: InFlightFetch]>([:])
+    private let fetches = Locked<[ByteKey: InFlightFetch]>([:])
     /// URLs with a background refresh under way (stale-while-revalidate): one at a time per URL.
-    private let refreshing = Locked<Set<[UInt8]>>([])
+    private let refreshing = Locked<Set<ByteKey>>([])
 
     enum Role {
         case lead(InFlightFetch)
@@ -35,12 +35,12 @@ final class InFlightTable: Sendable {
     /// Leads a fetch of `key`, or follows the one under way.
     func join(key: [UInt8], participant: ParticipantHandle) -> Role {
         fetches.withLock { table in
-            if let existing = table[key] {
+            if let existing = table[ByteKey(key)] {
                 if let id = existing.addFollower(participant) { return .follow(existing, id: id) }
                 return .alone
             }
             let fetch = InFlightFetch(key: key, leader: participant)
-            table[key] = fetch
+            table[ByteKey(key)] = fetch
             return .lead(fetch)
         }
     }
@@ -48,7 +48,7 @@ final class InFlightTable: Sendable {
     /// The fetch no longer takes followers (its head said uncacheable, or it ended).
     func remove(_ fetch: InFlightFetch) {
         fetches.withLock { table in
-            if table[fetch.key] === fetch { table[fetch.key] = nil }
+            if table[ByteKey(fetch.key)] === fetch { table[ByteKey(fetch.key)] = nil }
         }
     }
 
@@ -56,11 +56,11 @@ final class InFlightTable: Sendable {
 
     /// Claims the background refresh of `key`; false when one is already running.
     func beginRefresh(_ key: [UInt8]) -> Bool {
-        refreshing.withLock { $0.insert(key).inserted }
+        refreshing.withLock { $0.insert(ByteKey(key)).inserted }
     }
 
     func endRefresh(_ key: [UInt8]) {
-        _ = refreshing.withLock { $0.remove(key) }
+        _ = refreshing.withLock { $0.remove(ByteKey(key)) }
     }
 }
 

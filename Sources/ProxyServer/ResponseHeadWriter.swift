@@ -37,7 +37,8 @@ enum ResponseHeadWriter {
         // or repeated field (`5, 5`) is not forwarded as it came (RFC 9110 §8.6).
         var length: Int?
         if framing == .contentLength, case .contentLength(let n) = response.framing { length = n }
-        for i in 0..<headers.count where !headers.isHopByHop(at: i) {
+        let connectionListsOthers = headers.connectionListsOtherFields
+        for i in 0..<headers.count where !headers.isHopByHop(at: i, connectionListsOtherFields: connectionListsOthers) {
             if length != nil, headers.nameEquals(at: i, "content-length") { continue }
             w.appendField(at: i, of: headers)
         }
@@ -88,10 +89,10 @@ enum LocalResponse {
         w.append("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
         w.appendDecimal(body.utf8.count)
         w.append("\r\nCache-Control: no-store\r\n")
-        if let extraField { w.append(extraField + "\r\n") }
+        if let extraField { w.appendString(extraField + "\r\n") }
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
-        if !headOnly { w.append(body) }
+        if !headOnly { w.appendString(body) }
     }
 
     /// TRACE with `Max-Forwards: 0`: the request as received, as `message/http` (RFC 9110 §9.3.8),

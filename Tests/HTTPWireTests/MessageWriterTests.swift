@@ -79,7 +79,7 @@ struct MessageWriterTests {
         w.appendField("Content-Length", "0")
         w.append("X: ")
         w.append([0x61, 0x62])
-        w.append(String("é"))
+        w.appendString(String("é"))
         wire("!").withUnsafeBytes { w.append($0) }
         w.append("\r\n")
         #expect(w.bytes == wire("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nX: abé!\r\n"))
