@@ -57,6 +57,26 @@ struct HeaderBlockTests {
         #expect(headers.isHopByHop(at: index) == row.hopByHop)
     }
 
+    @Test("hop-by-hop with the Connection field read once", arguments: HopTable.rows)
+    func hopByHopWithConnectionReadOnce(_ row: HopRow) throws {
+        let headers = HopTable.parsed().headers
+        #expect(headers.connectionListsOtherFields)
+        let index = try #require((0..<headers.count).first { headers.nameString(at: $0) == row.field })
+        #expect(headers.isHopByHop(at: index, connectionListsOtherFields: headers.connectionListsOtherFields)
+                == row.hopByHop)
+    }
+
+    @Test("a Connection field listing only close, keep-alive or hop-by-hop names names no other field",
+          arguments: [("keep-alive", false), ("close", false), ("Keep-Alive, Upgrade", false), ("TE, trailer", false),
+                      ("", false), ("close, X-Custom", true), ("x-custom", true)])
+    func connectionListsOtherFields(_ value: String, _ expected: Bool) {
+        var head = RequestHead()
+        _ = parseRequest(wire("GET / HTTP/1.1\r\nHost: a\r\nConnection: \(value)\r\nX-Custom: 1\r\n\r\n"), into: &head)
+        #expect(head.headers.connectionListsOtherFields == expected)
+        let custom = head.headers.count - 1
+        #expect(head.headers.isHopByHop(at: custom) == expected)
+    }
+
     @Test("the hop-by-hop request parses")
     func parses() {
         var head = RequestHead()
