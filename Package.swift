@@ -32,7 +32,7 @@ let package = Package(
         .target(name: "HTTPWire", swiftSettings: strict),
         // Pure: the documented cache policy and RFC 9111 as decisions; no I/O, no clock.
         .target(name: "CachePolicy", dependencies: ["HTTPWire"], swiftSettings: strict),
-        // Thin wrappers over libevent (and OpenSSL bufferevents).
+        // Thin wrappers over libevent, and OpenSSL: TLS streams, contexts, certificates.
         .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "Locking"], swiftSettings: strict),
         // The cache: LMDB on disk, a memory tier in front, one writer thread.
         .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "Locking"], swiftSettings: strict),

@@ -222,10 +222,21 @@ public final class Stream {
             if let w = inputWatch { evbuffer_remove_cb_entry(input.raw, w) }
             evbuffer_free(input.raw)
             evbuffer_free(output.raw)
-            Glibc.close(socket)
+            if socket >= 0 { Glibc.close(socket) }
             socket = -1
         }
         delegate = nil
+    }
+
+    /// Hands the socket over (a CONNECT that is intercepted continues in TLS on it): the stream is
+    /// closed without closing the descriptor, which becomes the caller's. Plain streams only;
+    /// anything unread or unsent is dropped, so call it with both buffers empty.
+    public func detachSocket() -> Int32? {
+        guard !isClosed, bev == nil else { return nil }
+        let fd = socket
+        socket = -1
+        close()
+        return fd
     }
 
     /// Aborts with a TCP reset instead of a clean FIN (a truncated response must not look complete).

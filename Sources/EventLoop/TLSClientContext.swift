@@ -6,6 +6,11 @@ import Glibc
 /// store or a CA file, hostname checks, SNI, ALPN `http/1.1`, protocol version bounds.
 public final class TLSClientContext: @unchecked Sendable {
     let ctx: OpaquePointer
+    /// Per-host exceptions: hosts matching a pattern are accepted on their pinned fingerprint alone.
+    let pins: [(pattern: String, sha256: String)]
+    /// The last resumable session per origin (`host:port`), offered on the next connection there.
+    /// One context serves one loop, so no lock.
+    private var sessions: [String: OpaquePointer] = [:]
 
     public struct SetupError: Error, CustomStringConvertible {
         public let description: String
@@ -14,9 +19,12 @@ public final class TLSClientContext: @unchecked Sendable {
     /// - Parameters:
     ///   - minimumVersion, maximumVersion: "1.2" or "1.3".
     ///   - caFile: PEM bundle; nil uses OpenSSL's default verify paths (the system store).
-    public init(minimumVersion: String = "1.2", maximumVersion: String = "1.3", caFile: String? = nil) throws(SetupError) {
+    ///   - pins: host patterns (`name` or `*.suffix`) and the SHA-256 (hex) of the certificate accepted for them.
+    public init(minimumVersion: String = "1.2", maximumVersion: String = "1.3", caFile: String? = nil,
+                pins: [(pattern: String, sha256: String)] = []) throws(SetupError) {
         guard let c = SSL_CTX_new(TLS_client_method()) else { throw SetupError(description: "SSL_CTX_new failed") }
         ctx = c
+        self.pins = pins
         guard let lo = TLSClientContext.version(minimumVersion), let hi = TLSClientContext.version(maximumVersion) else {
             throw SetupError(description: "TLS versions must be 1.2 or 1.3")
         }
@@ -36,7 +44,39 @@ public final class TLSClientContext: @unchecked Sendable {
         _ = larder_SSL_CTX_set_session_cache_mode(c, Int(SSL_SESS_CACHE_CLIENT))
     }
 
-    deinit { SSL_CTX_free(ctx) }
+    deinit {
+        for session in sessions.values { SSL_SESSION_free(session) }
+        SSL_CTX_free(ctx)
+    }
+
+    /// The fingerprint pinned for `host`, if a trust exception covers it.
+    public func pinnedFingerprint(for host: String) -> String? {
+        let h = host.lowercased()
+        for pin in pins {
+            if pin.pattern == h { return pin.sha256 }
+            if pin.pattern.hasPrefix("*."), h.hasSuffix(pin.pattern.dropFirst()), h.count > pin.pattern.count - 1 {
+                return pin.sha256
+            }
+        }
+        return nil
+    }
+
+    /// Keeps (a copy of) `stream`'s session, if it can be resumed, for the next connection to `origin`.
+    public func rememberSession(of stream: Stream, origin: String) {
+        guard let b = stream.rawBufferevent, let ssl = bufferevent_openssl_get_ssl(b),
+              let current = SSL_get_session(ssl), SSL_SESSION_is_resumable(current) == 1 else { return }
+        // A copy: the connection's own session is marked unusable when the connection is freed
+        // without a TLS shutdown, which is how pooled connections usually end.
+        guard let copy = SSL_SESSION_dup(current) else { return }
+        if let kept = sessions[origin] { SSL_SESSION_free(kept) }
+        sessions[origin] = copy
+    }
+
+    /// Whether `stream`'s handshake resumed a kept session.
+    public func resumedSession(_ stream: Stream) -> Bool {
+        guard let b = stream.rawBufferevent, let ssl = bufferevent_openssl_get_ssl(b) else { return false }
+        return SSL_session_reused(ssl) == 1
+    }
 
     static func version(_ s: String) -> Int32? {
         switch s {
@@ -48,8 +88,11 @@ public final class TLSClientContext: @unchecked Sendable {
 
     /// A client SSL object for `serverName`: SNI for names, and the name (or IP) checked against the
     /// certificate.
-    func makeSSL(serverName: String) -> OpaquePointer? {
+    func makeSSL(serverName: String, origin: String) -> OpaquePointer? {
         guard let ssl = SSL_new(ctx) else { return nil }
+        if let kept = sessions[origin] { _ = SSL_set_session(ssl, kept) }
+        // A pinned host is judged by its fingerprint after the handshake, not by the chain.
+        if pinnedFingerprint(for: serverName) != nil { SSL_set_verify(ssl, SSL_VERIFY_NONE, nil) }
         if SocketAddress(ipLiteral: serverName, port: 0) != nil {
             _ = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), serverName)
         } else {
@@ -63,8 +106,8 @@ public final class TLSClientContext: @unchecked Sendable {
 extension Stream {
     /// Starts a TCP connection and a TLS handshake; `.connected` follows once the handshake is done.
     public static func connectTLS(loop: EventLoop, to address: SocketAddress, context: TLSClientContext,
-                                  serverName: String) -> Result<Stream, StreamConnectError> {
-        guard let ssl = context.makeSSL(serverName: serverName) else {
+                                  serverName: String, origin: String) -> Result<Stream, StreamConnectError> {
+        guard let ssl = context.makeSSL(serverName: serverName, origin: origin) else {
             return .failure(StreamConnectError(errno: ENOMEM))
         }
         guard let bev = bufferevent_openssl_socket_new(loop.base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
@@ -82,6 +125,14 @@ extension Stream {
             return .failure(StreamConnectError(errno: e == 0 ? ECONNREFUSED : e))
         }
         return .success(stream)
+    }
+
+    /// SHA-256 (lowercase hex) of the certificate the peer presented, if any.
+    public var peerCertificateSHA256: String? {
+        guard isTLS, let b = rawBufferevent, let ssl = bufferevent_openssl_get_ssl(b),
+              let cert = SSL_get1_peer_certificate(ssl) else { return nil }
+        defer { X509_free(cert) }
+        return Certificates.sha256(of: cert)
     }
 
     /// Why a TLS connection failed, in words (certificate verification first), if it did.

@@ -54,6 +54,41 @@ public struct Config: Sendable, Equatable {
     public var session = Session()
     /// The cache (`cache.*`): capacities, durability, policy defaults and rules.
     public var cache = Cache()
+    /// TLS (`tls.*`): HTTPS listeners, trust exceptions for origins, interception.
+    public var tls = TLS()
+
+    public struct TLS: Sendable, Equatable {
+        /// `tls.listen`: HTTPS proxy listeners (clients speak TLS to the proxy itself).
+        public var listen: [Endpoint] = []
+        /// `tls.certificate_file`: PEM certificate (then its chain) of the HTTPS listeners and admin endpoint.
+        public var certificateFile: String?
+        /// `tls.key_file`: its PEM private key.
+        public var keyFile: String?
+        /// `tls.admin`: the admin endpoint speaks TLS.
+        public var admin: Bool = false
+        /// `tls.trust`: per-host exceptions to origin certificate verification, by pinned SHA-256.
+        public var trust: [TrustException] = []
+        /// `tls.intercept`: CONNECT destinations (host patterns) whose TLS Larder terminates, so their
+        /// requests go through the cache. Empty: interception off.
+        public var intercept: [String] = []
+        /// `tls.intercept_ca_certificate` / `tls.intercept_ca_key`: the CA that signs minted certificates;
+        /// unset: Larder's own, generated under `cache_dir/ca` on first use.
+        public var interceptCACertificate: String?
+        public var interceptCAKey: String?
+        /// `tls.intercept_key_type`: ec-p256 or rsa-2048.
+        public var interceptKeyType: String = "ec-p256"
+        /// `tls.intercept_certificate_lifetime`: validity of a minted certificate, seconds.
+        public var interceptCertificateLifetime: Double = 30 * 86_400
+        public init() {}
+    }
+
+    /// Accept an origin's certificate for hosts matching `host` when its SHA-256 fingerprint is
+    /// `sha256` (lowercase hex), whatever its chain, name or dates say.
+    public struct TrustException: Sendable, Equatable {
+        public var host: String
+        public var sha256: String
+        public init(host: String, sha256: String) { self.host = host; self.sha256 = sha256 }
+    }
 
     public init() {}
 

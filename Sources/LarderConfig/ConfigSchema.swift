@@ -174,6 +174,52 @@ enum ConfigSchema {
             }
             c.session.dnsServers = servers
         },
+        ConfigField(key: "tls.ca_file") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.session.caFile = (s?.isEmpty ?? true) ? nil : s
+        },
+        ConfigField(key: "tls.listen") { c, n throws(ValueError) in
+            c.tls.listen = n.null != nil ? [] : try endpoints(n)
+        },
+        ConfigField(key: "tls.certificate_file") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.tls.certificateFile = (s?.isEmpty ?? true) ? nil : s
+        },
+        ConfigField(key: "tls.key_file") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.tls.keyFile = (s?.isEmpty ?? true) ? nil : s
+        },
+        ConfigField(key: "tls.admin") { c, n throws(ValueError) in
+            c.tls.admin = try boolean(n)
+        },
+        ConfigField(key: "tls.trust") { c, n throws(ValueError) in
+            c.tls.trust = try trustExceptions(n)
+        },
+        ConfigField(key: "tls.intercept") { c, n throws(ValueError) in
+            var patterns: [String] = []
+            if n.null == nil {
+                for item in try list(n) { patterns.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
+            }
+            c.tls.intercept = patterns
+        },
+        ConfigField(key: "tls.intercept_ca_certificate") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.tls.interceptCACertificate = (s?.isEmpty ?? true) ? nil : s
+        },
+        ConfigField(key: "tls.intercept_ca_key") { c, n throws(ValueError) in
+            let s = try scalarOrNull(n)
+            c.tls.interceptCAKey = (s?.isEmpty ?? true) ? nil : s
+        },
+        ConfigField(key: "tls.intercept_key_type") { c, n throws(ValueError) in
+            c.tls.interceptKeyType = try oneOf(n, ["ec-p256", "rsa-2048"])
+        },
+        ConfigField(key: "tls.intercept_certificate_lifetime") { c, n throws(ValueError) in
+            let d = try positiveDuration(n)
+            guard d >= 3_600, d <= 825 * 86_400 else {
+                throw ValueError("must be between 1h and 825d (clients reject longer-lived certificates)")
+            }
+            c.tls.interceptCertificateLifetime = d
+        },
 
         ConfigField(key: "cache.disk_capacity") { c, n throws(ValueError) in
             c.cache.diskCapacity = try size(n, in: 1 << 20...(1 << 50))
@@ -219,7 +265,7 @@ enum ConfigSchema {
     ]
 
     /// Keys that hold a mapping of further keys rather than a value.
-    static let sections: Set<String> = ["limits", "session", "cache", "auth"]
+    static let sections: Set<String> = ["limits", "session", "cache", "auth", "tls"]
 
     static let requestPolicies = ["use-protocol-cache-policy", "reload-ignoring-local-cache-data",
                                   "reload-revalidating-cache-data", "return-cache-data-else-load",
@@ -241,6 +287,13 @@ enum ConfigSchema {
         }
         if let admin = c.adminListen, admin.port != 0, c.listen.contains(where: { $0.port == admin.port }) {
             out.append(("admin_listen", "port \(admin.port) is also a proxy port: the admin endpoint needs its own"))
+        }
+        if !c.tls.listen.isEmpty || c.tls.admin, c.tls.certificateFile == nil || c.tls.keyFile == nil {
+            out.append((c.tls.listen.isEmpty ? "tls.admin" : "tls.listen",
+                        "needs tls.certificate_file and tls.key_file (the certificate Larder presents)"))
+        }
+        if (c.tls.interceptCACertificate == nil) != (c.tls.interceptCAKey == nil) {
+            out.append(("tls.intercept_ca_certificate", "give both tls.intercept_ca_certificate and tls.intercept_ca_key, or neither"))
         }
         if let admin = c.adminListen, !admin.isLoopback, c.adminToken == nil {
             out.append(("admin_listen", "\(admin) is reachable from other machines: set admin_token, "
@@ -310,6 +363,38 @@ enum ConfigSchema {
     static let freshnessKeys = ["forced", "maximum", "default"]
 
     /// `cache.rules`: a list of mappings, each a match and what it sets.
+    /// `tls.trust`: a list of `{host: PATTERN, sha256: FINGERPRINT}`; the fingerprint as hex, with
+    /// or without colons (what `openssl x509 -fingerprint -sha256` prints).
+    static func trustExceptions(_ n: Node) throws(ValueError) -> [Config.TrustException] {
+        guard case .sequence(let seq) = n else {
+            if n.null != nil { return [] }
+            throw ValueError("expected a list of {host, sha256}, got \(describe(n))")
+        }
+        var out: [Config.TrustException] = []
+        for (i, item) in seq.enumerated() {
+            guard case .mapping(let m) = item else { throw ValueError("entry \(i + 1): expected a mapping, got \(describe(item))") }
+            var host: String?
+            var fingerprint: String?
+            for (k, v) in m {
+                switch try scalar(k) {
+                case "host": host = try ConfigLoader.parseHostPattern(try nonEmpty(v))
+                case "sha256":
+                    let text = try nonEmpty(v)
+                    var hex = text.lowercased().filter { $0 != ":" && $0 != " " }
+                    if hex.hasPrefix("sha256=") { hex.removeFirst(7) }
+                    guard hex.count == 64, hex.allSatisfy({ $0.isHexDigit }) else {
+                        throw ValueError("entry \(i + 1): sha256 must be 32 bytes of hex, got \"\(text)\"")
+                    }
+                    fingerprint = hex
+                case let other: throw ValueError("entry \(i + 1): unknown key \"\(other)\" (known: host, sha256)")
+                }
+            }
+            guard let host, let fingerprint else { throw ValueError("entry \(i + 1): needs both host and sha256") }
+            out.append(Config.TrustException(host: host, sha256: fingerprint))
+        }
+        return out
+    }
+
     static func cacheRules(_ n: Node) throws(ValueError) -> [CacheRuleConfig] {
         guard case .sequence(let seq) = n else {
             if n.null != nil { return [] }

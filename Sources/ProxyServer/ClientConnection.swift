@@ -15,6 +15,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         case exchanging
         /// CONNECT: waiting for the upstream connection.
         case connecting
+        /// An intercepted CONNECT: its answer is being sent; then TLS starts on the socket.
+        case intercepting
         /// Waiting for a background check of the request's proxy credentials.
         case authenticating
         /// Bytes pumped both ways; the tunnel owns the streams now.
@@ -34,7 +36,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     /// The worker owns its connections and closes them all before it goes, so the reference needs
     /// no checking (a checked `unowned` costs an atomic pair on every use, many per request).
     unowned(unsafe) let worker: Worker
-    let stream: Stream
+    /// Replaced once at most: by the TLS stream on the same socket when a CONNECT is intercepted.
+    private(set) var stream: Stream
     let peer: SocketAddress
     var state = State.readingHead
     var request = RequestHead()
@@ -57,6 +60,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     /// Where the current request went, for messages; formatted only when one is written.
     var upstream: OriginKey?
     var upstreamName: String { upstream?.description ?? "" }
+    /// An intercepted CONNECT's destination: origin-form requests on this connection go there.
+    var interceptedOrigin: OriginKey?
+    /// The client's TLS handshake has not completed yet (TLS listener or interception).
+    var tlsHandshakePending = false
     var connectOpener: TunnelOpener?
     var tunnel: Tunnel?
     /// The cache's part in the current request, if any.
@@ -129,12 +136,16 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         case .readingHead: processRequests()
         case .exchanging: if case .done = requestBody { stream.disableReading() } else { pumpRequestBody() }
         case .closing where lingering: stream.input.drain(stream.input.count)
-        case .connecting, .authenticating, .closing: stream.disableReading()
+        case .connecting, .intercepting, .authenticating, .closing: stream.disableReading()
         case .tunnel, .closed: break
         }
     }
 
     func streamDrained(_ stream: Stream) {
+        if state == .intercepting {
+            if stream.output.count == 0 { continueInTLS() }
+            return
+        }
         if state == .closing {
             if stream.output.count == 0, !lingering { close() }
             return
@@ -156,6 +167,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func stream(_ stream: Stream, event: StreamEvent) {
         switch event {
         case .connected:
+            if tlsHandshakePending {
+                tlsHandshakePending = false
+                worker.stats.add(.clientTLSHandshakes)
+            }
             return
         case .endOfStream:
             switch state {
@@ -175,6 +190,11 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 close()
             }
         case .error, .timeout:
+            if tlsHandshakePending {
+                let why = stream.tlsFailureReason ?? (event == .timeout ? "timed out" : "connection closed")
+                worker.logger.notice("TLS handshake with client \(peer) failed: \(why)")
+                worker.stats.add(.clientTLSHandshakeFailures)
+            }
             close()
         }
     }
@@ -258,6 +278,14 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         case .authority:
             reject(400, "authority-form target is only for CONNECT")
         case .origin:
+            if let origin = interceptedOrigin {
+                let route = OutboundHead.Route(scheme: .https,
+                                               authority: authorityBytes(host: Array(origin.host.utf8), port: origin.port,
+                                                                         scheme: .https),
+                                               absoluteForm: false, keepClientHost: false)
+                forward(to: origin, route: route, pathOffset: 0)
+                return
+            }
             guard let reverse = worker.settings.reverseOrigin else {
                 reject(400, "origin-form request: Larder is a forward proxy; send an absolute URI "
                        + "(http://host/path), or configure reverse_origin")
@@ -351,6 +379,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             return
         }
         guard admitted(toHost: target.host) else { return }
+        if let interception = worker.interception, interception.matches(host: target.host) {
+            intercept(host: target.hostString, port: target.port)
+            return
+        }
         state = .connecting
         stream.disableReading()
         upstream = OriginKey(scheme: .http, host: target.hostString, port: target.port)
@@ -692,6 +724,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         stream.reset()
         close()
     }
+
+    func replaceStream(_ new: Stream) { stream = new }
 
     func close() {
         guard state != .closed else { return }

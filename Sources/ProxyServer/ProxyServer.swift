@@ -20,6 +20,8 @@ public final class ProxyServer: @unchecked Sendable {
     private var cache: Cache?
     /// What the listeners are bound to (real ports when 0 was configured).
     public private(set) var boundAddresses: [String] = []
+    /// The same for the HTTPS listeners.
+    public private(set) var tlsBoundAddresses: [String] = []
     /// Where the admin endpoint listens, if it is on.
     public private(set) var adminAddress: String?
     private var admin: AdminContext?
@@ -27,6 +29,8 @@ public final class ProxyServer: @unchecked Sendable {
     private var historyTimer: Timer?
     /// Every address Larder listens on, so nothing is forwarded to itself.
     private let ownListeners = OwnListeners()
+    /// The certificate of the HTTPS listeners and admin endpoint, when one is configured.
+    private var identity: ServerIdentity?
 
     public enum StartError: Error, CustomStringConvertible {
         case badAddress(String)
@@ -84,7 +88,20 @@ public final class ProxyServer: @unchecked Sendable {
             outcome = .rejected(error.description)
         }
         if outcome.isRejected { logger.error("\(outcome.summary)") } else { logger.notice("\(outcome.summary)") }
+        if !outcome.isRejected { reloadIdentity() }
         return outcome
+    }
+
+    /// Reads the listeners' certificate and key again (renewed files usually keep their names).
+    private func reloadIdentity() {
+        let tls = current.withLock { $0.tls }
+        guard let identity, let cert = tls.certificateFile, let key = tls.keyFile else { return }
+        do {
+            try identity.reload(certificateFile: cert, keyFile: key)
+            logger.notice("TLS certificate reloaded from \(cert)")
+        } catch {
+            logger.error("TLS certificate not reloaded, the old one stays in use: \(error)")
+        }
     }
 
     /// Number of worker threads the configuration asks for.
@@ -115,9 +132,36 @@ public final class ProxyServer: @unchecked Sendable {
                 throw .listen(error.message)
             }
         }
+        let tls = config.tls
+        if !tls.listen.isEmpty || tls.admin {
+            guard let cert = tls.certificateFile, let key = tls.keyFile else {
+                throw .tls("tls.listen and tls.admin need tls.certificate_file and tls.key_file")
+            }
+            do {
+                identity = try ServerIdentity(certificateFile: cert, keyFile: key)
+            } catch {
+                throw .tls("TLS certificate: \(error)")
+            }
+        }
+        var interception: Interception?
+        if !tls.intercept.isEmpty {
+            do {
+                let authority = try InterceptionAuthority.load(certificateFile: tls.interceptCACertificate,
+                                                               keyFile: tls.interceptCAKey,
+                                                               cacheDirectory: config.cacheDirectory, logger: logger)
+                interception = Interception(patterns: tls.intercept, authority: authority,
+                                            keyType: CertificateKeyType(rawValue: tls.interceptKeyType) ?? .ecP256,
+                                            lifetime: Int(tls.interceptCertificateLifetime),
+                                            directory: config.cacheDirectory + "/certificates", logger: logger)
+                logger.notice("interception on for \(tls.intercept.joined(separator: ", "))")
+            } catch {
+                throw .tls("interception CA: \(error)")
+            }
+        }
         for i in 0..<count {
             let w = Worker(index: i, settings: settings, logger: logger, cache: opened, inFlight: inFlight,
-                           addressCounts: addressCounts, accessLog: accessLog)
+                           addressCounts: addressCounts, accessLog: accessLog, identity: identity,
+                           interception: interception)
             do {
                 try w.prepare()
             } catch {
@@ -125,7 +169,7 @@ public final class ProxyServer: @unchecked Sendable {
             }
             workers.append(w)
         }
-        for endpoint in config.listen {
+        for (endpoint, isTLS) in config.listen.map({ ($0, false) }) + tls.listen.map({ ($0, true) }) {
             let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
                 throw .badAddress(endpoint.description)
@@ -133,14 +177,14 @@ public final class ProxyServer: @unchecked Sendable {
             for w in workers {
                 do {
                     // Port 0: the first worker's bind picks the port; the others share it (SO_REUSEPORT).
-                    address = try w.listen(on: address)
+                    address = try w.listen(on: address, tls: isTLS)
                 } catch {
                     throw .listen(error.description)
                 }
             }
-            boundAddresses.append(address.description)
+            if isTLS { tlsBoundAddresses.append(address.description) } else { boundAddresses.append(address.description) }
             ownListeners.add(address)
-            logger.info("proxy listening on \(address)")
+            logger.info("proxy listening on \(address)\(isTLS ? " (TLS)" : "")")
         }
         if let endpoint = config.adminListen {
             let context = AdminContext(token: config.adminToken, cache: opened, inFlight: inFlight,
@@ -158,14 +202,14 @@ public final class ProxyServer: @unchecked Sendable {
             }
             for w in workers {
                 do {
-                    address = try w.listenAdmin(on: address, context: context)
+                    address = try w.listenAdmin(on: address, context: context, tls: tls.admin)
                 } catch {
                     throw .listen("admin endpoint: \(error.description)")
                 }
             }
             adminAddress = address.description
             ownListeners.add(address)
-            logger.info("admin endpoint listening on \(address)")
+            logger.info("admin endpoint listening on \(address)\(tls.admin ? " (TLS)" : "")")
         }
         for w in workers {
             let t = LoopThread { w.loop.run() }

@@ -73,6 +73,7 @@ struct ProxySettings: Sendable {
         s.tlsMinimumVersion = config.session.tlsMinimumVersion
         s.tlsMaximumVersion = config.session.tlsMaximumVersion
         s.caFile = config.session.caFile
+        s.trustExceptions = config.tls.trust.map { TrustException(hostPattern: $0.host, sha256: $0.sha256) }
         session = s
         cache = CacheSetup(config)
     }

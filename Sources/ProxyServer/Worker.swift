@@ -21,6 +21,10 @@ final class Worker: @unchecked Sendable {
     let inFlight: InFlightTable
     /// Connections per client address, shared by all workers.
     let addressCounts: ClientAddressCounts
+    /// The certificate of the HTTPS listeners and admin endpoint, if any; shared, reloadable.
+    let identity: ServerIdentity?
+    /// CONNECT destinations decrypted and cached (`tls.intercept`), if any; shared.
+    let interception: Interception?
     /// Collapsed fetches whose leading client left, running on for their followers.
     private var orphans: [ObjectIdentifier: OrphanedFetch] = [:]
     /// stale-while-revalidate refreshes under way on this worker.
@@ -45,8 +49,11 @@ final class Worker: @unchecked Sendable {
     static let tickInterval = 1.0
 
     init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable,
-         addressCounts: ClientAddressCounts, accessLog: AccessLog?) {
+         addressCounts: ClientAddressCounts, accessLog: AccessLog?, identity: ServerIdentity?,
+         interception: Interception?) {
         self.addressCounts = addressCounts
+        self.identity = identity
+        self.interception = interception
         self.accessLog = accessLog.map { AccessLogBuffer(log: $0) }
         self.index = index
         self.settings = settings
@@ -74,14 +81,16 @@ final class Worker: @unchecked Sendable {
         tickDue = now + Worker.tickInterval
         stats.set(.originConnectionsOpen, session.openConnectionCount)
         stats.set(.originConnectionsIdle, session.idleConnectionCount)
+        stats.set(.originTLSHandshakes, session.tlsHandshakes)
+        stats.set(.originTLSResumptions, session.tlsResumptions)
         accessLog?.flush()
         hosts.publish()
     }
 
-    /// Before the worker's thread runs.
-    func listen(on address: SocketAddress) throws(Listener.Failure) -> SocketAddress {
+    /// Before the worker's thread runs. With `tls`, clients speak TLS to the proxy (the HTTPS listener).
+    func listen(on address: SocketAddress, tls: Bool = false) throws(Listener.Failure) -> SocketAddress {
         let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
-            self.accept(fd, peer)
+            self.accept(fd, peer, tls: tls)
         }
         listeners.append(l)
         return l.boundAddress
@@ -93,10 +102,11 @@ final class Worker: @unchecked Sendable {
     }
 
     /// Before the worker's thread runs: the admin endpoint, served by this loop too.
-    func listenAdmin(on address: SocketAddress, context: AdminContext) throws(Listener.Failure) -> SocketAddress {
+    func listenAdmin(on address: SocketAddress, context: AdminContext,
+                     tls: Bool = false) throws(Listener.Failure) -> SocketAddress {
         let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
-            let conn = AdminConnection(worker: self, stream: Stream(loop: self.loop, acceptedSocket: fd), peer: peer,
-                                       context: context)
+            guard let stream = self.stream(for: fd, tls: tls) else { return }
+            let conn = AdminConnection(worker: self, stream: stream, peer: peer, context: context)
             self.adminConnections[ObjectIdentifier(conn)] = conn
             conn.start()
         }
@@ -108,9 +118,20 @@ final class Worker: @unchecked Sendable {
         adminConnections[ObjectIdentifier(conn)] = nil
     }
 
-    private func accept(_ fd: Int32, _ peer: SocketAddress) {
-        let stream = Stream(loop: loop, acceptedSocket: fd)
+    /// A plain stream, or one starting a server-side TLS handshake with the current certificate.
+    private func stream(for fd: Int32, tls: Bool) -> Stream? {
+        guard tls else { return Stream(loop: loop, acceptedSocket: fd) }
+        guard let identity, let stream = Stream.acceptTLS(loop: loop, socket: fd, context: identity.current) else {
+            logger.error("cannot start TLS on an accepted connection")
+            return nil
+        }
+        return stream
+    }
+
+    private func accept(_ fd: Int32, _ peer: SocketAddress, tls: Bool) {
+        guard let stream = stream(for: fd, tls: tls) else { return }
         let conn = ClientConnection(worker: self, stream: stream, peer: peer)
+        conn.tlsHandshakePending = tls
         if connections.count - refusing >= settings.maxConnectionsPerWorker {
             refuse(conn, .full, .connectionsRefusedFull)
         } else if settings.maxConnectionsPerClient > 0 {

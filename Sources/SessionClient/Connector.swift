@@ -77,7 +77,8 @@ final class Connector {
         }
         let address = addresses.removeFirst()
         let started = target.scheme == .https
-            ? Stream.connectTLS(loop: session.loop, to: address, context: session.tls, serverName: target.host)
+            ? Stream.connectTLS(loop: session.loop, to: address, context: session.tls, serverName: target.host,
+                                origin: target.description)
             : Stream.connect(loop: session.loop, to: address)
         switch started {
         case .failure(let e):
@@ -95,6 +96,21 @@ final class Connector {
         if event == .connected {
             attempt = nil
             stream.delegate = nil
+            if stream.isTLS, let pinned = session.tls.pinnedFingerprint(for: target.host) {
+                let presented = stream.peerCertificateSHA256 ?? "none"
+                guard presented == pinned else {
+                    stream.close()
+                    finish(.failure(.tlsFailure(upstream: target.description,
+                                                reason: "certificate fingerprint mismatch: the origin presented sha256 "
+                                                    + "\(presented), tls.trust pins \(pinned)")))
+                    return
+                }
+            }
+            if stream.isTLS {
+                session.tlsHandshakes += 1
+                if session.tls.resumedSession(stream) { session.tlsResumptions += 1 }
+                session.tls.rememberSession(of: stream, origin: target.description)
+            }
             finish(.success(stream))
         } else if stream.isTLS, event != .error(ECONNREFUSED), let reason = stream.tlsFailureReason ?? handshakeCut(event) {
             attempt = nil

@@ -9,6 +9,7 @@ final class OriginConnection: StreamDelegate {
     /// lets go of the connection when it finishes, and releasing the connection clears this.
     var task: SessionTask?
     private var idleTimer: Timer?
+    private var sessionKept = false
 
     init(stream: Stream, pool: HostPool) {
         self.stream = stream
@@ -18,6 +19,7 @@ final class OriginConnection: StreamDelegate {
 
     func enterIdle(timeout: Double) {
         task = nil
+        keepSession()
         stream.setTimeouts(read: nil, write: nil)
         stream.enableReading()   // notice the origin closing an idle connection
         let t = idleTimer ?? Timer(loop: pool.session.loop) { [unowned self] in self.pool.idleConnectionEnded(self) }
@@ -40,7 +42,16 @@ final class OriginConnection: StreamDelegate {
         idleTimer?.cancel()
         idleTimer = nil
         task = nil
+        keepSession()
         stream.close()
+    }
+
+    /// A TLS 1.3 session ticket arrives after the handshake, with the first response bytes: by the
+    /// time the connection goes idle or closes it is here, and the next connection can resume.
+    private func keepSession() {
+        guard stream.isTLS, !sessionKept else { return }
+        sessionKept = true
+        pool.session.tls.rememberSession(of: stream, origin: pool.key.description)
     }
 
     func streamReadable(_ stream: Stream) {

@@ -29,6 +29,9 @@ public final class Session {
     /// Counters for statistics and tests.
     public private(set) var connectionsOpened = 0
     public private(set) var connectionsReused = 0
+    /// TLS handshakes completed with origins, and how many of them resumed a kept session.
+    public internal(set) var tlsHandshakes = 0
+    public internal(set) var tlsResumptions = 0
 
     /// Fails when the TLS settings are unusable (unknown version, unreadable CA file).
     public init(loop: EventLoop, configuration: SessionConfiguration) throws(SetupError) {
@@ -37,7 +40,8 @@ public final class Session {
         do {
             tls = try TLSClientContext(minimumVersion: configuration.tlsMinimumVersion,
                                        maximumVersion: configuration.tlsMaximumVersion,
-                                       caFile: configuration.caFile)
+                                       caFile: configuration.caFile,
+                                       pins: configuration.trustExceptions.map { (pattern: $0.hostPattern, sha256: $0.sha256) })
         } catch {
             throw SetupError(description: error.description)
         }

@@ -29,6 +29,8 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var tlsMaximumVersion: String = "1.3"
     /// PEM bundle to verify https origins against; nil: the system store.
     public var caFile: String? = nil
+    /// Hosts whose certificate is accepted on its fingerprint alone (custom chain validation).
+    public var trustExceptions: [TrustException] = []
 
     public init() {}
 }
@@ -45,4 +47,12 @@ public struct ProxyAddress: Sendable, Equatable {
     public var host: String
     public var port: Int
     public init(host: String, port: Int) { self.host = host; self.port = port }
+}
+
+/// Accept the certificate with SHA-256 `sha256` (lowercase hex) for hosts matching `hostPattern`
+/// (`name` or `*.suffix`), whatever its chain, name or dates.
+public struct TrustException: Sendable, Equatable {
+    public var hostPattern: String
+    public var sha256: String
+    public init(hostPattern: String, sha256: String) { self.hostPattern = hostPattern; self.sha256 = sha256 }
 }

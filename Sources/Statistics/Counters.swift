@@ -16,6 +16,7 @@ public enum Count: Int, CaseIterable, Sendable {
     case originErrorInvalidResponse, originErrorPrematureClose
     case deniedClient, deniedDestination, deniedConnectPort, authMissing, authFailed
     case connectionsRefusedFull, connectionsRefusedPerClient
+    case clientTLSHandshakes, clientTLSHandshakeFailures, connectsIntercepted
 }
 
 /// What a worker reports about its state, refreshed by the worker itself.
@@ -25,6 +26,9 @@ public enum Level: Int, CaseIterable, Sendable {
     case originConnectionsIdle
     /// How late the worker's periodic tick last ran, in microseconds.
     case loopLagMicroseconds
+    /// TLS handshakes with origins so far, and how many resumed a session (from the session client).
+    case originTLSHandshakes
+    case originTLSResumptions
 }
 
 /// One worker's counters and levels. Only that worker writes them (relaxed atomics, no sharing

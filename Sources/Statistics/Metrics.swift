@@ -106,6 +106,16 @@ public enum Metrics {
             ("connect_port", .count(.deniedConnectPort)), ("auth_missing", .count(.authMissing)),
             ("auth_failed", .count(.authFailed)),
         ]),
+        labelled("tls_handshakes", .counter,
+                 "TLS handshakes completed: with clients (HTTPS listener, interception), with origins, and how many "
+                 + "of those resumed a session.", "peer", [
+            ("client", .count(.clientTLSHandshakes)), ("origin", .level(.originTLSHandshakes)),
+            ("origin_resumed", .level(.originTLSResumptions)),
+        ]),
+        one("tls_client_handshake_failures", .counter, "Client TLS handshakes that failed (logged with the reason).",
+            .count(.clientTLSHandshakeFailures)),
+        one("connects_intercepted", .counter, "CONNECT tunnels decrypted by interception (tls.intercept).",
+            .count(.connectsIntercepted)),
         Metric(name: "loop_lag_seconds", kind: .gauge, help: "How late each worker's event loop ran its last tick.",
                label: "worker", series: [("", .perWorker(.loopLagMicroseconds, divisor: 1e6))]),
     ]

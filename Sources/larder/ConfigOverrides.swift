@@ -28,6 +28,9 @@ struct ConfigOverrides: ParsableArguments {
     @Option(name: .customLong("access-log"), help: "Access log: 'stdout', a file path, or 'off'.")
     var accessLog: String?
 
+    @Option(name: .customLong("ca-file"), help: "PEM CA bundle that verifies https origins (tls.ca_file).")
+    var caFile: String?
+
     /// Defaults, then the file, then `LARDER_…` variables, then flags.
     func resolve() throws(ConfigErrors) -> Config {
         let env = ProcessEnvironment.variables()
@@ -46,6 +49,7 @@ struct ConfigOverrides: ParsableArguments {
         if let r = reverseOrigin { flags.append(.init(name: "--reverse-origin", key: "reverse_origin", value: r)) }
         if let l = logLevel { flags.append(.init(name: "--log-level", key: "log_level", value: l)) }
         if let a = accessLog { flags.append(.init(name: "--access-log", key: "access_log", value: a)) }
+        if let f = caFile { flags.append(.init(name: "--ca-file", key: "tls.ca_file", value: f)) }
         try ConfigLoader.applyCommandLine(flags, to: &c)
         return c
     }

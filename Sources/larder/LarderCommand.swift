@@ -6,6 +6,6 @@ struct LarderCommand: ParsableCommand {
         commandName: "larder",
         abstract: "A caching forward HTTP proxy.",
         subcommands: [RunCommand.self, CheckConfigCommand.self, MetricsCommand.self, HealthcheckCommand.self,
-                      PasswdCommand.self],
+                      PasswdCommand.self, CACommand.self],
         defaultSubcommand: RunCommand.self)
 }

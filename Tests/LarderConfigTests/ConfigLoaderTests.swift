@@ -158,6 +158,21 @@ struct ValueRow<T: Sendable & Equatable>: Sendable, CustomTestStringConvertible 
           tls_maximum_version: "1.3"
           ca_file: /etc/ssl/ca.pem
           dns_servers: [127.0.0.1:5353, 10.0.0.1, "::1"]
+        tls:
+          ca_file: /etc/ssl/origins.pem
+          trust:
+            - {host: intranet.example, sha256: "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89"}
+            - host: "*.lab.example"
+              sha256: 0000000000000000000000000000000000000000000000000000000000000000
+          listen: ["0.0.0.0:3129"]
+          certificate_file: /etc/larder/proxy.pem
+          key_file: /etc/larder/proxy.key
+          admin: true
+          intercept: ["*.pkg.example", downloads.example]
+          intercept_ca_certificate: /etc/larder/ca.pem
+          intercept_ca_key: /etc/larder/ca.key
+          intercept_key_type: rsa-2048
+          intercept_certificate_lifetime: 7d
         """
         let c = try ConfigLoader.load(yaml: yaml)
         #expect(c.listen == [Endpoint(host: "0.0.0.0", port: 3128), Endpoint(host: "::1", port: 3129)])
@@ -185,7 +200,20 @@ struct ValueRow<T: Sendable & Equatable>: Sendable, CustomTestStringConvertible 
         #expect(c.session.idleConnectionTimeout == 30)
         #expect(c.session.parentProxy == OriginURL(scheme: "http", host: "parent", port: 3128))
         #expect(c.session.tlsMinimumVersion == "1.3")
-        #expect(c.session.caFile == "/etc/ssl/ca.pem")
+        #expect(c.session.caFile == "/etc/ssl/origins.pem")   // tls.ca_file, later in the file, wins
+        #expect(c.tls.trust == [
+            Config.TrustException(host: "intranet.example", sha256: String(repeating: "abcdef0123456789", count: 4)),
+            Config.TrustException(host: "*.lab.example", sha256: String(repeating: "0", count: 64)),
+        ])
+        #expect(c.tls.listen == [Endpoint(host: "0.0.0.0", port: 3129)])
+        #expect(c.tls.certificateFile == "/etc/larder/proxy.pem")
+        #expect(c.tls.keyFile == "/etc/larder/proxy.key")
+        #expect(c.tls.admin)
+        #expect(c.tls.intercept == ["*.pkg.example", "downloads.example"])
+        #expect(c.tls.interceptCACertificate == "/etc/larder/ca.pem")
+        #expect(c.tls.interceptCAKey == "/etc/larder/ca.key")
+        #expect(c.tls.interceptKeyType == "rsa-2048")
+        #expect(c.tls.interceptCertificateLifetime == 7 * 86_400)
         #expect(c.session.dnsServers == [Endpoint(host: "127.0.0.1", port: 5353), Endpoint(host: "10.0.0.1", port: 53),
                                          Endpoint(host: "::1", port: 53)])
     }
@@ -246,6 +274,18 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
                  lines: ["t.yaml:3: cache.rules: rule 1: storage: expected one of allowed, memory-only, not-allowed, got \"sometimes\""]),
         ErrorRow(name: "offline not a boolean", yaml: "cache:\n  offline: maybe\n",
                  lines: ["t.yaml:2: cache.offline: expected true or false, got \"maybe\""]),
+        ErrorRow(name: "https listener without a certificate", yaml: "tls:\n  listen: [127.0.0.1:3129]\n",
+                 lines: ["t.yaml: tls.listen: needs tls.certificate_file and tls.key_file (the certificate Larder presents)"]),
+        ErrorRow(name: "trust entry with a short fingerprint", yaml: "tls:\n  trust:\n    - {host: a.example, sha256: abcd}\n",
+                 lines: ["t.yaml:3: tls.trust: entry 1: sha256 must be 32 bytes of hex, got \"abcd\""]),
+        ErrorRow(name: "trust entry without a host",
+                 yaml: "tls:\n  trust:\n    - {sha256: " + String(repeating: "0", count: 64) + "}\n",
+                 lines: ["t.yaml:3: tls.trust: entry 1: needs both host and sha256"]),
+        ErrorRow(name: "interception CA certificate without its key",
+                 yaml: "tls:\n  intercept_ca_certificate: /ca.pem\n",
+                 lines: ["t.yaml: tls.intercept_ca_certificate: give both tls.intercept_ca_certificate and tls.intercept_ca_key, or neither"]),
+        ErrorRow(name: "minted certificates living too long", yaml: "tls:\n  intercept_certificate_lifetime: 1000d\n",
+                 lines: ["t.yaml:2: tls.intercept_certificate_lifetime: must be between 1h and 825d (clients reject longer-lived certificates)"]),
         ErrorRow(name: "via with spaces", yaml: "via_name: my proxy\n",
                  lines: ["t.yaml:1: via_name: must be a single token without spaces or commas, got \"my proxy\""]),
     ]

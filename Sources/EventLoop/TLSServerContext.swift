@@ -1,0 +1,79 @@
+@preconcurrency import CLibevent
+import COpenSSL
+import Glibc
+
+/// OpenSSL server settings: Larder's own certificate for its HTTPS listener and admin endpoint, or
+/// a certificate minted for an intercepted destination. TLS 1.2 and 1.3, ALPN `http/1.1`.
+public final class TLSServerContext: @unchecked Sendable {
+    let ctx: OpaquePointer
+    /// The certificate served (kept for its lifetime checks).
+    public let identity: CertificateAndKey
+
+    public init(_ identity: CertificateAndKey, chain: [CertificateAndKey] = []) throws(CertificateError) {
+        guard let c = SSL_CTX_new(TLS_server_method()) else { throw CertificateError("SSL_CTX_new failed") }
+        ctx = c
+        self.identity = identity
+        _ = larder_SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION)
+        _ = SSL_CTX_set_options(c, larder_SSL_OP_NO_COMPRESSION | larder_SSL_OP_NO_RENEGOTIATION)
+        guard SSL_CTX_use_certificate(c, identity.certificate) == 1,
+              SSL_CTX_use_PrivateKey(c, identity.key) == 1 else {
+            throw CertificateError("cannot use the certificate and key")
+        }
+        for extra in chain where larder_SSL_CTX_add1_chain_cert(c, extra.certificate) != 1 {
+            throw CertificateError("cannot add a chain certificate")
+        }
+        SSL_CTX_set_alpn_select_cb(c, TLSServerContext.selectALPN, nil)
+    }
+
+    /// The certificate and key files of the configuration, checked to belong together. Further
+    /// certificates in the certificate file are sent as its chain.
+    public convenience init(certificateFile: String, keyFile: String) throws(CertificateError) {
+        let identity = try CertificateAndKey(certificateFile: certificateFile, keyFile: keyFile)
+        try self.init(identity)
+        guard SSL_CTX_use_certificate_chain_file(ctx, certificateFile) == 1 else {
+            throw CertificateError("cannot read the certificate chain in \(certificateFile)")
+        }
+    }
+
+    deinit { SSL_CTX_free(ctx) }
+
+    /// Picks `http/1.1` when the client offers it; otherwise no ALPN (the client decides).
+    private static let selectALPN: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
+                                                   UnsafeMutablePointer<UInt8>?, UnsafePointer<UInt8>?, UInt32,
+                                                   UnsafeMutableRawPointer?) -> Int32 = { _, out, outlen, offered, count, _ in
+        guard let offered, let out, let outlen else { return SSL_TLSEXT_ERR_NOACK }
+        var i = 0
+        let n = Int(count)
+        while i < n {
+            let len = Int(offered[i])
+            if len == 8, i + 1 + len <= n,
+               UnsafeBufferPointer(start: offered + i + 1, count: 8).elementsEqual("http/1.1".utf8) {
+                out.pointee = offered + i + 1
+                outlen.pointee = 8
+                return SSL_TLSEXT_ERR_OK
+            }
+            i += 1 + len
+        }
+        return SSL_TLSEXT_ERR_NOACK
+    }
+}
+
+extension Stream {
+    /// Wraps an accepted socket in a server-side TLS handshake with `context`; `.connected`
+    /// reports the handshake done, an error event its failure (`tlsFailureReason` says why).
+    public static func acceptTLS(loop: EventLoop, socket fd: Int32, context: TLSServerContext) -> Stream? {
+        guard let ssl = SSL_new(context.ctx) else {
+            Glibc.close(fd)
+            return nil
+        }
+        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                       Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else {
+            SSL_free(ssl)
+            Glibc.close(fd)
+            return nil
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
+        Stream.setNoDelay(fd)
+        return Stream(bev: bev, isTLS: true)
+    }
+}
