@@ -16,6 +16,7 @@ directory. The scaling scenario measures Larder alone with one worker (pinned, a
 id at the end. See Benchmarks/README.md for the peers' settings."""
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -694,6 +695,25 @@ def children_cpu_s():
     return ru.ru_utime + ru.ru_stime
 
 
+@contextlib.contextmanager
+def others_paused(servers, keep):
+    """SIGSTOPs the process groups of every server but ``keep``, and SIGCONTs them afterwards."""
+    paused = [s for s in servers if s not in keep and s.alive()]
+    for s in paused:
+        try:
+            os.killpg(s.pgid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+    try:
+        yield
+    finally:
+        for s in paused:
+            try:
+                os.killpg(s.pgid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
 def run_wrk(target, script, conns, seconds, cpu_group, origin):
     pin = ["taskset", "-c", target.wrk_cpus] if target.wrk_cpus is not None else []
     argv = [*pin, "wrk", f"-t{target.wrk_threads}", f"-c{conns}", f"-d{seconds}s", "--latency",
@@ -953,10 +973,13 @@ def main():
                             continue
                         tag = f"{t.name}-{conns}-{rnd}-{random.randrange(1 << 30)}"
                         script = lua_script(work, t, origin_port, scenario, tag)
-                        if rnd == 0:   # unmeasured: connections, threads and buffers come up
-                            run_wrk(t, script, conns, warm_secs, t.server.pgid, origin)
-                            script = lua_script(work, t, origin_port, scenario, tag + "m")
-                        r = run_wrk(t, script, conns, args.seconds, t.server.pgid, origin)
+                        # Every other proxy is stopped (SIGSTOP) while this one runs: they all
+                        # share core 0, and idle peers' housekeeping threads would steal from it.
+                        with others_paused(servers, keep=(t.server, origin_srv)):
+                            if rnd == 0:   # unmeasured: connections, threads and buffers come up
+                                run_wrk(t, script, conns, warm_secs, t.server.pgid, origin)
+                                script = lua_script(work, t, origin_port, scenario, tag + "m")
+                            r = run_wrk(t, script, conns, args.seconds, t.server.pgid, origin)
                         runs.setdefault((scenario, conns, t.name), []).append(r)
                         flag = ""
                         if r["settle_s"] > 1:
