@@ -96,9 +96,19 @@ public final class Cache: Sendable {
     /// Records that an entry was served (LRU order on disk; memory order is updated on lookup).
     public func touch(_ entry: StoredResponse, now: Int64) {
         // One write per entry per minute is plenty for eviction order.
-        if entry.tier == .allowed, now - entry.record.lastAccess >= 60 {
-            disk.enqueue(.touch(key: entry.key, time: now))
+        guard entry.tier == .allowed else { return }
+        if case .memory(let object) = entry.body {
+            // A memory copy's record is never rewritten: the object remembers its last touch, and
+            // of concurrent hits on several workers only one enqueues it.
+            let last = object.lastTouched.load(ordering: .relaxed)
+            guard now - last >= 60,
+                  object.lastTouched.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else {
+                return
+            }
+        } else if now - entry.record.lastAccess < 60 {
+            return
         }
+        disk.enqueue(.touch(key: entry.key, time: now))
     }
 
     /// Waits until queued writes are committed.

@@ -94,6 +94,9 @@ final class DiskWriter: @unchecked Sendable {
         pthread_join(thread, nil)
     }
 
+    /// Operations waiting for the writer (tests).
+    var queuedCount: Int { queue.withLock { $0.count } }
+
     func enqueue(_ op: WriteOp) {
         pendingBytes.add(op.byteCount, ordering: .relaxed)
         queue.withLock { $0.append(op) }

@@ -2,16 +2,20 @@ import CachePolicy
 import Locking
 import Synchronization
 
-/// A stored response held whole in memory: immutable, shared by reference between workers.
+/// A stored response held whole in memory: immutable but for its last-touch time, shared by
+/// reference between workers.
 public final class CachedObject: Sendable {
     public let key: EntryKey
     public let record: EntryRecord
     public let body: [UInt8]
     /// `.allowedInMemoryOnly` objects exist only here; `.allowed` ones also on disk.
     public let tier: StoragePolicy
+    /// When a hit last asked the disk to note an access (the record keeps the time it was stored).
+    let lastTouched: Atomic<Int64>
 
     public init(key: EntryKey, record: EntryRecord, body: [UInt8], tier: StoragePolicy) {
         self.key = key; self.record = record; self.body = body; self.tier = tier
+        lastTouched = Atomic(record.lastAccess)
     }
 
     var footprint: Int { body.count + record.head.count + record.primaryKey.count + record.secondaryKey.count + 256 }

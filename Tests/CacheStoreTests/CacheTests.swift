@@ -33,6 +33,35 @@ import Locking
         return gate
     }
 
+    @Test func hitsOnAMemoryEntryNoteTheAccessOnDiskOncePerMinute() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try Cache(settings: CacheSettings(disk: DiskStoreSettings(directory: dir, capacity: 64 << 20),
+                                                      memoryObjectLimit: 1 << 20),
+                              log: { _ in })
+        defer { cache.close() }
+        storeEntry(cache, url: "http://a/hot", storedAt: 1_000)
+        cache.flush()
+        guard case .found(let entry) = cache.makeReader().lookup(primaryKey: Array("http://a/hot".utf8),
+                                                                  request: HeaderBlock()),
+              case .memory = entry.body else {
+            Issue.record("not found in the memory tier")
+            return
+        }
+        let gate = stallWriter(cache)
+        let queued = { cache.disk.writer.queuedCount }
+        let before = queued()
+        for _ in 0..<1_000 { cache.touch(entry, now: 1_030) }   // within the minute: nothing
+        #expect(queued() == before)
+        for _ in 0..<1_000 { cache.touch(entry, now: 1_100) }   // a minute on: one touch, not 1,000
+        #expect(queued() == before + 1)
+        for _ in 0..<1_000 { cache.touch(entry, now: 1_150) }
+        #expect(queued() == before + 1)
+        cache.touch(entry, now: 1_161)
+        #expect(queued() == before + 2)
+        gate.signal()
+    }
+
     @Test func removalsHideEntriesBeforeTheWriterCommitsThem() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }

@@ -148,6 +148,18 @@ def test_https_origin_over_verified_tls_with_pooled_connections(larder_factory, 
     assert origin.handshakes == 1, "five requests should share one pooled TLS connection"
 
 
+def test_reverse_mode_to_an_https_origin(larder_factory, pki, servers):
+    origin = origin_with(servers, *pki.leaf("good"))
+    lr = larder_factory(config={"workers": 1, "reverse_origin": f"https://localhost:{origin.port}",
+                                "tls": {"ca_file": str(pki.ca)}})
+    for _ in range(2):
+        with RawClient(lr.port, timeout=15) as c:
+            resp = c.request("GET", "/reverse", headers=[("Host", "www.example")])
+        assert resp.status == 200, resp.body
+        assert resp.body == b"body of /reverse\n"
+    assert origin.paths == ["/reverse"], "the second request is a cache hit"
+
+
 def test_the_command_line_ca_file_is_tls_ca_file(larder_factory, pki, servers):
     origin = origin_with(servers, *pki.leaf("good"))
     lr = larder_factory(config={"workers": 1}, args=("--ca-file", pki.ca))
