@@ -17,4 +17,3 @@ static const uint64_t larder_SSL_OP_NO_RENEGOTIATION = SSL_OP_NO_RENEGOTIATION;
 static inline long larder_BIO_get_mem_data(BIO *b, char **pp) { return BIO_get_mem_data(b, pp); }
 static inline void larder_OPENSSL_free(void *p) { OPENSSL_free(p); }
 static const int larder_MBSTRING_ASC = MBSTRING_ASC;
-static inline long larder_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *x) { return SSL_CTX_add1_chain_cert(ctx, x); }

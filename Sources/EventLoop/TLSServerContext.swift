@@ -9,7 +9,7 @@ public final class TLSServerContext: @unchecked Sendable {
     /// The certificate served (kept for its lifetime checks).
     public let identity: CertificateAndKey
 
-    public init(_ identity: CertificateAndKey, chain: [CertificateAndKey] = []) throws(CertificateError) {
+    public init(_ identity: CertificateAndKey) throws(CertificateError) {
         guard let c = SSL_CTX_new(TLS_server_method()) else { throw CertificateError("SSL_CTX_new failed") }
         ctx = c
         self.identity = identity
@@ -18,9 +18,6 @@ public final class TLSServerContext: @unchecked Sendable {
         guard SSL_CTX_use_certificate(c, identity.certificate) == 1,
               SSL_CTX_use_PrivateKey(c, identity.key) == 1 else {
             throw CertificateError("cannot use the certificate and key")
-        }
-        for extra in chain where larder_SSL_CTX_add1_chain_cert(c, extra.certificate) != 1 {
-            throw CertificateError("cannot add a chain certificate")
         }
         SSL_CTX_set_alpn_select_cb(c, TLSServerContext.selectALPN, nil)
     }
