@@ -39,20 +39,12 @@ extension ClientConnection {
             close()
             return
         }
-        adopt(tls)
+        attach(tls)
+        tlsHandshakePending = true
         interceptedOrigin = origin
         state = .readingHead
         keepAlive = true
         armDeadline(forHead: true)
         stream.enableReading()
-    }
-
-    /// Makes `tls` this connection's stream (a TLS listener's connection, or an interception).
-    func adopt(_ tls: Stream) {
-        replaceStream(tls)
-        tlsHandshakePending = true
-        stream.delegate = self
-        stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
-        stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
     }
 }

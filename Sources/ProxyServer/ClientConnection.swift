@@ -116,9 +116,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func start() {
         let address = peerAddress
         clientDenied = !worker.settings.allowClients.contains { $0.contains(address) }
-        stream.delegate = self
-        stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
-        stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
+        attach(stream)
         deadline = Timer(loop: worker.loop) { [unowned self] in self.deadlineReached() }
         if let refusal {
             stream.output.append(refusal.response)
@@ -725,7 +723,14 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         close()
     }
 
-    func replaceStream(_ new: Stream) { stream = new }
+    /// Makes `new` this connection's stream (at start, and once more when a CONNECT is intercepted):
+    /// its callbacks come here and its buffers are bounded.
+    func attach(_ new: Stream) {
+        stream = new
+        stream.delegate = self
+        stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
+        stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
+    }
 
     func close() {
         guard state != .closed else { return }

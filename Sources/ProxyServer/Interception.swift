@@ -1,6 +1,7 @@
 import CachePolicy
 import EventLoop
 import Glibc
+import LarderConfig
 import Locking
 import Logging
 
@@ -59,7 +60,7 @@ final class Interception: @unchecked Sendable {
     }
 
     private func storedCertificate(for name: String) -> CertificateAndKey? {
-        guard let text = readFile(path(for: name)), let stored = try? CertificateAndKey(pem: text),
+        guard let text = ConfigLoader.readFile(path(for: name)), let stored = try? CertificateAndKey(pem: text),
               stored.isIssued(by: authority), stored.secondsUntilExpiry > 86_400 else { return nil }
         return stored
     }
@@ -107,19 +108,6 @@ enum InterceptionAuthority {
         }
         return made
     }
-}
-
-func readFile(_ path: String) -> String? {
-    guard let f = fopen(path, "r") else { return nil }
-    defer { fclose(f) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 16_384)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, f) }
-        if n <= 0 { break }
-        out += chunk[0..<n]
-    }
-    return String(decoding: out, as: UTF8.self)
 }
 
 /// Writes through a temporary file and a rename, so a crash never leaves half a key behind.

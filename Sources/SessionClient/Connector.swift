@@ -107,9 +107,9 @@ final class Connector {
                 }
             }
             if stream.isTLS {
+                // The session is kept when the connection goes idle or closes (OriginConnection).
                 session.tlsHandshakes += 1
                 if session.tls.resumedSession(stream) { session.tlsResumptions += 1 }
-                session.tls.rememberSession(of: stream, origin: target.description)
             }
             finish(.success(stream))
         } else if stream.isTLS, event != .error(ECONNREFUSED), let reason = stream.tlsFailureReason ?? handshakeCut(event) {
