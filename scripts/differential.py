@@ -31,11 +31,15 @@ import test_differential as td  # noqa: E402
 
 
 def start_larder(workdir, echo_port, dns_port):
+    """Reverse mode to the echo origin when `echo_port` is given (requests), else a forward proxy
+    (responses: a reverse proxy serves only its own origin)."""
     config = td.larder_config(dns_port)
-    config["reverse_origin"] = f"http://{td.LOCALHOST}:{echo_port}"
-    config.update({"admin_listen": helpers.Raw("off"), "workers": 2, "cache_dir": str(workdir / "cache"),
+    if echo_port is not None:
+        config["reverse_origin"] = f"http://{td.LOCALHOST}:{echo_port}"
+    name = "reverse" if echo_port is not None else "forward"
+    config.update({"admin_listen": helpers.Raw("off"), "workers": 2, "cache_dir": str(workdir / f"cache-{name}"),
                    "shutdown_grace": "2s"})
-    path = workdir / "larder.yaml"
+    path = workdir / f"larder-{name}.yaml"
     path.write_text(helpers.to_yaml(config) + "\n")
     binary = os.environ.get("LARDER_BIN") or str(REPO / ".build" / "release" / "larder")
     proc = subprocess.Popen([binary, "--config", str(path), "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL,
@@ -96,6 +100,7 @@ def main():
     dns = helpers.FakeDNS()
     with tempfile.TemporaryDirectory(prefix="larder-differential-") as tmp:
         proc, port = start_larder(Path(tmp), echo.port, dns.port)
+        forward_proc, forward_port = start_larder(Path(tmp), None, dns.port)
         done = {"request": 0, "response": 0}
         unexplained, by_rule = [], {}
         next_id = 0
@@ -111,7 +116,7 @@ def main():
                 resp_cases = [td.Case(f"response #{done['response'] + i} (seed {args.seed})", d)
                               for i, d in enumerate(mutants(resps, rng, n_resp))]
                 findings = td.run_requests(req_cases, port, echo.port, workers=args.workers, quiet=0.05)
-                findings += td.run_responses(resp_cases, port, raw, first_id=next_id, workers=args.workers)
+                findings += td.run_responses(resp_cases, forward_port, raw, first_id=next_id, workers=args.workers)
                 next_id += len(resp_cases)
                 for cid in list(raw.responses):
                     if cid < next_id:
@@ -129,13 +134,14 @@ def main():
                 print(f"{sum(done.values())} inputs, {len(unexplained)} not explained, "
                       f"{time.monotonic() - t0:.0f} s", flush=True)
         finally:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(5)
+            for p in (proc, forward_proc):
+                if p.poll() is None:
+                    os.kill(p.pid, signal.SIGTERM)
+                    try:
+                        p.wait(10)
+                    except subprocess.TimeoutExpired:
+                        os.kill(p.pid, signal.SIGKILL)
+                        p.wait(5)
             echo.stop()
             raw.stop()
             dns.stop()

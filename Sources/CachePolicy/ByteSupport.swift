@@ -128,7 +128,7 @@ extension HeaderBlock {
     func firstValueBytes(_ name: StaticString) -> [UInt8]? { withFirstValue(name) { Array($0) } }
 
     /// Whether field `index` is named by one of `lowercasedNames`.
-    func nameIsListed(at index: Int, in lowercasedNames: [[UInt8]]) -> Bool {
+    public func nameIsListed(at index: Int, in lowercasedNames: [[UInt8]]) -> Bool {
         if lowercasedNames.isEmpty { return false }
         let range = fields[index].name
         return storage.withUnsafeBytes { all in

@@ -12,10 +12,20 @@ enum HeadSerialization {
         w.append("\r\n")
     }
 
-    /// Fields a stored head never keeps: hop-by-hop (with those named in Connection), framing, and
-    /// `Age`, which is written afresh for every response served.
+    /// Fields a stored head never keeps: hop-by-hop (with those named in Connection), framing,
+    /// `Age`, which is written afresh for every response served, and cookies being set, which
+    /// belong to the one client whose request was answered.
     static func isNeverStored(_ headers: HeaderBlock, at index: Int) -> Bool {
         headers.isHopByHop(at: index) || headers.nameEquals(at: index, "content-length")
-            || headers.nameEquals(at: index, "age")
+            || headers.nameEquals(at: index, "age") || isSetCookie(headers, at: index)
+    }
+
+    static func isSetCookie(_ headers: HeaderBlock, at index: Int) -> Bool { headers.isSetCookie(at: index) }
+}
+
+extension HeaderBlock {
+    /// `Set-Cookie`, or the obsolete `Set-Cookie2`: never stored, never shared between clients.
+    public func isSetCookie(at index: Int) -> Bool {
+        nameEquals(at: index, "set-cookie") || nameEquals(at: index, "set-cookie2")
     }
 }

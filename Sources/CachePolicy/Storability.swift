@@ -64,9 +64,19 @@ public enum Storability {
         if EntryFacts.varyFields(headers).star { return .doNotStore(.varyStar) }
         if storagePolicy == .notAllowed { return .doNotStore(.storagePolicy) }
 
+        return .store(tier: storagePolicy, omitFields: qualifiedFields(directives))
+    }
+
+    /// The fields `private="…"` and `no-cache="…"` name (lowercased): never stored, never shared.
+    public static func qualifiedFields(_ directives: CacheDirectives) -> [[UInt8]] {
         var omitFields = directives.privateFields
         for name in directives.noCacheFields where !omitFields.contains(name) { omitFields.append(name) }
-        return .store(tier: storagePolicy, omitFields: omitFields)
+        return omitFields
+    }
+
+    /// The qualified fields of a response head's Cache-Control.
+    public static func qualifiedFields(of headers: HeaderBlock) -> [[UInt8]] {
+        qualifiedFields(CacheDirectives.parse(headers, isRequest: false))
     }
 
     /// Status codes heuristically cacheable (RFC 9110 §15.1): 200 203 204 206 300 301 308 404 405 410 414 501.

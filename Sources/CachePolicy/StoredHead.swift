@@ -1,8 +1,9 @@
 import HTTPWire
 
 /// The head to store for a new response: status line and end-to-end fields, without hop-by-hop
-/// fields, framing (Transfer-Encoding; Content-Length is rewritten to `bodyLength`), `Age`, and
-/// `omitFields`. Serialized, ready to be sent after adding `Age`.
+/// fields, framing (Transfer-Encoding; Content-Length is rewritten to `bodyLength`), `Age`,
+/// `Set-Cookie` (a shared cache never hands one client's cookie to another; RFC 9111 §3.1 lets a
+/// cache drop fields), and `omitFields`. Serialized, ready to be sent after adding `Age`.
 public enum StoredHead {
     /// Content-Length comes last; a 204 gets none (RFC 9110 §8.6 forbids it there).
     public static func make(response: ResponseHead, bodyLength: Int, omitFields: [[UInt8]]) -> [UInt8] {
@@ -20,5 +21,30 @@ public enum StoredHead {
         }
         w.append("\r\n")
         return w.bytes
+    }
+
+    /// `head` (serialized, CRLF line endings) without its `Set-Cookie` and `Set-Cookie2` lines: for
+    /// heads stored before cookies were dropped at store time.
+    public static func removingSetCookie(_ head: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(head.count)
+        var lineStart = 0
+        var i = 0
+        while i < head.count {
+            if head[i] == 0x0A {
+                let line = head[lineStart...i]
+                if !isSetCookieLine(line) { out.append(contentsOf: line) }
+                lineStart = i + 1
+            }
+            i += 1
+        }
+        out.append(contentsOf: head[lineStart...])
+        return out
+    }
+
+    private static func isSetCookieLine(_ line: ArraySlice<UInt8>) -> Bool {
+        guard let colon = line.firstIndex(of: 0x3A) else { return false }
+        let name = line[line.startIndex..<colon].map(asciiLower)
+        return name == Array("set-cookie".utf8) || name == Array("set-cookie2".utf8)
     }
 }

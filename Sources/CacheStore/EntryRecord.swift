@@ -29,7 +29,10 @@ public struct EntryRecord: Sendable, Equatable {
     /// Bytes this entry accounts for against the disk capacity.
     var footprint: Int { bodyLength + head.count + primaryKey.count + secondaryKey.count + 256 }
 
-    static let formatVersion: UInt8 = 1
+    /// Version 2 heads never hold `Set-Cookie`; version 1 records (written before that rule) are
+    /// still read, their cookies dropped as they are decoded.
+    static let formatVersion: UInt8 = 2
+    static let cookieHeadsVersion: UInt8 = 1
 
     func encoded() -> [UInt8] {
         var out: [UInt8] = []
@@ -67,7 +70,8 @@ public struct EntryRecord: Sendable, Equatable {
     /// nil when the record is from another format version or damaged.
     init?(decoding bytes: UnsafeRawBufferPointer) {
         var r = ByteReader(bytes)
-        guard r.u8() == EntryRecord.formatVersion,
+        let version = r.u8()
+        guard version == EntryRecord.formatVersion || version == EntryRecord.cookieHeadsVersion,
               let id = r.u64(), let length = r.u64(), let chunk = r.u32(), chunk > 0,
               let stored = r.i64(), let access = r.i64(),
               let primary = r.blob(), let secondary = r.blob(),
@@ -99,20 +103,21 @@ public struct EntryRecord: Sendable, Equatable {
                            lastModified: flags & 32 != 0 ? numbers[7] : nil,
                            contentLength: flags & 64 != 0 ? Int(numbers[8]) : nil,
                            varyFields: vary, varyStar: flags & 8 != 0)
-        self.head = head
+        self.head = version == EntryRecord.cookieHeadsVersion ? StoredHead.removingSetCookie(head) : head
     }
 }
 
 /// The Vary field names the latest response for a URL named: how to compute the secondary key
 /// of a request before looking for its variant.
 public struct VariantSpec: Sendable, Equatable {
+    static let formatVersion: UInt8 = 1
     public var primaryKey: [UInt8]
     public var varyFields: [[UInt8]]
 
     public init(primaryKey: [UInt8], varyFields: [[UInt8]]) { self.primaryKey = primaryKey; self.varyFields = varyFields }
 
     func encoded() -> [UInt8] {
-        var out: [UInt8] = [EntryRecord.formatVersion]
+        var out: [UInt8] = [VariantSpec.formatVersion]
         out.appendBlob(primaryKey)
         out.appendBigEndian(UInt16(varyFields.count))
         for name in varyFields { out.appendBlob(name) }
@@ -121,7 +126,7 @@ public struct VariantSpec: Sendable, Equatable {
 
     init?(decoding bytes: UnsafeRawBufferPointer) {
         var r = ByteReader(bytes)
-        guard r.u8() == EntryRecord.formatVersion, let primary = r.blob(), let count = r.u16() else { return nil }
+        guard r.u8() == VariantSpec.formatVersion, let primary = r.blob(), let count = r.u16() else { return nil }
         var names: [[UInt8]] = []
         for _ in 0..<count {
             guard let n = r.blob() else { return nil }

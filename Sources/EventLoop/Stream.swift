@@ -239,6 +239,19 @@ public final class Stream {
         return fd
     }
 
+    /// Whether the peer sent anything nobody has read yet: bytes in the input buffer or still in the
+    /// socket, or its end of stream. A connection is reused only when this is false, so stray bytes
+    /// after a complete message are never read as the next one (response desync). A plain socket
+    /// costs one non-blocking peek; a TLS stream reports its buffers and OpenSSL's pending bytes.
+    public var hasUnreadInput: Bool {
+        if input.count > 0 { return true }
+        if isClosed { return true }
+        if let b = bev { return TLSClientContext.pendingBytes(b) > 0 }
+        var byte: UInt8 = 0
+        let n = recv(socket, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+        return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
     /// Aborts with a TCP reset instead of a clean FIN (a truncated response must not look complete).
     public func reset() {
         guard !isClosed else { return }

@@ -2,6 +2,14 @@
 import COpenSSL
 import Glibc
 
+extension TLSClientContext {
+    /// Decrypted bytes OpenSSL holds for a TLS bufferevent that it has not handed over yet.
+    static func pendingBytes(_ bev: OpaquePointer) -> Int32 {
+        guard let ssl = bufferevent_openssl_get_ssl(bev) else { return 0 }
+        return SSL_pending(ssl)
+    }
+}
+
 /// OpenSSL client settings for connections to https origins: peer verification against the system
 /// store or a CA file, hostname checks, SNI, ALPN `http/1.1`, protocol version bounds.
 public final class TLSClientContext: @unchecked Sendable {

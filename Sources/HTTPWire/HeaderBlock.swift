@@ -53,7 +53,9 @@ public struct HeaderBlock: Sendable {
 
     /// RFC 9110 §7.6.1: whether field `index` is hop-by-hop: Connection, Keep-Alive, Proxy-Connection,
     /// Proxy-Authenticate, Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade, or a name listed
-    /// in any Connection field of this head.
+    /// in any Connection field of this head — except `Host` and `Content-Length`, which a Connection
+    /// list never removes: the message's framing and routing do not change with what the sender
+    /// lists, or a body announced by a removed length would become the next message (smuggling).
     ///
     /// `connectionListsOtherFields` (from the property of that name, computed once per head) spares
     /// a scan of every Connection field for every field asked about.
@@ -82,7 +84,7 @@ public struct HeaderBlock: Sendable {
             default:
                 break
             }
-            guard connectionListsOtherFields else { return false }
+            guard connectionListsOtherFields, !isNeverNominated(all, s, e) else { return false }
             for field in fields
             where field.name.count == 10
                 && equalsIgnoringCase(all, field.name.start, field.name.start + 10, "connection") {
@@ -91,6 +93,27 @@ public struct HeaderBlock: Sendable {
             }
             return false
         }
+    }
+
+    /// Fields a Connection list cannot make hop-by-hop (see `isHopByHop`).
+    @inline(__always)
+    func isNeverNominated(_ all: UnsafeRawBufferPointer, _ s: Int, _ e: Int) -> Bool {
+        equalsIgnoringCase(all, s, e, "host") || equalsIgnoringCase(all, s, e, "content-length")
+    }
+
+    /// Drops the end-to-end fields a Connection field names (RFC 9110 §7.6.1), so that what the
+    /// proxy decides on (cache key, Vary, policy) is exactly what it forwards. Hop-by-hop fields the
+    /// proxy itself reads (Upgrade, Proxy-Authorization, …) stay for it to read; they are never
+    /// forwarded anyway. `Host` and `Content-Length` are never dropped.
+    mutating func removeFieldsNominatedByConnection() {
+        guard connectionListsOtherFields else { return }
+        var kept: [HeaderField] = []
+        kept.reserveCapacity(fields.count)
+        for i in 0..<fields.count {
+            if isHopByHop(at: i) && !isHopByHop(at: i, connectionListsOtherFields: false) { continue }
+            kept.append(fields[i])
+        }
+        fields = kept
     }
 
     /// Whether a Connection field lists anything but `close` and names that are hop-by-hop anyway

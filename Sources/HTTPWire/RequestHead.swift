@@ -16,6 +16,13 @@ public struct RequestHead: Sendable {
 
     public init() {}
 
+    /// Removes the fields the request's Connection field names (see
+    /// `HeaderBlock.removeFieldsNominatedByConnection`), before anything reads the request.
+    public mutating func removeFieldsNominatedByConnection() {
+        headers.removeFieldsNominatedByConnection()
+        if expectsContinue, headers.firstIndex(of: "expect") == nil { expectsContinue = false }
+    }
+
     /// Back to an empty head, keeping the storage's capacity.
     @inline(__always)
     mutating func clear() {

@@ -12,7 +12,11 @@ public enum RequestTargetForm: Sendable, Equatable {
 
 public enum URIScheme: Sendable, Equatable { case http, https }
 
-/// A request target taken apart. `host` is lowercased; IPv6 literals lose their brackets.
+/// A request target taken apart. `host` is normalised once, here, and every decision (cache key,
+/// rules, access, authentication, interception, TLS pins, DNS) uses that one value: ASCII
+/// lowercase, IPv6 literals without brackets, one trailing dot removed (`example.com.` is
+/// `example.com`). Names are ASCII only: internationalised names must arrive as A-labels
+/// (`xn--…`), which are kept as sent; U-labels, empty labels and percent-encoding are refused.
 public struct RequestTarget: Sendable, Equatable {
     public var form: RequestTargetForm
     /// Absolute form only (`.http` otherwise).
@@ -26,11 +30,21 @@ public struct RequestTarget: Sendable, Equatable {
     /// Offset into the target bytes where path-and-query begins, or nil when there is none
     /// (absolute form without a path means "/"; authority and asterisk forms have none).
     public var pathOffset: Int?
+    /// Offset of a `#fragment`, if the client sent one. A fragment is never part of what is
+    /// keyed or forwarded (RFC 9110 §4.2.5: it is the client's alone).
+    public var fragmentStart: Int?
 
     public init(form: RequestTargetForm, scheme: URIScheme, host: [UInt8], port: Int,
-                hasExplicitPort: Bool, pathOffset: Int?) {
+                hasExplicitPort: Bool, pathOffset: Int?, fragmentStart: Int? = nil) {
         self.form = form; self.scheme = scheme; self.host = host; self.port = port
-        self.hasExplicitPort = hasExplicitPort; self.pathOffset = pathOffset
+        self.hasExplicitPort = hasExplicitPort; self.pathOffset = pathOffset; self.fragmentStart = fragmentStart
+    }
+
+    /// The path and query within a target of `length` bytes, without the fragment: what is keyed
+    /// and forwarded. Empty when the target has none (forwarded as `/`).
+    public func pathRange(targetLength length: Int) -> Range<Int> {
+        guard let start = pathOffset else { return 0..<0 }
+        return start..<(fragmentStart ?? length)
     }
 
     /// Parses `bytes` (the request-target of a request with `method`).
@@ -50,7 +64,7 @@ public struct RequestTarget: Sendable, Equatable {
         }
         if bytes[0] == 0x2F {  // "/"
             return RequestTarget(form: .origin, scheme: .http, host: [], port: 0, hasExplicitPort: false,
-                                 pathOffset: 0)
+                                 pathOffset: 0, fragmentStart: firstFragment(bytes, from: 0))
         }
         if n == 1, bytes[0] == 0x2A {  // "*"
             guard method == .options else { throw .invalidTarget }
@@ -70,13 +84,33 @@ public struct RequestTarget: Sendable, Equatable {
             throw .invalidTarget  // other schemes, and authority-form without CONNECT
         }
         var authorityEnd = authorityStart
-        while authorityEnd < n, bytes[authorityEnd] != 0x2F, bytes[authorityEnd] != 0x3F { authorityEnd += 1 }
+        while authorityEnd < n, bytes[authorityEnd] != 0x2F, bytes[authorityEnd] != 0x3F, bytes[authorityEnd] != 0x23 {
+            authorityEnd += 1
+        }
         let authority = try parseAuthority(bytes, authorityStart, authorityEnd,
                                            defaultPort: scheme == .https ? 443 : 80)
         guard authority.end == authorityEnd else { throw .invalidTarget }
         return RequestTarget(form: .absolute, scheme: scheme, host: authority.host, port: authority.port,
                              hasExplicitPort: authority.explicitPort,
-                             pathOffset: authorityEnd < n ? authorityEnd : nil)
+                             pathOffset: authorityEnd < n ? authorityEnd : nil,
+                             fragmentStart: firstFragment(bytes, from: authorityEnd))
+    }
+
+    private static func firstFragment(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        var i = start
+        while i < bytes.count {
+            if bytes[i] == 0x23 { return i }  // "#"
+            i += 1
+        }
+        return nil
+    }
+
+    /// A `Host` field value (`uri-host [":" port]`) normalised like a target's host; `port` is nil
+    /// when none was given. Throws `invalidTarget` for anything a target's authority would refuse.
+    public static func parseHost(_ bytes: UnsafeRawBufferPointer) throws(HTTPWireError) -> (host: [UInt8], port: Int?) {
+        let authority = try parseAuthority(bytes, 0, bytes.count, defaultPort: 0)
+        guard authority.end == bytes.count else { throw .invalidTarget }
+        return (authority.host, authority.explicitPort ? authority.port : nil)
     }
 
     private struct Authority {
@@ -110,8 +144,12 @@ public struct RequestTarget: Sendable, Equatable {
                 i += 1
             }
             guard i > nameStart else { throw .invalidTarget }
-            host.reserveCapacity(i - nameStart)
-            for k in nameStart..<i { host.append(asciiLower(bytes[k])) }
+            // One trailing dot names the same host (an absolute DNS name): drop it so that
+            // `intranet.test.` meets every rule written for `intranet.test`.
+            let nameEnd = bytes[i - 1] == 0x2E ? i - 1 : i
+            guard nameEnd > nameStart, hasOnlyNonEmptyLabels(bytes, nameStart, nameEnd) else { throw .invalidTarget }
+            host.reserveCapacity(nameEnd - nameStart)
+            for k in nameStart..<nameEnd { host.append(asciiLower(bytes[k])) }
         }
         if i == end {
             guard let port = defaultPort else { throw .invalidTarget }
@@ -128,6 +166,17 @@ public struct RequestTarget: Sendable, Equatable {
         }
         guard i > portStart, port > 0 else { throw .invalidTarget }
         return Authority(host: host, port: port, explicitPort: true, end: i)
+    }
+
+    /// No empty label: not `.a`, `a..b` or (after the one trailing dot is gone) `a.`.
+    private static func hasOnlyNonEmptyLabels(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Bool {
+        var previousWasDot = true
+        for k in start..<end {
+            let dot = bytes[k] == 0x2E
+            if dot, previousWasDot { return false }
+            previousWasDot = dot
+        }
+        return !previousWasDot
     }
 
     /// RFC 3986 §3.2.2 IPv6address (without zone identifiers or IPvFuture).

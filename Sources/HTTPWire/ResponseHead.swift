@@ -106,7 +106,10 @@ public enum ResponseParser {
         } else if requestMethod == .connect, status < 300 {
             framing = .none  // the connection becomes a tunnel (§6.3 item 2)
         } else if hasTransferEncoding {
-            framing = facts.finalCodingIsChunked ? .chunked : .untilClose
+            // A proxy cannot un-apply another coding (`gzip, chunked`, `gzip`): relaying the body
+            // without it would hand clients compressed bytes labelled as plain. Refused (502).
+            guard facts.codings == 1, facts.finalCodingIsChunked else { throw .unsupportedTransferEncoding }
+            framing = .chunked
         } else if facts.contentLengthFields > 0 {
             framing = .contentLength(facts.contentLength)
         } else {

@@ -15,6 +15,10 @@ public struct Config: Sendable, Equatable {
     public var shutdownGrace: Double = 10
     /// Reverse (accelerator) mode: origin-form requests go here (`reverse_origin`), e.g. `http://127.0.0.1:8080`.
     public var reverseOrigin: OriginURL? = nil
+    /// `reverse_host`: the `Host` reverse mode sends upstream, and keys the cache on.
+    public var reverseHost: ReverseHost = .client
+    /// `reverse_allowed_hosts`: the `Host` values reverse mode answers (empty: any); others get 400.
+    public var reverseAllowedHosts: [String] = []
     /// Ports CONNECT may reach (`connect_ports`).
     public var connectPorts: [Int] = [443]
     /// Clients allowed to send `PURGE` to the proxy port (`purge_allowed_from`).
@@ -272,4 +276,13 @@ public struct CacheRuleConfig: Sendable, Equatable {
     public var maximumLifetime: Double?
     public var defaultLifetime: Double?
     public init() {}
+}
+
+/// Which `Host` a request in reverse mode carries to the origin. The cache key is always built
+/// from the Host actually forwarded, so one client's Host can never choose what another receives.
+public enum ReverseHost: String, Sendable, Equatable, CaseIterable {
+    /// The client's Host, passed on (virtual hosts behind one origin address).
+    case client
+    /// The authority of `reverse_origin`, whatever the client sent.
+    case origin
 }

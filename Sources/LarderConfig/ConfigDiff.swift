@@ -25,6 +25,8 @@ public enum ConfigDiff {
         key("cache_dir", live: false, \.cacheDirectory),
         key("shutdown_grace", live: true, \.shutdownGrace),
         key("reverse_origin", live: true, \.reverseOrigin),
+        key("reverse_host", live: true, \.reverseHost),
+        key("reverse_allowed_hosts", live: true, \.reverseAllowedHosts),
         key("connect_ports", live: true, \.connectPorts),
         key("purge_allowed_from", live: true, \.purgeAllowedFrom),
         key("allow_clients", live: true, \.allowClients),

@@ -46,6 +46,16 @@ enum ConfigSchema {
         ConfigField(key: "reverse_origin") { c, n throws(ValueError) in
             c.reverseOrigin = try scalarOrNull(n).map { s throws(ValueError) in try ConfigLoader.parseOriginURL(s) }
         },
+        ConfigField(key: "reverse_host") { c, n throws(ValueError) in
+            let s = try scalar(n)
+            guard let mode = ReverseHost(rawValue: s) else { throw ValueError("expected client or origin, got \"\(s)\"") }
+            c.reverseHost = mode
+        },
+        ConfigField(key: "reverse_allowed_hosts") { c, n throws(ValueError) in
+            var hosts: [String] = []
+            for item in try list(n) { hosts.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
+            c.reverseAllowedHosts = hosts
+        },
         ConfigField(key: "connect_ports") { c, n throws(ValueError) in
             var ports: [Int] = []
             for item in try list(n) { ports.append(try integer(item, in: 1...65_535, what: "a port")) }

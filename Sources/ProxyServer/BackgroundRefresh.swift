@@ -49,11 +49,10 @@ final class BackgroundRefresh: SessionTaskDelegate {
     private func send(_ revalidation: OutboundHead.Revalidation) {
         var writer = MessageWriter(capacity: 1_024)
         request.headers.withBytes(request.target) { target in
-            let path = exchange.pathOffset.map { UnsafeRawBufferPointer(rebasing: target[$0...]) }
-                ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            let path = UnsafeRawBufferPointer(rebasing: target[exchange.pathRange])
             OutboundHead.write(request, targetPath: path, route: exchange.route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
-                               upgrading: false, revalidation: revalidation, into: &writer)
+                               upgrading: false, revalidation: revalidation, body: .none, into: &writer)
         }
         exchange.requestTime = currentTime()
         let t = worker.session.dataTask(origin: exchange.origin, method: revalidation.method, head: writer.bytes,
@@ -108,7 +107,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
         if case .storing = phase {
-            _ = exchange.tee(source, count: count)
+            exchange.tee(source, count: count)
             if pacer.shouldPause(after: exchange.writer) { task.suspendReading() }
         }
         source.drain(count)

@@ -33,7 +33,7 @@ extension CacheExchange {
             }
             let secondary = CacheKey.secondary(varyFields: facts.varyFields, request: request.headers)
             let shared = InFlightFetch.Head(response: head, varyFields: facts.varyFields, varyStar: facts.varyStar,
-                                            secondaryKey: secondary)
+                                            secondaryKey: secondary, omitFields: omit)
             guard let w = cache.beginStore(primaryKey: primaryKey, secondaryKey: secondary, facts: facts,
                                            head: [], tier: tier, expectedLength: expected, now: now) else {
                 // Too large to keep, but still one response every waiting client can share.
@@ -54,7 +54,11 @@ extension CacheExchange {
     /// stored head from `update` (RFC 9111 §3.2, §4.3.4, §4.3.5). False when the stored head is unusable.
     func freshen(with update: ResponseHead, now: Int64, cache: Cache, setup: CacheSetup) -> Bool {
         guard let entry, let stored = CachedResponseWriter.parse(entry.head) else { return false }
-        let newHead = Revalidation.freshenedHead(stored: stored, update: update, omitFields: [])
+        // The qualified field lists of both heads keep applying: a field the stored response kept
+        // private stays out whatever the update says, and the update's own lists apply too.
+        var omit = Storability.qualifiedFields(of: stored.headers)
+        for name in Storability.qualifiedFields(of: update.headers) where !omit.contains(name) { omit.append(name) }
+        let newHead = Revalidation.freshenedHead(stored: stored, update: update, omitFields: omit)
         guard let parsed = CachedResponseWriter.parse(newHead) else { return true }
         let override = path.withUnsafeBytes {
             setup.rules.storage(scheme: scheme, host: host, path: $0, status: parsed.status, contentType: nil).freshness

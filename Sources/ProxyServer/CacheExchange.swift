@@ -28,7 +28,8 @@ final class CacheExchange {
     let path: [UInt8]
     let origin: OriginKey
     let route: OutboundHead.Route
-    let pathOffset: Int?
+    /// The path and query within the request target (see `RequestTarget.pathRange`).
+    let pathRange: Range<Int>
     var phase: Phase
     var facts: RequestFacts?
     var entry: StoredResponse?
@@ -45,23 +46,20 @@ final class CacheExchange {
     var inFlight: InFlightFetch?
 
     init(primaryKey: [UInt8], scheme: String, host: [UInt8], path: [UInt8], origin: OriginKey,
-         route: OutboundHead.Route, pathOffset: Int?, phase: Phase) {
+         route: OutboundHead.Route, path pathRange: Range<Int>, phase: Phase) {
         self.primaryKey = primaryKey; self.scheme = scheme; self.host = host; self.path = path
-        self.origin = origin; self.route = route; self.pathOffset = pathOffset; self.phase = phase
+        self.origin = origin; self.route = route; self.pathRange = pathRange; self.phase = phase
     }
 }
 
 extension CacheExchange {
     /// Body bytes on their way to the client also go to the store and to collapsed followers.
-    /// Returns true when the origin read should pause until a follower catches up.
-    func tee(_ source: Buffer, count: Int) -> Bool {
+    func tee(_ source: Buffer, count: Int) {
         if let w = writer, !w.isAbandoned {
             source.forEachSegment(upTo: count) { w.append($0) }
         }
-        guard let f = inFlight else { return false }
-        var pause = false
-        source.forEachSegment(upTo: count) { if f.append($0) { pause = true } }
-        return pause
+        guard let f = inFlight else { return }
+        source.forEachSegment(upTo: count) { f.append($0) }
     }
 
     /// The origin's response ended (`error` nil) or broke off: commit or abandon the store, then

@@ -10,19 +10,29 @@ import Statistics
 extension ClientConnection {
     /// Called before forwarding. Returns true when the request was answered without the network
     /// (a hit, a 504 for only-if-cached, a 400 for a bad policy header).
-    func consultCache(origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) -> Bool {
+    /// `named` is the origin as the cache key and rules name it; `origin` is where the request goes.
+    func consultCache(origin: OriginKey, keyedAs named: OriginKey, route: OutboundHead.Route,
+                      path pathRange: Range<Int>) -> Bool {
         cacheExchange = nil
         let method = request.method
         let (primaryKey, path) = request.headers.withBytes(request.target) { t -> ([UInt8], [UInt8]) in
-            let p = pathOffset.map { UnsafeRawBufferPointer(rebasing: t[$0...]) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
-            return (CacheKey.primary(scheme: origin.scheme, host: Array(origin.host.utf8), port: origin.port, pathAndQuery: p),
+            let p = UnsafeRawBufferPointer(rebasing: t[pathRange])
+            return (CacheKey.primary(scheme: named.scheme, host: Array(named.host.utf8), port: named.port, pathAndQuery: p),
                     Array(p))
         }
-        let scheme = origin.scheme == .https ? "https" : "http"
-        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: Array(origin.host.utf8), path: path,
-                                     origin: origin, route: route, pathOffset: pathOffset, phase: .fetching)
+        let scheme = named.scheme == .https ? "https" : "http"
+        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: Array(named.host.utf8), path: path,
+                                     origin: origin, route: route, path: pathRange, phase: .fetching)
         exchange.requestTime = currentTime()
         switch method {
+        case .get where requestBodyPending, .head where requestBodyPending:
+            // A GET or HEAD with a body is passed through whole, neither answered from the cache (its
+            // body would stay unread) nor revalidated (a revalidation carries no body) nor stored.
+            noteLookup(.lookupPass)
+            exchange.phase = .bypass
+            exchange.status = CacheStatus(forward: .bypass, detail: "request-body")
+            cacheExchange = exchange
+            return false
         case .get, .head:
             break
         case .options, .trace, .connect:
@@ -72,7 +82,7 @@ extension ClientConnection {
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-while-revalidate")
             let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host, path: path,
-                                        origin: origin, route: route, pathOffset: pathOffset, phase: .fetching)
+                                        origin: origin, route: route, path: pathRange, phase: .fetching)
             refresh.entry = entry
             refresh.facts = facts
             let request = self.request
@@ -180,11 +190,7 @@ extension ClientConnection {
     /// Body bytes on their way to the client also go to the store and to collapsed followers.
     func cacheTee(_ source: Buffer, count: Int) {
         guard let ex = cacheExchange else { return }
-        if ex.tee(source, count: count) {
-            // A follower is far behind: wait for it (collapseProgress resumes).
-            collapsePaused = true
-            task?.suspendReading()
-        }
+        ex.tee(source, count: count)
         if let w = ex.writer {
             let pacer = storePacer ?? WriterPacer(loop: worker.loop) { [unowned self] in self.resumeOriginIfClear() }
             storePacer = pacer
@@ -213,14 +219,14 @@ extension ClientConnection {
             // Decided on the head; a failure after it does not matter to the client.
             guard let entry = ex.entry else { return false }
             if !serveFromCache(entry, exchange: ex, now: currentTime()) {
-                startForwarding(to: ex.origin, route: ex.route, pathOffset: ex.pathOffset)
+                startForwarding(to: ex.origin, route: ex.route, path: ex.pathRange)
             }
             return true
         case .refetch:
             ex.phase = .fetching
             ex.status = CacheStatus(forward: .stale)
             ex.requestTime = currentTime()
-            startForwarding(to: ex.origin, route: ex.route, pathOffset: ex.pathOffset)
+            startForwarding(to: ex.origin, route: ex.route, path: ex.pathRange)
             return true
         case .unsafe, .bypass:
             return false
@@ -318,16 +324,22 @@ extension ClientConnection {
         return true
     }
 
-    /// Copies stored chunks into the output while it is below the high-water mark.
+    /// Copies stored body bytes into the output until it holds `cachedBodyWindow`: each response
+    /// keeps at most that much of a disk body in memory, however many clients read large objects.
     func pumpCachedBody() {
-        while var cursor = cachedBody, stream.output.count < ClientConnection.outputHighWater {
+        while var cursor = cachedBody, stream.output.count < ClientConnection.cachedBodyWindow {
+            let room = ClientConnection.cachedBodyWindow - stream.output.count
             let found = worker.cacheReader.withChunk(id: cursor.id, index: cursor.chunk) { bytes in
                 let start = min(cursor.skip, bytes.count)
-                let take = min(bytes.count - start, cursor.remaining)
+                let take = min(bytes.count - start, cursor.remaining, room)
                 stream.output.append(UnsafeRawBufferPointer(rebasing: bytes[start..<start + take]))
                 cursor.remaining -= take
-                cursor.skip = 0
-                cursor.chunk += 1
+                if start + take == bytes.count {
+                    cursor.skip = 0
+                    cursor.chunk += 1
+                } else {
+                    cursor.skip = start + take
+                }
             }
             guard found else {
                 // The entry was replaced or evicted mid-response: the client must see a cut, not an end.
@@ -349,6 +361,9 @@ extension ClientConnection {
 extension ClientConnection {
     /// Memory-tier bodies from this size on are sent without a copy.
     static let referenceThreshold = 4_096
+    /// Bytes of a disk-stored body queued per response; refilled as the socket drains (the
+    /// stream reports a drain at `outputHighWater / 4`, which is this).
+    static let cachedBodyWindow = outputHighWater / 4
 }
 
 /// Where a disk-stored body being sent has got to.

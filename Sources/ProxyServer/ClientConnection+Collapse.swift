@@ -39,14 +39,7 @@ extension ClientConnection: CollapseParticipant {
     }
 
     func collapseProgress() {
-        if following != nil {
-            followerProgress()
-            return
-        }
-        if collapsePaused {
-            collapsePaused = false
-            resumeOriginIfClear()
-        }
+        if following != nil { followerProgress() }
     }
 
     /// Takes whatever the followed fetch has for us: its head, then body bytes up to the output's
@@ -76,7 +69,8 @@ extension ClientConnection: CollapseParticipant {
                 writer.reset()
                 ResponseHeadWriter.write(head, framing: clientFraming, keepAlive: keepAlive,
                                          clientVersion: request.version, viaName: worker.settings.viaName,
-                                         upgrade: false, cacheStatus: fw.exchange.status.serialized(), into: &writer)
+                                         upgrade: false, cacheStatus: fw.exchange.status.serialized(),
+                                         sharedWithout: shared.omitFields, into: &writer)
                 stream.output.append(writer.bytes)
                 responseHeadSent = true
                 noteResponse(head.status)
@@ -114,6 +108,14 @@ extension ClientConnection: CollapseParticipant {
             fw.fetch.leave(fw.id)
             worker.logger.warning("collapsed response from \(upstreamName) cut short for \(peer)")
             abort()
+        case .detached:
+            // This client fell more than the lag limit behind the shared fetch, which does not wait.
+            following = nil
+            fw.fetch.leave(fw.id)
+            worker.stats.add(.collapsedFollowersDetached)
+            worker.logger.notice(
+                "collapsed response for \(peer) cut: the client read too slowly to keep up with the shared fetch from \(upstreamName)")
+            abort()
         }
     }
 
@@ -122,7 +124,7 @@ extension ClientConnection: CollapseParticipant {
         following = nil
         fw.fetch.leave(fw.id)
         let ex = fw.exchange
-        startForwarding(to: ex.origin, route: ex.route, pathOffset: ex.pathOffset)
+        startForwarding(to: ex.origin, route: ex.route, path: ex.pathRange)
     }
 
     /// The client is going away. Its followers, if it led a fetch that has some, keep their

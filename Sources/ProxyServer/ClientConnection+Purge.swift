@@ -21,8 +21,7 @@ extension ClientConnection {
             return
         }
         let key = request.headers.withBytes(request.target) { raw in
-            let path = target.pathOffset.map { UnsafeRawBufferPointer(rebasing: raw[$0...]) }
-                ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            let path = UnsafeRawBufferPointer(rebasing: raw[target.pathRange(targetLength: raw.count)])
             return CacheKey.primary(scheme: target.scheme, host: Array(target.hostString.utf8), port: target.port,
                                     pathAndQuery: path)
         }

@@ -46,10 +46,14 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var deadline: Timer?
     var deadlineIsForHead = false
     var inRequestLoop = false
+    /// Reading of further requests is paused until the client has read the answers queued.
+    var requestsPausedForOutput = false
 
     // The current exchange.
     var task: SessionTask?
     var requestBody = RequestBody.done
+    /// The current request's body has gone (or is going) to an origin: it cannot be sent again.
+    var bodyForwarded = false
     var bodyDecoder = ChunkedDecoder()
     var clientFraming = ClientFraming.none
     var responseHeadSent = false
@@ -72,8 +76,6 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var cachedBody: CachedBodyCursor?
     /// The collapsed fetch this request is answered from, if any.
     var following: CollapseFollower?
-    /// The origin read is paused because a collapsed follower lags.
-    var collapsePaused = false
     /// Pauses the origin read while the cache's disk writer is behind; made on first need.
     var storePacer: WriterPacer?
     /// Outside `allow_clients`: every request is refused.
@@ -152,6 +154,12 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             pumpCachedBody()
             return
         }
+        if requestsPausedForOutput, state == .readingHead {
+            requestsPausedForOutput = false
+            stream.enableReading()
+            processRequests()
+            return
+        }
         if following != nil {
             followerProgress()
             return
@@ -205,6 +213,13 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         defer { inRequestLoop = false }
         let input = stream.input
         while state == .readingHead, input.count > 0 {
+            if stream.output.count >= ClientConnection.outputHighWater {
+                // The client is not reading its answers: read no more of its requests until it does,
+                // so pipelined requests cannot pile up responses in memory (`streamDrained` resumes).
+                stream.disableReading()
+                requestsPausedForOutput = true
+                return
+            }
             let limits = worker.settings.headLimits
             let parsed: Int?
             do {
@@ -231,6 +246,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
 
     func handleRequest() {
         beginLogging()
+        request.removeFieldsNominatedByConnection()
+        takeRequestBody()
         keepAlive = request.keepAlive && !worker.draining
         responseHeadSent = false
         continueSent = false
@@ -248,9 +265,35 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         routeRequest()
     }
 
+    /// The body the client announced is owed: read exactly once, by the one exchange that forwards
+    /// it, or the connection closes after the answer (`finishExchange`). Never re-derived from the
+    /// head, so no second exchange can read the next request as a body.
+    func takeRequestBody() {
+        bodyForwarded = false
+        chunkedBodyBytes = 0
+        switch request.framing {
+        case .contentLength(let n) where n > 0: requestBody = .contentLength(remaining: n)
+        case .chunked:
+            requestBody = .chunked
+            bodyDecoder = ChunkedDecoder()
+        default: requestBody = .done
+        }
+    }
+
+    /// Whether the request has a body still to be read from the client.
+    var requestBodyPending: Bool {
+        if case .done = requestBody { return false }
+        return true
+    }
+
     /// Where the request goes; run again after a credential check the request waited for.
     func routeRequest() {
         if request.method == .connect {
+            if worker.settings.reverseOrigin != nil {
+                respondAndContinue(405, "CONNECT is not available: this Larder is a reverse proxy for one origin",
+                                   extraField: "Allow: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS")
+                return
+            }
             handleConnect()
             return
         }
@@ -261,6 +304,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             reject(error.requestStatus, error.reason)
             return
         }
+        let path = target.pathRange(targetLength: request.target.count)
         if request.method == .other, isPurge {
             handlePurge(target)
             return
@@ -280,8 +324,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 let route = OutboundHead.Route(scheme: .https,
                                                authority: authorityBytes(host: Array(origin.host.utf8), port: origin.port,
                                                                          scheme: .https),
-                                               absoluteForm: false, keepClientHost: false)
-                forward(to: origin, route: route, pathOffset: 0)
+                                               absoluteForm: false)
+                forward(to: origin, route: route, path: path)
                 return
             }
             guard let reverse = worker.settings.reverseOrigin else {
@@ -289,11 +333,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                        + "(http://host/path), or configure reverse_origin")
                 return
             }
-            let route = OutboundHead.Route(scheme: reverse.scheme,
-                                           authority: authorityBytes(host: Array(reverse.host.utf8), port: reverse.port,
-                                                                     scheme: reverse.scheme),
-                                           absoluteForm: worker.session.usesParentProxy, keepClientHost: true)
-            forward(to: reverse, route: route, pathOffset: 0)
+            forwardReverse(to: reverse, target: target, path: path)
+        case .absolute where worker.settings.reverseOrigin != nil:
+            // A reverse proxy serves its one origin: an absolute URI names a Host, never a destination.
+            forwardReverse(to: worker.settings.reverseOrigin!, target: target, path: path)
         case .absolute:
             if target.scheme == .https, worker.session.usesParentProxy {
                 respondAndContinue(501, "https:// requests through a parent proxy are not supported yet")
@@ -304,8 +347,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             let route = OutboundHead.Route(scheme: target.scheme,
                                            authority: authorityBytes(host: target.host, port: target.port,
                                                                      scheme: target.scheme),
-                                           absoluteForm: worker.session.usesParentProxy, keepClientHost: false)
-            forward(to: origin, route: route, pathOffset: target.pathOffset)
+                                           absoluteForm: worker.session.usesParentProxy)
+            forward(to: origin, route: route, path: path)
         }
     }
 
@@ -320,34 +363,38 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
     }
 
-    func forward(to origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) {
-        worker.hosts.count(origin.host)
-        if consultCache(origin: origin, route: route, pathOffset: pathOffset) { return }
-        startForwarding(to: origin, route: route, pathOffset: pathOffset)
+    /// `keyedAs` names the origin in the cache key and rules when it is not the one connected to
+    /// (reverse mode keys on the Host it forwards).
+    func forward(to origin: OriginKey, route: OutboundHead.Route, path: Range<Int>, keyedAs: OriginKey? = nil) {
+        let named = keyedAs ?? origin
+        worker.hosts.count(named.host)
+        if consultCache(origin: origin, keyedAs: named, route: route, path: path) { return }
+        startForwarding(to: origin, route: route, path: path)
     }
 
-    func startForwarding(to origin: OriginKey, route: OutboundHead.Route, pathOffset: Int?) {
+    /// `path` is the target's path and query (no fragment), offsets into `request.target`.
+    func startForwarding(to origin: OriginKey, route: OutboundHead.Route, path pathRange: Range<Int>) {
         let revalidation = outboundRevalidation
         upgrading = request.upgradeRequested && request.version == .http11 && revalidation == nil
+        // A revalidation never carries the client's body; a body already sent once is never sent again.
+        let hasBody = revalidation == nil && requestBodyPending
+        if hasBody, bodyForwarded {
+            respondAndContinue(502, "the request's body was already sent to \(origin) and cannot be sent again")
+            return
+        }
+        bodyForwarded = hasBody
+        var body = BodyFraming.none
+        if hasBody {
+            if case .contentLength(let n) = request.framing { body = .contentLength(n) } else { body = .chunked }
+        }
         writer.reset()
         let targetRange = request.target
         request.headers.withBytes(targetRange) { target in
-            let path = pathOffset.map { UnsafeRawBufferPointer(rebasing: target[$0...]) }
-                ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            let path = UnsafeRawBufferPointer(rebasing: target[pathRange])
             OutboundHead.write(request, targetPath: path, route: route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
-                               upgrading: upgrading, revalidation: revalidation, into: &writer)
+                               upgrading: upgrading, revalidation: revalidation, body: body, into: &writer)
         }
-        switch request.framing {
-        case .contentLength(let n) where n > 0: requestBody = .contentLength(remaining: n)
-        case .chunked:
-            requestBody = .chunked
-            bodyDecoder = ChunkedDecoder()
-            chunkedBodyBytes = 0
-        default: requestBody = .done
-        }
-        let hasBody: Bool
-        if case .done = requestBody { hasBody = false } else { hasBody = true }
         let idempotent: Bool
         switch request.method {
         case .get, .head, .options, .trace, .put, .delete: idempotent = true
@@ -620,7 +667,6 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
         responsePaused = false
-        collapsePaused = false
         storePacer?.cancel()
         if cacheTaskCompleted(error: error) { return }
         if let error {
@@ -645,9 +691,9 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         finishExchange()
     }
 
-    /// Resumes the origin read once nothing holds it back: the client, a collapsed follower, the store.
+    /// Resumes the origin read once nothing holds it back: the client, the store.
     func resumeOriginIfClear() {
-        if !responsePaused, !collapsePaused, !(storePacer?.paused ?? false) { task?.resumeReading() }
+        if !responsePaused, !(storePacer?.paused ?? false) { task?.resumeReading() }
     }
 
     // MARK: - Connection life cycle
@@ -658,6 +704,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         // Normally ended when the fetch completed; anything else must not leave followers waiting.
         cacheExchange?.endCollapse(failed: true, table: worker.inFlight)
         cacheExchange = nil
+        // A body the client still owes would be read as its next request: close instead.
+        if requestBodyPending { keepAlive = false }
         guard keepAlive, !worker.draining else {
             closeWhenFlushed()
             return

@@ -3,12 +3,11 @@ import HTTPWire
 import SessionClient
 
 /// A collapsed fetch whose leading client went away: it runs on for the followers and the store.
-final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
+final class OrphanedFetch: SessionTaskDelegate {
     unowned let worker: Worker
     let task: SessionTask
     let exchange: CacheExchange
-    private var followersBehind = false
-    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.resumeIfClear() }
+    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.task.resumeReading() }
 
     init(worker: Worker, task: SessionTask, exchange: CacheExchange) {
         self.worker = worker
@@ -18,8 +17,7 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
 
     func start() {
         task.delegate = self
-        exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
-        // The departed client may have paused the read; the followers pace it from now on.
+        // The departed client may have paused the read; only the store paces it from now on.
         task.resumeReading()
     }
 
@@ -30,14 +28,6 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
         worker.orphanFinished(self)
     }
 
-    func collapseProgress() {
-        followersBehind = false
-        resumeIfClear()
-    }
-
-    private func resumeIfClear() {
-        if !followersBehind, !pacer.paused { task.resumeReading() }
-    }
 
     func taskCanSendBody(_ task: SessionTask) {}
     func taskBodyDrained(_ task: SessionTask) {}
@@ -45,10 +35,7 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {}
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
-        if exchange.tee(source, count: count) {
-            followersBehind = true
-            task.suspendReading()
-        }
+        exchange.tee(source, count: count)
         if pacer.shouldPause(after: exchange.writer) { task.suspendReading() }
         source.drain(count)
     }

@@ -2,19 +2,21 @@ import HTTPWire
 import SessionClient
 
 /// Writes the head a proxy sends upstream for a client's request (RFC 9110 §7.6): hop-by-hop fields
-/// dropped (those named in `Connection` too), `Host` set from the target, `Via` added, `Max-Forwards`
+/// dropped (those named in `Connection` too), `Host` set from the route, `Via` added, `Max-Forwards`
 /// decremented for TRACE and OPTIONS, the session's additional headers added when absent, and the
-/// body's framing re-declared because the proxy re-frames bodies itself.
+/// body's framing declared from what the proxy actually sends: the client's `Content-Length` and
+/// `Transfer-Encoding` fields are never copied, so no field list can make the origin read a
+/// different body than the one Larder sends (request smuggling).
 struct OutboundHead {
     /// Where the request goes and how its target is written.
     struct Route {
         var scheme: URIScheme
-        /// Authority for `Host` and absolute-form targets, e.g. `example.com:8080` or `[::1]`.
+        /// Authority for absolute-form targets, e.g. `example.com:8080` or `[::1]`.
         var authority: [UInt8]
         /// Write `scheme://authority/path` (to a parent proxy) rather than `/path`.
         var absoluteForm: Bool
-        /// Keep the client's `Host` (reverse mode) instead of writing `authority`.
-        var keepClientHost: Bool
+        /// The `Host` to send when it is not `authority` (reverse mode passing the client's on).
+        var host: [UInt8]? = nil
     }
 
     /// A revalidation the cache sends in place of the client's request: this method (HEAD, or GET
@@ -24,9 +26,11 @@ struct OutboundHead {
         var conditionalFields: [UInt8]
     }
 
+    /// `body` is the body Larder will send after the head: `.none` (nothing, whatever the client
+    /// announced), `.contentLength(n)` or `.chunked` (re-chunked as it is relayed).
     static func write(_ head: RequestHead, targetPath: UnsafeRawBufferPointer, route: Route, viaName: [UInt8],
                       additionalHeaders: [AdditionalHeader], upgrading: Bool, revalidation: Revalidation? = nil,
-                      into w: inout MessageWriter) {
+                      body: BodyFraming, into w: inout MessageWriter) {
         let headers = head.headers
         if let r = revalidation { w.append(r.method == .head ? "HEAD" : "GET") } else { headers.withBytes(head.methodRange) { w.append($0) } }
         w.append(" ")
@@ -34,20 +38,17 @@ struct OutboundHead {
             w.append(route.scheme == .https ? "https://" : "http://")
             w.append(route.authority)
         }
-        if targetPath.count == 0 { w.append("/") } else { w.append(targetPath) }
+        // A query without a path (`http://host?x=1`) is sent as `/?x=1`, as it is keyed.
+        if targetPath.count == 0 || targetPath[0] != 0x2F { w.append("/") }
+        w.append(targetPath)
         w.append(" HTTP/1.1\r\n")
 
-        var hostWritten = false
-        if !route.keepClientHost {
-            appendHost(route.authority, into: &w)
-            hostWritten = true
-        }
+        appendHost(route.host ?? route.authority, into: &w)
         let rewriteMaxForwards = head.method == .trace || head.method == .options
         let connectionListsOthers = headers.connectionListsOtherFields
         for i in 0..<headers.count {
-            if headers.nameEquals(at: i, "host") {
-                if hostWritten { continue }
-                hostWritten = true
+            if headers.nameEquals(at: i, "host") || headers.nameEquals(at: i, "content-length") {
+                continue  // written above and below, from what Larder sends
             } else if headers.isHopByHop(at: i, connectionListsOtherFields: connectionListsOthers) {
                 continue
             } else if rewriteMaxForwards, headers.nameEquals(at: i, "max-forwards") {
@@ -58,10 +59,6 @@ struct OutboundHead {
                 continue
             }
             w.appendField(at: i, of: headers)
-        }
-        if !hostWritten {
-            // An HTTP/1.0 client may omit Host; an HTTP/1.1 request must carry one (RFC 9112 §3.2).
-            appendHost(route.authority, into: &w)
         }
         if rewriteMaxForwards, let n = maxForwards(head) {
             w.append("Max-Forwards: ")
@@ -79,7 +76,16 @@ struct OutboundHead {
         w.append(head.version == .http10 ? "1.0 " : "1.1 ")
         w.append(viaName)
         w.append("\r\n")
-        if head.framing == .chunked { w.append("Transfer-Encoding: chunked\r\n") }
+        switch body {
+        case .contentLength(let n):
+            w.append("Content-Length: ")
+            w.appendDecimal(n)
+            w.append("\r\n")
+        case .chunked:
+            w.append("Transfer-Encoding: chunked\r\n")
+        case .none, .untilClose:
+            break
+        }
         if upgrading {
             w.append("Connection: Upgrade\r\n")
             if let i = headers.firstIndex(of: "upgrade") { w.appendField(at: i, of: headers) }

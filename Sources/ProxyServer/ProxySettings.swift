@@ -13,6 +13,8 @@ struct ProxySettings: Sendable {
     /// nil when `auth.users_file` is not set.
     var authenticator: ProxyAuthenticator?
     var reverseOrigin: OriginKey?
+    var reverseHost: ReverseHost
+    var reverseAllowedHosts: [String]
     var clientHeaderTimeout: Double
     var maxRequestBody: Int
     /// `limits.max_connections` shared out among the workers.
@@ -53,6 +55,8 @@ struct ProxySettings: Sendable {
         if let r = config.reverseOrigin {
             reverseOrigin = OriginKey(scheme: r.scheme == "https" ? .https : .http, host: r.host, port: r.port)
         }
+        reverseHost = config.reverseHost
+        reverseAllowedHosts = config.reverseAllowedHosts
         clientHeaderTimeout = config.limits.clientHeaderTimeout
         maxRequestBody = config.limits.maxRequestBody
         let workers = ProxyServer.workerCount(config)

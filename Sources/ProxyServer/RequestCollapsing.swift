@@ -12,13 +12,14 @@ import Locking
 /// so an uncacheable URL never queues requests behind each other.
 ///
 /// Memory stays bounded: only the first `joinWindow` bytes are kept for late joiners; after that
-/// nobody new joins (they fetch on their own) and bytes every follower has read are dropped. A
-/// follower more than `lagLimit` behind pauses the leader's origin read, as a slow client pauses
-/// its own fetch.
+/// nobody new joins (they fetch on their own) and bytes every follower has read are dropped. The
+/// leader never waits for a follower: one that falls more than `lagLimit` behind is detached (it
+/// fetches on its own if it has not answered yet, else its response is cut), so a client that
+/// stops reading can neither stall everyone else's download nor hold unbounded memory.
 final class InFlightTable: Sendable {
     /// Bytes of body kept for requests that join late.
     static let joinWindow = 2 << 20
-    /// How far the slowest follower may trail the origin before the origin read pauses.
+    /// How far a follower may trail the origin before it is detached.
     static let lagLimit = 4 << 20
 
     private let fetches = Locked<[ByteKey: InFlightFetch]>([:])
@@ -39,7 +40,7 @@ final class InFlightTable: Sendable {
                 if let id = existing.addFollower(participant) { return .follow(existing, id: id) }
                 return .alone
             }
-            let fetch = InFlightFetch(key: key, leader: participant)
+            let fetch = InFlightFetch(key: key)
             table[ByteKey(key)] = fetch
             return .lead(fetch)
         }
@@ -64,8 +65,7 @@ final class InFlightTable: Sendable {
     }
 }
 
-/// Something on an event loop that an in-flight fetch wakes: a follower when there is news, the
-/// leader when its followers have caught up.
+/// Something on an event loop that an in-flight fetch wakes: a follower when there is news.
 protocol CollapseParticipant: AnyObject {
     func collapseProgress()
 }
@@ -106,6 +106,9 @@ final class InFlightFetch: Sendable {
         var varyFields: [[UInt8]]
         var varyStar: Bool
         var secondaryKey: [UInt8]
+        /// Fields only the leader's client may see (`private="…"`, `no-cache="…"`); `Set-Cookie`
+        /// is never passed to followers either.
+        var omitFields: [[UInt8]]
     }
 
     fileprivate struct Follower {
@@ -118,8 +121,8 @@ final class InFlightFetch: Sendable {
     fileprivate struct State {
         var phase = Phase.awaitingHead
         var head: Head?
-        var leader: ParticipantHandle
-        var leaderPaused = false
+        /// Followers dropped for lagging; told so when they next look.
+        var detached: Set<Int> = []
         /// Body bytes from offset `base` on, in segments of `segmentSize` (all full but the last).
         var segments: [[UInt8]] = []
         var base = 0
@@ -164,24 +167,20 @@ final class InFlightFetch: Sendable {
     let key: [UInt8]
     private let state: Locked<State>
 
-    init(key: [UInt8], leader: ParticipantHandle) {
+    init(key: [UInt8]) {
         self.key = key
-        state = Locked(State(leader: leader))
+        state = Locked(State())
     }
 
     // MARK: - Leader side
-
-    /// The leader's client went away and something else carries the fetch on.
-    func replaceLeader(_ handle: ParticipantHandle) {
-        state.withLock { $0.leader = handle }
-    }
 
     var hasFollowers: Bool { state.withLock { !$0.followers.isEmpty } }
 
     /// Body bytes held for followers.
     var retainedBytes: Int { state.withLock { $0.total - $0.base } }
 
-    var leaderIsPaused: Bool { state.withLock { $0.leaderPaused } }
+    /// How many followers were detached for lagging.
+    var detachedCount: Int { state.withLock { $0.detached.count } }
 
     /// The response will be stored: followers may answer with it.
     func publish(_ head: Head) {
@@ -193,9 +192,9 @@ final class InFlightFetch: Sendable {
         for h in wakes { h.wake() }
     }
 
-    /// Adds body bytes. Returns true when the leader should pause its origin read (a follower lags).
-    func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let (wakes, pause) = state.withLock { s -> ([ParticipantHandle], Bool) in
+    /// Adds body bytes. Followers now more than `lagLimit` behind are detached.
+    func append(_ bytes: UnsafeRawBufferPointer) {
+        let wakes = state.withLock { s -> [ParticipantHandle] in
             var rest = bytes
             while !rest.isEmpty {
                 if s.segments.isEmpty || s.segments[s.segments.count - 1].count == InFlightFetch.segmentSize {
@@ -209,13 +208,16 @@ final class InFlightFetch: Sendable {
                 rest = UnsafeRawBufferPointer(rebasing: rest[take...])
             }
             s.total += bytes.count
+            var wakes: [ParticipantHandle] = []
+            for (id, f) in s.followers where s.total - f.offset > InFlightTable.lagLimit {
+                s.followers[id] = nil
+                s.detached.insert(id)
+                wakes.append(f.handle)
+            }
             s.trim()
-            let pause = !s.followers.isEmpty && s.total - s.slowestOffset > InFlightTable.lagLimit
-            if pause { s.leaderPaused = true }
-            return (s.takeWakes(all: false), pause)
+            return wakes + s.takeWakes(all: false)
         }
         for h in wakes { h.wake() }
-        return pause
     }
 
     /// The fetch ended: complete, or cut short (`failed`). Before a head was published, followers
@@ -251,12 +253,11 @@ final class InFlightFetch: Sendable {
 
     /// A follower stops following (its client left, or it fetches on its own).
     func leave(_ id: Int) {
-        let resume = state.withLock { s -> ParticipantHandle? in
-            guard s.followers.removeValue(forKey: id) != nil else { return nil }
+        state.withLock { s in
+            s.detached.remove(id)
+            guard s.followers.removeValue(forKey: id) != nil else { return }
             s.trim()
-            return s.takeLeaderResume()
         }
-        resume?.wake()
     }
 
     enum Poll {
@@ -269,6 +270,7 @@ final class InFlightFetch: Sendable {
     func pollHead(_ id: Int) -> Poll {
         state.withLock { s in
             s.followers[id]?.wakePending = false
+            if s.detached.contains(id) { return .released }
             switch s.phase {
             case .awaitingHead: return .waiting
             case .released: return .released
@@ -284,12 +286,14 @@ final class InFlightFetch: Sendable {
         case complete
         /// The body was cut short.
         case failed
+        /// The follower fell too far behind and was dropped.
+        case detached
     }
 
     /// Passes the follower up to `limit` unread bytes, in pieces, and moves it past them.
     func read(_ id: Int, limit: Int, _ deliver: (UnsafeRawBufferPointer) -> Void) -> ReadEnd {
-        let (end, resume) = state.withLock { s -> (ReadEnd, ParticipantHandle?) in
-            guard var f = s.followers[id] else { return (.failed, nil) }
+        state.withLock { s -> ReadEnd in
+            guard var f = s.followers[id] else { return s.detached.contains(id) ? .detached : .failed }
             f.wakePending = false
             var budget = limit
             while budget > 0, f.offset < s.total {
@@ -305,24 +309,12 @@ final class InFlightFetch: Sendable {
             }
             s.followers[id] = f
             s.trim()
-            let resume = s.takeLeaderResume()
-            if f.offset < s.total { return (.more, resume) }
+            if f.offset < s.total { return .more }
             switch s.phase {
-            case .complete: return (.complete, resume)
-            case .failed, .released: return (.failed, resume)
-            case .awaitingHead, .streaming: return (.more, resume)
+            case .complete: return .complete
+            case .failed, .released: return .failed
+            case .awaitingHead, .streaming: return .more
             }
         }
-        resume?.wake()
-        return end
-    }
-}
-
-extension InFlightFetch.State {
-    /// The leader, if it paused for followers that have now caught up.
-    fileprivate mutating func takeLeaderResume() -> ParticipantHandle? {
-        guard leaderPaused, followers.isEmpty || total - slowestOffset <= InFlightTable.lagLimit / 2 else { return nil }
-        leaderPaused = false
-        return leader
     }
 }

@@ -1,3 +1,4 @@
+import CachePolicy
 import HTTPWire
 
 /// How the proxy delimits a response body towards its client.
@@ -24,9 +25,11 @@ enum ResponseHeadWriter {
         }
     }
 
+    /// `sharedWithout`: the response is another client's, shared (request collapsing): its
+    /// `Set-Cookie` fields and these qualified fields stay out.
     static func write(_ response: ResponseHead, framing: ClientFraming, keepAlive: Bool,
                       clientVersion: HTTPVersion, viaName: [UInt8], upgrade: Bool, cacheStatus: [UInt8]? = nil,
-                      into w: inout MessageWriter) {
+                      sharedWithout: [[UInt8]]? = nil, into w: inout MessageWriter) {
         let headers = response.headers
         w.append("HTTP/1.1 ")
         w.appendDecimal(response.status)
@@ -40,6 +43,7 @@ enum ResponseHeadWriter {
         let connectionListsOthers = headers.connectionListsOtherFields
         for i in 0..<headers.count where !headers.isHopByHop(at: i, connectionListsOtherFields: connectionListsOthers) {
             if length != nil, headers.nameEquals(at: i, "content-length") { continue }
+            if let omit = sharedWithout, headers.isSetCookie(at: i) || headers.nameIsListed(at: i, in: omit) { continue }
             w.appendField(at: i, of: headers)
         }
         if let length {

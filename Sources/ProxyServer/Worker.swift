@@ -81,6 +81,7 @@ final class Worker: @unchecked Sendable {
         tickDue = now + Worker.tickInterval
         stats.set(.originConnectionsOpen, session.openConnectionCount)
         stats.set(.originConnectionsIdle, session.idleConnectionCount)
+        stats.set(.originConnectionsDiscardedUnsafe, session.connectionsDiscardedUnsafe)
         stats.set(.originTLSHandshakes, session.tlsHandshakes)
         stats.set(.originTLSResumptions, session.tlsResumptions)
         accessLog?.flush()

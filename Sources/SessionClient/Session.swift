@@ -29,6 +29,9 @@ public final class Session {
     /// Counters for statistics and tests.
     public private(set) var connectionsOpened = 0
     public private(set) var connectionsReused = 0
+    /// Connections closed instead of reused because unread bytes followed a response, or the
+    /// response came before the request body was sent.
+    public private(set) var connectionsDiscardedUnsafe = 0
     /// TLS handshakes completed with origins, and how many of them resumed a kept session.
     public internal(set) var tlsHandshakes = 0
     public internal(set) var tlsResumptions = 0
@@ -92,6 +95,7 @@ public final class Session {
 
     func noteOpened() { connectionsOpened += 1 }
     func noteReused() { connectionsReused += 1 }
+    func noteDiscardedUnsafe() { connectionsDiscardedUnsafe += 1 }
 
     /// Connections to origins open or opening, idle or busy, across origins.
     public var openConnectionCount: Int { pools.values.reduce(0) { $0 + $1.openCount } }

@@ -35,6 +35,9 @@ public final class SessionTask {
     private var bodyFinished = false
     private var responseStarted = false
     private var paused = false
+    /// The final response head arrived before the whole request body was written: the origin may
+    /// not have read it, and what it left unread would be taken as the next request.
+    private var answeredBeforeBodySent = false
     private var processing = false
     private var response = ResponseHead()
     private var framing = BodyFraming.none
@@ -234,6 +237,9 @@ public final class SessionTask {
             return state == .awaitingHead
         }
         state = .receivingBody
+        if hasBody, !bodyFinished || connection.map({ $0.stream.output.count > 0 }) ?? false {
+            answeredBeforeBodySent = true
+        }
         framing = response.framing
         switch framing {
         case .contentLength(let n): remaining = n
@@ -309,7 +315,15 @@ public final class SessionTask {
         resourceTimer?.cancel()
         if let c = connection {
             connection = nil
-            pool?.release(c, reusable: reusable && bodyFinished && !paused)
+            var reuse = reusable && bodyFinished && !paused
+            if reuse, answeredBeforeBodySent || c.stream.hasUnreadInput {
+                // Bytes after a complete response (a body on a HEAD, 204 or 304 answer, or a
+                // second response nobody asked for) or a request body the origin did not wait
+                // for: the connection's framing cannot be trusted any more.
+                reuse = false
+                session.noteDiscardedUnsafe()
+            }
+            pool?.release(c, reusable: reuse)
         }
         delegate?.task(self, didCompleteWith: nil)
     }

@@ -10,7 +10,7 @@ public enum Count: Int, CaseIterable, Sendable {
     case lookupHit, lookupMiss, lookupRevalidatedUnchanged, lookupRevalidatedChanged, lookupStaleServed
     case lookupOnlyIfCachedMiss, lookupPass
     case clientBytesFromCache, clientBytesFromOrigin
-    case collapsedRequests
+    case collapsedRequests, collapsedFollowersDetached
     case originRequestsNewConnection, originRequestsReusedConnection
     case originErrorDNS, originErrorRefused, originErrorConnect, originErrorTimeout, originErrorTLS
     case originErrorInvalidResponse, originErrorPrematureClose
@@ -24,6 +24,8 @@ public enum Level: Int, CaseIterable, Sendable {
     case clientConnectionsOpen
     case originConnectionsOpen
     case originConnectionsIdle
+    /// Origin connections closed instead of reused: unread bytes after a response (desync).
+    case originConnectionsDiscardedUnsafe
     /// How late the worker's periodic tick last ran, in microseconds.
     case loopLagMicroseconds
     /// TLS handshakes with origins so far, and how many resumed a session (from the session client).

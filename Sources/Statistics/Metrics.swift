@@ -73,6 +73,9 @@ public enum Metrics {
                  "source", [("cache", .count(.clientBytesFromCache)), ("origin", .count(.clientBytesFromOrigin))]),
         one("collapsed_requests", .counter, "Requests answered from another request's origin fetch.",
             .count(.collapsedRequests)),
+        one("collapsed_followers_detached", .counter,
+            "Collapsed requests cut because their client read too slowly to keep up with the shared fetch.",
+            .count(.collapsedFollowersDetached)),
         one("collapsed_fetches_in_flight", .gauge, "Origin fetches that requests may join now.",
             .sampled(.collapsedFetchesInFlight)),
         labelled("cache_entries", .gauge, "Stored responses by tier.", "tier",
@@ -90,6 +93,9 @@ public enum Metrics {
                  [("new", .count(.originRequestsNewConnection)), ("reused", .count(.originRequestsReusedConnection))]),
         one("origin_connections_open", .gauge, "Connections to origins open now.", .level(.originConnectionsOpen)),
         one("origin_connections_idle", .gauge, "Idle pooled connections to origins.", .level(.originConnectionsIdle)),
+        one("origin_connections_discarded_unsafe", .counter,
+            "Origin connections closed instead of reused: bytes followed a complete response, or the response "
+            + "came before the request body was sent.", .level(.originConnectionsDiscardedUnsafe)),
         labelled("origin_errors", .counter, "Failed origin exchanges by kind.", "kind", [
             ("dns", .count(.originErrorDNS)), ("refused", .count(.originErrorRefused)),
             ("connect", .count(.originErrorConnect)), ("timeout", .count(.originErrorTimeout)),

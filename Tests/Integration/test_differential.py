@@ -1113,6 +1113,18 @@ def has_cl_over_20_digits(data):
     return re.search(rb"(?im)^content-length[ \t]*:[ \t]*\d{21,}", data) is not None
 
 
+def has_fragment_in_target(data):
+    line = data.split(b"\r\n", 1)[0].split(b" ")
+    return len(line) >= 2 and b"#" in line[1]
+
+
+def has_unroutable_host(data):
+    head = _heads(data)[0] if _heads(data) else b""
+    values = re.findall(rb"(?im)^host[ \t]*:[ \t]*([^\r\n]*?)[ \t]*$", head)
+    name = rb"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(:[0-9]+)?$"
+    return any(v and not re.match(name, v) for v in values)
+
+
 def has_response_te_not_only_chunked(data):
     head = _heads(data)[0] if _heads(data) else b""
     values = re.findall(rb"(?im)^transfer-encoding[ \t]*:([^\r\n]*)", head)
@@ -1184,6 +1196,19 @@ ALLOWED = [
          "RFC 9112 §3.2: a server MUST answer 400 to a Host field with an invalid value; Larder checks it "
          "is uri-host [':' port] (RFC 3986), h11 only counts Host fields.",
          "larder-stricter", lambda c, x: not x["response"] and has_invalid_host(c.data)),
+    Rule("fragment",
+         "RFC 9112 §3.2: a request target has no fragment (RFC 9110 §4.2.5: it is the client's alone); "
+         "Larder strips one, so it is neither keyed nor forwarded, h11 passes it on.",
+         "semantic", lambda c, x: not x["response"] and has_fragment_in_target(c.data)),
+    Rule("reverse-host",
+         "In reverse mode Larder keys the cache on the Host it forwards, so it accepts there only a DNS "
+         "name or an IP literal with an optional port (400 otherwise: sub-delims, percent-encoding, an "
+         "empty port); h11 accepts any valid uri-host.",
+         "larder-stricter", lambda c, x: not x["response"] and has_unroutable_host(c.data)),
+    Rule("reverse-connect",
+         "A reverse proxy serves its one origin: CONNECT is answered 405 before any port policy; h11 "
+         "accepts the request and hands over the connection.",
+         "larder-stricter", lambda c, x: not x["response"] and has_connect(c.data)),
     Rule("connect-policy",
          "CONNECT to a port outside connect_ports is refused with 403 (policy, not parsing); h11 accepts "
          "the request and hands over the connection.",
@@ -1392,9 +1417,16 @@ def report(findings, total, title):
 
 
 def start_larder(larder_factory, fake_dns, echo):
+    """In reverse mode, for requests: every target reaches the echo origin."""
     config = larder_config(fake_dns.port)
     config["reverse_origin"] = f"http://{LOCALHOST}:{echo.port}"
     return larder_factory(config=config)
+
+
+def start_forward_larder(larder_factory, fake_dns):
+    """A forward proxy, for responses: absolute-form requests reach the raw origin (a reverse proxy
+    serves only its own origin)."""
+    return larder_factory(config=larder_config(fake_dns.port), name="forward")
 
 
 # ---------------------------------------------------------------------------
@@ -1409,10 +1441,11 @@ def test_larder_and_h11_read_the_same_messages(larder_factory, fake_dns, report_
     raw = RawOrigin({})
     try:
         lr = start_larder(larder_factory, fake_dns, echo)
+        forward = start_forward_larder(larder_factory, fake_dns)
         requests = build_request_corpus(echo.port) + mutated_requests(echo.port, MUTATIONS_IN_SUITE, seed=9112)
         responses = build_response_corpus() + mutated_responses(MUTATIONS_IN_SUITE // 2, seed=9110)
         req_findings = run_requests(requests, lr.port, echo.port)
-        resp_findings = run_responses(responses, lr.port, raw)
+        resp_findings = run_responses(responses, forward.port, raw)
     finally:
         echo.stop()
         raw.stop()

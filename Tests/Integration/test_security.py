@@ -1,0 +1,591 @@
+"""Attacks on a shared cache and its connections, each kept as a test against the real binary.
+
+Request smuggling through the Connection field, response desync after body-less answers and
+early final answers, Host poisoning and open forwarding in reverse mode, cookies handed to other
+clients, request bodies left unread or read twice, host names with a trailing dot, fragments,
+unbounded memory from clients that do not read, a collapsed follower stalling everyone, and a
+transfer coding a proxy cannot relay. The origins here are raw sockets scripted per test, so they
+can misbehave exactly as a hostile or broken origin would.
+"""
+
+import socket
+import threading
+import time
+
+import pytest
+
+from helpers import (LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, proxy_exchange,
+                     read_response, SockReader, std_request)
+from test_admin import ADMIN, stats, wait_stats
+
+
+# ---------------------------------------------------------------------------------------------
+# A scripted origin
+
+
+class Req:
+    def __init__(self, conn, method, target, headers):
+        self.conn = conn
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = b""
+
+    def header(self, name):
+        for n, v in self.headers:
+            if n.lower() == name.lower():
+                return v
+        return None
+
+    def __repr__(self):
+        return f"<Req conn={self.conn} {self.method} {self.target} body={self.body[:60]!r}>"
+
+
+class ScriptedOrigin(_ThreadedServer):
+    """A keep-alive HTTP/1.1 origin whose answers each test scripts: ``handler(req)`` returns the
+    bytes to send (None closes), a list of byte strings and callables (called in turn, to pace the
+    answer), or ``(answer, False)`` to answer without reading the request's body, as a lax origin
+    does, leaving the body to be parsed as the next request."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.seen = []
+        self.lock = threading.Lock()
+        super().__init__()
+
+    def handle(self, sock, peer):
+        conn = self.connections
+        buf = bytearray()
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+            buf = bytearray(rest)
+            lines = head.decode("latin-1").split("\r\n")
+            parts = lines[0].split(" ")
+            if len(parts) != 3:
+                return
+            headers = [tuple(x.strip() for x in line.split(":", 1)) for line in lines[1:] if ":" in line]
+            req = Req(conn, parts[0], parts[1], headers)
+            out = self.handler(req)
+            read_body = True
+            if isinstance(out, tuple):
+                out, read_body = out
+            if read_body:
+                req.body = self._read_body(sock, buf, req)
+            with self.lock:
+                self.seen.append(req)
+            if out is None:
+                return
+            for part in out if isinstance(out, list) else [out]:
+                if callable(part):
+                    part()
+                else:
+                    sock.sendall(part)
+
+    @staticmethod
+    def _read_body(sock, buf, req):
+        def fill(n):
+            while len(buf) < n:
+                data = sock.recv(65536)
+                if not data:
+                    raise EOFError("body cut")
+                buf.extend(data)
+
+        if (req.header("transfer-encoding") or "").lower() == "chunked":
+            body = bytearray()
+            while True:
+                while b"\r\n" not in buf:
+                    fill(len(buf) + 1)
+                line, _, _ = bytes(buf).partition(b"\r\n")
+                del buf[:len(line) + 2]
+                size = int(line.split(b";")[0], 16)
+                fill(size + 2)
+                body += buf[:size]
+                del buf[:size + 2]
+                if size == 0:
+                    return bytes(body)
+        n = int(req.header("content-length") or 0)
+        fill(n)
+        body = bytes(buf[:n])
+        del buf[:n]
+        return body
+
+    def targets(self):
+        with self.lock:
+            return [r.target for r in self.seen]
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def answer(status=200, body=b"", headers=(), reason="OK", length=None):
+    lines = [f"HTTP/1.1 {status} {reason}"]
+    lines += [f"{n}: {v}" for n, v in headers]
+    lines.append(f"Content-Length: {len(body) if length is None else length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+SMUGGLED = answer(200, b"SMUGGLED", [("Cache-Control", "max-age=600")])
+
+
+@pytest.fixture
+def scripted():
+    servers = []
+
+    def start(handler):
+        s = ScriptedOrigin(handler)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def by_path(routes):
+    """A handler answering from a dict of target path -> response bytes (or callables)."""
+    def handler(req):
+        r = routes.get(req.target.split("?")[0], answer(404, b"no such path"))
+        return r(req) if callable(r) else r
+    return handler
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Connection: Content-Length
+
+
+def test_connection_cannot_remove_content_length_so_a_body_is_never_a_second_request(larder, scripted):
+    origin = scripted(by_path({"/upload": answer(200, b"stored"), "/victim": answer(200, b"victim page",
+                                                                                     [("Cache-Control", "max-age=600")])}))
+    inner = build_request("GET", "/smuggled", [("Host", f"127.0.0.1:{origin.port}")])
+    with RawClient(larder.port) as c:
+        c.send(std_request("POST", origin.url("/upload"),
+                           [("Connection", "Content-Length"), ("Content-Length", str(len(inner)))], inner))
+        r = c.response()
+        assert r.status == 200 and r.body == b"stored"
+    victim = proxy_exchange(larder.port, "GET", origin.url("/victim"))
+    assert victim.body == b"victim page"
+    assert "/smuggled" not in origin.targets(), origin.seen
+    upload = [q for q in origin.seen if q.target == "/upload"][0]
+    assert upload.header("Content-Length") == str(len(inner)) and upload.body == inner
+
+
+def test_connection_naming_end_to_end_fields_drops_them_for_the_cache_too(larder, scripted):
+    """A field the client names in Connection is removed before anything reads the request: the
+    origin and the cache see the same request (here: no Cache-Control, so the entry is used)."""
+    origin = scripted(by_path({"/page": answer(200, b"page", [("Cache-Control", "max-age=600")])}))
+    assert proxy_exchange(larder.port, "GET", origin.url("/page")).status == 200
+    r = proxy_exchange(larder.port, "GET", origin.url("/page"),
+                       [("Cache-Control", "no-cache"), ("Connection", "Cache-Control")])
+    assert "hit" in r.header("Cache-Status"), r.headers
+    assert all(q.header("Cache-Control") is None for q in origin.seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Bytes after a body-less response
+
+
+@pytest.mark.parametrize("case", ["head", "204", "304"])
+def test_bytes_after_a_bodyless_response_are_never_read_as_the_next_response(larder_factory, scripted, case):
+    lr = larder_factory(config=ADMIN)
+
+    def handler(req):
+        if req.target == "/victim":
+            return answer(200, b"the real victim page", [("Cache-Control", "max-age=600")])
+        if case == "head":
+            return answer(200, b"", [("Cache-Control", "max-age=600")], length=5) + SMUGGLED
+        if case == "204":
+            return b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n" + SMUGGLED
+        return b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n" + SMUGGLED
+
+    origin = scripted(handler)
+    method = "HEAD" if case == "head" else "GET"
+    headers = [("If-None-Match", '"x"')] if case == "304" else []
+    with RawClient(lr.port) as c:
+        c.send(std_request(method, origin.url("/first"), headers))
+        first = c.response(method)
+        assert first.status in (200, 204, 304)
+        c.send(std_request("GET", origin.url("/victim")))
+        victim = c.response()
+    assert victim.body == b"the real victim page"
+    again = proxy_exchange(lr.port, "GET", origin.url("/victim"))
+    assert again.body == b"the real victim page"
+    wait_stats(lr, lambda s: s["origin_connections_discarded_unsafe"] >= 1)
+
+
+def test_a_head_revalidation_followed_by_smuggled_bytes_does_not_poison_the_next_url(larder_factory, scripted):
+    """Larder revalidates with HEAD by default: it walks into this itself when an entry is stale."""
+    lr = larder_factory(config=ADMIN)
+
+    def handler(req):
+        if req.method == "HEAD":
+            return answer(200, b"", [("ETag", '"v1"'), ("Cache-Control", "max-age=0")], length=4) + SMUGGLED
+        if req.target == "/stale":
+            return answer(200, b"v1v1", [("ETag", '"v1"'), ("Cache-Control", "max-age=0")])
+        return answer(200, b"other page", [("Cache-Control", "max-age=600")])
+
+    origin = scripted(handler)
+    assert proxy_exchange(lr.port, "GET", origin.url("/stale")).body == b"v1v1"
+    with RawClient(lr.port) as c:
+        r = c.request("GET", origin.url("/stale"))
+        assert r.body == b"v1v1"
+        other = c.request("GET", origin.url("/other"))
+    assert other.body == b"other page"
+    assert proxy_exchange(lr.port, "GET", origin.url("/other")).body == b"other page"
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. Expect: 100-continue answered with a final status
+
+
+def test_a_final_answer_to_expect_continue_never_leaves_the_body_on_a_reused_connection(larder_factory, scripted):
+    lr = larder_factory(config=ADMIN)
+
+    def handler(req):
+        if req.target == "/upload":
+            # A final answer without reading the body, and the connection kept open.
+            return answer(417, b"", reason="Expectation Failed"), False
+        if req.target == "/smuggled":
+            return SMUGGLED
+        return answer(200, b"the victim page", [("Cache-Control", "max-age=600")])
+
+    origin = scripted(handler)
+    inner = build_request("GET", "/smuggled", [("Host", f"127.0.0.1:{origin.port}")])
+    with RawClient(lr.port) as c:
+        c.send(std_request("POST", origin.url("/upload"),
+                           [("Expect", "100-continue"), ("Content-Length", str(len(inner)))], inner))
+        r = c.response()
+        assert r.status == 417
+    time.sleep(0.2)
+    for _ in range(3):
+        assert proxy_exchange(lr.port, "GET", origin.url("/victim")).body == b"the victim page"
+    wait_stats(lr, lambda s: s["origin_connections_discarded_unsafe"] >= 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Reverse mode
+
+
+def host_echo(req):
+    body = f"page for {req.header('Host')}".encode()
+    return answer(200, body, [("Cache-Control", "max-age=600")])
+
+
+def test_reverse_mode_keys_on_the_forwarded_host_so_host_cannot_poison(larder_factory, scripted):
+    origin = scripted(host_echo)
+    lr = larder_factory(args=["--reverse-origin", f"http://127.0.0.1:{origin.port}"])
+    with RawClient(lr.port) as c:
+        c.send(build_request("GET", "/index", [("Host", "evil.example")]))
+        assert c.response().body == b"page for evil.example"
+    with RawClient(lr.port) as c:
+        c.send(build_request("GET", "/index", [("Host", "www.example")]))
+        r = c.response()
+    assert r.body == b"page for www.example"
+    with RawClient(lr.port) as c:
+        c.send(build_request("GET", "/index", [("Host", "WWW.example.")]))
+        r = c.response()
+    assert r.body == b"page for www.example" and "hit" in r.header("Cache-Status")
+
+
+def test_reverse_mode_can_send_the_origins_host_and_refuses_unlisted_hosts(larder_factory, scripted):
+    origin = scripted(host_echo)
+    lr = larder_factory(config={"reverse_host": "origin", "reverse_allowed_hosts": ["www.example", "*.cdn.example"]},
+                        args=["--reverse-origin", f"http://127.0.0.1:{origin.port}"])
+    with RawClient(lr.port) as c:
+        c.send(build_request("GET", "/index", [("Host", "evil.example")]))
+        r = c.response()
+    assert r.status == 400 and b"not served here" in r.body
+    with RawClient(lr.port) as c:
+        c.send(build_request("GET", "/index", [("Host", "a.cdn.example:8080")]))
+        r = c.response()
+    assert r.status == 200 and r.body == f"page for 127.0.0.1:{origin.port}".encode()
+    assert origin.targets() == ["/index"]
+
+
+def test_reverse_mode_is_not_an_open_proxy(larder_factory, scripted):
+    origin = scripted(host_echo)
+    elsewhere = scripted(lambda req: answer(200, b"reached elsewhere"))
+    lr = larder_factory(args=["--reverse-origin", f"http://127.0.0.1:{origin.port}"])
+    r = proxy_exchange(lr.port, "GET", elsewhere.url("/x"))
+    assert r.body != b"reached elsewhere" and elsewhere.targets() == []
+    assert r.body == f"page for 127.0.0.1:{elsewhere.port}".encode()  # the origin's page for that Host
+    with RawClient(lr.port) as c:
+        c.send(build_request("CONNECT", f"127.0.0.1:{elsewhere.port}", [("Host", f"127.0.0.1:{elsewhere.port}")]))
+        r = c.response("CONNECT")
+    assert r.status == 405
+    assert elsewhere.connections == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Cookies
+
+
+def test_a_stored_response_never_hands_its_cookie_to_another_client(larder, scripted):
+    origin = scripted(by_path({"/login-page": answer(200, b"welcome", [("Cache-Control", "max-age=600"),
+                                                                        ("Set-Cookie", "session=SECRET1"),
+                                                                        ("Set-Cookie2", "old=SECRET2")])}))
+    first = proxy_exchange(larder.port, "GET", origin.url("/login-page"))
+    assert first.header("Set-Cookie") == "session=SECRET1"  # the client that asked gets its cookie
+    for method in ("GET", "HEAD"):
+        r = proxy_exchange(larder.port, method, origin.url("/login-page"))
+        assert "hit" in r.header("Cache-Status")
+        assert r.header("Set-Cookie") is None and r.header("Set-Cookie2") is None, r.headers
+    assert len(origin.seen) == 1
+
+
+def test_collapsed_followers_never_receive_the_leaders_cookie(larder, scripted):
+    gate = threading.Event()
+
+    def handler(req):
+        gate.wait(5)
+        return answer(200, b"x" * 1000, [("Cache-Control", "max-age=600"), ("Set-Cookie", "session=LEADER"),
+                                          ("Cache-Control", 'no-cache="X-Private"'), ("X-Private", "leader-only")])
+
+    origin = scripted(handler)
+    results = [None] * 4
+
+    def fetch(i):
+        results[i] = proxy_exchange(larder.port, "GET", origin.url("/shared"))
+
+    threads = [threading.Thread(target=fetch, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+        time.sleep(0.1)
+    gate.set()
+    for t in threads:
+        t.join(10)
+    followers = [r for r in results if "collapsed" in (r.header("Cache-Status") or "")]
+    assert followers, [r.header("Cache-Status") for r in results]
+    for r in followers:
+        assert r.header("Set-Cookie") is None and r.header("X-Private") is None, r.headers
+    assert sum(r.header("Set-Cookie") == "session=LEADER" for r in results) == 1
+
+
+def test_qualified_no_cache_fields_stay_out_after_a_revalidation(larder, scripted):
+    def handler(req):
+        if req.header("If-None-Match") == '"v1"' or req.method == "HEAD":
+            # The update carries the private field again, and a cookie, but no qualifier of its own.
+            return (f"HTTP/1.1 {'304 Not Modified' if req.method == 'GET' else '200 OK'}\r\nETag: \"v1\"\r\n"
+                    "Cache-Control: max-age=600\r\nX-Secret: from-update\r\nSet-Cookie: s=UPDATE\r\n"
+                    + ("Content-Length: 2\r\n" if req.method == "HEAD" else "") + "\r\n").encode()
+        return answer(200, b"ok", [("ETag", '"v1"'), ("Cache-Control", 'max-age=0, no-cache="X-Secret"'),
+                                   ("X-Secret", "first")])
+
+    origin = scripted(handler)
+    first = proxy_exchange(larder.port, "GET", origin.url("/q"))
+    assert first.header("X-Secret") == "first"
+    revalidated = proxy_exchange(larder.port, "GET", origin.url("/q"))
+    assert revalidated.body == b"ok"
+    hit = proxy_exchange(larder.port, "GET", origin.url("/q"))
+    assert "hit" in hit.header("Cache-Status"), hit.headers
+    assert hit.header("X-Secret") is None and hit.header("Set-Cookie") is None, hit.headers
+
+
+# ---------------------------------------------------------------------------------------------
+# 5, 6, 15. Request bodies on GET and HEAD
+
+
+def test_a_body_on_a_cached_get_is_read_not_run_as_the_next_request(larder, scripted):
+    origin = scripted(by_path({"/page": answer(200, b"cached page", [("Cache-Control", "max-age=600")]),
+                               "/smuggled": SMUGGLED}))
+    assert proxy_exchange(larder.port, "GET", origin.url("/page")).body == b"cached page"
+    inner = std_request("GET", origin.url("/smuggled"))
+    with RawClient(larder.port) as c:
+        c.send(std_request("GET", origin.url("/page"), [("Content-Length", str(len(inner)))], inner))
+        r = c.response()
+        assert r.body == b"cached page"
+        assert "request-body" in r.header("Cache-Status")
+        # The body was the request's: nothing more comes on this connection.
+        c.sock.settimeout(1.0)
+        try:
+            extra = c.sock.recv(65536)
+        except socket.timeout:
+            extra = b""
+        assert b"SMUGGLED" not in extra
+    assert "/smuggled" not in origin.targets()
+    fat = [q for q in origin.seen if q.body]
+    assert fat and fat[0].body == inner
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+def test_a_body_is_forwarded_once_and_never_revalidated(larder, scripted, framing):
+    def handler(req):
+        if req.method == "HEAD" or req.header("If-None-Match"):
+            return answer(200, b"", [("ETag", '"v2"'), ("Cache-Control", "max-age=0")], length=5)
+        return answer(200, b"v-new", [("ETag", '"v2"' if req.body else '"v1"'), ("Cache-Control", "max-age=0")])
+
+    origin = scripted(handler)
+    proxy_exchange(larder.port, "GET", origin.url("/r"))
+    body = b"x" * 90
+    nxt = std_request("GET", origin.url("/next"), [("Cookie", "victim=secret")])
+    with RawClient(larder.port) as c:
+        if framing == "length":
+            c.send(std_request("GET", origin.url("/r"), [("Content-Length", "90")], body) + nxt)
+        else:
+            c.send(std_request("GET", origin.url("/r"), [("Transfer-Encoding", "chunked")],
+                               b"5a\r\n" + body + b"\r\n0\r\n\r\n") + nxt)
+        first = c.response()
+        assert first.status == 200
+        second = c.response()
+        assert second.status == 200
+    with_body = [q for q in origin.seen if q.body]
+    assert len(with_body) == 1 and with_body[0].target == "/r" and with_body[0].body == body, origin.seen
+    assert not any(q.method == "HEAD" for q in origin.seen), "a request with a body is never revalidated"
+    nexts = [q for q in origin.seen if q.target == "/next"]
+    assert len(nexts) == 1 and nexts[0].header("Cookie") == "victim=secret"
+
+
+def test_a_fat_get_response_is_not_stored(larder, scripted):
+    answers = iter([b"answer to the query in the body", b"answer to a plain GET", b"again"])
+    origin = scripted(lambda req: answer(200, next(answers), [("Cache-Control", "max-age=600")]))
+    r = proxy_exchange(larder.port, "GET", origin.url("/search"), body=b"query=1")
+    assert r.body == b"answer to the query in the body"
+    assert origin.seen[0].body == b"query=1"
+    plain = proxy_exchange(larder.port, "GET", origin.url("/search"))
+    assert plain.body == b"answer to a plain GET" and "hit" not in plain.header("Cache-Status")
+
+
+def test_transfer_codings_other_than_chunked_are_refused_with_502(larder, scripted):
+    import gzip
+    payload = gzip.compress(b"hello")
+    chunked = f"{len(payload):x}\r\n".encode() + payload + b"\r\n0\r\n\r\n"
+    origin = scripted(lambda req: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n" + chunked)
+    r = proxy_exchange(larder.port, "GET", origin.url("/z"))
+    assert r.status == 502 and b"Transfer-Encoding" in r.body
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Host names with a trailing dot, 10. fragments
+
+
+def test_a_trailing_dot_meets_every_host_rule(larder_factory, scripted, tmp_path):
+    from test_access import basic, users_file
+    origin = scripted(lambda req: answer(200, b"inside"))
+    users = users_file(tmp_path, ("alice", "wonder"))
+    lr = larder_factory(config={"auth": {"users_file": str(users), "destinations": ["intranet.test"]},
+                                "deny_destinations": ["blocked.test"], "connect_ports": [443, origin.port]})
+    for host in ("intranet.test", "intranet.test.", "INTRANET.test."):
+        r = proxy_exchange(lr.port, "GET", f"http://{host}:{origin.port}/")
+        assert r.status == 407, (host, r)
+    for host in ("blocked.test.", "Blocked.Test."):
+        assert proxy_exchange(lr.port, "GET", f"http://{host}:{origin.port}/").status == 403
+        with RawClient(lr.port) as c:
+            c.send(build_request("CONNECT", f"{host}:{origin.port}", [("Host", f"{host}:{origin.port}")]))
+            assert c.response("CONNECT").status == 403
+    for bad in ("intranet.test..", ".intranet.test", "intranet..test"):
+        assert proxy_exchange(lr.port, "GET", f"http://{bad}:{origin.port}/").status == 400
+    assert origin.targets() == []
+
+
+def test_a_trailing_dot_names_the_same_cache_entry(larder, scripted):
+    origin = scripted(lambda req: answer(200, b"one entry", [("Cache-Control", "max-age=600")]))
+    proxy_exchange(larder.port, "GET", f"http://127.0.0.1.:{origin.port}/dot")
+    r = proxy_exchange(larder.port, "GET", f"http://127.0.0.1:{origin.port}/dot")
+    assert "hit" in r.header("Cache-Status") and len(origin.seen) == 1
+    assert origin.seen[0].header("Host") == f"127.0.0.1:{origin.port}"
+
+
+def test_a_fragment_is_never_forwarded_and_a_bare_query_gets_its_slash(larder, scripted):
+    origin = scripted(lambda req: answer(200, req.target.encode(), [("Cache-Control", "max-age=600")]))
+    r = proxy_exchange(larder.port, "GET", origin.url("/page?x=1#section"))
+    assert r.body == b"/page?x=1"
+    r = proxy_exchange(larder.port, "GET", f"http://127.0.0.1:{origin.port}?q=2", [("Host", f"127.0.0.1:{origin.port}")])
+    assert r.body == b"/?q=2"
+    hit = proxy_exchange(larder.port, "GET", origin.url("/?q=2"))
+    assert "hit" in hit.header("Cache-Status") and hit.body == b"/?q=2"
+    assert origin.targets() == ["/page?x=1", "/?q=2"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. Memory bounded whatever clients do
+
+
+def test_pipelined_requests_from_a_client_that_never_reads_stay_bounded(larder, scripted, memory_bound, report_metric):
+    origin = scripted(lambda req: answer(200, b"p" * 1024, [("Cache-Control", "max-age=600")]))
+    proxy_exchange(larder.port, "GET", origin.url("/small"))
+    before = larder.rss_kib()
+    one = std_request("GET", origin.url("/small"))
+    sock = socket.create_connection((LOCALHOST, larder.port), timeout=5)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sent = 0
+    deadline = time.monotonic() + 8
+    with RSSSampler(larder) as sampler:
+        sock.setblocking(False)
+        batch = one * 500
+        while sent < 100_000 and time.monotonic() < deadline:
+            try:
+                sock.send(batch)
+                sent += 500
+            except BlockingIOError:
+                time.sleep(0.05)
+        time.sleep(1.0)
+    sock.close()
+    growth_mib = (sampler.peak_kib - before) / 1024
+    report_metric(f"pipelined requests sent without reading: {sent}; RSS growth {growth_mib:.1f} MiB")
+    # Unbounded, each request queued a response (about 4 KiB with its buffers): 100,000 of them
+    # grew Larder by about 400 MiB. Bounded, what is queued is the output limit and socket buffers.
+    assert growth_mib < 40, growth_mib
+
+
+def test_many_clients_reading_a_disk_object_slowly_hold_a_bounded_window_each(larder_factory, scripted,
+                                                                             memory_bound, report_metric):
+    size = 4 << 20
+    body = bytes(range(256)) * (size // 256)
+    origin = scripted(lambda req: answer(200, body, [("Cache-Control", "max-age=600")]))
+    lr = larder_factory(config={"cache": {"memory_max_object_size": "64KiB"}})
+    assert len(proxy_exchange(lr.port, "GET", origin.url("/big"), timeout=30).body) == size
+    time.sleep(1.5)  # committed to disk
+    before = lr.rss_kib("RssAnon")
+    socks = []
+    request = std_request("GET", origin.url("/big"))
+    with RSSSampler(lr, field="RssAnon") as sampler:
+        for _ in range(200):
+            s = socket.create_connection((LOCALHOST, lr.port), timeout=5)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(request)
+            socks.append(s)
+        time.sleep(2.0)
+    for s in socks:
+        s.close()
+    growth_mib = (sampler.peak_kib - before) / 1024
+    report_metric(f"200 stalled readers of a 4 MiB disk object: RssAnon growth {growth_mib:.1f} MiB")
+    assert growth_mib < 120, growth_mib
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. A collapsed follower that never reads
+
+
+def test_a_follower_that_never_reads_cannot_stall_the_leader(larder_factory, scripted, report_metric):
+    size = 24 << 20
+    started = threading.Event()
+
+    def handler(req):
+        head = f"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: {size}\r\n\r\n".encode()
+        return [head + b"y" * (256 << 10), lambda: started.wait(10), b"z" * (size - (256 << 10))]
+
+    origin = scripted(handler)
+    lr = larder_factory(config=ADMIN)
+    follower = socket.create_connection((LOCALHOST, lr.port), timeout=5)
+    follower.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    leader = RawClient(lr.port, timeout=30)
+    leader.send(std_request("GET", origin.url("/huge")))
+    time.sleep(0.3)
+    follower.sendall(std_request("GET", origin.url("/huge")))
+    time.sleep(0.3)
+    started.set()
+    t0 = time.monotonic()
+    got = []
+    r = leader.response(sink=lambda piece: got.append(len(piece)))
+    elapsed = time.monotonic() - t0
+    leader.close()
+    follower.close()
+    report_metric(f"leader's 24 MiB with a stalled collapsed follower: {elapsed:.2f} s")
+    assert sum(got) == size and r.status == 200
+    assert elapsed < 15, elapsed
+    wait_stats(lr, lambda s: s["collapsed_followers_detached"] >= 1)
+
