@@ -403,7 +403,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         upstream = origin
         state = .exchanging
         let t = worker.session.dataTask(origin: origin, method: revalidation?.method ?? request.method, head: writer.bytes,
-                                        hasBody: hasBody, isIdempotent: idempotent, delegate: self)
+                                        hasBody: hasBody, isIdempotent: idempotent,
+                                        expectsContinue: request.expectsContinue, delegate: self)
         task = t
         if hasBody { stream.enableReading() } else { stream.disableReading() }
         t.resume()

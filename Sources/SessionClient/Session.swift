@@ -63,10 +63,13 @@ public final class Session {
     /// - Parameters:
     ///   - hasBody: the caller will write a body after `taskCanSendBody` and then call `finishBody()`.
     ///   - isIdempotent: allows one retry on a fresh connection when a reused one fails before answering.
+    ///   - expectsContinue: the head carries `Expect: 100-continue`: a final answer that comes
+    ///     without a `100 Continue` first may have left the body unread, so the connection is not reused.
     public func dataTask(origin: OriginKey, method: HTTPMethod, head: [UInt8], hasBody: Bool,
-                         isIdempotent: Bool, delegate: any SessionTaskDelegate) -> SessionTask {
+                         isIdempotent: Bool, expectsContinue: Bool = false,
+                         delegate: any SessionTaskDelegate) -> SessionTask {
         SessionTask(session: self, origin: origin, method: method, head: head, hasBody: hasBody,
-                    isIdempotent: isIdempotent, delegate: delegate)
+                    isIdempotent: isIdempotent, expectsContinue: expectsContinue, delegate: delegate)
     }
 
     /// Opens a raw TCP connection for a tunnel (CONNECT), outside the pool.

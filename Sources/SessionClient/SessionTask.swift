@@ -38,6 +38,9 @@ public final class SessionTask {
     /// The final response head arrived before the whole request body was written: the origin may
     /// not have read it, and what it left unread would be taken as the next request.
     private var answeredBeforeBodySent = false
+    /// `Expect: 100-continue` was sent and no `100 Continue` has come: the origin may answer
+    /// without reading the body at all (RFC 9110 §10.1.1).
+    private var awaitingContinue: Bool
     private var processing = false
     private var response = ResponseHead()
     private var framing = BodyFraming.none
@@ -46,13 +49,14 @@ public final class SessionTask {
     private var resourceTimer: Timer?
 
     init(session: Session, origin: OriginKey, method: HTTPMethod, head: [UInt8], hasBody: Bool,
-         isIdempotent: Bool, delegate: any SessionTaskDelegate) {
+         isIdempotent: Bool, expectsContinue: Bool, delegate: any SessionTaskDelegate) {
         self.session = session
         self.origin = origin
         self.method = method
         self.head = head
         self.hasBody = hasBody
         self.isIdempotent = isIdempotent
+        self.awaitingContinue = hasBody && expectsContinue
         self.delegate = delegate
         bodyFinished = !hasBody
     }
@@ -233,11 +237,12 @@ public final class SessionTask {
             return false
         }
         if response.isInformational {
+            if response.status == 100 { awaitingContinue = false }
             delegate?.task(self, didReceiveInformational: response)
             return state == .awaitingHead
         }
         state = .receivingBody
-        if hasBody, !bodyFinished || connection.map({ $0.stream.output.count > 0 }) ?? false {
+        if hasBody, awaitingContinue || !bodyFinished || connection.map({ $0.stream.output.count > 0 }) ?? false {
             answeredBeforeBodySent = true
         }
         framing = response.framing

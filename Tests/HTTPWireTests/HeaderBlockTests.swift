@@ -57,6 +57,32 @@ struct HeaderBlockTests {
         #expect(headers.isHopByHop(at: index) == row.hopByHop)
     }
 
+    @Test("Smuggling: Connection never makes Host or Content-Length hop-by-hop",
+          arguments: ["Content-Length", "content-length, Host", "HOST", "close, Content-Length, X-A"])
+    func framingNeverNominated(_ listed: String) throws {
+        var head = RequestHead()
+        _ = parseRequest(wire("POST / HTTP/1.1\r\nHost: a\r\nConnection: \(listed)\r\nContent-Length: 3\r\nX-A: 1\r\n\r\n"),
+                         into: &head)
+        let headers = head.headers
+        for name in ["Host", "Content-Length"] {
+            let index = try #require((0..<headers.count).first { headers.nameString(at: $0) == name })
+            #expect(!headers.isHopByHop(at: index), "\(name) with Connection: \(listed)")
+        }
+    }
+
+    @Test("Fields named in Connection are removed before the request is read; the ones the proxy reads stay")
+    func nominatedFieldsRemoved() {
+        var head = RequestHead()
+        _ = parseRequest(wire("GET / HTTP/1.1\r\nHost: a\r\nConnection: Cache-Control, Expect, Content-Length, Upgrade\r\n"
+                              + "Cache-Control: no-cache\r\nExpect: 100-continue\r\nUpgrade: websocket\r\n"
+                              + "Content-Length: 0\r\nAccept: */*\r\n\r\n"), into: &head)
+        #expect(head.expectsContinue)
+        head.removeFieldsNominatedByConnection()
+        let names = (0..<head.headers.count).map { head.headers.nameString(at: $0) }
+        #expect(names == ["Host", "Connection", "Upgrade", "Content-Length", "Accept"])
+        #expect(!head.expectsContinue)
+    }
+
     @Test("hop-by-hop with the Connection field read once", arguments: HopTable.rows)
     func hopByHopWithConnectionReadOnce(_ row: HopRow) throws {
         let headers = HopTable.parsed().headers

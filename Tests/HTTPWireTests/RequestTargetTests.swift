@@ -18,10 +18,10 @@ enum TargetTable {
     }
 
     static func absolute(_ name: String, _ target: String, _ scheme: URIScheme, host: String, port: Int,
-                         explicit: Bool, path: Int?, method: HTTPMethod = .get) -> TargetRow {
+                         explicit: Bool, path: Int?, fragment: Int? = nil, method: HTTPMethod = .get) -> TargetRow {
         TargetRow(name: name, target: target, method: method,
                   expected: .success(RequestTarget(form: .absolute, scheme: scheme, host: wire(host), port: port,
-                                                   hasExplicitPort: explicit, pathOffset: path)))
+                                                   hasExplicitPort: explicit, pathOffset: path, fragmentStart: fragment)))
     }
 
     static func authority(_ name: String, _ target: String, host: String, port: Int) -> TargetRow {
@@ -48,7 +48,7 @@ enum TargetTable {
         absolute("§3.2.2 https without path", "https://example.com", .https, host: "example.com", port: 443,
                  explicit: false, path: nil),
         absolute("§3.2.2 host lowercased", "http://WWW.Example.COM/", .http, host: "www.example.com", port: 80,
-                 explicit: false, path: 22),
+                 explicit: false, path: 21),
         absolute("§3.2.2 scheme case-insensitive", "HTTPS://h/", .https, host: "h", port: 443, explicit: false, path: 9),
         absolute("§3.2.2 explicit port", "http://h:8080/p", .http, host: "h", port: 8080, explicit: true, path: 13),
         absolute("§3.2.2 explicit default port", "https://h:443/", .https, host: "h", port: 443, explicit: true, path: 13),
@@ -68,7 +68,7 @@ enum TargetTable {
         absolute("§3.2.2 IPv4-mapped IPv6", "https://[::ffff:192.0.2.1]/", .https, host: "::ffff:192.0.2.1",
                  port: 443, explicit: false, path: 26),
         absolute("§3.2.2 hostname with - _ ~", "http://a-b_c~d.example/", .http, host: "a-b_c~d.example", port: 80,
-                 explicit: false, path: 22),
+                 explicit: false, path: 21),
         absolute("§3.2.2 '@' after the authority is path", "http://h/a@b", .http, host: "h", port: 80,
                  explicit: false, path: 8),
         absolute("§3.2.2 absolute-form for POST", "http://h/", .http, host: "h", port: 80, explicit: false, path: 8,
@@ -110,7 +110,25 @@ enum TargetTable {
         reject("§3.2.2 port with letters", "http://h:8a/"),
         reject("§3.2.2 huge port", "http://h:99999999999999999999999/"),
         reject("§3.2.2 percent-encoded host", "http://h%41/"),
-        reject("§3.2.2 fragment in authority", "http://h#x"),
+        // RFC 9110 §4.2.5: a fragment is the client's; it is found so that it is never keyed or forwarded.
+        absolute("fragment right after the authority", "http://h#x", .http, host: "h", port: 80, explicit: false,
+                 path: 8, fragment: 8),
+        absolute("fragment after a query", "http://h/p?q#x#y", .http, host: "h", port: 80, explicit: false,
+                 path: 8, fragment: 12),
+        TargetRow(name: "origin-form fragment", target: "/a#b", method: .get,
+                  expected: .success(RequestTarget(form: .origin, scheme: .http, host: [], port: 0,
+                                                   hasExplicitPort: false, pathOffset: 0, fragmentStart: 2))),
+        // One trailing dot names the same host: removed once, so every rule sees one spelling.
+        absolute("trailing dot removed", "http://Intranet.Test./x", .http, host: "intranet.test", port: 80,
+                 explicit: false, path: 21),
+        absolute("trailing dot before a port", "http://a.test.:81", .http, host: "a.test", port: 81, explicit: true,
+                 path: nil),
+        authority("CONNECT trailing dot removed", "blocked.test.:443", host: "blocked.test", port: 443),
+        reject("two trailing dots", "http://a.test../"),
+        reject("an empty label", "http://a..test/"),
+        reject("a leading dot", "http://.a.test/"),
+        reject("only a dot", "http://./"),
+        reject("CONNECT empty label", "a..b:443", method: .connect),
         reject("§3.2.2 unclosed IPv6 literal", "http://[::1/"),
         reject("§3.2.2 IPv6 with non-hex", "http://[zz::1]/"),
         reject("§3.2.2 IPv6 with two ::", "http://[1::2::3]/"),

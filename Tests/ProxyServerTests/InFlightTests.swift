@@ -57,7 +57,7 @@ import Testing
         var got: [UInt8] = []
         for size in [1, 5000, InFlightFetch.segmentSize, 77, 3 * InFlightFetch.segmentSize] where fed < body.count {
             let n = min(size, body.count - fed)
-            body[fed..<fed + n].withUnsafeBytes { _ = fetch.append($0) }
+            body[fed..<fed + n].withUnsafeBytes { fetch.append($0) }
             fed += n
             let (piece, end) = read(fetch, a, limit: 10_000)
             #expect(end == .more)
@@ -83,11 +83,11 @@ import Testing
         }
         fetch.publish(head())
         let window = bytes(InFlightTable.joinWindow)
-        window.withUnsafeBytes { _ = fetch.append($0) }
+        window.withUnsafeBytes { fetch.append($0) }
         guard case .follow(_, let late) = table.join(key: [7], participant: handle) else {
             Issue.record("still within the window"); return
         }
-        bytes(1).withUnsafeBytes { _ = fetch.append($0) }
+        bytes(1).withUnsafeBytes { fetch.append($0) }
         guard case .alone = table.join(key: [7], participant: handle) else {
             Issue.record("past the window, nobody joins"); return
         }
@@ -141,9 +141,3 @@ extension InFlightFetch.Poll {
     var isReleased: Bool { if case .released = self { true } else { false } }
 }
 
-extension InFlightFetch.Poll {
-    var isReleased: Bool {
-        if case .released = self { return true }
-        return false
-    }
-}

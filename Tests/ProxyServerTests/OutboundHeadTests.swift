@@ -24,9 +24,13 @@ import Testing
         return head
     }
 
-    private func outbound(_ text: String, absolute: Bool = false, keepClientHost: Bool = false,
-                          additional: [AdditionalHeader] = [], upgrading: Bool = false) throws -> String {
-        let head = try request(text)
+    /// `clientHost`: reverse mode passing the client's Host on. The body declared is the one the
+    /// request announces, as the connection sends it.
+    private func outbound(_ text: String, absolute: Bool = false, clientHost: String? = nil,
+                          additional: [AdditionalHeader] = [], upgrading: Bool = false,
+                          revalidation: OutboundHead.Revalidation? = nil) throws -> String {
+        var head = try request(text)
+        head.removeFieldsNominatedByConnection()
         let target = head.headers.withBytes(head.target) { Array($0) }
         let parsed = try target.withUnsafeBytes { raw throws(HTTPWireError) in
             try RequestTarget.parse(raw, method: head.method)
@@ -36,12 +40,13 @@ import Testing
                                        authority: parsed.form == .absolute
                                            ? authorityBytes(host: parsed.host, port: parsed.port, scheme: parsed.scheme)
                                            : Array("origin.test".utf8),
-                                       absoluteForm: absolute, keepClientHost: keepClientHost)
+                                       absoluteForm: absolute, host: clientHost.map { Array($0.utf8) })
+        let body: BodyFraming = revalidation == nil ? head.framing : .none
         target.withUnsafeBytes { raw in
-            let path = parsed.pathOffset.map { UnsafeRawBufferPointer(rebasing: raw[$0...]) }
-                ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            let path = UnsafeRawBufferPointer(rebasing: raw[parsed.pathRange(targetLength: raw.count)])
             OutboundHead.write(head, targetPath: path, route: route, viaName: Array("larder".utf8),
-                               additionalHeaders: additional, upgrading: upgrading, into: &w)
+                               additionalHeaders: additional, upgrading: upgrading, revalidation: revalidation,
+                               body: body, into: &w)
         }
         return String(decoding: w.bytes, as: UTF8.self)
     }
@@ -69,16 +74,45 @@ import Testing
         #expect(out.hasPrefix("GET http://a.test:81/p HTTP/1.1\r\nHost: a.test:81\r\n"))
     }
 
-    @Test("Reverse mode keeps the client's Host")
-    func reverseKeepsHost() throws {
-        let out = try outbound("GET /p HTTP/1.1\r\nHost: public.test\r\n\r\n", keepClientHost: true)
+    @Test("Reverse mode sends the Host it was given, whatever the client's field says")
+    func reverseSendsRouteHost() throws {
+        let out = try outbound("GET /p HTTP/1.1\r\nHost: Public.Test.\r\n\r\n", clientHost: "public.test")
         #expect(out == "GET /p HTTP/1.1\r\nHost: public.test\r\nVia: 1.1 larder\r\n\r\n")
     }
 
-    @Test("RFC 9112 §3.2: reverse mode gives an HTTP/1.0 request without Host the origin's authority")
+    @Test("RFC 9112 §3.2: an HTTP/1.0 request without Host gets the origin's authority")
     func reverseAddsMissingHost() throws {
-        let out = try outbound("GET /p HTTP/1.0\r\nX: 1\r\n\r\n", keepClientHost: true)
-        #expect(out == "GET /p HTTP/1.1\r\nX: 1\r\nHost: origin.test\r\nVia: 1.0 larder\r\n\r\n")
+        let out = try outbound("GET /p HTTP/1.0\r\nX: 1\r\n\r\n")
+        #expect(out == "GET /p HTTP/1.1\r\nHost: origin.test\r\nX: 1\r\nVia: 1.0 larder\r\n\r\n")
+    }
+
+    @Test("Smuggling: Connection cannot remove Content-Length or Host; the body is declared from what is sent",
+          arguments: ["Content-Length", "content-length, Host", "close, Content-Length"])
+    func connectionCannotRemoveFraming(_ listed: String) throws {
+        let out = try outbound("POST http://a.test/u HTTP/1.1\r\nHost: a.test\r\nConnection: \(listed)\r\n"
+                               + "Content-Length: 42\r\n\r\n")
+        #expect(out == "POST /u HTTP/1.1\r\nHost: a.test\r\nVia: 1.1 larder\r\nContent-Length: 42\r\n\r\n")
+    }
+
+    @Test("Smuggling: the client's Content-Length fields are never copied, only the length sent")
+    func contentLengthWrittenOnce() throws {
+        let out = try outbound("PUT http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\nX: 1\r\n\r\n")
+        #expect(out == "PUT / HTTP/1.1\r\nHost: a.test\r\nX: 1\r\nVia: 1.1 larder\r\nContent-Length: 3\r\n\r\n")
+    }
+
+    @Test("A revalidation carries no body and no framing, whatever the client's request announced")
+    func revalidationCarriesNoBody() throws {
+        let revalidation = OutboundHead.Revalidation(method: .head, conditionalFields: Array("If-None-Match: \"v\"\r\n".utf8))
+        let out = try outbound("GET http://a.test/r HTTP/1.1\r\nHost: a.test\r\nContent-Length: 90\r\n\r\n",
+                               revalidation: revalidation)
+        #expect(out == "HEAD /r HTTP/1.1\r\nHost: a.test\r\nIf-None-Match: \"v\"\r\nVia: 1.1 larder\r\n\r\n")
+    }
+
+    @Test("RFC 9112 §3.2: a fragment is never forwarded; a query without a path gets its slash")
+    func fragmentAndBareQuery() throws {
+        #expect(try outbound("GET http://a.test/p?x=1#frag HTTP/1.1\r\nHost: a.test\r\n\r\n").hasPrefix("GET /p?x=1 HTTP/1.1\r\n"))
+        #expect(try outbound("GET http://a.test?x=1 HTTP/1.1\r\nHost: a.test\r\n\r\n").hasPrefix("GET /?x=1 HTTP/1.1\r\n"))
+        #expect(try outbound("GET http://a.test#frag HTTP/1.1\r\nHost: a.test\r\n\r\n").hasPrefix("GET / HTTP/1.1\r\n"))
     }
 
     @Test("RFC 9110 §7.6.3: Via gets our entry after the existing ones, with the client's version")
@@ -103,7 +137,7 @@ import Testing
         let chunked = try outbound("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n")
         #expect(chunked.hasSuffix("Via: 1.1 larder\r\nTransfer-Encoding: chunked\r\n\r\n"))
         let sized = try outbound("PUT http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\n")
-        #expect(sized.contains("Content-Length: 3\r\n"))
+        #expect(sized.hasSuffix("Content-Length: 3\r\n\r\n"))
         #expect(!sized.contains("Transfer-Encoding"))
     }
 
