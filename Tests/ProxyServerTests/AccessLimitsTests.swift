@@ -137,3 +137,27 @@ import Testing
         #expect(throttle.note(now: 20) == 2)
     }
 }
+
+@Suite struct AuthenticatorAdmissionTests {
+    @Test func checksBeyondAClientsShareAreRefusedAtOnceButJoiningOneIsFree() async throws {
+        // A slow hash (about a quarter of a second), so the first check is still running below.
+        let hash = try #require(PasswordHash.make("pw", bcrypt: true, cost: 12))
+        let auth = ProxyAuthenticator(users: try UsersFile.parse("alice:\(hash)\n"), realm: "R", destinations: ["*"],
+                                      pendingLimit: 2, pendingPerClient: 1)
+        let attacker: [UInt8] = [127, 0, 0, 2], other: [UInt8] = [127, 0, 0, 3], third: [UInt8] = [127, 0, 0, 4]
+        let first = Array("Basic YWxpY2U6YQ==".utf8)   // alice:a
+        let second = Array("Basic YWxpY2U6Yg==".utf8)  // alice:b
+        let now = monotonicSeconds()
+        let (verdicts, delivery) = AsyncStream.makeStream(of: ProxyAuthenticator.Verdict.self)
+        #expect(auth.check(first, client: attacker, now: now) { delivery.yield($0) } == .queued)
+        #expect(auth.check(second, client: attacker, now: now) { _ in } == .refused(.clientShareFull, logCount: 1))
+        // The same credential from elsewhere joins the running check and takes no place.
+        #expect(auth.check(first, client: other, now: now) { _ in } == .queued)
+        #expect(auth.check(second, client: other, now: now) { _ in } == .queued)
+        // Logged once a second at most.
+        #expect(auth.check(Array("Basic YWxpY2U6Yw==".utf8), client: third, now: now + 0.5) { _ in }
+                == .refused(.queueFull, logCount: nil))
+        var iterator = verdicts.makeAsyncIterator()
+        #expect(await iterator.next() == .invalid)
+    }
+}
