@@ -2,17 +2,20 @@ import EventLoop
 import HTTPWire
 import Statistics
 
-/// The checks between a parsed request and its destination: `deny_destinations` by host name
-/// (addresses are checked after DNS, in the session), and proxy authentication.
+/// The checks between a parsed request and its destination: `deny_destinations` by host name,
+/// proxy authentication, and — when a parent proxy carries the request — the destination's
+/// addresses (without a parent they are checked after DNS, in the session, on every address
+/// Larder connects to).
 extension ClientConnection {
-    /// true: go on. false: the request was answered (403, 407, 429) or waits for a credential
-    /// check, after which `routeRequest` runs again.
-    func admitted(toHost host: [UInt8]) -> Bool {
+    /// true: go on. false: the request was answered (403, 407, 429) or waits for a background
+    /// check (credentials, a name's addresses), after which `routeRequest` runs again.
+    func admitted(toHost host: [UInt8], port: Int) -> Bool {
         if let reason = worker.settings.destinations.refusal(host: host) {
             refuseDestination(reason)
             return false
         }
-        return authenticated(forHost: host)
+        guard authenticated(forHost: host) else { return false }
+        return admittedThroughParent(host: host, port: port)
     }
 
     private func refuseDestination(_ reason: String) {
@@ -44,7 +47,9 @@ extension ClientConnection {
             }
             return false
         }
-        authVerdict = nil
+        // Kept for this request (cleared by the next): `routeRequest` may run again after a
+        // destination check, and must not depend on the verdict still being remembered.
+        authVerdict = verdict
         guard verdict == .valid else {
             worker.stats.add(.authFailed)
             worker.logger.notice("407 to \(peer): wrong proxy credentials")
@@ -81,6 +86,34 @@ extension ClientConnection {
         guard state == .authenticating else { return }
         state = .readingHead
         authVerdict = verdict
+        routeRequest()
+    }
+
+    // MARK: - Destinations through a parent proxy
+
+    private func admittedThroughParent(host: [UInt8], port: Int) -> Bool {
+        guard worker.session.usesParentProxy else { return true }
+        let answer = worker.parentProxyDestinations.check(
+            host: String(decoding: host, as: UTF8.self), port: port, rules: worker.settings.destinations,
+            now: monotonicSeconds()) { [weak self] in self?.destinationResolved() }
+        switch answer {
+        case .allowed:
+            return true
+        case .refused(let reason):
+            refuseDestination(reason)
+            return false
+        case .resolving:
+            // The same pause as for a credential check: reading waits, then the request is routed again.
+            state = .authenticating
+            stream.disableReading()
+            return false
+        }
+    }
+
+    /// The destination's name was resolved, on this connection's loop.
+    private func destinationResolved() {
+        guard state == .authenticating else { return }
+        state = .readingHead
         routeRequest()
     }
 }
