@@ -50,6 +50,11 @@ public struct Config: Sendable, Equatable {
         public var realm: String = "Larder"
         /// Destination host patterns that need authentication (`*` for every destination).
         public var destinations: [String] = ["*"]
+        /// Password checks waiting or running at once, over all clients (`auth.max_pending_checks`);
+        /// a request with an unseen credential beyond it gets `429`.
+        public var maxPendingChecks: Int = 32
+        /// The same per client address (`auth.max_pending_checks_per_client`).
+        public var maxPendingChecksPerClient: Int = 4
     }
 
     /// Client-side limits (`limits.*`).

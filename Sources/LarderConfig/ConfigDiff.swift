@@ -34,6 +34,8 @@ public enum ConfigDiff {
         key("auth.users_file", live: true, \.auth.usersFile),
         key("auth.realm", live: true, \.auth.realm),
         key("auth.destinations", live: true, \.auth.destinations),
+        key("auth.max_pending_checks", live: true, \.auth.maxPendingChecks),
+        key("auth.max_pending_checks_per_client", live: true, \.auth.maxPendingChecksPerClient),
         key("via_name", live: true, \.viaName),
         key("log_level", live: false, \.logLevel),
         key("access_log", live: false, \.accessLog),

@@ -88,6 +88,12 @@ enum ConfigSchema {
             for item in try list(n) { patterns.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
             c.auth.destinations = patterns
         },
+        ConfigField(key: "auth.max_pending_checks") { c, n throws(ValueError) in
+            c.auth.maxPendingChecks = try integer(n, in: 1...100_000, what: "a number of checks")
+        },
+        ConfigField(key: "auth.max_pending_checks_per_client") { c, n throws(ValueError) in
+            c.auth.maxPendingChecksPerClient = try integer(n, in: 1...100_000, what: "a number of checks")
+        },
         ConfigField(key: "via_name") { c, n throws(ValueError) in
             let s = try nonEmpty(n)
             guard s.allSatisfy({ $0.isASCII && $0 != " " && $0 != "," && !$0.isNewline }) else {

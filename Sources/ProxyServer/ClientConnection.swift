@@ -17,7 +17,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         case connecting
         /// An intercepted CONNECT: its answer is being sent; then TLS starts on the socket.
         case intercepting
-        /// Waiting for a background check of the request's proxy credentials.
+        /// Waiting for a background check of the request's proxy credentials (or, through a
+        /// parent proxy, of its destination's addresses).
         case authenticating
         /// Bytes pumped both ways; the tunnel owns the streams now.
         case tunnel
@@ -342,7 +343,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 respondAndContinue(501, "https:// requests through a parent proxy are not supported yet")
                 return
             }
-            guard admitted(toHost: target.host) else { return }
+            guard admitted(toHost: target.host, port: target.port) else { return }
             let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
             let route = OutboundHead.Route(scheme: target.scheme,
                                            authority: authorityBytes(host: target.host, port: target.port,
@@ -424,7 +425,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             respondAndContinue(403, "CONNECT to port \(target.port) is not allowed")
             return
         }
-        guard admitted(toHost: target.host) else { return }
+        guard admitted(toHost: target.host, port: target.port) else { return }
         if let interception = worker.interception, interception.matches(host: target.host) {
             intercept(host: target.hostString, port: target.port)
             return

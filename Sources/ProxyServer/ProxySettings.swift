@@ -50,7 +50,9 @@ struct ProxySettings: Sendable {
         allowClients = config.allowClients
         destinations = DestinationRules(config.denyDestinations, ownListeners: ownListeners)
         authenticator = users.map {
-            ProxyAuthenticator(users: $0, realm: config.auth.realm, destinations: config.auth.destinations)
+            ProxyAuthenticator(users: $0, realm: config.auth.realm, destinations: config.auth.destinations,
+                               pendingLimit: config.auth.maxPendingChecks,
+                               pendingPerClient: config.auth.maxPendingChecksPerClient)
         }
         if let r = config.reverseOrigin {
             reverseOrigin = OriginKey(scheme: r.scheme == "https" ? .https : .http, host: r.host, port: r.port)

@@ -31,6 +31,8 @@ final class Worker: @unchecked Sendable {
     private var refreshes: [ObjectIdentifier: BackgroundRefresh] = [:]
     /// Created on the worker's thread, used only there.
     private(set) var session: Session!
+    /// Destination checks for requests a parent proxy carries (made on first use, on this loop).
+    lazy var parentProxyDestinations = ParentProxyDestinations(resolver: session.resolver)
     private var listeners: [Listener] = []
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
     private var adminConnections: [ObjectIdentifier: AdminConnection] = [:]

@@ -18,7 +18,7 @@ public struct OriginKey: Hashable, Sendable, CustomStringConvertible {
 public final class Session {
     public let configuration: SessionConfiguration
     let loop: EventLoop
-    let resolver: Resolver
+    public let resolver: Resolver
     /// Client TLS settings for https origins.
     let tls: TLSClientContext
     private var pools: [OriginKey: HostPool] = [:]

@@ -16,6 +16,7 @@ public enum Count: Int, CaseIterable, Sendable {
     case originErrorInvalidResponse, originErrorPrematureClose
     case deniedClient, deniedDestination, deniedConnectPort, authMissing, authFailed
     case connectionsRefusedFull, connectionsRefusedPerClient
+    case authChecksRefusedQueueFull, authChecksRefusedPerClient
     case clientTLSHandshakes, clientTLSHandshakeFailures, connectsIntercepted
 }
 

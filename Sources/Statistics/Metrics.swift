@@ -112,6 +112,12 @@ public enum Metrics {
             ("connect_port", .count(.deniedConnectPort)), ("auth_missing", .count(.authMissing)),
             ("auth_failed", .count(.authFailed)),
         ]),
+        labelled("auth_checks_refused", .counter,
+                 "Requests with unchecked proxy credentials answered 429 because too many password checks were "
+                 + "pending, by limit.", "limit", [
+            ("max_pending_checks", .count(.authChecksRefusedQueueFull)),
+            ("max_pending_checks_per_client", .count(.authChecksRefusedPerClient)),
+        ]),
         labelled("tls_handshakes", .counter,
                  "TLS handshakes completed: with clients (HTTPS listener, interception), with origins, and how many "
                  + "of those resumed a session.", "peer", [

@@ -77,7 +77,9 @@ import Testing
         let nobody = Array("Basic Ym9iOnNlY3JldA==".utf8) // bob:secret
         #expect(auth.rememberedVerdict(good, now: monotonicSeconds()) == nil)
         for (value, expected) in [(good, ProxyAuthenticator.Verdict.valid), (bad, .invalid), (nobody, .invalid)] {
-            let verdict = await withCheckedContinuation { c in auth.check(value) { c.resume(returning: $0) } }
+            let verdict = await withCheckedContinuation { c in
+                _ = auth.check(value, client: [127, 0, 0, 1], now: monotonicSeconds()) { c.resume(returning: $0) }
+            }
             #expect(verdict == expected)
             #expect(auth.rememberedVerdict(value, now: monotonicSeconds()) == expected)
         }

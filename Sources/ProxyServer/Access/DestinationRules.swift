@@ -29,12 +29,19 @@ struct DestinationRules: Sendable {
 
     /// Why a resolved address may not be connected to, if it may not.
     func refusal(address: SocketAddress) -> String? {
+        refusal(address: address, port: address.port)
+    }
+
+    /// The same for `address` reached on `port` (a name's addresses are kept apart from the port
+    /// a request names).
+    func refusal(address: SocketAddress, port: Int) -> String? {
         let bytes = address.addressBytes
         for network in networks where network.contains(bytes) {
             return "\(address.host) is in deny_destinations (\(network))"
         }
-        if ownListeners.contains(bytes, port: address.port) {
-            return "\(address) is this proxy itself"
+        if ownListeners.contains(bytes, port: port) {
+            let host = address.isIPv6 ? "[\(address.host)]" : address.host
+            return "\(host):\(port) is this proxy itself"
         }
         return nil
     }

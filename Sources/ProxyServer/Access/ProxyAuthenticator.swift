@@ -7,41 +7,89 @@ import Locking
 /// before is answered from memory; an unseen one is checked on a background queue (bcrypt takes
 /// milliseconds by design, which an event loop must not spend), one check per distinct
 /// credential however many requests carry it, and the answer is remembered.
+///
+/// Made-up credentials must not be a cheap way to burn CPU or delay real users: the checks
+/// waiting or running are bounded in total and per client address (over the bound, the request
+/// is refused at once, see `check`), they run on `concurrentChecks` threads with the clients that
+/// have the fewest checks pending first (a real user's one check does not wait behind a flood's
+/// share), and verdicts are kept least-recently-used first out, valid apart from invalid.
 final class ProxyAuthenticator: Sendable {
     enum Verdict: Sendable, Equatable {
         case valid
         case invalid
     }
 
+    /// What became of a request for a check.
+    enum CheckAdmission: Sendable, Equatable {
+        /// The completion will run with the verdict.
+        case queued
+        /// No check was started and the completion will not run; `logCount` is set when a log
+        /// line is due (how many refusals it reports).
+        case refused(PendingCheckLimits.Refusal, logCount: Int?)
+    }
+
     let realm: String
     let destinations: [String]
     private let users: UsersFile
 
-    private struct Remembered {
-        var verdict: Verdict
-        var until: Double
+    /// A credential being checked: who asked first (holding a place in the limits), and whoever
+    /// waits for the answer.
+    private struct Pending {
+        var client: [UInt8]
+        var waiters: [@Sendable (Verdict) -> Void]
     }
 
     private struct State {
-        var remembered: [[UInt8]: Remembered] = [:]
-        /// Credentials being checked, with whoever waits for the answer.
-        var pending: [[UInt8]: [@Sendable (Verdict) -> Void]] = [:]
+        var memory: VerdictMemory
+        var pending: [[UInt8]: Pending] = [:]
+        /// Credentials waiting for a thread, oldest first.
+        var queue: [[UInt8]] = []
+
+        /// The next credential to check: the oldest of the client with the fewest pending checks.
+        /// The queue is at most `limits.total` long.
+        mutating func takeNext() -> [UInt8]? {
+            var best = -1
+            var fewest = Int.max
+            for (i, value) in queue.enumerated() {
+                let n = pending[value].map { limits.pending(of: $0.client) } ?? 0
+                if n < fewest {
+                    best = i
+                    fewest = n
+                }
+            }
+            return best < 0 ? nil : queue.remove(at: best)
+        }
+        var running = 0
+        var limits: PendingCheckLimits
+        var refusalLog = LogThrottle()
     }
 
-    private let state = Locked(State())
-    /// At most this many checks at once, so a flood of made-up credentials costs two cores at most.
-    private let checks = DispatchSemaphore(value: 2)
-    private let queue = DispatchQueue(label: "larder.proxy-auth", attributes: .concurrent)
+    private let state: Locked<State>
+    private let dispatch = DispatchQueue(label: "larder.proxy-auth", attributes: .concurrent)
 
+    /// At most this many checks at once, so a flood of made-up credentials costs two cores at most.
+    static let concurrentChecks = 2
     static let validFor = 300.0
     /// Short, so a typo corrected is accepted at once, long enough to blunt repeats of a wrong one.
     static let invalidFor = 5.0
+    /// Per kind (valid, invalid).
     static let rememberedLimit = 10_000
+    /// Defaults of `auth.max_pending_checks` and `auth.max_pending_checks_per_client`.
+    static let defaultPendingLimit = 32
+    static let defaultPendingPerClient = 4
+    /// What a refused client is told to wait, in seconds.
+    static let retryAfter = 1
 
-    init(users: UsersFile, realm: String, destinations: [String]) {
+    init(users: UsersFile, realm: String, destinations: [String],
+         pendingLimit: Int = ProxyAuthenticator.defaultPendingLimit,
+         pendingPerClient: Int = ProxyAuthenticator.defaultPendingPerClient) {
         self.users = users
         self.realm = realm
         self.destinations = destinations
+        state = Locked(State(memory: VerdictMemory(capacity: ProxyAuthenticator.rememberedLimit,
+                                                   validFor: ProxyAuthenticator.validFor,
+                                                   invalidFor: ProxyAuthenticator.invalidFor),
+                             limits: PendingCheckLimits(total: pendingLimit, perClient: pendingPerClient)))
     }
 
     /// Whether requests to `host` need credentials.
@@ -51,36 +99,48 @@ final class ProxyAuthenticator: Sendable {
 
     /// The remembered verdict for a `Proxy-Authorization` value, if it is fresh.
     func rememberedVerdict(_ value: [UInt8], now: Double) -> Verdict? {
-        state.withLock { s in
-            guard let r = s.remembered[value], r.until > now else { return nil }
-            return r.verdict
-        }
+        state.withLock { $0.memory.verdict(value, now: now) }
     }
 
-    /// Checks the value off the loop; `completion` runs on a background thread.
-    func check(_ value: [UInt8], completion: @escaping @Sendable (Verdict) -> Void) {
-        let first = state.withLock { s -> Bool in
+    /// Checks the value off the loop for `client` (its address); `completion` runs on a background
+    /// thread. A value already being checked is joined at no cost; a new one needs a place in the
+    /// limits, else it is refused without running anything.
+    func check(_ value: [UInt8], client: [UInt8], now: Double,
+               completion: @escaping @Sendable (Verdict) -> Void) -> CheckAdmission {
+        let (admission, startThread) = state.withLock { s -> (CheckAdmission, Bool) in
             if s.pending[value] != nil {
-                s.pending[value]!.append(completion)
-                return false
+                s.pending[value]!.waiters.append(completion)
+                return (.queued, false)
             }
-            s.pending[value] = [completion]
-            return true
+            if let refusal = s.limits.admit(client) {
+                return (.refused(refusal, logCount: s.refusalLog.note(now: now)), false)
+            }
+            s.pending[value] = Pending(client: client, waiters: [completion])
+            s.queue.append(value)
+            guard s.running < ProxyAuthenticator.concurrentChecks else { return (.queued, false) }
+            s.running += 1
+            return (.queued, true)
         }
-        guard first else { return }
-        queue.async { [self] in
-            checks.wait()
+        if startThread { dispatch.async { [self] in runChecks() } }
+        return admission
+    }
+
+    /// One checking thread: takes waiting credentials until none is left.
+    private func runChecks() {
+        while let value = state.withLock({ s -> [UInt8]? in
+            guard let next = s.takeNext() else {
+                s.running -= 1
+                return nil
+            }
+            return next
+        }) {
             let verdict = verify(value)
-            checks.signal()
             let now = monotonicSeconds()
             let waiters = state.withLock { s -> [@Sendable (Verdict) -> Void] in
-                if s.remembered.count >= ProxyAuthenticator.rememberedLimit {
-                    s.remembered.removeAll(keepingCapacity: true)
-                }
-                s.remembered[value] = Remembered(
-                    verdict: verdict,
-                    until: now + (verdict == .valid ? ProxyAuthenticator.validFor : ProxyAuthenticator.invalidFor))
-                return s.pending.removeValue(forKey: value) ?? []
+                s.memory.remember(value, verdict, now: now)
+                guard let done = s.pending.removeValue(forKey: value) else { return [] }
+                s.limits.release(done.client)
+                return done.waiters
             }
             for w in waiters { w(verdict) }
         }
