@@ -75,6 +75,9 @@ public final class ProxyServer: @unchecked Sendable {
                 for key in d.restart { ConfigDiff.keep(key, from: old, in: &applied) }
                 let settings: ProxySettings
                 do {
+                    // The mix must pass the checks too: a new file may move admin_listen to loopback
+                    // and drop admin_token at once, while the running endpoint stays where it is.
+                    try ConfigLoader.check(applied, source: "running configuration with the keys that need a restart unchanged")
                     settings = try ProxySettings.load(applied, ownListeners: ownListeners)
                 } catch {
                     return .rejected("\(error)")
@@ -110,6 +113,12 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     public func start() throws(StartError) {
+        // Whoever built the configuration, it passes the same checks as the loader's.
+        do {
+            try ConfigLoader.check(config, source: "configuration")
+        } catch {
+            throw .config(error.description)
+        }
         let settings = try ProxySettings.load(config, ownListeners: ownListeners)
         let opened: Cache
         do {
