@@ -7,6 +7,9 @@ public struct Config: Sendable, Equatable {
     public var adminListen: Endpoint? = Endpoint(host: "127.0.0.1", port: 9090)
     /// Bearer token for the admin endpoint (`admin_token`); required when it listens off loopback.
     public var adminToken: String?
+    /// Extra names (or addresses) the admin endpoint answers to in `Host` (`admin_hosts`), for when
+    /// it is reached by a name; its own listening address, and `localhost` on loopback, always are.
+    public var adminHosts: [String] = []
     /// Event-loop threads (`workers`); 0 means one per core.
     public var workers: Int = 0
     /// Directory holding the LMDB cache (`cache_dir`).

@@ -56,6 +56,18 @@ extension ConfigLoader {
         return t
     }
 
+    /// One host as a `Host` field names it: a name (`larder.internal`, lowercased) or an IP address
+    /// (`10.0.0.5`, `fd00::1` or `[fd00::1]`, kept without brackets); no port, no wildcard.
+    public static func parseHostName(_ text: String) throws(ValueError) -> String {
+        let t = text.trimmingSpaces().lowercased()
+        let unbracketed = t.hasPrefix("[") && t.hasSuffix("]") ? String(t.dropFirst().dropLast()) : t
+        if addressBytes(unbracketed) != nil { return unbracketed }
+        guard !t.isEmpty, t.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") }) else {
+            throw ValueError("expected a host name or IP address without port or wildcard, got \"\(text)\"")
+        }
+        return t
+    }
+
     public static func parseEndpoint(_ text: String) throws(ValueError) -> Endpoint {
         let t = text.trimmingSpaces()
         let host: Substring

@@ -84,6 +84,7 @@ public final class ProxyServer: @unchecked Sendable {
                 }
                 for w in workers { w.loop.execute { w.apply(settings) } }
                 admin?.token.withLock { $0 = applied.adminToken.map { Array($0.utf8) } }
+                admin?.hostNames.withLock { $0 = applied.adminHosts }
                 old = applied
                 return .applied(live: d.live, restart: d.restart)
             }
@@ -196,7 +197,7 @@ public final class ProxyServer: @unchecked Sendable {
             logger.info("proxy listening on \(address)\(isTLS ? " (TLS)" : "")")
         }
         if let endpoint = config.adminListen {
-            let context = AdminContext(token: config.adminToken, cache: opened, inFlight: inFlight,
+            let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: opened, inFlight: inFlight,
                                        workerStats: workers.map(\.stats), hosts: workers.map(\.hosts)) {
                 [unowned self] in self.reload()
             }
