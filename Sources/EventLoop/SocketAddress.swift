@@ -39,7 +39,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// The address of a bound or connected socket.
-    static func local(of fd: Int32) -> SocketAddress? {
+    public static func local(of fd: Int32) -> SocketAddress? {
         var ss = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let rc = withUnsafeMutablePointer(to: &ss) {

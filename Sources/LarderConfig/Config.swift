@@ -7,6 +7,9 @@ public struct Config: Sendable, Equatable {
     public var adminListen: Endpoint? = Endpoint(host: "127.0.0.1", port: 9090)
     /// Bearer token for the admin endpoint (`admin_token`); required when it listens off loopback.
     public var adminToken: String?
+    /// Extra names (or addresses) the admin endpoint answers to in `Host` (`admin_hosts`), for when
+    /// it is reached by a name; its own listening address, and `localhost` on loopback, always are.
+    public var adminHosts: [String] = []
     /// Event-loop threads (`workers`); 0 means one per core.
     public var workers: Int = 0
     /// Directory holding the LMDB cache (`cache_dir`).
@@ -191,8 +194,20 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     public init(host: String, port: Int) { self.host = host; self.port = port }
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
-    /// 127.0.0.0/8, ::1 or localhost: reachable only from this machine.
-    public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
+    /// Reachable only from this machine: an address in 127.0.0.0/8 or ::1 (also IPv4-mapped,
+    /// `::ffff:127.0.0.1`), or the name `localhost` (which Larder binds as 127.0.0.1). The host is
+    /// parsed as an address, never matched as text: `127.evil.example` is a name anyone may own,
+    /// and `0.0.0.0` or `::` listen on every interface.
+    public var isLoopback: Bool { Endpoint.isLoopback(host: host) }
+
+    /// `isLoopback` for a host as written in configuration: brackets around IPv6 are allowed.
+    public static func isLoopback(host: String) -> Bool {
+        var literal = Substring(host)
+        if literal.hasPrefix("["), literal.hasSuffix("]") { literal = literal.dropFirst().dropLast() }
+        if literal.lowercased() == "localhost" { return true }
+        guard let bytes = ConfigLoader.addressBytes(String(literal)) else { return false }
+        return AddressRange.loopback.contains { $0.contains(bytes) }
+    }
 }
 
 /// An IPv4 or IPv6 network, `10.0.0.0/8` or `::1/128` (a bare address is a /32 or /128).

@@ -21,6 +21,7 @@ public enum ConfigDiff {
         key("listen", live: false, \.listen),
         key("admin_listen", live: false, \.adminListen),
         key("admin_token", live: true, \.adminToken),
+        key("admin_hosts", live: true, \.adminHosts),
         key("workers", live: false, \.workers),
         key("cache_dir", live: false, \.cacheDirectory),
         key("shutdown_grace", live: true, \.shutdownGrace),

@@ -1,11 +1,79 @@
 import Glibc
 import Yams
 
-/// Reads a configuration: YAML text on top of the built-in defaults, then `LARDER_…` environment
-/// variables on top of that. Collects every problem before failing.
+/// Reads a configuration in layers, lowest first: the built-in defaults, a YAML file, `LARDER_…`
+/// environment variables, command-line flags. Collects every problem before failing.
+///
+/// Checks between keys (`ConfigSchema.crossChecks`, such as "an admin endpoint off loopback needs a
+/// token") run on whatever a caller ends up with, whichever layers it used: `resolve` checks the
+/// merged result once, and each single-layer entry point checks its own result, so no source of
+/// configuration can skip them.
 public enum ConfigLoader {
-    /// Parses `yaml` (named `fileName` in messages) over the defaults.
+    /// Parses `yaml` (named `fileName` in messages) over the defaults, and checks the result.
     public static func load(yaml: String, fileName: String = "config") throws(ConfigErrors) -> Config {
+        let config = try parse(yaml: yaml, fileName: fileName)
+        try check(config, source: fileName)
+        return config
+    }
+
+    /// Reads and parses the file at `path`, and checks the result.
+    public static func load(path: String) throws(ConfigErrors) -> Config {
+        let config = try parse(path: path)
+        try check(config, source: fileName(path))
+        return config
+    }
+
+    /// The whole configuration: `file` (if any) over the defaults, then `environment`, then
+    /// `commandLine`. Each layer's values must parse; the checks between keys run on the merged
+    /// result, so a key from one layer may satisfy a check about another (a file's
+    /// `admin_listen: 0.0.0.0:9090` with the token in `LARDER_ADMIN_TOKEN`). A failed check names
+    /// the layer that set the key last.
+    public static func resolve(file path: String?, environment: [String: String],
+                               commandLine: [Setting]) throws(ConfigErrors) -> Config {
+        var config = try path.map { p throws(ConfigErrors) in try parse(path: p) } ?? Config()
+        try throwIfAny(environmentProblems(environment, applyingTo: &config))
+        try throwIfAny(apply(commandLine, source: "command line", to: &config))
+        try throwIfAny(ConfigSchema.crossChecks(config).map { check in
+            let (source, name) = lastLayer(setting: check.key, file: path, environment: environment,
+                                           commandLine: commandLine)
+            return ConfigProblem(source: source, key: name, line: nil, message: check.message)
+        })
+        return config
+    }
+
+    /// Runs the checks between keys on `config`; problems are reported under `source`.
+    public static func check(_ config: Config, source: String) throws(ConfigErrors) {
+        try throwIfAny(ConfigSchema.crossChecks(config).map {
+            ConfigProblem(source: source, key: $0.key, line: nil, message: $0.message)
+        })
+    }
+
+    /// Applies `LARDER_<KEY>` variables (dots become underscores: `LARDER_SESSION_CONNECT_TIMEOUT`)
+    /// and checks the result. Values use the file's syntax; lists may also be written comma-separated.
+    public static func applyEnvironment(_ environment: [String: String], to config: inout Config) throws(ConfigErrors) {
+        try throwIfAny(environmentProblems(environment, applyingTo: &config))
+        try check(config, source: "environment")
+    }
+
+    /// One setting given as text outside the file: `name` is how the user wrote it (a flag or a
+    /// variable), `key` the configuration key it sets.
+    public struct Setting: Sendable, Equatable {
+        public var name: String
+        public var key: String
+        public var value: String
+        public init(name: String, key: String, value: String) { self.name = name; self.key = key; self.value = value }
+    }
+
+    /// Applies command-line settings with the same parsing and checks as the file.
+    public static func applyCommandLine(_ settings: [Setting], to config: inout Config) throws(ConfigErrors) {
+        try throwIfAny(apply(settings, source: "command line", to: &config))
+        try check(config, source: "command line")
+    }
+
+    // MARK: layers without the checks between keys
+
+    /// The file's values over the defaults; syntax and per-key problems only.
+    private static func parse(yaml: String, fileName: String) throws(ConfigErrors) -> Config {
         var config = Config()
         var problems: [ConfigProblem] = []
         let root: Node?
@@ -22,26 +90,24 @@ public enum ConfigLoader {
                                               message: "expected a mapping of keys to values at the top level")])
         }
         walk(top, prefix: "", into: &config, problems: &problems, fileName: fileName)
-        for (key, message) in ConfigSchema.crossChecks(config) {
-            problems.append(ConfigProblem(source: fileName, key: key, line: nil, message: message))
-        }
-        guard problems.isEmpty else { throw ConfigErrors(problems) }
+        try throwIfAny(problems)
         return config
     }
 
-    /// Reads and parses the file at `path`.
-    public static func load(path: String) throws(ConfigErrors) -> Config {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
+    private static func parse(path: String) throws(ConfigErrors) -> Config {
         guard let text = readFile(path) else {
             let reason = String(cString: strerror(errno))
             throw ConfigErrors([ConfigProblem(source: path, key: "", line: nil, message: "cannot read: \(reason)")])
         }
-        return try load(yaml: text, fileName: name)
+        return try parse(yaml: text, fileName: fileName(path))
     }
 
-    /// Applies `LARDER_<KEY>` variables (dots become underscores: `LARDER_SESSION_CONNECT_TIMEOUT`).
-    /// Values use the file's syntax; lists may also be written comma-separated.
-    public static func applyEnvironment(_ environment: [String: String], to config: inout Config) throws(ConfigErrors) {
+    private static func fileName(_ path: String) -> String {
+        path.split(separator: "/").last.map(String.init) ?? path
+    }
+
+    private static func environmentProblems(_ environment: [String: String],
+                                            applyingTo config: inout Config) -> [ConfigProblem] {
         var settings: [Setting] = []
         for field in ConfigSchema.fields {
             if let text = environment[field.environmentName] {
@@ -55,24 +121,20 @@ public enum ConfigLoader {
             problems.append(ConfigProblem(source: "environment", key: name, line: nil,
                                           message: "unknown setting\(hint)"))
         }
-        for (key, message) in ConfigSchema.crossChecks(config) {
-            problems.append(ConfigProblem(source: "environment", key: key, line: nil, message: message))
+        return problems
+    }
+
+    /// Where `key` was set last, spelled the way that layer spells it: (source, name).
+    private static func lastLayer(setting key: String, file: String?, environment: [String: String],
+                                  commandLine: [Setting]) -> (String, String) {
+        if let flag = commandLine.last(where: { $0.key == key }) { return ("command line", flag.name) }
+        if let field = ConfigSchema.byKey[key], environment[field.environmentName] != nil {
+            return ("environment", field.environmentName)
         }
-        guard problems.isEmpty else { throw ConfigErrors(problems) }
+        return (file.map(fileName) ?? "defaults", key)
     }
 
-    /// One setting given as text outside the file: `name` is how the user wrote it (a flag or a
-    /// variable), `key` the configuration key it sets.
-    public struct Setting: Sendable, Equatable {
-        public var name: String
-        public var key: String
-        public var value: String
-        public init(name: String, key: String, value: String) { self.name = name; self.key = key; self.value = value }
-    }
-
-    /// Applies command-line settings with the same parsing and checks as the file.
-    public static func applyCommandLine(_ settings: [Setting], to config: inout Config) throws(ConfigErrors) {
-        let problems = apply(settings, source: "command line", to: &config)
+    private static func throwIfAny(_ problems: [ConfigProblem]) throws(ConfigErrors) {
         guard problems.isEmpty else { throw ConfigErrors(problems) }
     }
 

@@ -34,6 +34,11 @@ enum ConfigSchema {
             }
             c.adminToken = (s?.isEmpty ?? true) ? nil : s
         },
+        ConfigField(key: "admin_hosts") { c, n throws(ValueError) in
+            var names: [String] = []
+            for item in try list(n) { names.append(try ConfigLoader.parseHostName(try nonEmpty(item))) }
+            c.adminHosts = names
+        },
         ConfigField(key: "workers") { c, n throws(ValueError) in
             c.workers = try integer(n, in: 0...256, what: "a thread count (0: one per core)")
         },

@@ -13,15 +13,7 @@ extension ConfigLoader {
     public static func parseAddressRange(_ text: String) throws(ValueError) -> AddressRange {
         let t = text.trimmingSpaces()
         let parts = t.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        let host = String(parts[0])
-        var bytes: [UInt8]
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        if inet_pton(AF_INET, host, &v4) == 1 {
-            bytes = withUnsafeBytes(of: v4) { Array($0) }
-        } else if inet_pton(AF_INET6, host, &v6) == 1 {
-            bytes = withUnsafeBytes(of: v6) { Array($0) }
-        } else {
+        guard let bytes = addressBytes(String(parts[0])) else {
             throw ValueError("expected an address or network like 10.0.0.0/8 or ::1/128, got \"\(t)\"")
         }
         var prefix = bytes.count * 8
@@ -32,6 +24,16 @@ extension ConfigLoader {
             prefix = p
         }
         return AddressRange(bytes: bytes, prefixLength: prefix)
+    }
+
+    /// The bytes of a numeric IPv4 (4) or IPv6 (16) address, as `inet_pton` reads it (no brackets,
+    /// no zone); nil for anything else, names included.
+    public static func addressBytes(_ literal: String) -> [UInt8]? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, literal, &v4) == 1 { return withUnsafeBytes(of: v4) { Array($0) } }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, literal, &v6) == 1 { return withUnsafeBytes(of: v6) { Array($0) } }
+        return nil
     }
 
     /// A network (`169.254.0.0/16`, `fe80::/10`, one address) or a host pattern.
@@ -50,6 +52,18 @@ extension ConfigLoader {
         let name = t.hasPrefix("*.") ? String(t.dropFirst(2)) : t
         guard t == "*" || (!name.isEmpty && name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") })) else {
             throw ValueError("expected a host name, *.domain or *, got \"\(text)\"")
+        }
+        return t
+    }
+
+    /// One host as a `Host` field names it: a name (`larder.internal`, lowercased) or an IP address
+    /// (`10.0.0.5`, `fd00::1` or `[fd00::1]`, kept without brackets); no port, no wildcard.
+    public static func parseHostName(_ text: String) throws(ValueError) -> String {
+        let t = text.trimmingSpaces().lowercased()
+        let unbracketed = t.hasPrefix("[") && t.hasSuffix("]") ? String(t.dropFirst().dropLast()) : t
+        if addressBytes(unbracketed) != nil { return unbracketed }
+        guard !t.isEmpty, t.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") }) else {
+            throw ValueError("expected a host name or IP address without port or wildcard, got \"\(text)\"")
         }
         return t
     }

@@ -75,12 +75,16 @@ public final class ProxyServer: @unchecked Sendable {
                 for key in d.restart { ConfigDiff.keep(key, from: old, in: &applied) }
                 let settings: ProxySettings
                 do {
+                    // The mix must pass the checks too: a new file may move admin_listen to loopback
+                    // and drop admin_token at once, while the running endpoint stays where it is.
+                    try ConfigLoader.check(applied, source: "running configuration with the keys that need a restart unchanged")
                     settings = try ProxySettings.load(applied, ownListeners: ownListeners)
                 } catch {
                     return .rejected("\(error)")
                 }
                 for w in workers { w.loop.execute { w.apply(settings) } }
                 admin?.token.withLock { $0 = applied.adminToken.map { Array($0.utf8) } }
+                admin?.hostNames.withLock { $0 = applied.adminHosts }
                 old = applied
                 return .applied(live: d.live, restart: d.restart)
             }
@@ -110,6 +114,12 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     public func start() throws(StartError) {
+        // Whoever built the configuration, it passes the same checks as the loader's.
+        do {
+            try ConfigLoader.check(config, source: "configuration")
+        } catch {
+            throw .config(error.description)
+        }
         let settings = try ProxySettings.load(config, ownListeners: ownListeners)
         let opened: Cache
         do {
@@ -187,7 +197,7 @@ public final class ProxyServer: @unchecked Sendable {
             logger.info("proxy listening on \(address)\(isTLS ? " (TLS)" : "")")
         }
         if let endpoint = config.adminListen {
-            let context = AdminContext(token: config.adminToken, cache: opened, inFlight: inFlight,
+            let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: opened, inFlight: inFlight,
                                        workerStats: workers.map(\.stats), hosts: workers.map(\.hosts)) {
                 [unowned self] in self.reload()
             }

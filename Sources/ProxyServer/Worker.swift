@@ -1,5 +1,6 @@
 import CacheStore
 import EventLoop
+import Glibc
 import HTTPWire
 import Logging
 import SessionClient
@@ -108,8 +109,11 @@ final class Worker: @unchecked Sendable {
     func listenAdmin(on address: SocketAddress, context: AdminContext,
                      tls: Bool = false) throws(Listener.Failure) -> SocketAddress {
         let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
+            // The address this connection reached (on a wildcard listener, the interface's own).
+            guard let local = SocketAddress.local(of: fd) else { Glibc.close(fd); return }
             guard let stream = self.stream(for: fd, tls: tls) else { return }
-            let conn = AdminConnection(worker: self, stream: stream, peer: peer, context: context)
+            let conn = AdminConnection(worker: self, stream: stream, peer: peer, local: local,
+                                       scheme: tls ? "https" : "http", context: context)
             self.adminConnections[ObjectIdentifier(conn)] = conn
             conn.start()
         }

@@ -12,8 +12,7 @@ struct CheckConfigCommand: ParsableCommand {
 
     func run() throws {
         do {
-            var c = try ConfigLoader.load(path: config)
-            try ConfigLoader.applyEnvironment(ProcessEnvironment.variables(), to: &c)
+            _ = try ConfigLoader.resolve(file: config, environment: ProcessEnvironment.variables(), commandLine: [])
         } catch {
             print(error.description)
             throw ExitCode(1)

@@ -31,16 +31,15 @@ struct ConfigOverrides: ParsableArguments {
     @Option(name: .customLong("ca-file"), help: "PEM CA bundle that verifies https origins (tls.ca_file).")
     var caFile: String?
 
-    /// Defaults, then the file, then `LARDER_…` variables, then flags.
+    /// Defaults, then the file, then `LARDER_…` variables, then flags; checked as a whole (start-up
+    /// and every reload).
     func resolve() throws(ConfigErrors) -> Config {
         let env = ProcessEnvironment.variables()
-        var c: Config
-        if let path = config ?? env["LARDER_CONFIG"] {
-            c = try ConfigLoader.load(path: path)
-        } else {
-            c = Config()
-        }
-        try ConfigLoader.applyEnvironment(env, to: &c)
+        return try ConfigLoader.resolve(file: config ?? env["LARDER_CONFIG"], environment: env, commandLine: settings)
+    }
+
+    /// The flags given, as configuration settings.
+    private var settings: [ConfigLoader.Setting] {
         var flags: [ConfigLoader.Setting] = []
         if !listen.isEmpty { flags.append(.init(name: "--listen", key: "listen", value: listen.joined(separator: ","))) }
         if let a = adminListen { flags.append(.init(name: "--admin-listen", key: "admin_listen", value: a)) }
@@ -50,8 +49,7 @@ struct ConfigOverrides: ParsableArguments {
         if let l = logLevel { flags.append(.init(name: "--log-level", key: "log_level", value: l)) }
         if let a = accessLog { flags.append(.init(name: "--access-log", key: "access_log", value: a)) }
         if let f = caFile { flags.append(.init(name: "--ca-file", key: "tls.ca_file", value: f)) }
-        try ConfigLoader.applyCommandLine(flags, to: &c)
-        return c
+        return flags
     }
 }
 

@@ -192,7 +192,7 @@ ADMIN_RE = re.compile(r"admin endpoint listening on 127\.0\.0\.1:(\d+)")
 
 class Larder:
     def __init__(self, workdir, config=None, args=(), listeners=1, name="larder",
-                 listen_flag=True, wait=True, wrapper=(), binary=None, start_timeout=START_TIMEOUT):
+                 listen_flag=True, wait=True, wrapper=(), binary=None, start_timeout=START_TIMEOUT, env=None):
         self.workdir = Path(workdir)
         self.name = name
         self.cache_dir = self.workdir / f"{name}-cache"
@@ -223,7 +223,9 @@ class Larder:
         self.stopped = False
         self.killed = False
         self.returncode = None
-        self.proc = spawn(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # ``env``: variables added to the child's (LARDER_* ones included, which are otherwise dropped).
+        self.proc = spawn(self.cmd, env={**child_env(), **(env or {})}, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
         self.pid = self.proc.pid
         self.reader = threading.Thread(target=self._read_stderr, daemon=True)
         self.reader.start()

@@ -457,3 +457,74 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         #expect(d.restart == ["listen", "cache.disk_capacity"])
     }
 }
+
+@Suite struct LoopbackTests {
+    static let hosts: [(String, Bool)] = [
+        ("127.0.0.1", true), ("127.1.2.3", true), ("127.255.255.255", true), ("::1", true), ("[::1]", true),
+        ("0:0:0:0:0:0:0:1", true), ("::ffff:127.0.0.1", true), ("[::ffff:127.9.9.9]", true),
+        ("localhost", true), ("LocalHost", true),
+        ("127.evil.example", false), ("127.0.0.1.evil.example", false), ("0.0.0.0", false), ("::", false),
+        ("[::]", false), ("::2", false), ("::ffff:10.0.0.1", false), ("128.0.0.1", false), ("10.0.0.1", false),
+        ("localhost.evil.example", false), ("", false), ("[::1", false), ("127.1", false), ("::1%lo", false),
+    ]
+
+    @Test(arguments: hosts) func loopbackIsAnAddressNotAPrefix(_ host: String, _ loopback: Bool) {
+        #expect(Endpoint(host: host, port: 9090).isLoopback == loopback)
+    }
+}
+
+/// Checks between keys hold whichever layer set the keys: no source skips them.
+@Suite struct CrossCheckLayerTests {
+    @Test func commandLineIsChecked() {
+        var c = Config()
+        do {
+            try ConfigLoader.applyCommandLine([.init(name: "--admin-listen", key: "admin_listen", value: "0.0.0.0:9090")],
+                                              to: &c)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description == "command line: admin_listen: 0.0.0.0:9090 is reachable from other machines: "
+                    + "set admin_token, or listen on a loopback address")
+        }
+    }
+
+    @Test func resolveNamesTheFlagThatBrokeTheCheck() {
+        do {
+            _ = try ConfigLoader.resolve(file: nil, environment: [:],
+                                         commandLine: [.init(name: "--admin-listen", key: "admin_listen", value: "[::]:0")])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description == "command line: --admin-listen: [::]:0 is reachable from other machines: "
+                    + "set admin_token, or listen on a loopback address")
+        }
+    }
+
+    @Test func resolveNamesTheVariableThatBrokeTheCheck() {
+        do {
+            _ = try ConfigLoader.resolve(file: nil, environment: ["LARDER_ADMIN_LISTEN": "127.evil.example:9090"],
+                                         commandLine: [])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.problems.map(\.key) == ["LARDER_ADMIN_LISTEN"])
+        }
+    }
+
+    @Test func aTokenFromAnotherLayerSatisfiesTheCheck() throws {
+        let c = try ConfigLoader.resolve(file: nil, environment: ["LARDER_ADMIN_TOKEN": "t0ken"],
+                                         commandLine: [.init(name: "--admin-listen", key: "admin_listen", value: "0.0.0.0:9090")])
+        #expect(c.adminListen == Endpoint(host: "0.0.0.0", port: 9090) && c.adminToken == "t0ken")
+    }
+
+    @Test func aLoopbackFlagNeedsNoToken() throws {
+        let c = try ConfigLoader.resolve(file: nil, environment: [:],
+                                         commandLine: [.init(name: "--admin-listen", key: "admin_listen", value: "[::1]:0")])
+        #expect(c.adminListen == Endpoint(host: "::1", port: 0))
+    }
+
+    @Test func checkRunsOnAnyConfiguration() {
+        var c = Config()
+        c.adminListen = Endpoint(host: "0.0.0.0", port: 9090)
+        #expect(throws: ConfigErrors.self) { try ConfigLoader.check(c, source: "test") }
+        c.adminToken = "x"
+        #expect(throws: Never.self) { try ConfigLoader.check(c, source: "test") }
+    }
+}

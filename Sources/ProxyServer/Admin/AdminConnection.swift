@@ -8,6 +8,10 @@ final class AdminConnection: StreamDelegate {
     unowned let worker: Worker
     let stream: Stream
     let peer: SocketAddress
+    /// The address this connection arrived on: what its `Host` must name.
+    let local: SocketAddress
+    /// `http`, or `https` with `tls.admin`.
+    let scheme: String
     let context: AdminContext
     private var request = RequestHead()
     private var closing = false
@@ -16,10 +20,13 @@ final class AdminConnection: StreamDelegate {
 
     static let idleTimeout = 30.0
 
-    init(worker: Worker, stream: Stream, peer: SocketAddress, context: AdminContext) {
+    init(worker: Worker, stream: Stream, peer: SocketAddress, local: SocketAddress, scheme: String,
+         context: AdminContext) {
         self.worker = worker
         self.stream = stream
         self.peer = peer
+        self.local = local
+        self.scheme = scheme
         self.context = context
     }
 
@@ -56,13 +63,34 @@ final class AdminConnection: StreamDelegate {
     }
 
     private func answer() {
-        let target = request.headers.withBytes(request.target) { String(decoding: $0, as: UTF8.self) }
-        let authorization = request.headers.value(of: "authorization")
-        let response = context.respond(method: request.method, target: AdminTarget(target),
-                                       authorization: authorization, reader: worker.cacheReader)
+        let text = request.headers.withBytes(request.target) { String(decoding: $0, as: UTF8.self) }
+        let target = AdminTarget(text)
+        // Logged without the token a dashboard URL carries.
+        let line = "admin \(peer) \(request.headers.withBytes(request.methodRange) { String(decoding: $0, as: UTF8.self) }) "
+            + AdminTarget.redacted(text)
+        let response: AdminResponse
+        if let refusal = requestGuard.refusal(guardFacts(path: target.path)) {
+            response = .error(refusal.status, refusal.reason)
+            worker.logger.warning("\(line) \(refusal.status) refused: \(refusal.reason)")
+        } else {
+            response = context.respond(method: request.method, target: target,
+                                       authorization: request.headers.value(of: "authorization"), reader: worker.cacheReader)
+            worker.logger.info("\(line) \(response.status)")
+        }
         let hasBody = request.framing != .none
-        worker.logger.info("admin \(peer) \(request.headers.withBytes(request.methodRange) { String(decoding: $0, as: UTF8.self) }) \(target) \(response.status)")
         send(response, close: hasBody || !request.keepAlive || worker.draining, headOnly: request.method == .head)
+    }
+
+    /// With the `admin_hosts` in force now (a reload may change them).
+    private var requestGuard: AdminRequestGuard {
+        AdminRequestGuard(local: local, scheme: scheme, names: context.hostNames.withLock { $0 })
+    }
+
+    private func guardFacts(path: String) -> AdminRequestGuard.Request {
+        AdminRequestGuard.Request(method: request.method, path: path, host: request.headers.value(of: "host"),
+                                  origin: request.headers.value(of: "origin"),
+                                  contentType: request.headers.value(of: "content-type"),
+                                  fetchSite: request.headers.value(of: "sec-fetch-site"))
     }
 
     private func send(_ r: AdminResponse, close: Bool, headOnly: Bool) {

@@ -15,6 +15,8 @@ public enum LarderVersion {
 final class AdminContext: Sendable {
     /// Replaced by a configuration reload.
     let token: Locked<[UInt8]?>
+    /// `admin_hosts`: names a request's `Host` may give besides the endpoint's address; reloadable.
+    let hostNames: Locked<[String]>
     /// Re-reads the configuration and applies what can be applied (POST /config/reload).
     let reload: @Sendable () -> ReloadOutcome
     let cache: Cache
@@ -26,9 +28,10 @@ final class AdminContext: Sendable {
     /// Listeners up and not draining.
     let ready = Atomic<Bool>(false)
 
-    init(token: String?, cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics], hosts: [TopHosts],
-         reload: @escaping @Sendable () -> ReloadOutcome) {
+    init(token: String?, hostNames: [String], cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
+         hosts: [TopHosts], reload: @escaping @Sendable () -> ReloadOutcome) {
         self.hosts = hosts
+        self.hostNames = Locked(hostNames)
         self.token = Locked(token.map { Array($0.utf8) })
         self.reload = reload
         self.cache = cache

@@ -89,6 +89,18 @@ struct AdminTarget {
 
     func value(_ name: String) -> String? { query.first { $0.name == name }?.value }
 
+    /// `target` as it may be logged: the value of every `token` parameter (the admin token, which a
+    /// browser opening the dashboard puts in the URL) replaced, however the name is cased or encoded.
+    static func redacted(_ target: String) -> String {
+        let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return target }
+        let pairs = parts[1].split(separator: "&", omittingEmptySubsequences: false).map { pair -> Substring in
+            let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            return decode(name).lowercased() == "token" ? name + "=REDACTED" : pair
+        }
+        return parts[0] + "?" + pairs.joined(separator: "&")
+    }
+
     /// Percent-decoding, `+` as space (form encoding, which curl's --data-urlencode also produces).
     static func decode(_ s: Substring) -> String {
         var out: [UInt8] = []
