@@ -35,6 +35,10 @@ public struct Config: Sendable, Equatable {
         .network(AddressRange(bytes: [169, 254, 0, 0], prefixLength: 16)),
         .network(AddressRange(bytes: [0xFE, 0x80] + Array(repeating: 0, count: 14), prefixLength: 10)),
     ]
+    /// `protect_this_host`: also refuse destinations on this machine (loopback, the unspecified
+    /// address, its interfaces' addresses) — `auto` does so once `allow_clients` admits any
+    /// client that is not on this machine.
+    public var protectThisHost: ProtectThisHost = .auto
     /// Proxy authentication (`auth.*`).
     public var auth = Auth()
     /// Name this proxy gives itself in `Via` (`via_name`).
@@ -305,4 +309,34 @@ public enum ReverseHost: String, Sendable, Equatable, CaseIterable {
     case client
     /// The authority of `reverse_origin`, whatever the client sent.
     case origin
+}
+
+/// Whether clients may reach services listening on Larder's own machine through it.
+public enum ProtectThisHost: String, Sendable, Equatable, CaseIterable {
+    /// On when `allow_clients` admits a non-loopback address, off while only local clients may use Larder.
+    case auto
+    case on
+    case off
+
+    /// Whether the protection applies under these `allow_clients`.
+    public func applies(allowClients: [AddressRange]) -> Bool {
+        switch self {
+        case .on: return true
+        case .off: return false
+        case .auto: return allowClients.contains { !$0.isWithinLoopback }
+        }
+    }
+}
+
+extension AddressRange {
+    /// Whether every address of this network is a loopback address.
+    public var isWithinLoopback: Bool {
+        AddressRange.loopback.contains { outer in
+            outer.bytes.count == bytes.count && prefixLength >= outer.prefixLength && outer.contains(bytes)
+        }
+    }
+
+    /// This machine, as a destination: loopback and the unspecified addresses (0.0.0.0/8, ::).
+    public static let thisHost = loopback + [AddressRange(bytes: [0, 0, 0, 0], prefixLength: 8),
+                                            AddressRange(bytes: Array(repeating: 0, count: 16), prefixLength: 128)]
 }

@@ -32,6 +32,7 @@ public enum ConfigDiff {
         key("purge_allowed_from", live: true, \.purgeAllowedFrom),
         key("allow_clients", live: true, \.allowClients),
         key("deny_destinations", live: true, \.denyDestinations),
+        key("protect_this_host", live: true, \.protectThisHost),
         key("auth.users_file", live: true, \.auth.usersFile),
         key("auth.realm", live: true, \.auth.realm),
         key("auth.destinations", live: true, \.auth.destinations),

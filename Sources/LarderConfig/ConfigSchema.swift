@@ -77,6 +77,11 @@ enum ConfigSchema {
             for item in try list(n) { patterns.append(try ConfigLoader.parseDestinationPattern(try nonEmpty(item))) }
             c.denyDestinations = patterns
         },
+        ConfigField(key: "protect_this_host") { c, n throws(ValueError) in
+            let s = try scalar(n)
+            guard let mode = ProtectThisHost(rawValue: s) else { throw ValueError("expected auto, on or off, got \"\(s)\"") }
+            c.protectThisHost = mode
+        },
         ConfigField(key: "auth.users_file") { c, n throws(ValueError) in
             let s = try scalarOrNull(n)
             c.auth.usersFile = (s?.isEmpty ?? true) ? nil : s

@@ -48,7 +48,8 @@ struct ProxySettings: Sendable {
         connectPorts = Set(config.connectPorts)
         purgeAllowedFrom = config.purgeAllowedFrom
         allowClients = config.allowClients
-        destinations = DestinationRules(config.denyDestinations, ownListeners: ownListeners)
+        destinations = DestinationRules(config.denyDestinations, ownListeners: ownListeners,
+                                        protectThisHost: config.protectThisHost.applies(allowClients: config.allowClients))
         authenticator = users.map {
             ProxyAuthenticator(users: $0, realm: config.auth.realm, destinations: config.auth.destinations,
                                pendingLimit: config.auth.maxPendingChecks,

@@ -589,3 +589,80 @@ def test_a_follower_that_never_reads_cannot_stall_the_leader(larder_factory, scr
     assert elapsed < 15, elapsed
     wait_stats(lr, lambda s: s["collapsed_followers_detached"] >= 1)
 
+
+
+# ---------------------------------------------------------------------------------------------
+# 16. What an allowed client can reach: this machine and the metadata address
+
+
+def test_widening_allow_clients_protects_this_machine(larder_factory, scripted):
+    origin = scripted(lambda req: answer(200, b"a local service"))
+    local_only = larder_factory(name="local-only")
+    assert proxy_exchange(local_only.port, "GET", origin.url("/")).body == b"a local service"
+    widened = larder_factory(name="widened", config={"allow_clients": ["127.0.0.0/8", "10.0.0.0/8"]})
+    for url in (origin.url("/"), f"http://localhost:{origin.port}/", f"http://0.0.0.0:{origin.port}/",
+                f"http://[::ffff:127.0.0.1]:{origin.port}/"):
+        r = proxy_exchange(widened.port, "GET", url)
+        assert r.status == 403 and b"this machine" in r.body, (url, r)
+    opted_out = larder_factory(name="opted-out", config={"allow_clients": ["127.0.0.0/8", "10.0.0.0/8"],
+                                                         "protect_this_host": "off"})
+    assert proxy_exchange(opted_out.port, "GET", origin.url("/")).body == b"a local service"
+    assert len(origin.seen) == 2
+
+
+def _start_shipped(tmp_path, name, config_path, env=()):
+    """The binary with a shipped configuration as it is, on a loopback port and a scratch cache."""
+    import re
+    import subprocess
+    from helpers import LISTEN_RE, child_env, larder_bin, spawn
+    cmd = [larder_bin(), "--config", config_path, "--listen", "127.0.0.1:0", "--admin-listen", "off",
+           "--cache-dir", tmp_path / f"{name}-cache", "--access-log", "off", "--workers", "1", "--log-level", "info"]
+    proc = spawn(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**child_env(), **dict(env)})
+    deadline = time.monotonic() + 15
+    for raw in iter(proc.stderr.readline, b""):
+        m = LISTEN_RE.search(raw.decode("utf-8", "replace"))
+        if m:
+            threading.Thread(target=lambda: [None for _ in iter(proc.stderr.readline, b"")], daemon=True).start()
+            return proc, int(m.group(1))
+        assert time.monotonic() < deadline, f"{name} did not start"
+    raise AssertionError(f"{name} exited with {proc.wait(5)}")
+
+
+def _dockerfile_environment():
+    from helpers import REPO_ROOT
+    text = (REPO_ROOT / "Docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    env = {}
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            for pair in line[4:].split():
+                key, _, value = pair.partition("=")
+                env[key] = value
+    return env
+
+
+@pytest.mark.parametrize("shipped", ["defaults", "container", "ci-cache", "offline-mirror"])
+def test_what_a_client_of_a_shipped_configuration_can_reach(tmp_path, scripted, shipped):
+    """The metadata address never; this machine's own services only while every allowed client is local."""
+    from helpers import REPO_ROOT, stop_process
+    origin = scripted(lambda req: answer(200, b"a local service"))
+    env = {}
+    if shipped == "defaults":
+        config = REPO_ROOT / "Config" / "larder.yaml"
+    elif shipped == "container":
+        env = {k: v for k, v in _dockerfile_environment().items()
+               if k.startswith("LARDER_") and k not in ("LARDER_CONFIG", "LARDER_LISTEN", "LARDER_CACHE_DIR")}
+        config = REPO_ROOT / "Config" / "larder.yaml"
+    else:
+        config = REPO_ROOT / "Config" / "examples" / f"{shipped}.yaml"
+    proc, port = _start_shipped(tmp_path, shipped, config, env.items())
+    try:
+        metadata = proxy_exchange(port, "GET", "http://169.254.169.254/latest/meta-data/")
+        assert metadata.status == 403, metadata
+        widened = shipped in ("container", "ci-cache")
+        local = proxy_exchange(port, "GET", origin.url("/"))
+        if widened:
+            assert local.status == 403 and b"this machine" in local.body, local
+        else:
+            assert local.body == b"a local service", local
+    finally:
+        stop_process(proc)

@@ -9,7 +9,12 @@ struct DestinationRules: Sendable {
     var networks: [AddressRange] = []
     var ownListeners: OwnListeners
 
-    init(_ patterns: [DestinationPattern], ownListeners: OwnListeners) {
+    /// Why addresses are refused, for the log: set when this machine itself is protected.
+    var protectsThisHost = false
+
+    /// `protectThisHost`: the machine's own addresses (loopback, unspecified, its interfaces') are
+    /// refused too, so clients from elsewhere cannot reach services that trust local callers.
+    init(_ patterns: [DestinationPattern], ownListeners: OwnListeners, protectThisHost: Bool = false) {
         for p in patterns {
             switch p {
             case .host(let h): hostPatterns.append(h)
@@ -17,6 +22,11 @@ struct DestinationRules: Sendable {
             }
         }
         self.ownListeners = ownListeners
+        if protectThisHost {
+            protectsThisHost = true
+            networks += AddressRange.thisHost
+            networks += OwnListeners.interfaceAddresses().map { AddressRange(bytes: $0, prefixLength: $0.count * 8) }
+        }
     }
 
     /// Why a host name (or address literal) given by the client may not be contacted, if it may not.
@@ -37,6 +47,9 @@ struct DestinationRules: Sendable {
     func refusal(address: SocketAddress, port: Int) -> String? {
         let bytes = address.addressBytes
         for network in networks where network.contains(bytes) {
+            if protectsThisHost, AddressRange.thisHost.contains(network) || network.prefixLength == bytes.count * 8 {
+                return "\(address.host) is this machine (protect_this_host)"
+            }
             return "\(address.host) is in deny_destinations (\(network))"
         }
         if ownListeners.contains(bytes, port: port) {

@@ -46,7 +46,7 @@ final class OwnListeners: Sendable {
     }
 
     /// The addresses of this machine's interfaces.
-    private static func interfaceAddresses() -> [[UInt8]] {
+    static func interfaceAddresses() -> [[UInt8]] {
         var out: [[UInt8]] = []
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else { return out }
