@@ -51,6 +51,13 @@ final class HostPool {
     private func dispatch() {
         while waitingCount > 0 {
             if let conn = idle.popLast() {
+                if conn.recheckBeforeReuse, conn.stream.hasUnreadInput {
+                    // Bytes arrived after a body-less answer since it completed: not an answer to
+                    // the next request, whatever they look like.
+                    session.noteDiscardedUnsafe()
+                    conn.close()
+                    continue
+                }
                 conn.leaveIdle()
                 busy += 1
                 session.noteReused()

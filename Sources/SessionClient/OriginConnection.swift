@@ -8,6 +8,9 @@ final class OriginConnection: StreamDelegate {
     /// tasks: a resumed task lives until it finishes, whoever else still refers to it. The task
     /// lets go of the connection when it finishes, and releasing the connection clears this.
     var task: SessionTask?
+    /// The last response had no body by rule (HEAD, 204, 304), the classic place for an origin to
+    /// put one anyway: the socket is checked for stray bytes again when the connection is reused.
+    var recheckBeforeReuse = false
     private var idleTimer: Timer?
     private var sessionKept = false
 
@@ -57,6 +60,7 @@ final class OriginConnection: StreamDelegate {
     func streamReadable(_ stream: Stream) {
         if let task { task.originReadable() } else if stream.input.count > 0 {
             // Bytes from an idle origin are not an answer to anything: the connection is unusable.
+            pool.session.noteDiscardedUnsafe()
             pool.idleConnectionEnded(self)
         }
     }

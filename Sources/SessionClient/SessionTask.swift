@@ -328,6 +328,7 @@ public final class SessionTask {
                 reuse = false
                 session.noteDiscardedUnsafe()
             }
+            c.recheckBeforeReuse = framing == .none
             pool?.release(c, reusable: reuse)
         }
         delegate?.task(self, didCompleteWith: nil)

@@ -189,7 +189,7 @@ def test_connection_naming_end_to_end_fields_drops_them_for_the_cache_too(larder
 # 2. Bytes after a body-less response
 
 
-@pytest.mark.parametrize("case", ["head", "204", "304"])
+@pytest.mark.parametrize("case", ["head", "head-later", "204", "304"])
 def test_bytes_after_a_bodyless_response_are_never_read_as_the_next_response(larder_factory, scripted, case):
     lr = larder_factory(config=ADMIN)
 
@@ -198,17 +198,21 @@ def test_bytes_after_a_bodyless_response_are_never_read_as_the_next_response(lar
             return answer(200, b"the real victim page", [("Cache-Control", "max-age=600")])
         if case == "head":
             return answer(200, b"", [("Cache-Control", "max-age=600")], length=5) + SMUGGLED
+        if case == "head-later":
+            # The stray response a moment after the real one, in a segment of its own.
+            return [answer(200, b"", [("Cache-Control", "max-age=600")], length=5), lambda: time.sleep(0.2), SMUGGLED]
         if case == "204":
             return b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n" + SMUGGLED
         return b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n" + SMUGGLED
 
     origin = scripted(handler)
-    method = "HEAD" if case == "head" else "GET"
+    method = "HEAD" if case.startswith("head") else "GET"
     headers = [("If-None-Match", '"x"')] if case == "304" else []
     with RawClient(lr.port) as c:
         c.send(std_request(method, origin.url("/first"), headers))
         first = c.response(method)
         assert first.status in (200, 204, 304)
+        time.sleep(0.4)
         c.send(std_request("GET", origin.url("/victim")))
         victim = c.response()
     assert victim.body == b"the real victim page"
