@@ -562,6 +562,15 @@ def build_request_corpus(origin_port):
     add("HTTP/1.0 keep-alive", req(H + "Connection: keep-alive\r\n", "GET /v HTTP/1.0"))
     add("Connection: close", req(H + "Connection: close\r\n"))
     add("Expect: 100-continue with body", req(H + "Expect: 100-continue\r\nContent-Length: 3\r\n", "POST /e HTTP/1.1", "abc"))
+    # Smuggling through the Connection list: the body stays this request's, never a second one.
+    inner = "GET /smuggled HTTP/1.1\r\nHost: o\r\n\r\n"
+    add("Connection names Content-Length",
+        req(H + f"Connection: Content-Length\r\nContent-Length: {len(inner)}\r\n", "POST /s HTTP/1.1", inner))
+    add("Connection names Transfer-Encoding",
+        req(H + "Connection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n", "POST /s HTTP/1.1",
+            f"{len(inner):x}\r\n{inner}\r\n0\r\n\r\n"))
+    add("GET with a body that is a request", req(H + f"Content-Length: {len(inner)}\r\n", "GET /fat HTTP/1.1", inner))
+    add("Host with a trailing dot", req("Host: o.\r\n"))
     add("Upgrade request", req(H + "Connection: Upgrade\r\nUpgrade: websocket\r\n"))
     add("many fields", req(H + "".join(f"X-F{i}: v{i}\r\n" for i in range(90))))
     add("empty field value", req(H + "X-Empty:\r\nX-Blank:   \r\n"))
