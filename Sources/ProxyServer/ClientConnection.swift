@@ -219,6 +219,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 // so pipelined requests cannot pile up responses in memory (`streamDrained` resumes).
                 stream.disableReading()
                 requestsPausedForOutput = true
+                // What waits is the client's reading, not its sending: no head timeout meanwhile.
+                armDeadline(forHead: false)
                 return
             }
             let limits = worker.settings.headLimits
@@ -731,6 +733,11 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             return
         }
         guard state == .readingHead else { return }
+        if requestsPausedForOutput {
+            worker.logger.notice("client \(peer) has not read its queued answers down within the idle timeout; closing")
+            close()
+            return
+        }
         if stream.input.count == 0 {
             // Idle, or a connection that never sent a byte: nothing to answer.
             close()
