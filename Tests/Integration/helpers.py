@@ -792,9 +792,11 @@ def make_self_signed_cert(directory):
 
 
 class FakeDNS:
-    """UDP DNS server on 127.0.0.1 answering NXDOMAIN to every query."""
+    """UDP DNS server on 127.0.0.1: A records for the names in ``records`` (name -> IPv4 address),
+    no data for their other types, NXDOMAIN for every other name."""
 
-    def __init__(self):
+    def __init__(self, records=None):
+        self.records = {k.lower(): v for k, v in (records or {}).items()}
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((LOCALHOST, 0))
         self.sock.settimeout(0.2)
@@ -827,10 +829,15 @@ class FakeDNS:
             qid, flags, qd = struct.unpack("!HHH", msg[:6])
             name, qend, qtype = self._qname(msg)
             self.queries.append((name, qtype))
-            rflags = 0x8000 | (flags & 0x7900) | 0x0080 | 3  # QR, opcode+RD, RA, NXDOMAIN
-            reply = struct.pack("!HHHHHH", qid, rflags, 1 if qd else 0, 0, 0, 0)
+            address = self.records.get(name.lower())
+            answers = b""
+            if address and qtype == 1:
+                answers = struct.pack("!HHHIH", 0xC00C, 1, 1, 60, 4) + socket.inet_aton(address)
+            rcode = 0 if address else 3  # NOERROR, NXDOMAIN
+            rflags = 0x8000 | (flags & 0x7900) | 0x0080 | rcode  # QR, opcode+RD, RA
+            reply = struct.pack("!HHHHHH", qid, rflags, 1 if qd else 0, 1 if answers else 0, 0, 0)
             if qd:
-                reply += msg[12:qend]
+                reply += msg[12:qend] + answers
             try:
                 self.sock.sendto(reply, peer)
             except OSError:

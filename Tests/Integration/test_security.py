@@ -14,9 +14,8 @@ import time
 
 import pytest
 
-from helpers import (LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, proxy_exchange,
-                     read_response, SockReader, std_request)
-from test_admin import ADMIN, stats, wait_stats
+from helpers import LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, proxy_exchange, std_request
+from test_admin import ADMIN, wait_stats
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,7 +466,7 @@ def test_transfer_codings_other_than_chunked_are_refused_with_502(larder, script
 
 
 def test_a_trailing_dot_meets_every_host_rule(larder_factory, scripted, tmp_path):
-    from test_access import basic, users_file
+    from test_access import users_file
     origin = scripted(lambda req: answer(200, b"inside"))
     users = users_file(tmp_path, ("alice", "wonder"))
     lr = larder_factory(config={"auth": {"users_file": str(users), "destinations": ["intranet.test"]},
@@ -616,7 +615,6 @@ def test_widening_allow_clients_protects_this_machine(larder_factory, scripted):
 
 def _start_shipped(tmp_path, name, config_path, env=()):
     """The binary with a shipped configuration as it is, on a loopback port and a scratch cache."""
-    import re
     import subprocess
     from helpers import LISTEN_RE, child_env, larder_bin, spawn
     cmd = [larder_bin(), "--config", config_path, "--listen", "127.0.0.1:0", "--admin-listen", "off",

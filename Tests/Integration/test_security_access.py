@@ -12,7 +12,6 @@ import base64
 import re
 import socket
 import statistics
-import struct
 import subprocess
 import threading
 import time
@@ -179,42 +178,9 @@ class FakeParent(_ThreadedServer):
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\nfrom parent")
 
 
-class NamedDNS(FakeDNS):
-    """Answers A records for the names in `records`, no data for their AAAA, NXDOMAIN otherwise."""
-
-    def __init__(self, records):
-        self.records = records
-        super().__init__()
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                msg, peer = self.sock.recvfrom(4096)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            if len(msg) < 12:
-                continue
-            qid, flags, qd = struct.unpack("!HHH", msg[:6])
-            name, qend, qtype = self._qname(msg)
-            self.queries.append((name, qtype))
-            address = self.records.get(name.lower())
-            answers = b""
-            if address and qtype == 1:
-                answers = struct.pack("!HHHIH", 0xC00C, 1, 1, 60, 4) + socket.inet_aton(address)
-            rcode = 0 if address else 3
-            rflags = 0x8000 | (flags & 0x7900) | 0x0080 | rcode
-            reply = struct.pack("!HHHHHH", qid, rflags, 1, 1 if answers else 0, 0, 0) + msg[12:qend] + answers
-            try:
-                self.sock.sendto(reply, peer)
-            except OSError:
-                pass
-
-
 def test_through_a_parent_proxy_denied_destinations_are_refused_before_forwarding(larder_factory):
     parent = FakeParent()
-    dns = NamedDNS({"inner.test": "127.0.0.3", "public.test": "127.0.0.5"})
+    dns = FakeDNS({"inner.test": "127.0.0.3", "public.test": "127.0.0.5"})
     try:
         lr = larder_factory(config=dict(ADMIN, deny_destinations=["127.0.0.3/32", "169.254.0.0/16"],
                                         session={"proxy": f"http://127.0.0.1:{parent.port}",

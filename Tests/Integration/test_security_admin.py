@@ -26,9 +26,10 @@ import urllib.parse
 
 import pytest
 
-from helpers import build_request, deep_merge, proxy_exchange, read_response, SockReader, to_yaml
+from helpers import build_request, proxy_exchange, read_response, SockReader
 from test_cache import script
 from test_dashboard import chromium
+from test_reload import rewrite, wait_log
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
 TOKEN = "adm1n-s3cret"
@@ -82,16 +83,6 @@ def admin_port_in_log(lr, timeout=15.0):
     raise AssertionError(f"no admin endpoint in the log\n{lr.log_text()[-2000:]}")
 
 
-def rewrite(lr, changes):
-    lr.config = deep_merge(lr.config, changes)
-    lr.config_path.write_text(to_yaml(lr.config) + "\n")
-
-
-def wait_log(lr, text, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while text not in lr.log_text():
-        assert time.monotonic() < deadline, f"no {text!r} in the log:\n{lr.log_text()[-2000:]}"
-        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------------------
