@@ -73,8 +73,9 @@ public enum Revalidation {
         // Which update fields may replace stored ones.
         var updatable = [Bool](repeating: false, count: new.count)
         for i in 0..<new.count {
+            // Content-Encoding describes the stored bytes themselves: an update cannot relabel them.
             updatable[i] = !HeadSerialization.isNeverStored(new, at: i) && !new.nameEquals(at: i, "content-range")
-                && !new.nameIsListed(at: i, in: omitFields)
+                && !new.nameEquals(at: i, "content-encoding") && !new.nameIsListed(at: i, in: omitFields)
         }
         var written = [Bool](repeating: false, count: new.count)
         for i in 0..<old.count {

@@ -51,6 +51,23 @@ public struct HeaderBlock: Sendable {
         }
     }
 
+    /// Whether the fields with that name list `token` and nothing else (ASCII case-insensitive),
+    /// e.g. `Upgrade: websocket` but not `Upgrade: websocket, h2c`.
+    public func listsOnly(_ token: StaticString, inFieldsNamed name: StaticString) -> Bool {
+        storage.withUnsafeBytes { all in
+            var seen = false
+            var other = false
+            for field in fields
+            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
+                forEachListElement(all, field.value.start, field.value.start + field.value.count) { s, e in
+                    if equalsIgnoringCase(all, s, e, token) { seen = true } else { other = true }
+                    return true
+                }
+            }
+            return seen && !other
+        }
+    }
+
     /// RFC 9110 §7.6.1: whether field `index` is hop-by-hop: Connection, Keep-Alive, Proxy-Connection,
     /// Proxy-Authenticate, Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade, or a name listed
     /// in any Connection field of this head — except `Host` and `Content-Length`, which a Connection

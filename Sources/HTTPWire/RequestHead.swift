@@ -14,6 +14,13 @@ public struct RequestHead: Sendable {
     /// `Connection: upgrade` together with an `Upgrade` field (e.g. WebSocket).
     public internal(set) var upgradeRequested: Bool = false
 
+    /// An upgrade to WebSocket and nothing else: the one protocol switch Larder relays. Others
+    /// (`h2c`, …) would turn the connection into a tunnel of raw requests past every per-request
+    /// rule (h2c smuggling), so they are forwarded as plain requests.
+    public var upgradesToWebSocket: Bool {
+        upgradeRequested && headers.listsOnly("websocket", inFieldsNamed: "upgrade")
+    }
+
     public init() {}
 
     /// Removes the fields the request's Connection field names (see

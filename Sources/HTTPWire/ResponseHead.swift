@@ -8,6 +8,9 @@ public struct ResponseHead: Sendable {
     public internal(set) var framing: BodyFraming = .none
     /// Whether the origin lets the connection be reused after this response.
     public internal(set) var keepAlive: Bool = true
+    /// The head announces a body (a non-zero Content-Length, or Transfer-Encoding), whether or not
+    /// one follows: on a HEAD, 204 or 304 answer it says how much a broken origin might send anyway.
+    public internal(set) var announcesBody: Bool = false
 
     public init() {}
 
@@ -21,9 +24,16 @@ public struct ResponseHead: Sendable {
         version = .http11
         framing = .none
         keepAlive = true
+        announcesBody = false
     }
 
     public var isInformational: Bool { status >= 100 && status < 200 }
+
+    /// Removes the end-to-end fields the response's Connection field names, before the cache reads
+    /// them: freshness, validators and Vary come only from fields that are also forwarded.
+    public mutating func removeFieldsNominatedByConnection() {
+        headers.removeFieldsNominatedByConnection()
+    }
 }
 
 /// Incremental response-head parser. Origins are held to the same grammar as clients, except that
@@ -122,6 +132,7 @@ public enum ResponseParser {
         head.reason = ByteRange(start: line.reasonStart, count: line.reasonEnd - line.reasonStart)
         head.version = line.version
         head.framing = framing
+        head.announcesBody = hasTransferEncoding || (facts.contentLengthFields > 0 && facts.contentLength > 0)
         if framing == .untilClose {
             head.keepAlive = false
         } else if line.version == .http11 {

@@ -174,6 +174,9 @@ public struct Config: Sendable, Equatable {
         public var httpMaximumConnectionsPerHost: Int = 64
         /// `session.max_idle_connections_per_host`: idle keep-alive connections kept per origin.
         public var maxIdleConnectionsPerHost: Int = 32
+        /// `session.reuse_after_bodyless_answers`: reuse a connection after a HEAD or 304 answer whose
+        /// head announces a body (checked for stray bytes first).
+        public var reuseAfterBodylessAnswers: Bool = true
         /// `session.idle_connection_timeout`: seconds an idle pooled origin connection is kept.
         public var idleConnectionTimeout: Double = 60
         /// `session.proxy`: parent proxy (connectionProxyDictionary), e.g. `http://proxy:3128`.

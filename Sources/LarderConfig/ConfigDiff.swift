@@ -57,6 +57,7 @@ public enum ConfigDiff {
         key("session.connect_timeout", live: false, \.session.connectTimeout),
         key("session.http_maximum_connections_per_host", live: false, \.session.httpMaximumConnectionsPerHost),
         key("session.max_idle_connections_per_host", live: false, \.session.maxIdleConnectionsPerHost),
+        key("session.reuse_after_bodyless_answers", live: false, \.session.reuseAfterBodylessAnswers),
         key("session.idle_connection_timeout", live: false, \.session.idleConnectionTimeout),
         key("session.proxy", live: false, \.session.parentProxy),
         key("session.tls_minimum_version", live: false, \.session.tlsMinimumVersion),

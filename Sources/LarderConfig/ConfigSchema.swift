@@ -168,6 +168,9 @@ enum ConfigSchema {
         ConfigField(key: "session.max_idle_connections_per_host") { c, n throws(ValueError) in
             c.session.maxIdleConnectionsPerHost = try integer(n, in: 0...100_000, what: "a connection count")
         },
+        ConfigField(key: "session.reuse_after_bodyless_answers") { c, n throws(ValueError) in
+            c.session.reuseAfterBodylessAnswers = try boolean(n)
+        },
         ConfigField(key: "session.idle_connection_timeout") { c, n throws(ValueError) in
             c.session.idleConnectionTimeout = try positiveDuration(n)
         },

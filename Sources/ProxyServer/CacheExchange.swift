@@ -35,6 +35,9 @@ final class CacheExchange {
     var entry: StoredResponse?
     var status = CacheStatus()
     var requestTime: Int64 = 0
+    /// `Set-Cookie` lines of a revalidation answer: for the client whose request it answered, in
+    /// the response served from the entry, never stored.
+    var personalFields: [UInt8] = []
 
     // A store in progress.
     var writer: EntryWriter?

@@ -6,16 +6,17 @@ import HTTPWire
 /// `Cache-Status`, `Via` and connection management.
 enum CachedResponseWriter {
     static func full(storedHead: [UInt8], age: Int64, cacheStatus: [UInt8], keepAlive: Bool,
-                     clientVersion: HTTPVersion, viaName: [UInt8], into w: inout MessageWriter) {
+                     clientVersion: HTTPVersion, viaName: [UInt8], personal: [UInt8] = [], into w: inout MessageWriter) {
         w.append(withoutBlankLine(storedHead))
         trailer(age: age, cacheStatus: cacheStatus, keepAlive: keepAlive, clientVersion: clientVersion,
-                viaName: viaName, into: &w)
+                viaName: viaName, personal: personal, into: &w)
     }
 
     /// 304 to a client whose conditional the stored entry satisfies: the fields RFC 9110 §15.4.5
     /// requires, taken from the stored head.
     static func notModified(storedHead: ResponseHead, age: Int64, cacheStatus: [UInt8], keepAlive: Bool,
-                            clientVersion: HTTPVersion, viaName: [UInt8], into w: inout MessageWriter) {
+                            clientVersion: HTTPVersion, viaName: [UInt8], personal: [UInt8] = [],
+                            into w: inout MessageWriter) {
         w.append("HTTP/1.1 304 Not Modified\r\n")
         let headers = storedHead.headers
         for i in 0..<headers.count
@@ -26,12 +27,13 @@ enum CachedResponseWriter {
             w.appendField(at: i, of: headers)
         }
         trailer(age: age, cacheStatus: cacheStatus, keepAlive: keepAlive, clientVersion: clientVersion,
-                viaName: viaName, into: &w)
+                viaName: viaName, personal: personal, into: &w)
     }
 
     /// 206 for one range of the stored body.
     static func partial(storedHead: ResponseHead, start: Int, end: Int, length: Int, age: Int64, cacheStatus: [UInt8],
-                        keepAlive: Bool, clientVersion: HTTPVersion, viaName: [UInt8], into w: inout MessageWriter) {
+                        keepAlive: Bool, clientVersion: HTTPVersion, viaName: [UInt8], personal: [UInt8] = [],
+                        into w: inout MessageWriter) {
         w.append("HTTP/1.1 206 Partial Content\r\n")
         let headers = storedHead.headers
         for i in 0..<headers.count
@@ -48,7 +50,7 @@ enum CachedResponseWriter {
         w.appendDecimal(end - start + 1)
         w.append("\r\n")
         trailer(age: age, cacheStatus: cacheStatus, keepAlive: keepAlive, clientVersion: clientVersion,
-                viaName: viaName, into: &w)
+                viaName: viaName, personal: personal, into: &w)
     }
 
     /// 416 for a range outside the stored body.
@@ -61,8 +63,11 @@ enum CachedResponseWriter {
                 viaName: viaName, into: &w)
     }
 
+    /// `personal`: complete field lines for this response only (a revalidation answer's `Set-Cookie`
+    /// for the client whose request triggered it), never stored.
     private static func trailer(age: Int64?, cacheStatus: [UInt8], keepAlive: Bool, clientVersion: HTTPVersion,
-                                viaName: [UInt8], into w: inout MessageWriter) {
+                                viaName: [UInt8], personal: [UInt8] = [], into w: inout MessageWriter) {
+        w.append(personal)
         if let age {
             w.append("Age: ")
             w.appendDecimal(Int(min(age, Int64(Int32.max))))

@@ -146,6 +146,7 @@ extension ClientConnection {
             case .unchanged:
                 noteLookup(.lookupRevalidatedUnchanged)
                 guard ex.freshen(with: head, now: now, cache: worker.cache, setup: setup) else { return false }
+                ex.personalFields = SetCookieLines.of(head)
                 ex.status = CacheStatus(forward: .stale, forwardStatus: head.status,
                                         ttl: ex.entry!.facts.timeToLive(now: now),
                                         detail: m == .head ? "revalidated-head" : "revalidated")
@@ -257,7 +258,7 @@ extension ClientConnection {
             noteResponse(304)
             CachedResponseWriter.notModified(storedHead: stored, age: age, cacheStatus: statusBytes,
                                              keepAlive: keepAlive, clientVersion: request.version,
-                                             viaName: worker.settings.viaName, into: &writer)
+                                             viaName: worker.settings.viaName, personal: ex.personalFields, into: &writer)
             stream.output.append(writer.bytes)
             cacheExchange = nil
             finishExchange()
@@ -283,7 +284,8 @@ extension ClientConnection {
             bodyCount = end - start + 1
             CachedResponseWriter.partial(storedHead: partialHead!, start: start, end: end, length: entry.bodyLength,
                                          age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
-                                         clientVersion: request.version, viaName: worker.settings.viaName, into: &writer)
+                                         clientVersion: request.version, viaName: worker.settings.viaName,
+                                         personal: ex.personalFields, into: &writer)
         case .unsatisfiable:
             bodyCount = 0
             CachedResponseWriter.unsatisfiable(length: entry.bodyLength, cacheStatus: statusBytes, keepAlive: keepAlive,
@@ -291,7 +293,8 @@ extension ClientConnection {
                                                into: &writer)
         case .full, .passToOrigin:
             CachedResponseWriter.full(storedHead: entry.head, age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
-                                      clientVersion: request.version, viaName: worker.settings.viaName, into: &writer)
+                                      clientVersion: request.version, viaName: worker.settings.viaName,
+                                      personal: ex.personalFields, into: &writer)
         }
         stream.output.append(writer.bytes)
         cacheExchange = nil
@@ -372,4 +375,14 @@ struct CachedBodyCursor {
     var chunk: Int
     var skip: Int
     var remaining: Int
+}
+
+/// The `Set-Cookie` field lines of a head, serialized, for the one client it answers.
+enum SetCookieLines {
+    static func of(_ head: ResponseHead) -> [UInt8] {
+        let headers = head.headers
+        var w = MessageWriter(capacity: 0)
+        for i in 0..<headers.count where headers.isSetCookie(at: i) { w.appendField(at: i, of: headers) }
+        return w.bytes
+    }
 }

@@ -28,9 +28,10 @@ extension ClientConnection {
                                        absoluteForm: worker.session.usesParentProxy)
         var keyedAs = reverse
         if worker.settings.reverseHost == .client, let named {
-            route.host = named.authority
-            keyedAs = OriginKey(scheme: reverse.scheme, host: String(decoding: named.host, as: UTF8.self),
-                                port: named.port ?? (reverse.scheme == .https ? 443 : 80))
+            // Key and forward the same spelling: the default port elided in both (`site:80` is `site`).
+            let port = named.port ?? (reverse.scheme == .https ? 443 : 80)
+            route.host = authorityBytes(host: named.host, port: port, scheme: reverse.scheme)
+            keyedAs = OriginKey(scheme: reverse.scheme, host: String(decoding: named.host, as: UTF8.self), port: port)
         }
         forward(to: reverse, route: route, path: path, keyedAs: keyedAs)
     }
@@ -57,22 +58,8 @@ struct HostProblem: Error {
     var reason: String
 }
 
-/// A Host as reverse mode forwards it: normalised name or address, and the port if one was given.
+/// The Host a client named: normalised name or address, and the port if one was given.
 struct ReverseHostName {
     var host: [UInt8]
     var port: Int?
-
-    /// `host[:port]`, brackets around IPv6.
-    var authority: [UInt8] {
-        var out: [UInt8] = []
-        let isV6 = host.contains(UInt8(ascii: ":"))
-        if isV6 { out.append(UInt8(ascii: "[")) }
-        out.append(contentsOf: host)
-        if isV6 { out.append(UInt8(ascii: "]")) }
-        if let port {
-            out.append(UInt8(ascii: ":"))
-            out.append(contentsOf: Array(String(port).utf8))
-        }
-        return out
-    }
 }

@@ -378,7 +378,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     /// `path` is the target's path and query (no fragment), offsets into `request.target`.
     func startForwarding(to origin: OriginKey, route: OutboundHead.Route, path pathRange: Range<Int>) {
         let revalidation = outboundRevalidation
-        upgrading = request.upgradeRequested && request.version == .http11 && revalidation == nil
+        upgrading = request.upgradesToWebSocket && request.version == .http11 && revalidation == nil
         // A revalidation never carries the client's body; a body already sent once is never sent again.
         let hasBody = revalidation == nil && requestBodyPending
         if hasBody, bodyForwarded {
@@ -630,6 +630,9 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         }
         noteResponse(head.status)
         worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)
+        // Answered before the client's body is all in: the connection closes after this answer
+        // (the rest of the body would be read as a request), so the head says so.
+        if requestBodyPending { keepAlive = false }
         clientFraming = request.method == .head ? .none
             : ResponseHeadWriter.framing(for: head, clientVersion: request.version)
         if clientFraming == .untilClose { keepAlive = false }

@@ -50,7 +50,8 @@ final class HostPool {
 
     private func dispatch() {
         while waitingCount > 0 {
-            if let conn = idle.popLast() {
+            if let i = idle.lastIndex(where: { !$0.settling }) {
+                let conn = idle.remove(at: i)
                 if conn.recheckBeforeReuse, conn.stream.hasUnreadInput {
                     // Bytes arrived after a body-less answer since it completed: not an answer to
                     // the next request, whatever they look like.
@@ -64,8 +65,9 @@ final class HostPool {
                 popWaiting()!.attach(conn, pool: self, reused: true)
                 continue
             }
+            // What is left idle is settling and free in a moment: wait for it rather than open more.
             let limit = session.configuration.httpMaximumConnectionsPerHost
-            if busy + opening < limit, opening < waitingCount {
+            if busy + opening < limit, opening + idle.count < waitingCount {
                 open()
                 continue
             }
@@ -105,12 +107,37 @@ final class HostPool {
     func release(_ conn: OriginConnection, reusable: Bool) {
         busy -= 1
         if reusable, !conn.stream.isClosed {
-            makeIdle(conn)
+            if conn.recheckBeforeReuse {
+                settle(conn)
+            } else {
+                makeIdle(conn)
+            }
         } else {
             conn.close()
         }
         dispatch()
     }
+
+    /// After an answer that has no body by rule (HEAD, 204, 304), where a broken or hostile origin
+    /// puts one anyway, the connection rests for one turn of the loop before it is reused: bytes
+    /// sent right behind the answer arrive meanwhile, the idle watcher sees them and closes it,
+    /// and the check in `dispatch` looks once more. Handing it straight to a waiting request would
+    /// have that request read them as its answer.
+    private func settle(_ conn: OriginConnection) {
+        conn.settling = true
+        makeIdle(conn, dispatching: false)
+        if settleTimer == nil {
+            settleTimer = Timer(loop: session.loop) { [unowned self] in self.settled() }
+        }
+        settleTimer!.schedule(after: 0)
+    }
+
+    private func settled() {
+        for conn in idle { conn.settling = false }
+        dispatch()
+    }
+
+    private var settleTimer: Timer?
 
     /// A connection leaves the pool for good (upgraded to a tunnel).
     func detach(_ conn: OriginConnection) {
@@ -119,14 +146,14 @@ final class HostPool {
         dispatch()
     }
 
-    private func makeIdle(_ conn: OriginConnection) {
+    private func makeIdle(_ conn: OriginConnection, dispatching: Bool = true) {
         if idle.count >= session.configuration.maxIdleConnectionsPerHost {
             conn.close()
             return
         }
         conn.enterIdle(timeout: session.configuration.idleConnectionTimeout)
         idle.append(conn)
-        dispatch()
+        if dispatching { dispatch() }
     }
 
     /// An idle connection closed or timed out.

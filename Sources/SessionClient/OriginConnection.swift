@@ -11,6 +11,8 @@ final class OriginConnection: StreamDelegate {
     /// The last response had no body by rule (HEAD, 204, 304), the classic place for an origin to
     /// put one anyway: the socket is checked for stray bytes again when the connection is reused.
     var recheckBeforeReuse = false
+    /// Resting after such an answer until the loop has turned once (`HostPool.settle`).
+    var settling = false
     private var idleTimer: Timer?
     private var sessionKept = false
 

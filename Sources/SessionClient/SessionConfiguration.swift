@@ -13,6 +13,10 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var httpMaximumConnectionsPerHost: Int = 64
     /// Idle keep-alive connections kept per origin.
     public var maxIdleConnectionsPerHost: Int = 32
+    /// Reuse a connection after a HEAD or 304 answer whose head announces a body: such a body, if a
+    /// broken origin sends it anyway, is caught only when it arrives before the next request is
+    /// written. False closes those connections instead (a new one per HEAD revalidation).
+    public var reuseAfterBodylessAnswers: Bool = true
     /// How long an idle pooled connection is kept.
     public var idleConnectionTimeout: Double = 60
     /// Send everything through this HTTP proxy (connectionProxyDictionary).

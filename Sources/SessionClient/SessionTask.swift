@@ -230,6 +230,7 @@ public final class SessionTask {
             return false
         }
         input.drain(length)
+        response.removeFieldsNominatedByConnection()
         if response.status == 101 {
             state = .upgraded
             resourceTimer?.cancel()
@@ -314,6 +315,13 @@ public final class SessionTask {
         }
     }
 
+    /// A body-less answer (HEAD, 204, 304) whose head announced a body: reused only when the
+    /// configuration trusts origins to send none (a 204 announcing one is never trusted).
+    private var announcedBodyWithheld: Bool {
+        guard framing == .none, response.announcesBody else { return false }
+        return response.status == 204 || !session.configuration.reuseAfterBodylessAnswers
+    }
+
     private func complete(reusable: Bool) {
         guard state != .finished else { return }
         state = .finished
@@ -321,7 +329,7 @@ public final class SessionTask {
         if let c = connection {
             connection = nil
             var reuse = reusable && bodyFinished && !paused
-            if reuse, answeredBeforeBodySent || c.stream.hasUnreadInput {
+            if reuse, answeredBeforeBodySent || announcedBodyWithheld || c.stream.hasUnreadInput {
                 // Bytes after a complete response (a body on a HEAD, 204 or 304 answer, or a
                 // second response nobody asked for) or a request body the origin did not wait
                 // for: the connection's framing cannot be trusted any more.

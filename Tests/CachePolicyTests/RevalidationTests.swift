@@ -134,6 +134,10 @@ enum FreshenTable {
             "HTTP/1.1 304 Not Modified\r\nSet-Cookie: s=1\r\nset-cookie2: t=2\r\nX-End: 2\r\n\r\n",
             "HTTP/1.1 200 OK\r\nDate: \(Dates.t0)\r\nCache-Control: max-age=60\r\nETag: \"x\"\r\n"
                 + "Content-Type: text/plain\r\nContent-Length: 5\r\nX-End: 2\r\n\r\n"),
+        row("RFC9111 3.2: Content-Encoding describes the stored bytes, an update cannot relabel them",
+            "HTTP/1.1 304 Not Modified\r\nContent-Encoding: gzip\r\nX-End: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nDate: \(Dates.t0)\r\nCache-Control: max-age=60\r\nETag: \"x\"\r\n"
+                + "Content-Type: text/plain\r\nContent-Length: 5\r\nX-End: 2\r\n\r\n"),
         row("RFC9111 3.2 Content-Range of the update is not applied",
             "HTTP/1.1 304 Not Modified\r\nContent-Range: bytes 0-1/5\r\n\r\n",
             storedHead),

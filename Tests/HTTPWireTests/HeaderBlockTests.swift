@@ -83,6 +83,16 @@ struct HeaderBlockTests {
         #expect(!head.expectsContinue)
     }
 
+    @Test("Only an upgrade to WebSocket alone is relayed (h2c smuggling)",
+          arguments: [("websocket", true), ("WebSocket", true), ("h2c", false), ("websocket, h2c", false),
+                      ("h2c, websocket", false), ("websocket/13", false)])
+    func upgradesToWebSocket(_ upgrade: String, _ relayed: Bool) {
+        var head = RequestHead()
+        _ = parseRequest(wire("GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: \(upgrade)\r\n\r\n"), into: &head)
+        #expect(head.upgradeRequested)
+        #expect(head.upgradesToWebSocket == relayed)
+    }
+
     @Test("hop-by-hop with the Connection field read once", arguments: HopTable.rows)
     func hopByHopWithConnectionReadOnce(_ row: HopRow) throws {
         let headers = HopTable.parsed().headers

@@ -668,3 +668,113 @@ def test_what_a_client_of_a_shipped_configuration_can_reach(tmp_path, scripted, 
             assert local.body == b"a local service", local
     finally:
         stop_process(proc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Found by attacking the finished change again
+
+
+def test_a_late_body_after_head_cannot_answer_another_request_when_reuse_is_off(larder_factory, scripted):
+    """A streaming backend that writes a body for HEAD, late: with reuse after body-less answers
+    off, the connection is never handed to the next request, so the late bytes answer nobody."""
+    def handler(req):
+        if req.method == "HEAD":
+            return [answer(200, b"", [("Cache-Control", "no-store")], length=60), lambda: time.sleep(0.4),
+                    answer(200, b"poisoned", [("Cache-Control", "max-age=600")])]
+        return answer(200, b"the real page", [("Cache-Control", "max-age=600")])
+
+    origin = scripted(handler)
+    lr = larder_factory(config={"workers": 1, "session": {"reuse_after_bodyless_answers": False}})
+    head_done = threading.Event()
+
+    def head():
+        proxy_exchange(lr.port, "HEAD", origin.url("/a"))
+        head_done.set()
+
+    threading.Thread(target=head, daemon=True).start()
+    time.sleep(0.15)
+    victim = proxy_exchange(lr.port, "GET", origin.url("/b"))
+    assert victim.body == b"the real page"
+    assert proxy_exchange(lr.port, "GET", origin.url("/b")).body == b"the real page"
+    assert head_done.wait(5)
+
+
+def test_a_204_announcing_a_body_never_leaves_its_connection_reusable(larder_factory, scripted):
+    def handler(req):
+        if req.target == "/empty":
+            return [b"HTTP/1.1 204 No Content\r\nContent-Length: 37\r\n\r\n", lambda: time.sleep(0.3),
+                    answer(200, b"poisoned", [("Cache-Control", "max-age=600")])]
+        return answer(200, b"the real page", [("Cache-Control", "max-age=600")])
+
+    origin = scripted(handler)
+    lr = larder_factory(config=dict(ADMIN, workers=1))
+    with RawClient(lr.port) as c:
+        assert c.request("GET", origin.url("/empty")).status == 204
+        assert c.request("GET", origin.url("/next")).body == b"the real page"
+    wait_stats(lr, lambda s: s["origin_connections_discarded_unsafe"] >= 1)
+
+
+def test_only_websocket_upgrades_are_relayed_so_h2c_cannot_smuggle_requests(larder_factory, scripted):
+    def handler(req):
+        if (req.header("Upgrade") or "").lower() == "h2c":
+            return b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"
+        return answer(200, f"plain answer for {req.header('Host')}".encode())
+
+    origin = scripted(handler)
+    lr = larder_factory(config={"reverse_allowed_hosts": ["site.test"]},
+                        args=["--reverse-origin", f"http://127.0.0.1:{origin.port}"])
+    with RawClient(lr.port) as c:
+        c.send(build_request("GET", "/p", [("Host", "site.test"), ("Connection", "Upgrade, HTTP2-Settings"),
+                                           ("Upgrade", "h2c"), ("HTTP2-Settings", "AAMAAABkAAQAoAAAAAIAAAAA")]))
+        r = c.response()
+        assert r.status == 200 and r.body == b"plain answer for site.test"
+        c.send(build_request("GET", "/admin", [("Host", "internal.test")]))
+        refused = c.response()
+    assert refused.status == 400 and b"not served here" in refused.body
+    assert all(q.header("Upgrade") is None for q in origin.seen)
+    assert "/admin" not in origin.targets()
+
+
+def test_reverse_mode_forwards_the_host_spelling_it_keys_on(larder_factory, scripted):
+    origin = scripted(host_echo)
+    lr = larder_factory(args=["--reverse-origin", f"http://127.0.0.1:{origin.port}"])
+    bodies = []
+    for host in ("site.test:80", "site.test", "SITE.test.:80"):
+        with RawClient(lr.port) as c:
+            c.send(build_request("GET", "/port", [("Host", host)]))
+            bodies.append(c.response().body)
+    assert bodies == [b"page for site.test"] * 3
+    assert len(origin.seen) == 1
+
+
+def test_a_revalidation_answers_cookie_goes_to_its_client_only(larder, scripted):
+    def handler(req):
+        if req.method == "HEAD" or req.header("If-None-Match"):
+            return (f"HTTP/1.1 {'200 OK' if req.method == 'HEAD' else '304 Not Modified'}\r\nETag: \"v1\"\r\n"
+                    "Cache-Control: max-age=600\r\nSet-Cookie: session=ROTATED\r\n"
+                    + ("Content-Length: 2\r\n" if req.method == "HEAD" else "") + "\r\n").encode()
+        return answer(200, b"ok", [("ETag", '"v1"'), ("Cache-Control", "max-age=0")])
+
+    origin = scripted(handler)
+    proxy_exchange(larder.port, "GET", origin.url("/rotate"))
+    revalidated = proxy_exchange(larder.port, "GET", origin.url("/rotate"))
+    assert revalidated.body == b"ok" and revalidated.header("Set-Cookie") == "session=ROTATED"
+    hit = proxy_exchange(larder.port, "GET", origin.url("/rotate"))
+    assert "hit" in hit.header("Cache-Status") and hit.header("Set-Cookie") is None
+
+
+def test_an_answer_before_the_body_is_in_announces_the_close(larder, scripted):
+    origin = scripted(lambda req: (answer(413, b"too big", reason="Content Too Large"), False))
+    with RawClient(larder.port) as c:
+        c.send(std_request("POST", origin.url("/upload"), [("Content-Length", "100000")], b"x" * 1000))
+        r = c.response()
+        assert r.status == 413 and r.header("Connection") == "close"
+        assert c.closed_by_peer(5)
+
+
+def test_response_fields_named_in_connection_do_not_drive_the_cache(larder, scripted):
+    origin = scripted(lambda req: answer(200, b"hop", [("Cache-Control", "max-age=600"), ("Connection", "Cache-Control")]))
+    first = proxy_exchange(larder.port, "GET", origin.url("/hop"))
+    assert first.header("Cache-Control") is None
+    second = proxy_exchange(larder.port, "GET", origin.url("/hop"))
+    assert "hit" not in second.header("Cache-Status") and len(origin.seen) == 2
