@@ -49,6 +49,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var inRequestLoop = false
     /// Reading of further requests is paused until the client has read the answers queued.
     var requestsPausedForOutput = false
+    /// The idle or head timer starts when the queued answers are all written.
+    var timerAfterFlush = false
 
     // The current exchange.
     var task: SessionTask?
@@ -151,6 +153,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             if stream.output.count == 0, !lingering { close() }
             return
         }
+        if timerAfterFlush, stream.output.count == 0, state == .readingHead {
+            timerAfterFlush = false
+            armDeadline(forHead: stream.input.count > 0)
+        }
         if cachedBody != nil {
             pumpCachedBody()
             return
@@ -201,6 +207,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 let why = stream.tlsFailureReason ?? (event == .timeout ? "timed out" : "connection closed")
                 worker.logger.notice("TLS handshake with client \(peer) failed: \(why)")
                 worker.stats.add(.clientTLSHandshakeFailures)
+            } else if event == .timeout {
+                let unsent = stream.output.count
+                worker.logger.notice(
+                    "client \(peer) read nothing of its answer for \(worker.settings.clientIdleTimeout) s; closing with \(unsent) bytes unsent")
             }
             close()
         }
@@ -219,8 +229,6 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
                 // so pipelined requests cannot pile up responses in memory (`streamDrained` resumes).
                 stream.disableReading()
                 requestsPausedForOutput = true
-                // What waits is the client's reading, not its sending: no head timeout meanwhile.
-                armDeadline(forHead: false)
                 return
             }
             let limits = worker.settings.headLimits
@@ -720,7 +728,13 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         state = .readingHead
         requestBody = .done
         clientFraming = .none
-        armDeadline(forHead: stream.input.count > 0)
+        if stream.input.count == 0, stream.output.count > 0 {
+            // The answer is still queued: a slow reader must not lose its tail to the idle timer,
+            // which starts once everything is written (`streamDrained`).
+            timerAfterFlush = true
+        } else {
+            armDeadline(forHead: stream.input.count > 0)
+        }
         stream.enableReading()
         if !inRequestLoop, stream.input.count > 0 { processRequests() }
     }
@@ -736,9 +750,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             return
         }
         guard state == .readingHead else { return }
-        if requestsPausedForOutput {
-            worker.logger.notice("client \(peer) has not read its queued answers down within the idle timeout; closing")
-            close()
+        if stream.output.count > 0 {
+            // Answers are still going out: the send timeout watches the client meanwhile, and the
+            // idle (or head) time starts once they are written (`streamDrained`).
+            timerAfterFlush = true
             return
         }
         if stream.input.count == 0 {
@@ -752,11 +767,21 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     /// Server shutdown: idle connections close now, busy ones after their response.
     func drain() {
         keepAlive = false
-        if state == .readingHead, stream.input.count == 0 { close() }
+        guard state == .readingHead, stream.input.count == 0 else { return }
+        // An answer still being written finishes first (within the shutdown grace).
+        if stream.output.count == 0 { close() } else { closeWhenFlushed() }
     }
 
     func forceClose() {
-        if let t = tunnel { t.close() } else { close() }
+        if let t = tunnel {
+            t.close()
+            return
+        }
+        if stream.output.count > 0 || state == .exchanging {
+            let queued = stream.output.count
+            worker.logger.warning("shutdown grace over: cutting the answer to \(peer) with \(queued) bytes still queued")
+        }
+        close()
     }
 
     /// Closes once the queued output is sent; with `lingerFor`, reads and drops what the client
@@ -790,6 +815,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         stream.delegate = self
         stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
         stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
+        // A send timeout: a client that reads nothing of its answer for the idle time is dropped.
+        stream.setTimeouts(read: nil, write: worker.settings.clientIdleTimeout)
     }
 
     func close() {

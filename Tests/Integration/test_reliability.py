@@ -1,0 +1,128 @@
+"""Downloads are never cut short by Larder's own timers or by a graceful shutdown.
+
+Slow readers keep their whole answer (the idle timer starts only once it is written), a client that
+reads nothing at all is dropped by the send timeout, and SIGTERM lets answers being written finish
+within the grace period, logging what it had to cut when the grace ends.
+"""
+
+import hashlib
+import socket
+import threading
+import time
+
+from helpers import LOCALHOST, RawClient, proxy_exchange, read_response, SockReader, std_request
+
+
+def slow_download(port, url, rate, results, index, rcvbuf=8192):
+    """Fetches `url` through Larder reading about `rate` bytes a second; stores (status, sha256, length)."""
+    s = socket.create_connection((LOCALHOST, port), timeout=30)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.sendall(std_request("GET", url))
+    reader = SockReader(s)
+    digest = hashlib.sha256()
+    got = [0]
+    piece = max(1024, rate // 10)
+
+    def sink(data):
+        digest.update(data)
+        got[0] += len(data)
+
+    # Pace the socket reads themselves: SockReader pulls at most 256 KiB a call, so throttle _fill.
+    original = reader._fill
+
+    def paced_fill():
+        time.sleep(piece / rate)
+        data = s.recv(piece)
+        if not data:
+            reader.eof = True
+            return False
+        reader.buf += data
+        return True
+
+    reader._fill = paced_fill
+    try:
+        r = read_response(reader, "GET", sink=sink)
+        results[index] = (r.status, digest.hexdigest(), got[0])
+    except (EOFError, ConnectionResetError, OSError) as e:
+        results[index] = ("cut", repr(e), got[0])
+    finally:
+        reader._fill = original
+        s.close()
+
+
+def test_a_slow_reader_gets_the_whole_answer_past_the_idle_timeout(larder_factory, origin, report_metric):
+    size = 512 * 1024
+    lr = larder_factory(config={"limits": {"client_idle_timeout": "1s"}})
+    url = origin.url(f"/unique/1/{size}")
+    full = proxy_exchange(lr.port, "GET", url, timeout=30)
+    assert len(full.body) == size
+    expected = hashlib.sha256(full.body).hexdigest()
+    results = [None]
+    t0 = time.monotonic()
+    slow_download(lr.port, url, 100 * 1024, results, 0)
+    elapsed = time.monotonic() - t0
+    report_metric(f"slow reader, 512 KiB at 100 KiB/s with a 1 s idle timeout: {results[0][2]} bytes in {elapsed:.1f} s")
+    assert results[0] == (200, expected, size), results
+
+
+def test_a_client_that_reads_nothing_is_dropped_by_the_send_timeout(larder_factory, origin):
+    lr = larder_factory(config={"limits": {"client_idle_timeout": "1s"}, "cache": {"memory_max_object_size": "8MiB"}})
+    url = origin.url(f"/unique/1/{4 << 20}")
+    assert len(proxy_exchange(lr.port, "GET", url, timeout=30).body) == 4 << 20
+    s = socket.create_connection((LOCALHOST, lr.port), timeout=10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(std_request("GET", url))
+    deadline = time.monotonic() + 8
+    while "read nothing of its answer" not in lr.log_text():
+        assert time.monotonic() < deadline, lr.log_text()[-2000:]
+        time.sleep(0.1)
+    s.close()
+
+
+def test_sigterm_lets_answers_being_written_finish_within_the_grace(larder_factory, origin, report_metric):
+    size = 1 << 20
+    lr = larder_factory(config={"shutdown_grace": "10s", "cache": {"memory_max_object_size": "2MiB"}})
+    url = origin.url(f"/unique/1/{size}")
+    full = proxy_exchange(lr.port, "GET", url, timeout=30)
+    expected = hashlib.sha256(full.body).hexdigest()
+    results = [None] * 8
+    threads = [threading.Thread(target=slow_download, args=(lr.port, url, 256 * 1024, results, i)) for i in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    rc = lr.stop(timeout=20)
+    for t in threads:
+        t.join(20)
+    elapsed = time.monotonic() - t0
+    complete = sum(r == (200, expected, size) for r in results)
+    report_metric(f"SIGTERM during 8 downloads of 1 MiB at 256 KiB/s: {complete} of 8 complete, exit {rc} after {elapsed:.1f} s")
+    assert rc == 0
+    assert complete == 8, results
+
+
+def test_the_grace_period_ending_cuts_what_is_left_and_says_so(larder_factory, origin):
+    size = 4 << 20
+    lr = larder_factory(config={"shutdown_grace": "1s", "cache": {"memory_max_object_size": "8MiB"}})
+    url = origin.url(f"/unique/1/{size}")
+    assert len(proxy_exchange(lr.port, "GET", url, timeout=30).body) == size
+    s = socket.create_connection((LOCALHOST, lr.port), timeout=10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(std_request("GET", url))
+    time.sleep(0.5)
+    assert lr.stop(timeout=20) == 0
+    # What the client can still read is what the kernel had buffered: less than the whole answer.
+    got = 0
+    s.settimeout(1)
+    deadline = time.monotonic() + 5
+    try:
+        while time.monotonic() < deadline:
+            data = s.recv(1 << 20)
+            if not data:
+                break
+            got += len(data)
+    except (ConnectionResetError, socket.timeout):
+        pass
+    s.close()
+    assert got < size
+    assert "shutdown grace over: cutting the answer to" in lr.log_text()
