@@ -26,6 +26,7 @@ struct RunCommand: ParsableCommand {
         sigemptyset(&mask)
         for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&mask, s) }
         pthread_sigmask(SIG_BLOCK, &mask, nil)
+        makeCrashSignalsFatal(logger: logger)
 
         let overrides = self.overrides
         let server = ProxyServer(config: config, logger: logger) { () throws(ConfigErrors) -> Config in
