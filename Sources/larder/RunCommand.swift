@@ -20,12 +20,9 @@ struct RunCommand: ParsableCommand {
         }
         let logger = makeLogger(level: config.logLevel)
 
-        // Signals are taken synchronously by this thread (sigwait); workers inherit the blocked mask.
+        // Before any thread starts: workers inherit the blocked mask, this thread reads the signals.
         signal(SIGPIPE, SIG_IGN)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&mask, s) }
-        pthread_sigmask(SIG_BLOCK, &mask, nil)
+        let signals = ControlSignals()
         makeCrashSignalsFatal(logger: logger)
 
         let overrides = self.overrides
@@ -39,8 +36,7 @@ struct RunCommand: ParsableCommand {
             throw ExitCode(2)
         }
         while true {
-            var received: Int32 = 0
-            sigwait(&mask, &received)
+            let received = signals.next()
             if received == SIGTERM || received == SIGINT {
                 let grace = server.shutdownGrace
                 logger.info("signal \(received): shutting down, grace \(grace)s")

@@ -1,9 +1,10 @@
-// Signal plumbing Swift cannot do on its own: a crash handler written in C, where running inside a
-// signal handler is well defined.
+// Signal plumbing Swift cannot do on its own: the signalfd API (not in Swift's Glibc module) and a
+// crash handler written in C, where running inside a signal handler is well defined.
 #ifndef LARDER_CSIGNALS_H
 #define LARDER_CSIGNALS_H
 
 #include <signal.h>
+#include <sys/signalfd.h>
 
 /// Wraps the handlers already installed for the crash signals (the Swift runtime's backtracer) so
 /// that a crash signal sent with kill, tgkill or raise ends the process once the backtrace is
