@@ -24,6 +24,13 @@ struct RunCommand: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         let signals = ControlSignals()
         makeCrashSignalsFatal(logger: logger)
+        let crashHook: CrashTestHook?
+        do {
+            crashHook = try CrashTestHook.fromEnvironment()
+        } catch {
+            printToStandardError("larder: \(error.description)")
+            throw ExitCode(2)
+        }
 
         let overrides = self.overrides
         let server = ProxyServer(config: config, logger: logger) { () throws(ConfigErrors) -> Config in
@@ -35,6 +42,7 @@ struct RunCommand: ParsableCommand {
             logger.critical("\(error.description)")
             throw ExitCode(2)
         }
+        crashHook?.arm(on: server, logger: logger)
         while true {
             let received = signals.next()
             if received == SIGTERM || received == SIGINT {
