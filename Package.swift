@@ -26,6 +26,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCrypt", providers: [.apt(["libcrypt-dev"])]),
 
+        // signalfd and the crash-signal handler, in C (see Sources/CSignals/include/CSignals.h).
+        .target(name: "CSignals"),
         // The lock and semaphore shared between threads (pthread-based, visible to ThreadSanitizer).
         .target(name: "Locking", swiftSettings: strict),
         // Pure: HTTP/1.1 framing over bytes, no I/O.
@@ -48,7 +50,7 @@ let package = Package(
                                "Statistics", "Locking", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
-                          dependencies: ["ProxyServer", "LarderConfig", "Statistics",
+                          dependencies: ["ProxyServer", "LarderConfig", "Statistics", "CSignals",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: strict),

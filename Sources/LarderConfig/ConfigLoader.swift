@@ -115,7 +115,8 @@ public enum ConfigLoader {
             }
         }
         var problems = apply(settings, source: "environment", to: &config)
-        let known = Set(ConfigSchema.fields.map(\.environmentName)).union(["LARDER_CONFIG"])
+        // Not settings: the configuration file, and the crash test hook (read by the larder command).
+        let known = Set(ConfigSchema.fields.map(\.environmentName)).union(["LARDER_CONFIG", "LARDER_TEST_CRASH"])
         for name in environment.keys.sorted() where name.hasPrefix("LARDER_") && !known.contains(name) {
             let hint = suggestion(for: name, among: Array(known)).map { "; did you mean \($0)?" } ?? ""
             problems.append(ConfigProblem(source: "environment", key: name, line: nil,

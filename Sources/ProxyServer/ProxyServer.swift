@@ -230,6 +230,16 @@ public final class ProxyServer: @unchecked Sendable {
         logger.info("larder started with \(count) worker\(count == 1 ? "" : "s")")
     }
 
+    /// Runs `job` on the first worker's loop after `seconds` (the way into a worker for the crash test hook).
+    public func runOnFirstWorker(after seconds: Double, _ job: @escaping @Sendable () -> Void) {
+        let loop = workers[0].loop
+        loop.execute {
+            let timer = Timer(loop: loop) { job() }
+            timer.schedule(after: seconds)
+            _ = Unmanaged.passRetained(timer)  // kept until it fires: a one-off, and the hook ends the process
+        }
+    }
+
     /// SIGUSR1: the access log file is reopened (after rotation).
     public func reopenLogs() {
         accessLog?.reopen()

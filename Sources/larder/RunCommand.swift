@@ -20,12 +20,17 @@ struct RunCommand: ParsableCommand {
         }
         let logger = makeLogger(level: config.logLevel)
 
-        // Signals are taken synchronously by this thread (sigwait); workers inherit the blocked mask.
+        // Before any thread starts: workers inherit the blocked mask, this thread reads the signals.
         signal(SIGPIPE, SIG_IGN)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&mask, s) }
-        pthread_sigmask(SIG_BLOCK, &mask, nil)
+        let signals = ControlSignals()
+        makeCrashSignalsFatal(logger: logger)
+        let crashHook: CrashTestHook?
+        do {
+            crashHook = try CrashTestHook.fromEnvironment()
+        } catch {
+            printToStandardError("larder: \(error.description)")
+            throw ExitCode(2)
+        }
 
         let overrides = self.overrides
         let server = ProxyServer(config: config, logger: logger) { () throws(ConfigErrors) -> Config in
@@ -37,9 +42,9 @@ struct RunCommand: ParsableCommand {
             logger.critical("\(error.description)")
             throw ExitCode(2)
         }
+        crashHook?.arm(on: server, logger: logger)
         while true {
-            var received: Int32 = 0
-            sigwait(&mask, &received)
+            let received = signals.next()
             if received == SIGTERM || received == SIGINT {
                 let grace = server.shutdownGrace
                 logger.info("signal \(received): shutting down, grace \(grace)s")

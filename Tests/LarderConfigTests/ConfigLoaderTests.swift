@@ -407,6 +407,7 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
             "LARDER_CONNECT_PORTS": "[443, 563]",
             "LARDER_REVERSE_ORIGIN": "http://127.0.0.1:9000",
             "LARDER_CONFIG": "/ignored/here",
+            "LARDER_TEST_CRASH": "segv:1",  // the crash test hook, read by the larder command
             "HOME": "/root",
         ], to: &c)
         #expect(c.workers == 3)
