@@ -29,6 +29,21 @@ public struct DiskStoreSettings: Sendable, Equatable {
     }
 }
 
+extension DiskStoreSettings {
+    /// What the cache directory may hold beyond `capacity`: LMDB's page headers and branch pages,
+    /// free pages not yet reused, and the batch being written.
+    public var sizeMargin: Int { max(capacity / 10, 4 << 20) }
+
+    /// The LMDB map, which data.mdb can never outgrow: the directory stays within `capacity +
+    /// sizeMargin`, the lock files included. (An environment already larger keeps its size: LMDB
+    /// never shrinks a file.)
+    var mapSize: Int { capacity + sizeMargin - (256 << 10) }
+
+    /// Bytes the writer commits in one transaction: at most 8 MiB, and a quarter of the margin,
+    /// so a small cache's batch fits beside a full cache.
+    var batchBytes: Int { min(8 << 20, sizeMargin / 4) }
+}
+
 /// The LMDB half of the cache: one environment per process shared by every worker; reads through
 /// per-worker `DiskReader`s, all writes through one writer thread that commits in groups.
 ///
@@ -72,7 +87,7 @@ public final class DiskStore: @unchecked Sendable {
         startupNotes = notes
         nextBodyID = Atomic(sweep.maxBodyID &+ 1)
         writer = DiskWriter(env: env, dbs: DiskWriter.Databases(variants: variants, entries: entries, chunks: chunks,
-                                                                access: access),
+                                                                access: access, info: info),
                             settings: settings, bytes: sweep.bytes, entryCount: sweep.entryCount, log: log)
         writer.start()
     }
@@ -102,6 +117,28 @@ public final class DiskStore: @unchecked Sendable {
         var stat = MDB_stat()
         guard mdb_env_info(env, &info) == 0, mdb_env_stat(env, &stat) == 0 else { return (0, 0) }
         return ((Int(info.me_last_pgno) + 1) * Int(stat.ms_psize), Int(info.me_mapsize))
+    }
+
+    /// Bytes of the map's pages holding data now: pages up to the last one used, less those on
+    /// LMDB's free list (which new writes reuse). Nil when the environment cannot be read.
+    static func bytesInUse(_ env: OpaquePointer) -> Int? {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        guard mdb_env_info(env, &info) == 0, mdb_env_stat(env, &stat) == 0 else { return nil }
+        var txn: OpaquePointer?
+        guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0 else { return nil }
+        defer { mdb_txn_abort(txn) }
+        var freePages = 0
+        // The free list (database 0): each record is a page-number list whose first word is its length.
+        do {
+            try scanCursor(txn!, 0, from: nil) { _, v in
+                if v.count >= MemoryLayout<Int>.size { freePages += v.loadUnaligned(as: Int.self) }
+                return true
+            }
+        } catch {
+            return nil
+        }
+        return (Int(info.me_last_pgno) + 1 - freePages) * Int(stat.ms_psize)
     }
 
     /// Blocks until everything queued so far is committed (tests, purge replies, shutdown).
@@ -157,9 +194,7 @@ public final class DiskStore: @unchecked Sendable {
         var e: OpaquePointer?
         try check(mdb_env_create(&e), "mdb_env_create")
         let env = e!
-        // LMDB needs free pages for copy-on-write beyond the live data: reserve half again.
-        let mapSize = max(s.capacity + s.capacity / 2, s.capacity + (64 << 20))
-        mdb_env_set_mapsize(env, mapSize)
+        mdb_env_set_mapsize(env, s.mapSize)
         mdb_env_set_maxreaders(env, 1_024)
         mdb_env_set_maxdbs(env, 8)
         var flags = UInt32(MDB_NOTLS)

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,51 @@ def test_a_second_instance_on_the_same_directory_refuses_to_start(larder_factory
     assert "in use" not in again.log_text() and "moved to" not in again.log_text()
     r = proxy_exchange(again.port, "GET", origin.url("/res/e0"), headers=ONLY_IF_CACHED)
     assert r.status == 200 and r.body == pattern(120_000)
+
+
+# ---------------------------------------------------------------------------
+# 5. Size on disk
+
+
+def disk_usage(directory):
+    """What du counts: allocated blocks of every file under the directory."""
+    total = 0
+    for root, _, files in os.walk(directory):
+        for f in files:
+            total += os.lstat(os.path.join(root, f)).st_blocks * 512
+    return total
+
+
+@pytest.mark.timeout_s(180)
+def test_the_cache_directory_stays_within_disk_capacity_on_disk(larder_factory, origin, workdir, report_metric):
+    capacity = 20 << 20
+    margin = max(capacity // 10, 4 << 20)
+    lr = larder_factory(config={"cache": {"disk_capacity": "20MiB", "memory_capacity": "0"}})
+    sizes = {f"fill{i}": 900_000 + 4_099 * i for i in range(120)}   # ~110 MB through a 20 MiB cache
+    for name, size in sizes.items():
+        script(workdir, name, headers=[("Cache-Control", "max-age=600")], body_bytes=size)
+
+    def fetch(name):
+        r = proxy_exchange(lr.port, "GET", origin.url(f"/res/{name}"), timeout=30)
+        assert r.status == 200 and r.body == pattern(sizes[name]), name
+
+    # Four clients at once, so stores overlap and readers hold snapshots while the writer commits.
+    peak = 0
+    names = list(sizes)
+    with ThreadPoolExecutor(4) as pool:
+        for start in range(0, len(names), 12):
+            list(pool.map(fetch, names[start:start + 12]))
+            peak = max(peak, disk_usage(lr.cache_dir))
+    time.sleep(2)  # past a sync interval: the writer has committed the last stores
+    peak = max(peak, disk_usage(lr.cache_dir))
+    assert peak <= capacity + margin, f"{peak} bytes on disk for a {capacity}-byte capacity"
+    # Still a working cache: a good part of the capacity holds entries (eviction is by last use,
+    # to the second, so which of these same-second entries stay is not said), and no write failed.
+    kept = [name for name in names
+            if proxy_exchange(lr.port, "HEAD", origin.url(f"/res/{name}"), headers=ONLY_IF_CACHED).status == 200]
+    kept_bytes = sum(sizes[name] for name in kept)
+    assert kept_bytes >= capacity // 2, (len(kept), kept_bytes)
+    log = lr.log_text()
+    assert "cache writes failing" not in log and "eviction failed" not in log, log[-3000:]
+    report_metric(f"disk_capacity 20 MiB after ~110 MB stored by 4 clients: du at most {peak / (1 << 20):.1f} MiB "
+                  f"(limit {(capacity + margin) / (1 << 20):.0f} MiB), {len(kept)} entries ({kept_bytes / (1 << 20):.1f} MiB) kept")
