@@ -29,6 +29,21 @@ public struct DiskStoreSettings: Sendable, Equatable {
     }
 }
 
+extension DiskStoreSettings {
+    /// What the cache directory may hold beyond `capacity`: LMDB's page headers and branch pages,
+    /// free pages not yet reused, and the batch being written.
+    public var sizeMargin: Int { max(capacity / 10, 4 << 20) }
+
+    /// The LMDB map, which data.mdb can never outgrow: the directory stays within `capacity +
+    /// sizeMargin`, the lock files included. (An environment already larger keeps its size: LMDB
+    /// never shrinks a file.)
+    var mapSize: Int { capacity + sizeMargin - (256 << 10) }
+
+    /// Bytes the writer commits in one transaction: at most 8 MiB, and a quarter of the margin,
+    /// so a small cache's batch fits beside a full cache.
+    var batchBytes: Int { min(8 << 20, sizeMargin / 4) }
+}
+
 /// The LMDB half of the cache: one environment per process shared by every worker; reads through
 /// per-worker `DiskReader`s, all writes through one writer thread that commits in groups.
 ///
@@ -50,30 +65,29 @@ public final class DiskStore: @unchecked Sendable {
     public private(set) var startupNotes: [String] = []
 
     let writer: DiskWriter
+    /// Held while the environment is open; released with it.
+    private let lock: DirectoryLock
     private let nextBodyID: Atomic<UInt64>
 
-    /// Opens the cache in `settings.directory`. A directory holding another format or a damaged
-    /// environment is renamed aside (noted in `startupNotes`) and replaced by an empty cache.
+    /// Opens the cache in `settings.directory`, refusing one another process uses. A directory
+    /// proven damaged (truncated, corrupt) or holding another format is renamed aside (noted in
+    /// `startupNotes`) and replaced by an empty cache; any other error is thrown.
     public init(settings: DiskStoreSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
         self.settings = settings
         var notes: [String] = []
-        var opened = try? DiskStore.openEnvironment(settings, notes: &notes)
-        if opened == nil {
-            let aside = DiskStore.moveAside(settings.directory)
-            notes.append("cache in \(settings.directory) could not be opened or is from another version; moved to \(aside), starting empty")
-            opened = try DiskStore.openEnvironment(settings, notes: &notes)
-        }
-        let o = opened!
+        try DiskStore.makeDirectory(settings.directory)
+        var lock = try DirectoryLock.acquire(settings.directory)
+        let (o, sweep) = try DiskStore.openAndSweep(settings, lock: &lock, notes: &notes)
+        self.lock = lock
         env = o.env
         variants = o.variants; entries = o.entries; chunks = o.chunks; access = o.access; info = o.info
-        let sweep = try DiskStore.sweep(env: env, entries: entries, chunks: chunks, access: access, variants: variants)
         if sweep.orphanChunks > 0 || sweep.badRecords > 0 {
             notes.append("cache sweep: removed \(sweep.orphanChunks) orphan body chunks and \(sweep.badRecords) unreadable records")
         }
         startupNotes = notes
         nextBodyID = Atomic(sweep.maxBodyID &+ 1)
         writer = DiskWriter(env: env, dbs: DiskWriter.Databases(variants: variants, entries: entries, chunks: chunks,
-                                                                access: access),
+                                                                access: access, info: info),
                             settings: settings, bytes: sweep.bytes, entryCount: sweep.entryCount, log: log)
         writer.start()
     }
@@ -105,6 +119,28 @@ public final class DiskStore: @unchecked Sendable {
         return ((Int(info.me_last_pgno) + 1) * Int(stat.ms_psize), Int(info.me_mapsize))
     }
 
+    /// Bytes of the map's pages holding data now: pages up to the last one used, less those on
+    /// LMDB's free list (which new writes reuse). Nil when the environment cannot be read.
+    static func bytesInUse(_ env: OpaquePointer) -> Int? {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        guard mdb_env_info(env, &info) == 0, mdb_env_stat(env, &stat) == 0 else { return nil }
+        var txn: OpaquePointer?
+        guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0 else { return nil }
+        defer { mdb_txn_abort(txn) }
+        var freePages = 0
+        // The free list (database 0): each record is a page-number list whose first word is its length.
+        do {
+            try scanCursor(txn!, 0, from: nil) { _, v in
+                if v.count >= MemoryLayout<Int>.size { freePages += v.loadUnaligned(as: Int.self) }
+                return true
+            }
+        } catch {
+            return nil
+        }
+        return (Int(info.me_last_pgno) + 1 - freePages) * Int(stat.ms_psize)
+    }
+
     /// Blocks until everything queued so far is committed (tests, purge replies, shutdown).
     public func flush() {
         let done = Semaphore()
@@ -122,26 +158,56 @@ public final class DiskStore: @unchecked Sendable {
         var variants, entries, chunks, access, info: MDB_dbi
     }
 
-    private static func openEnvironment(_ s: DiskStoreSettings, notes: inout [String]) throws(LMDBError) -> Opened {
-        if mkdir(s.directory, 0o755) != 0, errno != EEXIST {
-            throw LMDBError(code: errno, operation: "mkdir \(s.directory)")
+    static func makeDirectory(_ directory: String) throws(LMDBError) {
+        if mkdir(directory, 0o755) != 0, errno != EEXIST {
+            throw LMDBError(code: errno, operation: "mkdir \(directory)")
         }
+    }
+
+    /// Opens and sweeps the environment. One proven damaged or of another format is moved aside
+    /// (the reason logged) and replaced by an empty one, with the lock taken again in the new
+    /// directory; any other error is thrown, the files left as they are.
+    private static func openAndSweep(_ s: DiskStoreSettings, lock: inout DirectoryLock,
+                                     notes: inout [String]) throws(LMDBError) -> (Opened, SweepResult) {
+        do throws(LMDBError) {
+            return try openSwept(s)
+        } catch where error.provesDamage {
+            let aside = try moveAside(s.directory)
+            notes.append("cache in \(s.directory) is damaged or from another version (\(error)); moved to \(aside), starting empty")
+            try makeDirectory(s.directory)
+            lock = try DirectoryLock.acquire(s.directory)
+            return try openSwept(s)
+        }
+    }
+
+    private static func openSwept(_ s: DiskStoreSettings) throws(LMDBError) -> (Opened, SweepResult) {
+        let o = try openEnvironment(s)
+        do throws(LMDBError) {
+            return (o, try sweep(env: o.env, entries: o.entries, chunks: o.chunks, access: o.access, variants: o.variants))
+        } catch {
+            mdb_env_close(o.env)
+            throw error
+        }
+    }
+
+    private static func openEnvironment(_ s: DiskStoreSettings) throws(LMDBError) -> Opened {
         var e: OpaquePointer?
         try check(mdb_env_create(&e), "mdb_env_create")
         let env = e!
-        // LMDB needs free pages for copy-on-write beyond the live data: reserve half again.
-        let mapSize = max(s.capacity + s.capacity / 2, s.capacity + (64 << 20))
-        mdb_env_set_mapsize(env, mapSize)
+        mdb_env_set_mapsize(env, s.mapSize)
         mdb_env_set_maxreaders(env, 1_024)
         mdb_env_set_maxdbs(env, 8)
         var flags = UInt32(MDB_NOTLS)
         if s.durability == .fast { flags |= UInt32(MDB_NOSYNC) }
+        mdb_env_set_assert(env, assertionMovesCacheAside)
         let rc = mdb_env_open(env, s.directory, flags, 0o644)
         guard rc == 0 else {
             mdb_env_close(env)
             throw LMDBError(code: rc, operation: "mdb_env_open \(s.directory)")
         }
         do throws(LMDBError) {
+            // Before any page is read: a page past the end of the file is a SIGBUS, not an error.
+            try checkDataFileHoldsUsedPages(env, directory: s.directory)
             let txn = try WriteTransaction(env: env)
             let handle = txn.txn
             func open(_ name: String) throws(LMDBError) -> MDB_dbi {
@@ -176,11 +242,32 @@ public final class DiskStore: @unchecked Sendable {
         }
     }
 
-    private static func moveAside(_ directory: String) -> String {
+    /// Throws (as corruption) when data.mdb is shorter than the pages its newest meta page says
+    /// are in use: a truncated file, whose missing pages the map would fault on.
+    static func checkDataFileHoldsUsedPages(_ env: OpaquePointer, directory: String) throws(LMDBError) {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        var fd: Int32 = -1
+        try check(mdb_env_info(env, &info), "mdb_env_info")
+        try check(mdb_env_stat(env, &stat), "mdb_env_stat")
+        try check(mdb_env_get_fd(env, &fd), "mdb_env_get_fd")
+        var st = Glibc.stat()
+        guard fstat(fd, &st) == 0 else { throw LMDBError(code: errno, operation: "fstat \(directory)/data.mdb") }
+        let needed = (Int(info.me_last_pgno) + 1) * Int(stat.ms_psize)
+        if Int(st.st_size) < needed {
+            throw LMDBError(code: MDB_CORRUPTED, operation: "\(directory)/data.mdb",
+                            reason: "data.mdb holds \(st.st_size) bytes but its pages in use end at \(needed): truncated")
+        }
+    }
+
+    /// Renames the directory to `<directory>.broken-<time>` and returns that name.
+    static func moveAside(_ directory: String) throws(LMDBError) -> String {
         var aside = "\(directory).broken-\(time(nil))"
         var n = 1
         while Glibc.access(aside, F_OK) == 0 { aside = "\(directory).broken-\(time(nil))-\(n)"; n += 1 }
-        rename(directory, aside)
+        guard rename(directory, aside) == 0 else {
+            throw LMDBError(code: errno, operation: "moving the damaged cache \(directory) aside to \(aside)")
+        }
         return aside
     }
 
@@ -313,4 +400,21 @@ public final class DiskReader {
             return out
         } ?? []
     }
+}
+
+/// LMDB aborts the process when one of its assertions fails, which on a corrupt cache would
+/// repeat at every start: the cache is moved aside first, so the next start begins empty.
+private func assertionMovesCacheAside(_ env: OpaquePointer?, _ message: UnsafePointer<CChar>?) {
+    var path: UnsafePointer<CChar>?
+    guard let env, mdb_env_get_path(env, &path) == 0, let path else { return }
+    let directory = String(cString: path)
+    let what = message.map { String(cString: $0) } ?? "?"
+    let outcome: String
+    do {
+        outcome = "moved to \(try DiskStore.moveAside(directory)); the next start begins with an empty cache"
+    } catch {
+        outcome = "could not be moved aside (\(error))"
+    }
+    let line = Array("larder: LMDB assertion failed (\(what)): the cache in \(directory) is damaged and was \(outcome)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
 }

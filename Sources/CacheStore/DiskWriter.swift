@@ -39,7 +39,7 @@ public enum WriteOp: Sendable {
 /// transaction (group commit), then evicts down to capacity.
 final class DiskWriter: @unchecked Sendable {
     struct Databases {
-        var variants, entries, chunks, access: MDB_dbi
+        var variants, entries, chunks, access, info: MDB_dbi
     }
 
     private let env: OpaquePointer
@@ -110,7 +110,7 @@ final class DiskWriter: @unchecked Sendable {
             let batch = queue.withLock { q -> [WriteOp] in
                 var bytes = 0
                 var n = 0
-                while n < q.count, bytes < DiskWriter.maxBatchBytes {
+                while n < q.count, bytes < settings.batchBytes {
                     bytes += q[n].byteCount
                     n += 1
                 }
@@ -154,10 +154,12 @@ final class DiskWriter: @unchecked Sendable {
         do {
             try applyInTransaction(batch)
         } catch let error where error.isMapFull {
-            // The map is full of copy-on-write pages: make room, then try the batch once more.
+            // The map is full: make room, then try the batch once more. LMDB reuses the pages a
+            // transaction frees only two commits later, so a small commit follows the eviction.
             // (Reported with the batch's failure if the retry fails too.)
             do {
                 try evict(target: bytes.load(ordering: .relaxed) * 3 / 4)
+                try commitPassage()
                 try applyInTransaction(batch)
             } catch {
                 batchFailed(batch, error)
@@ -175,11 +177,35 @@ final class DiskWriter: @unchecked Sendable {
                 }
             }
         }
-        if bytes.load(ordering: .relaxed) > settings.capacity {
-            do { try evict(target: settings.capacity - settings.capacity / 10) } catch {
+        if let target = evictionTarget() {
+            do { try evict(target: target) } catch {
                 log("cache eviction failed: \(error)")
             }
         }
+    }
+
+    /// A commit that changes nothing of the cache (it records when it ran), so that the pages
+    /// freed by the commit before it become reusable by the next one.
+    private func commitPassage() throws(LMDBError) {
+        let txn = try WriteTransaction(env: env)
+        var stamp: [UInt8] = []
+        stamp.appendInt64(Int64(time(nil)))
+        try txn.put(db.info, Array("map-full-at".utf8), stamp)
+        try txn.commit()
+    }
+
+    /// Stored bytes to evict down to, if over: past `capacity`, or when the map's pages in use
+    /// (stored bytes with LMDB's overhead, and bodies still being written) leave less than half
+    /// the margin for the next batches, which would otherwise meet a full map.
+    private func evictionTarget() -> Int? {
+        let stored = bytes.load(ordering: .relaxed)
+        let byCapacity = settings.capacity - settings.capacity / 10
+        let roomy = settings.mapSize - settings.sizeMargin / 2
+        let inUse = DiskStore.bytesInUse(env) ?? 0
+        if inUse > roomy {
+            return min(byCapacity, stored - (inUse - roomy) - settings.capacity / 10)
+        }
+        return stored > settings.capacity ? byCapacity : nil
     }
 
     /// A batch that could not be written (disk full, I/O error): its entries are lost, the proxy
@@ -394,5 +420,4 @@ final class DiskWriter: @unchecked Sendable {
     }
 
     let evictions = Atomic<Int>(0)
-    static let maxBatchBytes = 8 << 20
 }

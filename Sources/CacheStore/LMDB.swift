@@ -5,8 +5,17 @@ import Glibc
 public struct LMDBError: Error, CustomStringConvertible, Sendable {
     public let code: Int32
     public let operation: String
-    public var description: String { "\(operation): \(String(cString: mdb_strerror(code)))" }
+    /// Our own words, when LMDB's for `code` would not say what happened.
+    public var reason: String? = nil
+    public var description: String { reason ?? "\(operation): \(String(cString: mdb_strerror(code)))" }
     var isMapFull: Bool { code == MDB_MAP_FULL }
+
+    /// The files are proven damaged or of another format, so moving them aside loses nothing that
+    /// could be read. Anything else (permissions, a file where the directory should be, I/O errors)
+    /// says nothing about the files and must not cost the operator the cache.
+    var provesDamage: Bool {
+        code == MDB_CORRUPTED || code == MDB_PAGE_NOTFOUND || code == MDB_INVALID || code == MDB_VERSION_MISMATCH
+    }
 }
 
 @inline(__always)
