@@ -27,18 +27,20 @@ static inline uint32_t larder_crc32c_sse42(uint32_t crc, const void *data, size_
 #if defined(__x86_64__)
     const unsigned char *p = (const unsigned char *)data;
     uint64_t c = (uint32_t)~crc;
-    while (count >= 32) {
-        uint64_t w0, w1, w2, w3;
-        memcpy(&w0, p, 8);
-        memcpy(&w1, p + 8, 8);
-        memcpy(&w2, p + 16, 8);
-        memcpy(&w3, p + 24, 8);
-        c = __builtin_ia32_crc32di(c, w0);
-        c = __builtin_ia32_crc32di(c, w1);
-        c = __builtin_ia32_crc32di(c, w2);
-        c = __builtin_ia32_crc32di(c, w3);
-        p += 32;
-        count -= 32;
+    // Unrolled so the loop's own instructions are a third of the work, not half.
+    while (count >= 64) {
+        uint64_t w[8];
+        memcpy(w, p, 64);
+        c = __builtin_ia32_crc32di(c, w[0]);
+        c = __builtin_ia32_crc32di(c, w[1]);
+        c = __builtin_ia32_crc32di(c, w[2]);
+        c = __builtin_ia32_crc32di(c, w[3]);
+        c = __builtin_ia32_crc32di(c, w[4]);
+        c = __builtin_ia32_crc32di(c, w[5]);
+        c = __builtin_ia32_crc32di(c, w[6]);
+        c = __builtin_ia32_crc32di(c, w[7]);
+        p += 64;
+        count -= 64;
     }
     while (count >= 8) {
         uint64_t w;
