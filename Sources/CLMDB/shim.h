@@ -1,1 +1,2 @@
 #include <lmdb.h>
+#include "crc32c.h"

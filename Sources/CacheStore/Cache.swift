@@ -34,11 +34,13 @@ public final class Cache: Sendable {
     public let disk: DiskStore
     let memory: MemoryTier
     let pendingRemovals = PendingRemovals()
+    let damage: DamageReports
 
     public init(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
         self.settings = settings
         disk = try DiskStore(settings: settings.disk, log: log)
         memory = MemoryTier(capacity: settings.memoryCapacity)
+        damage = DamageReports(log: log)
     }
 
     public func close() { disk.close() }
@@ -71,6 +73,14 @@ public final class Cache: Sendable {
         let digest = KeyDigest(primaryKey)
         memory.removeVariants(digest)
         removeFromDisk(.invalidate(primary: digest), hiding: .url(digest))
+    }
+
+    /// An entry whose stored bytes failed their checksum: every variant of its URL is dropped (as an
+    /// invalidation does), and the damage counted and logged.
+    func dropDamaged(_ key: EntryKey, url: [UInt8], what: String) {
+        memory.removeVariants(key.primary)
+        removeFromDisk(.invalidate(primary: key.primary), hiding: .url(key.primary))
+        damage.report("cache entry \(String(decoding: url, as: UTF8.self)) failed its checksum (\(what)): dropped")
     }
 
     /// removeAllCachedResponses.
@@ -122,6 +132,8 @@ public final class Cache: Sendable {
         public var memoryEntries: Int
         public var memoryEvictions: Int
         public var pendingWriteBytes: Int
+        /// Entries found damaged when read (a body chunk or record failed its checksum).
+        public var checksumFailures: Int
     }
 
     public var statistics: Statistics {
@@ -129,7 +141,7 @@ public final class Cache: Sendable {
                    diskEvictions: disk.writer.evictions.load(ordering: .relaxed),
                    memoryBytes: memory.bytes, memoryEntries: memory.count,
                    memoryEvictions: memory.evictions.load(ordering: .relaxed),
-                   pendingWriteBytes: disk.pendingBytes)
+                   pendingWriteBytes: disk.pendingBytes, checksumFailures: damage.count.load(ordering: .relaxed))
     }
 }
 
@@ -192,32 +204,52 @@ public final class CacheReader {
         guard let spec = disk.spec(primary), spec.primaryKey == primaryKey else { return .uriMiss }
         let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
         let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
-        guard let record = disk.record(key), record.primaryKey == primaryKey, record.secondaryKey == secondary else {
+        let record: EntryRecord
+        switch disk.lookUpRecord(key) {
+        case .absent:
             return .varyMiss
+        case .damaged:
+            cache.dropDamaged(key, url: primaryKey, what: "record")
+            return .uriMiss
+        case .found(let r):
+            guard r.primaryKey == primaryKey, r.secondaryKey == secondary else { return .varyMiss }
+            record = r
         }
         if cache.pendingRemovals.hides(primary: primary, storedAt: record.storedAt) { return .uriMiss }
         let found = StoredResponse(key: key, record: record,
                                    body: .disk(id: record.bodyID, length: record.bodyLength, chunkSize: record.chunkSize),
                                    tier: .allowed)
-        promote(found, spec: spec)
+        if promote(found, spec: spec) == .damaged { return .uriMiss }
         return .found(found)
     }
 
-    /// Small disk entries found on a lookup are copied into the memory tier for the next hits.
-    private func promote(_ entry: StoredResponse, spec: VariantSpec) {
-        guard entry.bodyLength <= cache.settings.memoryObjectLimit else { return }
+    /// Small disk entries found on a lookup are copied into the memory tier for the next hits,
+    /// checked on the way: the memory tier serves them without checking again.
+    private func promote(_ entry: StoredResponse, spec: VariantSpec) -> ChunkRead {
+        guard entry.bodyLength <= cache.settings.memoryObjectLimit else { return .delivered }
         var body: [UInt8] = []
         body.reserveCapacity(entry.bodyLength)
         for i in 0..<entry.record.chunkCount {
-            guard disk.withChunk(id: entry.record.bodyID, index: i, { body.append(contentsOf: $0) }) else { return }
+            let read = withChunk(of: entry, index: i, verify: true) { body.append(contentsOf: $0) }
+            guard read == .delivered else { return read }
         }
-        guard body.count == entry.bodyLength else { return }
+        guard body.count == entry.bodyLength else { return .missing }
         cache.memory.insert(CachedObject(key: entry.key, record: entry.record, body: body, tier: .allowed), spec: spec)
+        return .delivered
     }
 
-    /// Calls `body` with chunk `index` of a disk body; false when the entry has gone meanwhile.
-    public func withChunk(id: UInt64, index: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
-        disk.withChunk(id: id, index: index, body)
+    /// Calls `body` with chunk `index` of `entry`'s disk body. With `verify`, its checksum is
+    /// checked first; a damaged chunk is never passed to `body`, and its entry is dropped and
+    /// reported. Each chunk needs checking once per response: stored chunks never change.
+    public func withChunk(of entry: StoredResponse, index: Int, verify: Bool,
+                          _ body: (UnsafeRawBufferPointer) -> Void) -> ChunkRead {
+        let read = disk.withChunk(id: entry.record.bodyID, index: index, expectedCount: entry.record.chunkLength(at: index),
+                                  verify: verify, body)
+        if read == .damaged {
+            cache.dropDamaged(entry.key, url: entry.record.primaryKey,
+                              what: "body chunk \(index + 1) of \(entry.record.chunkCount)")
+        }
+        return read
     }
 
     /// Every stored variant of one URL, with its tier (admin; copies).

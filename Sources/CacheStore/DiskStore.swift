@@ -361,17 +361,38 @@ public final class DiskReader {
         return read { txn in lookUp(txn, store.variants, k).flatMap { VariantSpec(decoding: $0.bytes) } }
     }
 
-    public func record(_ key: EntryKey) -> EntryRecord? {
-        read { txn in lookUp(txn, store.entries, key.bytes).flatMap { EntryRecord(decoding: $0.bytes) } }
+    /// What is stored under `key`: a record, nothing, or bytes that fail to decode (damaged: the
+    /// start-up sweep removed every record of another format).
+    enum RecordLookup {
+        case absent, damaged
+        case found(EntryRecord)
     }
 
-    /// Calls `body` with chunk `index` of body `id`; false when it is gone (entry replaced or evicted).
-    public func withChunk(id: UInt64, index: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
-        read { txn -> Bool? in
-            guard let v = lookUp(txn, store.chunks, DiskStore.chunkKey(id, index)) else { return nil }
-            body(v.bytes)
-            return true
-        } ?? false
+    public func record(_ key: EntryKey) -> EntryRecord? {
+        if case .found(let r) = lookUpRecord(key) { return r }
+        return nil
+    }
+
+    func lookUpRecord(_ key: EntryKey) -> RecordLookup {
+        read { txn -> RecordLookup? in
+            guard let v = lookUp(txn, store.entries, key.bytes) else { return .absent }
+            return EntryRecord(decoding: v.bytes).map { .found($0) } ?? .damaged
+        } ?? .absent
+    }
+
+    /// Calls `body` with the bytes of chunk `index` of body `id`, which must hold `expectedCount` of
+    /// them. With `verify` their checksum is checked first, and `body` is not called when it fails.
+    func withChunk(id: UInt64, index: Int, expectedCount: Int, verify: Bool,
+                   _ body: (UnsafeRawBufferPointer) -> Void) -> ChunkRead {
+        let key = DiskStore.chunkKey(id, index)
+        return read { txn -> ChunkRead? in
+            guard let v = lookUp(txn, store.chunks, key) else { return .missing }
+            let payload = verify ? BodyChunk.verifiedPayload(of: v.bytes, key: key, expectedCount: expectedCount)
+                                 : BodyChunk.payload(of: v.bytes)
+            guard let payload else { return .damaged }
+            body(payload)
+            return .delivered
+        } ?? .missing
     }
 
     /// Every stored variant of one URL (its keys are adjacent: the primary digest comes first).

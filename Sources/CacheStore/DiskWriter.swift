@@ -252,7 +252,10 @@ final class DiskWriter: @unchecked Sendable {
             switch op {
             case .chunk(let id, let index, let b):
                 if brokenBodies.contains(id) { continue }
-                try txn.put(db.chunks, DiskStore.chunkKey(id, index), b)
+                let key = DiskStore.chunkKey(id, index)
+                try txn.put(db.chunks, key, reserving: BodyChunk.storedSize(payloadCount: b.count)) { out in
+                    b.withUnsafeBytes { BodyChunk.encode($0, key: key, into: out) }
+                }
             case .commit(let key, let spec, let record):
                 if brokenBodies.contains(record.bodyID) {
                     // Part of this body was lost: drop what did land instead of committing a hole.

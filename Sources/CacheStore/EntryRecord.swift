@@ -26,13 +26,17 @@ public struct EntryRecord: Sendable, Equatable {
 
     public var chunkCount: Int { bodyLength == 0 ? 0 : (bodyLength + chunkSize - 1) / chunkSize }
 
+    /// Body bytes in chunk `index`: `chunkSize`, less for the last one.
+    func chunkLength(at index: Int) -> Int { min(chunkSize, bodyLength - index * chunkSize) }
+
     /// Bytes this entry accounts for against the disk capacity.
     var footprint: Int { bodyLength + head.count + primaryKey.count + secondaryKey.count + 256 }
 
-    /// Version 2 heads never hold `Set-Cookie`; version 1 records (written before that rule) are
-    /// still read, their cookies dropped as they are decoded.
-    static let formatVersion: UInt8 = 2
-    static let cookieHeadsVersion: UInt8 = 1
+    /// Version 3 records end with a CRC32C of everything before it, and their bodies' chunks carry
+    /// one each (`BodyChunk`). Records of earlier versions (1 could hold `Set-Cookie`, 2 had no
+    /// checksums) are not read: the start-up sweep removes them and their chunks.
+    static let formatVersion: UInt8 = 3
+    static let checksumSize = 4
 
     func encoded() -> [UInt8] {
         var out: [UInt8] = []
@@ -64,15 +68,21 @@ public struct EntryRecord: Sendable, Equatable {
         out.appendBigEndian(UInt16(f.varyFields.count))
         for name in f.varyFields { out.appendBlob(name) }
         out.appendBlob(head)
+        let crc = CRC32C.checksum(out)
+        withUnsafeBytes(of: crc.littleEndian) { out.append(contentsOf: $0) }
         return out
     }
 
-    /// nil when the record is from another format version or damaged.
-    init?(decoding bytes: UnsafeRawBufferPointer) {
+    /// nil when the record is from another format version or damaged (its checksum fails).
+    init?(decoding stored: UnsafeRawBufferPointer) {
+        guard stored.count > EntryRecord.checksumSize, stored[0] == EntryRecord.formatVersion else { return nil }
+        let end = stored.count - EntryRecord.checksumSize
+        let bytes = UnsafeRawBufferPointer(rebasing: stored[..<end])
+        guard CRC32C.checksum(bytes) == UInt32(littleEndian: stored.loadUnaligned(fromByteOffset: end, as: UInt32.self))
+        else { return nil }
         var r = ByteReader(bytes)
-        let version = r.u8()
-        guard version == EntryRecord.formatVersion || version == EntryRecord.cookieHeadsVersion,
-              let id = r.u64(), let length = r.u64(), let chunk = r.u32(), chunk > 0,
+        _ = r.u8()
+        guard let id = r.u64(), let length = r.u64(), let chunk = r.u32(), chunk > 0,
               let stored = r.i64(), let access = r.i64(),
               let primary = r.blob(), let secondary = r.blob(),
               let status = r.u32() else { return nil }
@@ -103,7 +113,7 @@ public struct EntryRecord: Sendable, Equatable {
                            lastModified: flags & 32 != 0 ? numbers[7] : nil,
                            contentLength: flags & 64 != 0 ? Int(numbers[8]) : nil,
                            varyFields: vary, varyStar: flags & 8 != 0)
-        self.head = version == EntryRecord.cookieHeadsVersion ? StoredHead.removingSetCookie(head) : head
+        self.head = head
     }
 }
 

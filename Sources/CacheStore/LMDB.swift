@@ -68,6 +68,17 @@ struct WriteTransaction: ~Copyable {
         }
     }
 
+    /// Stores `count` bytes under `key`, written in place by `fill` into the space LMDB reserves
+    /// (no copy of the value is made first).
+    func put(_ dbi: MDB_dbi, _ key: [UInt8], reserving count: Int,
+             _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws(LMDBError) {
+        try withValue(key) { (k: inout MDB_val) throws(LMDBError) in
+            var v = MDB_val(mv_size: count, mv_data: nil)
+            try check(mdb_put(txn, dbi, &k, &v, UInt32(MDB_RESERVE)), "mdb_put")
+            fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+        }
+    }
+
     /// Deletes `key`; a missing key is not an error.
     func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws(LMDBError) {
         try withValue(key) { (k: inout MDB_val) throws(LMDBError) in

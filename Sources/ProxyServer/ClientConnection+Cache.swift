@@ -264,14 +264,32 @@ extension ClientConnection {
             finishExchange()
             return true
         }
-        var bodyStart = 0
-        var bodyCount = entry.bodyLength
         // A 206 re-writes the stored fields, so it needs them parsed; a head that will not parse
         // is sent whole instead.
         var partialHead: ResponseHead?
         if case .single = range {
             partialHead = CachedResponseWriter.parse(entry.head)
             if partialHead == nil { range = .full }
+        }
+        var bodyStart = 0
+        var bodyCount = entry.bodyLength
+        switch range {
+        case .single(let start, let end):
+            bodyStart = start
+            bodyCount = end - start + 1
+        case .unsatisfiable:
+            bodyCount = 0
+        case .full, .passToOrigin:
+            break
+        }
+        // A disk body's first chunk is checked before the head goes out: while nothing is sent, a
+        // damaged (or meanwhile evicted) entry is still a plain miss for the origin to answer.
+        if case .disk(_, _, let chunkSize) = entry.body, request.method != .head, bodyCount > 0,
+           worker.cacheReader.withChunk(of: entry, index: bodyStart / chunkSize, verify: true, { _ in }) != .delivered {
+            ex.phase = .fetching
+            ex.status = CacheStatus(forward: .miss, detail: "damaged")
+            ex.entry = nil
+            return false
         }
         switch range {
         case .single: noteResponse(206)
@@ -280,14 +298,11 @@ extension ClientConnection {
         }
         switch range {
         case .single(let start, let end):
-            bodyStart = start
-            bodyCount = end - start + 1
             CachedResponseWriter.partial(storedHead: partialHead!, start: start, end: end, length: entry.bodyLength,
                                          age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
                                          clientVersion: request.version, viaName: worker.settings.viaName,
                                          personal: ex.personalFields, into: &writer)
         case .unsatisfiable:
-            bodyCount = 0
             CachedResponseWriter.unsatisfiable(length: entry.bodyLength, cacheStatus: statusBytes, keepAlive: keepAlive,
                                                clientVersion: request.version, viaName: worker.settings.viaName,
                                                into: &writer)
@@ -317,11 +332,11 @@ extension ClientConnection {
                 }
             }
             finishExchange()
-        case .disk(let id, _, let chunkSize):
+        case .disk(_, _, let chunkSize):
             state = .exchanging
             stream.disableReading()
-            cachedBody = CachedBodyCursor(id: id, chunk: bodyStart / chunkSize, skip: bodyStart % chunkSize,
-                                          remaining: bodyCount)
+            cachedBody = CachedBodyCursor(entry: entry, chunk: bodyStart / chunkSize, skip: bodyStart % chunkSize,
+                                          remaining: bodyCount, checkedThrough: bodyStart / chunkSize)
             pumpCachedBody()
         }
         return true
@@ -329,10 +344,13 @@ extension ClientConnection {
 
     /// Copies stored body bytes into the output until it holds `cachedBodyWindow`: each response
     /// keeps at most that much of a disk body in memory, however many clients read large objects.
+    /// Each chunk's checksum is checked the first time it is read.
     func pumpCachedBody() {
         while var cursor = cachedBody, stream.output.count < ClientConnection.cachedBodyWindow {
             let room = ClientConnection.cachedBodyWindow - stream.output.count
-            let found = worker.cacheReader.withChunk(id: cursor.id, index: cursor.chunk) { bytes in
+            let index = cursor.chunk
+            let verify = index > cursor.checkedThrough
+            let read = worker.cacheReader.withChunk(of: cursor.entry, index: index, verify: verify) { bytes in
                 let start = min(cursor.skip, bytes.count)
                 let take = min(bytes.count - start, cursor.remaining, room)
                 stream.output.append(UnsafeRawBufferPointer(rebasing: bytes[start..<start + take]))
@@ -344,9 +362,13 @@ extension ClientConnection {
                     cursor.skip = start + take
                 }
             }
-            guard found else {
-                // The entry was replaced or evicted mid-response: the client must see a cut, not an end.
-                worker.logger.warning("cached body vanished mid-response for \(peer); closing")
+            switch read {
+            case .delivered:
+                if verify { cursor.checkedThrough = index }
+            case .missing, .damaged:
+                // The entry was replaced or evicted mid-response, or its bytes are damaged (the cache
+                // logged that): the client must see a cut, not an end.
+                if read == .missing { worker.logger.warning("cached body vanished mid-response for \(peer); closing") }
                 cachedBody = nil
                 abort()
                 return
@@ -371,10 +393,12 @@ extension ClientConnection {
 
 /// Where a disk-stored body being sent has got to.
 struct CachedBodyCursor {
-    var id: UInt64
+    var entry: StoredResponse
     var chunk: Int
     var skip: Int
     var remaining: Int
+    /// The last chunk whose checksum was checked for this response.
+    var checkedThrough: Int
 }
 
 /// The `Set-Cookie` field lines of a head, serialized, for the one client it answers.

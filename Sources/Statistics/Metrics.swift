@@ -33,6 +33,7 @@ public enum Sample: String, CaseIterable, Sendable {
     case uptimeSeconds
     case memoryEntries, memoryBytes, memoryCapacityBytes, memoryEvictions
     case diskEntries, diskBytes, diskCapacityBytes, diskEvictions
+    case checksumFailures
     case mapUsedBytes, mapSizeBytes
     case pendingWriteBytes
     case collapsedFetchesInFlight
@@ -86,6 +87,10 @@ public enum Metrics {
                  [("memory", .sampled(.memoryCapacityBytes)), ("disk", .sampled(.diskCapacityBytes))]),
         labelled("cache_evictions", .counter, "Entries evicted to stay under capacity, by tier.", "tier",
                  [("memory", .sampled(.memoryEvictions)), ("disk", .sampled(.diskEvictions))]),
+        one("cache_checksum_failures", .counter,
+            "Stored entries found damaged when read (a body chunk or record failed its checksum): each is dropped, "
+            + "and its request answered from the origin, or cut if the head was already sent.",
+            .sampled(.checksumFailures)),
         one("lmdb_map_used_bytes", .gauge, "Bytes of the LMDB map in use.", .sampled(.mapUsedBytes)),
         one("lmdb_map_size_bytes", .gauge, "Size of the LMDB map.", .sampled(.mapSizeBytes)),
         one("cache_pending_write_bytes", .gauge, "Bytes queued for the disk writer.", .sampled(.pendingWriteBytes)),

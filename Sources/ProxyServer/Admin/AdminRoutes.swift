@@ -61,6 +61,7 @@ final class AdminContext: Sendable {
             case .diskBytes: return Double(s.diskBytes)
             case .diskCapacityBytes: return Double(settings.disk.capacity)
             case .diskEvictions: return Double(s.diskEvictions)
+            case .checksumFailures: return Double(s.checksumFailures)
             case .mapUsedBytes: return Double(map.used)
             case .mapSizeBytes: return Double(map.size)
             case .pendingWriteBytes: return Double(s.pendingWriteBytes)
