@@ -22,29 +22,4 @@ public enum StoredHead {
         w.append("\r\n")
         return w.bytes
     }
-
-    /// `head` (serialized, CRLF line endings) without its `Set-Cookie` and `Set-Cookie2` lines: for
-    /// heads stored before cookies were dropped at store time.
-    public static func removingSetCookie(_ head: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(head.count)
-        var lineStart = 0
-        var i = 0
-        while i < head.count {
-            if head[i] == 0x0A {
-                let line = head[lineStart...i]
-                if !isSetCookieLine(line) { out.append(contentsOf: line) }
-                lineStart = i + 1
-            }
-            i += 1
-        }
-        out.append(contentsOf: head[lineStart...])
-        return out
-    }
-
-    private static func isSetCookieLine(_ line: ArraySlice<UInt8>) -> Bool {
-        guard let colon = line.firstIndex(of: 0x3A) else { return false }
-        let name = line[line.startIndex..<colon].map(asciiLower)
-        return name == Array("set-cookie".utf8) || name == Array("set-cookie2".utf8)
-    }
 }
