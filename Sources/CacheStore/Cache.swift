@@ -238,6 +238,13 @@ public final class CacheReader {
         return .delivered
     }
 
+    /// Keeps `entry`'s disk body readable until the returned pin is let go, even if the entry is
+    /// evicted, replaced or purged meanwhile; nil for a body that is not on disk.
+    public func pinBody(of entry: StoredResponse) -> BodyPin? {
+        guard case .disk = entry.body else { return nil }
+        return BodyPin(store: cache.disk, id: entry.record.bodyID)
+    }
+
     /// Calls `body` with chunk `index` of `entry`'s disk body. With `verify`, its checksum is
     /// checked first; a damaged chunk is never passed to `body`, and its entry is dropped and
     /// reported. Each chunk needs checking once per response: stored chunks never change.

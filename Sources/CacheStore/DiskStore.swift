@@ -65,6 +65,8 @@ public final class DiskStore: @unchecked Sendable {
     public private(set) var startupNotes: [String] = []
 
     let writer: DiskWriter
+    /// Bodies being read by responses: their chunks outlive their entries until the reading ends.
+    let pins = BodyPins()
     /// Held while the environment is open; released with it.
     private let lock: DirectoryLock
     private let nextBodyID: Atomic<UInt64>
@@ -88,7 +90,7 @@ public final class DiskStore: @unchecked Sendable {
         nextBodyID = Atomic(sweep.maxBodyID &+ 1)
         writer = DiskWriter(env: env, dbs: DiskWriter.Databases(variants: variants, entries: entries, chunks: chunks,
                                                                 access: access, info: info),
-                            settings: settings, bytes: sweep.bytes, entryCount: sweep.entryCount, log: log)
+                            settings: settings, bytes: sweep.bytes, entryCount: sweep.entryCount, pins: pins, log: log)
         writer.start()
     }
 

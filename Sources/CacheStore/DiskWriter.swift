@@ -65,9 +65,12 @@ final class DiskWriter: @unchecked Sendable {
     let entryCount: Atomic<Int>
     let pendingBytes = Atomic<Int>(0)
 
+    private let pins: BodyPins
+
     init(env: OpaquePointer, dbs: Databases, settings: DiskStoreSettings, bytes: Int, entryCount: Int,
-         log: @escaping @Sendable (String) -> Void) {
+         pins: BodyPins, log: @escaping @Sendable (String) -> Void) {
         self.env = env
+        self.pins = pins
         self.db = dbs
         self.settings = settings
         self.log = log
@@ -325,7 +328,10 @@ final class DiskWriter: @unchecked Sendable {
 
     private func remove(_ txn: borrowing WriteTransaction, key: EntryKey, record: EntryRecord,
                         bytes: inout Int, count: inout Int, keepSpec: Bool = false) throws(LMDBError) {
-        for i in 0..<record.chunkCount { try txn.delete(db.chunks, DiskStore.chunkKey(record.bodyID, i)) }
+        // A body a response is still sending keeps its chunks until that response ends (`BodyPin`).
+        if !pins.postponeDeletion(of: record.bodyID, chunks: record.chunkCount) {
+            for i in 0..<record.chunkCount { try txn.delete(db.chunks, DiskStore.chunkKey(record.bodyID, i)) }
+        }
         try txn.delete(db.access, DiskStore.accessKey(record.lastAccess, key))
         try txn.delete(db.entries, key.bytes)
         bytes -= record.footprint

@@ -284,6 +284,9 @@ extension ClientConnection {
         }
         // A disk body's first chunk is checked before the head goes out: while nothing is sent, a
         // damaged (or meanwhile evicted) entry is still a plain miss for the origin to answer.
+        // Held from before the first read to the end of the response: an eviction or purge meanwhile
+        // removes the entry for everyone else but leaves this response its chunks.
+        let pin = request.method == .head || bodyCount == 0 ? nil : worker.cacheReader.pinBody(of: entry)
         if case .disk(_, _, let chunkSize) = entry.body, request.method != .head, bodyCount > 0,
            worker.cacheReader.withChunk(of: entry, index: bodyStart / chunkSize, verify: true, { _ in }) != .delivered {
             ex.phase = .fetching
@@ -335,7 +338,7 @@ extension ClientConnection {
         case .disk(_, _, let chunkSize):
             state = .exchanging
             stream.disableReading()
-            cachedBody = CachedBodyCursor(entry: entry, chunk: bodyStart / chunkSize, skip: bodyStart % chunkSize,
+            cachedBody = CachedBodyCursor(entry: entry, pin: pin, chunk: bodyStart / chunkSize, skip: bodyStart % chunkSize,
                                           remaining: bodyCount, checkedThrough: bodyStart / chunkSize)
             pumpCachedBody()
         }
@@ -394,6 +397,8 @@ extension ClientConnection {
 /// Where a disk-stored body being sent has got to.
 struct CachedBodyCursor {
     var entry: StoredResponse
+    /// Keeps the body's chunks readable until the cursor is dropped (the response ends).
+    var pin: BodyPin?
     var chunk: Int
     var skip: Int
     var remaining: Int

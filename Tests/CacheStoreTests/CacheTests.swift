@@ -98,3 +98,24 @@ import Locking
         #expect(found(reader, "http://a/2"))
     }
 }
+
+@Suite("Body pins")
+struct BodyPinsTests {
+    @Test func aPinnedBodysDeletionWaitsForItsLastReader() {
+        let pins = BodyPins()
+        #expect(!pins.postponeDeletion(of: 1, chunks: 3), "nobody reads it: delete now")
+        pins.pin(7)
+        pins.pin(7)
+        #expect(pins.postponeDeletion(of: 7, chunks: 4))
+        #expect(pins.unpin(7) == nil, "one reader left")
+        #expect(pins.unpin(7) == 4, "the last reader deletes the chunks")
+        #expect(pins.pinnedCount == 0)
+        #expect(pins.unpin(7) == nil)
+    }
+
+    @Test func aBodyStillStoredIsNotDeletedWhenItsReadersEnd() {
+        let pins = BodyPins()
+        pins.pin(9)
+        #expect(pins.unpin(9) == nil)
+    }
+}

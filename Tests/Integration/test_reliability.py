@@ -126,3 +126,31 @@ def test_the_grace_period_ending_cuts_what_is_left_and_says_so(larder_factory, o
     s.close()
     assert got < size
     assert "shutdown grace over: cutting the answer to" in lr.log_text()
+
+
+def test_a_hit_being_sent_survives_its_entry_being_purged_or_evicted(larder_factory, origin, report_metric):
+    """The entry goes for everyone else at once; the response already reading it keeps its bytes."""
+    size = 4 << 20
+    lr = larder_factory(config={"cache": {"memory_max_object_size": "64KiB", "disk_capacity": "64MiB"}})
+    url = origin.url(f"/unique/7/{size}")
+    full = proxy_exchange(lr.port, "GET", url, timeout=30)
+    expected = hashlib.sha256(full.body).hexdigest()
+    time.sleep(1.5)  # committed to disk
+    results = [None, None]
+    readers = [threading.Thread(target=slow_download, args=(lr.port, url, 1 << 20, results, i)) for i in range(2)]
+    for t in readers:
+        t.start()
+    time.sleep(0.7)
+    with RawClient(lr.port) as c:
+        c.send(std_request("PURGE", url))
+        assert c.response().status == 200
+    # And churn: far more than the capacity stored behind it, so eviction runs too.
+    for i in range(40):
+        assert proxy_exchange(lr.port, "GET", origin.url(f"/unique/{100 + i}/{2 << 20}"), timeout=30).status == 200
+    for t in readers:
+        t.join(30)
+    report_metric(f"4 MiB hits read at 1 MiB/s while purged and evicted: {results}")
+    assert results == [(200, expected, size)] * 2, results
+    assert "vanished" not in lr.log_text()
+    again = proxy_exchange(lr.port, "GET", url, timeout=30)
+    assert "hit" not in again.header("Cache-Status")
