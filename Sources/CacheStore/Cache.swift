@@ -1,4 +1,5 @@
 import CachePolicy
+import Glibc
 import HTTPWire
 import Synchronization
 
@@ -36,14 +37,45 @@ public final class Cache: Sendable {
     let pendingRemovals = PendingRemovals()
     let damage: DamageReports
 
+    /// A stand-in for a cache that could not be opened: nothing is looked up in it or stored
+    /// (`standIn`).
+    public let isDisabled: Bool
+
     public init(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
         self.settings = settings
         disk = try DiskStore(settings: settings.disk, log: log)
         memory = MemoryTier(capacity: settings.memoryCapacity)
         damage = DamageReports(log: log)
+        isDisabled = false
     }
 
-    public func close() { disk.close() }
+    private init(disabledWith store: DiskStore, settings: CacheSettings, log: @escaping @Sendable (String) -> Void) {
+        self.settings = settings
+        disk = store
+        memory = MemoryTier(capacity: 0)
+        damage = DamageReports(log: log)
+        isDisabled = true
+    }
+
+    /// A cache that stores nothing, for serving as a plain proxy when the cache directory cannot be
+    /// used: the workers' code paths stay the same, with an empty store in a private temporary
+    /// directory behind them (removed by `close`).
+    public static func standIn(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) -> Cache {
+        var template = Array("/tmp/larder-uncached-XXXXXX".utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw LMDBError(code: errno, operation: "mkdtemp /tmp/larder-uncached-XXXXXX")
+        }
+        var s = settings.disk
+        s.directory = String(cString: made)
+        s.capacity = 1 << 20
+        let store = try DiskStore(settings: s, log: log)
+        return Cache(disabledWith: store, settings: settings, log: log)
+    }
+
+    public func close() {
+        disk.close()
+        if isDisabled { DiskStore.removeDirectory(disk.settings.directory) }
+    }
 
     public func makeReader() -> CacheReader { CacheReader(cache: self) }
 

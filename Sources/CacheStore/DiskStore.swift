@@ -102,6 +102,19 @@ public final class DiskStore: @unchecked Sendable {
     /// Stops the writer after it applied everything queued (and synced).
     public func close() { writer.stop() }
 
+    /// Removes a directory of plain files (a stand-in store's): its files, then itself.
+    static func removeDirectory(_ path: String) {
+        guard let dir = opendir(path) else { return }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != ".", name != ".." { unlink(path + "/" + name) }
+        }
+        closedir(dir)
+        rmdir(path)
+    }
+
     public func allocateBodyID() -> UInt64 { nextBodyID.wrappingAdd(1, ordering: .relaxed).oldValue }
 
     public var storedBytes: Int { writer.bytes.load(ordering: .relaxed) }

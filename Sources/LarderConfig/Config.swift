@@ -133,6 +133,8 @@ public struct Config: Sendable, Equatable {
         public var heuristicMax: Double = 86_400
         /// `cache.collapse_requests`: concurrent misses for one URL share one origin fetch.
         public var collapseRequests: Bool = true
+        /// `cache.on_unusable_dir`: what a cache directory that cannot be used at start means.
+        public var onUnusableDirectory: UnusableCacheDirectory = .exit
         /// `cache.rules`: per-URL policy, storage and freshness, first match per aspect wins.
         public var rules: [CacheRuleConfig] = []
         public init() {}
@@ -342,4 +344,13 @@ extension AddressRange {
     /// This machine, as a destination: loopback and the unspecified addresses (0.0.0.0/8, ::).
     public static let thisHost = loopback + [AddressRange(bytes: [0, 0, 0, 0], prefixLength: 8),
                                             AddressRange(bytes: Array(repeating: 0, count: 16), prefixLength: 128)]
+}
+
+/// What Larder does when its cache directory cannot be used at start (permissions, a read-only file
+/// system, another instance holding it): damage is never this, it is moved aside.
+public enum UnusableCacheDirectory: String, Sendable, Equatable, CaseIterable {
+    /// Stop with a message (exit status 2).
+    case exit
+    /// Run as a proxy that caches nothing, saying so loudly.
+    case passThrough = "pass-through"
 }

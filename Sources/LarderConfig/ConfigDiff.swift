@@ -88,6 +88,7 @@ public enum ConfigDiff {
         key("cache.heuristic_fraction", live: true, \.cache.heuristicFraction),
         key("cache.heuristic_max", live: true, \.cache.heuristicMax),
         key("cache.collapse_requests", live: true, \.cache.collapseRequests),
+        key("cache.on_unusable_dir", live: false, \.cache.onUnusableDirectory),
         key("cache.rules", live: true, \.cache.rules),
     ]
 

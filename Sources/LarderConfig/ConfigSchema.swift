@@ -288,6 +288,13 @@ enum ConfigSchema {
         ConfigField(key: "cache.collapse_requests") { c, n throws(ValueError) in
             c.cache.collapseRequests = try boolean(n)
         },
+        ConfigField(key: "cache.on_unusable_dir") { c, n throws(ValueError) in
+            let s = try scalar(n)
+            guard let mode = UnusableCacheDirectory(rawValue: s) else {
+                throw ValueError("expected exit or pass-through, got \"\(s)\"")
+            }
+            c.cache.onUnusableDirectory = mode
+        },
         ConfigField(key: "cache.rules") { c, n throws(ValueError) in
             c.cache.rules = try cacheRules(n)
         },

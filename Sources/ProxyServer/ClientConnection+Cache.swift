@@ -24,6 +24,13 @@ extension ClientConnection {
         let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: Array(named.host.utf8), path: path,
                                      origin: origin, route: route, path: pathRange, phase: .fetching)
         exchange.requestTime = currentTime()
+        if worker.cache.isDisabled {
+            noteLookup(.lookupPass)
+            exchange.phase = .bypass
+            exchange.status = CacheStatus(forward: .bypass, detail: "cache-disabled")
+            cacheExchange = exchange
+            return false
+        }
         switch method {
         case .get where requestBodyPending, .head where requestBodyPending:
             // A GET or HEAD with a body is passed through whole, neither answered from the cache (its

@@ -122,15 +122,24 @@ public final class ProxyServer: @unchecked Sendable {
         }
         let settings = try ProxySettings.load(config, ownListeners: ownListeners)
         let opened: Cache
+        let log = logger
         do {
-            let log = logger
             opened = try Cache(settings: settings.cache.store, log: { log.warning("\($0)") })
+            for note in opened.disk.startupNotes { logger.warning("\(note)") }
+            logger.info("cache in \(config.cacheDirectory): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
         } catch {
-            throw .cache("cannot open the cache in \(config.cacheDirectory): \(error.description)")
+            let problem = "cannot open the cache in \(config.cacheDirectory): \(error.description)"
+            guard config.cache.onUnusableDirectory == .passThrough else { throw .cache(problem) }
+            do {
+                opened = try Cache.standIn(settings: settings.cache.store, log: { log.warning("\($0)") })
+            } catch {
+                throw .cache("\(problem); and no stand-in for pass-through either: \(error.description)")
+            }
+            let consequence = "SERVING WITHOUT A CACHE (cache.on_unusable_dir: pass-through): every request goes to its "
+                + "origin and nothing is stored until Larder is restarted with a usable cache_dir"
+            logger.critical("\(problem); \(consequence)")
         }
         cache = opened
-        for note in opened.disk.startupNotes { logger.warning("\(note)") }
-        logger.info("cache in \(config.cacheDirectory): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
         let count = ProxyServer.workerCount(config)
         let inFlight = InFlightTable()
         let addressCounts = ClientAddressCounts()

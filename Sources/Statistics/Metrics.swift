@@ -34,6 +34,7 @@ public enum Sample: String, CaseIterable, Sendable {
     case memoryEntries, memoryBytes, memoryCapacityBytes, memoryEvictions
     case diskEntries, diskBytes, diskCapacityBytes, diskEvictions
     case checksumFailures
+    case cacheDisabled
     case mapUsedBytes, mapSizeBytes
     case pendingWriteBytes
     case collapsedFetchesInFlight
@@ -91,6 +92,9 @@ public enum Metrics {
             "Stored entries found damaged when read (a body chunk or record failed its checksum): each is dropped, "
             + "and its request answered from the origin, or cut if the head was already sent.",
             .sampled(.checksumFailures)),
+        one("cache_disabled", .gauge,
+            "1 while Larder serves without a cache (cache.on_unusable_dir: pass-through and an unusable cache_dir).",
+            .sampled(.cacheDisabled)),
         one("lmdb_map_used_bytes", .gauge, "Bytes of the LMDB map in use.", .sampled(.mapUsedBytes)),
         one("lmdb_map_size_bytes", .gauge, "Size of the LMDB map.", .sampled(.mapSizeBytes)),
         one("cache_pending_write_bytes", .gauge, "Bytes queued for the disk writer.", .sampled(.pendingWriteBytes)),

@@ -314,3 +314,34 @@ def test_the_cache_directory_stays_within_disk_capacity_on_disk(larder_factory, 
     assert "cache writes failing" not in log and "eviction failed" not in log, log[-3000:]
     report_metric(f"disk_capacity 20 MiB after ~110 MB stored by 4 clients: du at most {peak / (1 << 20):.1f} MiB "
                   f"(limit {(capacity + margin) / (1 << 20):.0f} MiB), {len(kept)} entries ({kept_bytes / (1 << 20):.1f} MiB) kept")
+
+
+def test_pass_through_serves_uncached_when_the_directory_cannot_be_used(larder_factory, origin, workdir):
+    from test_admin import ADMIN, stats
+    blocker = workdir / "not-a-directory"
+    blocker.write_bytes(b"precious")
+    stand_ins_before = set(Path("/tmp").glob("larder-uncached-*"))
+    lr = larder_factory(name="uncached", config=dict(ADMIN, cache={"on_unusable_dir": "pass-through"}),
+                        args=("--cache-dir", str(blocker)))
+    log = lr.log_text()
+    assert "SERVING WITHOUT A CACHE" in log and str(blocker) in log, log
+    url = origin.url("/unique/3/2048")
+    statuses = [cache_status(proxy_exchange(lr.port, "GET", url)) for _ in range(2)]
+    assert all("detail=cache-disabled" in s for s in statuses), statuses
+    assert len([r for r in origin.requests() if r["path"].startswith("/unique/3/")]) == 2
+    assert stats(lr)["cache_disabled"] == 1
+    assert blocker.read_bytes() == b"precious"
+    assert set(Path("/tmp").glob("larder-uncached-*")) - stand_ins_before, "the stand-in store lives in /tmp"
+    assert lr.stop() == 0
+    assert set(Path("/tmp").glob("larder-uncached-*")) <= stand_ins_before, "and is removed at exit"
+
+
+def test_pass_through_also_covers_a_directory_another_larder_holds(larder_factory, origin, workdir):
+    first = larder_factory(name="holder")
+    second = larder_factory(name="second", config={"cache": {"on_unusable_dir": "pass-through"}},
+                            args=("--cache-dir", str(first.cache_dir)))
+    assert "is in use by another Larder" in second.log_text() and "SERVING WITHOUT A CACHE" in second.log_text()
+    url = origin.url("/unique/4/2048")
+    for _ in range(2):
+        assert "cache-disabled" in cache_status(proxy_exchange(second.port, "GET", url))
+    assert "hit" in (cache_status(proxy_exchange(first.port, "GET", url)) + cache_status(proxy_exchange(first.port, "GET", url)))

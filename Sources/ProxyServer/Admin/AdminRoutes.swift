@@ -62,6 +62,7 @@ final class AdminContext: Sendable {
             case .diskCapacityBytes: return Double(settings.disk.capacity)
             case .diskEvictions: return Double(s.diskEvictions)
             case .checksumFailures: return Double(s.checksumFailures)
+            case .cacheDisabled: return cache.isDisabled ? 1 : 0
             case .mapUsedBytes: return Double(map.used)
             case .mapSizeBytes: return Double(map.size)
             case .pendingWriteBytes: return Double(s.pendingWriteBytes)
