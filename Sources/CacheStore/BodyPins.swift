@@ -10,16 +10,24 @@ final class BodyPins: Sendable {
         var readers: [UInt64: Int] = [:]
         /// Bodies whose entry is gone, with their chunk counts: deleted when the last reader ends.
         var doomed: [UInt64: Int] = [:]
+        /// Bodies whose chunks a write transaction is deleting: not to be pinned again, since the
+        /// deletion may commit at any moment (a response would be cut halfway).
+        var deleting: Set<UInt64> = []
     }
 
     private let state = Locked(State())
 
-    func pin(_ id: UInt64) {
-        state.withLock { $0.readers[id, default: 0] += 1 }
+    /// Starts a reader; false when the body is being deleted (the entry is gone: a miss).
+    func pin(_ id: UInt64) -> Bool {
+        state.withLock { s in
+            if s.deleting.contains(id) { return false }
+            s.readers[id, default: 0] += 1
+            return true
+        }
     }
 
     /// Ends one reader. Returns the chunk count to delete now when it was the last reader of a body
-    /// whose entry is gone.
+    /// whose entry is gone (the body then counts as being deleted).
     func unpin(_ id: UInt64) -> Int? {
         state.withLock { s in
             guard let n = s.readers[id] else { return nil }
@@ -28,17 +36,33 @@ final class BodyPins: Sendable {
                 return nil
             }
             s.readers[id] = nil
-            return s.doomed.removeValue(forKey: id)
+            guard let chunks = s.doomed.removeValue(forKey: id) else { return nil }
+            s.deleting.insert(id)
+            return chunks
         }
     }
 
     /// The writer is about to delete a body's chunks: true when a response still reads them, in
-    /// which case the deletion waits for its `unpin`.
+    /// which case the deletion waits for its `unpin`; false when it goes ahead (no new readers
+    /// until `transactionEnded`).
     func postponeDeletion(of id: UInt64, chunks: Int) -> Bool {
         state.withLock { s in
-            guard s.readers[id] != nil else { return false }
-            s.doomed[id] = chunks
-            return true
+            guard s.readers[id] == nil else {
+                s.doomed[id] = chunks
+                return true
+            }
+            s.deleting.insert(id)
+            return false
+        }
+    }
+
+    /// The writer's transaction that decided these deletions ended. Committed, they are done;
+    /// aborted, nothing happened: the entries are still there, and readable again.
+    func transactionEnded(deleted: [UInt64], postponed: [UInt64], committed: Bool) {
+        guard !deleted.isEmpty || !postponed.isEmpty else { return }
+        state.withLock { s in
+            for id in deleted { s.deleting.remove(id) }
+            if !committed { for id in postponed { s.doomed[id] = nil } }
         }
     }
 
@@ -50,10 +74,11 @@ public final class BodyPin {
     private let store: DiskStore
     private let id: UInt64
 
-    init(store: DiskStore, id: UInt64) {
+    /// Nil when the body is being deleted.
+    init?(store: DiskStore, id: UInt64) {
+        guard store.pins.pin(id) else { return nil }
         self.store = store
         self.id = id
-        store.pins.pin(id)
     }
 
     deinit {

@@ -61,9 +61,11 @@ public final class Cache: Sendable {
     /// used: the workers' code paths stay the same, with an empty store in a private temporary
     /// directory behind them (removed by `close`).
     public static func standIn(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) -> Cache {
-        var template = Array("/tmp/larder-uncached-XXXXXX".utf8CString)
+        let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let pattern = base + "/larder-uncached-XXXXXX"
+        var template = Array(pattern.utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw LMDBError(code: errno, operation: "mkdtemp /tmp/larder-uncached-XXXXXX")
+            throw LMDBError(code: errno, operation: "mkdtemp \(pattern)")
         }
         var s = settings.disk
         s.directory = String(cString: made)
@@ -271,7 +273,8 @@ public final class CacheReader {
     }
 
     /// Keeps `entry`'s disk body readable until the returned pin is let go, even if the entry is
-    /// evicted, replaced or purged meanwhile; nil for a body that is not on disk.
+    /// evicted, replaced or purged meanwhile; nil for a body that is not on disk, or that is being
+    /// deleted (the entry is gone: answer from the origin).
     public func pinBody(of entry: StoredResponse) -> BodyPin? {
         guard case .disk = entry.body else { return nil }
         return BodyPin(store: cache.disk, id: entry.record.bodyID)

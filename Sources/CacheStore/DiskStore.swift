@@ -188,9 +188,11 @@ public final class DiskStore: @unchecked Sendable {
             return try openSwept(s)
         } catch where error.provesDamage {
             let aside = try moveAside(s.directory)
-            notes.append("cache in \(s.directory) is damaged or from another version (\(error)); moved to \(aside), starting empty")
-            try makeDirectory(s.directory)
-            lock = try DirectoryLock.acquire(s.directory)
+            notes.append("cache in \(s.directory) is damaged or from another version (\(error)); moved to \(aside.to), starting empty")
+            if aside.directoryReplaced {
+                try makeDirectory(s.directory)
+                lock = try DirectoryLock.acquire(s.directory)
+            }
             return try openSwept(s)
         }
     }
@@ -275,15 +277,54 @@ public final class DiskStore: @unchecked Sendable {
         }
     }
 
-    /// Renames the directory to `<directory>.broken-<time>` and returns that name.
-    static func moveAside(_ directory: String) throws(LMDBError) -> String {
+    /// Where a damaged cache went, and whether `directory` itself is a new, empty one.
+    struct MovedAside {
+        var to: String
+        var directoryReplaced: Bool
+    }
+
+    /// Renames the directory to `<directory>.broken-<time>`. When the directory cannot be renamed
+    /// (a mount point, as a container volume is, or a parent Larder may not write), its LMDB files
+    /// are moved into `<directory>/broken-<time>/` instead, the one such copy kept.
+    static func moveAside(_ directory: String) throws(LMDBError) -> MovedAside {
         var aside = "\(directory).broken-\(time(nil))"
         var n = 1
         while Glibc.access(aside, F_OK) == 0 { aside = "\(directory).broken-\(time(nil))-\(n)"; n += 1 }
-        guard rename(directory, aside) == 0 else {
-            throw LMDBError(code: errno, operation: "moving the damaged cache \(directory) aside to \(aside)")
+        if rename(directory, aside) == 0 { return MovedAside(to: aside, directoryReplaced: true) }
+        let renameError = errno
+        guard renameError == EBUSY || renameError == EACCES || renameError == EPERM || renameError == EXDEV else {
+            throw LMDBError(code: renameError, operation: "moving the damaged cache \(directory) aside to \(aside)")
         }
-        return aside
+        return MovedAside(to: try moveFilesAside(directory), directoryReplaced: false)
+    }
+
+    /// Moves `data.mdb` and `lock.mdb` into a fresh `broken-<time>` subdirectory (same file system,
+    /// so a rename), after removing an older one.
+    private static func moveFilesAside(_ directory: String) throws(LMDBError) -> String {
+        for old in subdirectories(of: directory, prefix: "broken-") { removeDirectory(directory + "/" + old) }
+        let inside = "\(directory)/broken-\(time(nil))"
+        guard mkdir(inside, 0o700) == 0 || errno == EEXIST else {
+            throw LMDBError(code: errno, operation: "making \(inside) for the damaged cache")
+        }
+        for file in ["data.mdb", "lock.mdb"] where Glibc.access(directory + "/" + file, F_OK) == 0 {
+            guard rename(directory + "/" + file, inside + "/" + file) == 0 else {
+                throw LMDBError(code: errno, operation: "moving the damaged \(directory)/\(file) to \(inside)")
+            }
+        }
+        return inside
+    }
+
+    private static func subdirectories(of directory: String, prefix: String) -> [String] {
+        guard let dir = opendir(directory) else { return [] }
+        defer { closedir(dir) }
+        var out: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name.hasPrefix(prefix) { out.append(name) }
+        }
+        return out
     }
 
     struct SweepResult {
@@ -447,7 +488,7 @@ private func assertionMovesCacheAside(_ env: OpaquePointer?, _ message: UnsafePo
     let what = message.map { String(cString: $0) } ?? "?"
     let outcome: String
     do {
-        outcome = "moved to \(try DiskStore.moveAside(directory)); the next start begins with an empty cache"
+        outcome = "moved to \(try DiskStore.moveAside(directory).to); the next start begins with an empty cache"
     } catch {
         outcome = "could not be moved aside (\(error))"
     }

@@ -66,6 +66,30 @@ final class DiskWriter: @unchecked Sendable {
     let pendingBytes = Atomic<Int>(0)
 
     private let pins: BodyPins
+    /// Bodies the current write transaction deletes, and those it leaves to their readers: told
+    /// to `pins` when it commits or aborts.
+    private var deletedInTransaction: [UInt64] = []
+    private var postponedInTransaction: [UInt64] = []
+
+    private func beginDeletions() {
+        deletedInTransaction.removeAll(keepingCapacity: true)
+        postponedInTransaction.removeAll(keepingCapacity: true)
+    }
+
+    /// Tells `pins` how the transaction that decided the deletions ended.
+    private func endDeletions(committed: Bool) {
+        pins.transactionEnded(deleted: deletedInTransaction, postponed: postponedInTransaction, committed: committed)
+    }
+
+    /// Deletes a stored body's chunks, or leaves them to the responses still reading them.
+    private func deleteBody(_ txn: borrowing WriteTransaction, id: UInt64, chunks: Int) throws(LMDBError) {
+        if pins.postponeDeletion(of: id, chunks: chunks) {
+            postponedInTransaction.append(id)
+            return
+        }
+        deletedInTransaction.append(id)
+        for i in 0..<chunks { try txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
+    }
 
     init(env: OpaquePointer, dbs: Databases, settings: DiskStoreSettings, bytes: Int, entryCount: Int,
          pins: BodyPins, log: @escaping @Sendable (String) -> Void) {
@@ -248,6 +272,9 @@ final class DiskWriter: @unchecked Sendable {
 
     private func applyInTransaction(_ batch: [WriteOp]) throws(LMDBError) {
         let txn = try WriteTransaction(env: env)
+        beginDeletions()
+        var committed = false
+        defer { endDeletions(committed: committed) }
         var byteDelta = 0
         var countDelta = 0
         var touches: [EntryKey: Int64] = [:]
@@ -267,6 +294,7 @@ final class DiskWriter: @unchecked Sendable {
                 }
                 try commit(txn, key: key, spec: spec, record: record, bytes: &byteDelta, count: &countDelta)
             case .discard(let id, let count):
+                deletedInTransaction.append(id)  // a doomed body's last reader ended (or a store failed)
                 for i in 0..<count { try txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
             case .replaceHead(let key, let bodyID, let facts, let head):
                 let k = key.bytes
@@ -282,8 +310,19 @@ final class DiskWriter: @unchecked Sendable {
             case .invalidate(let primary):
                 try removeVariants(txn, primary: primary, bytes: &byteDelta, count: &countDelta)
             case .purgeAll:
-                for dbi in [db.variants, db.entries, db.chunks, db.access] {
-                    try check(mdb_drop(txn.txn, dbi, 0), "mdb_drop")
+                if pins.pinnedCount > 0 {
+                    // Bodies being sent keep their chunks: delete entry by entry, empty the rest.
+                    var bodies: [(UInt64, Int)] = []
+                    try txn.scan(db.entries, from: nil) { _, v in
+                        if let r = EntryRecord(decoding: v) { bodies.append((r.bodyID, r.chunkCount)) }
+                        return true
+                    }
+                    for (id, chunks) in bodies { try deleteBody(txn, id: id, chunks: chunks) }
+                    for dbi in [db.variants, db.entries, db.access] { try check(mdb_drop(txn.txn, dbi, 0), "mdb_drop") }
+                } else {
+                    for dbi in [db.variants, db.entries, db.chunks, db.access] {
+                        try check(mdb_drop(txn.txn, dbi, 0), "mdb_drop")
+                    }
                 }
                 byteDelta = -bytes.load(ordering: .relaxed)
                 countDelta = -entryCount.load(ordering: .relaxed)
@@ -302,6 +341,7 @@ final class DiskWriter: @unchecked Sendable {
         }
         for (key, time) in touches { try touch(txn, key: key, time: time) }
         try txn.commit()
+        committed = true
         bytes.add(byteDelta, ordering: .relaxed)
         entryCount.add(countDelta, ordering: .relaxed)
     }
@@ -329,9 +369,7 @@ final class DiskWriter: @unchecked Sendable {
     private func remove(_ txn: borrowing WriteTransaction, key: EntryKey, record: EntryRecord,
                         bytes: inout Int, count: inout Int, keepSpec: Bool = false) throws(LMDBError) {
         // A body a response is still sending keeps its chunks until that response ends (`BodyPin`).
-        if !pins.postponeDeletion(of: record.bodyID, chunks: record.chunkCount) {
-            for i in 0..<record.chunkCount { try txn.delete(db.chunks, DiskStore.chunkKey(record.bodyID, i)) }
-        }
+        try deleteBody(txn, id: record.bodyID, chunks: record.chunkCount)
         try txn.delete(db.access, DiskStore.accessKey(record.lastAccess, key))
         try txn.delete(db.entries, key.bytes)
         bytes -= record.footprint
@@ -382,6 +420,9 @@ final class DiskWriter: @unchecked Sendable {
     /// Removes least recently used entries until at most `target` bytes are stored.
     private func evict(target: Int) throws(LMDBError) {
         let txn = try WriteTransaction(env: env)
+        beginDeletions()
+        var committed = false
+        defer { endDeletions(committed: committed) }
         var byteDelta = 0
         var countDelta = 0
         var current = bytes.load(ordering: .relaxed)
@@ -413,6 +454,7 @@ final class DiskWriter: @unchecked Sendable {
             }
         }
         try txn.commit()
+        committed = true
         bytes.add(byteDelta, ordering: .relaxed)
         entryCount.add(countDelta, ordering: .relaxed)
         if evicted > 0 { evictions.add(evicted, ordering: .relaxed) }

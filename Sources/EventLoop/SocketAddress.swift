@@ -94,4 +94,13 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
             return withUnsafeBytes(of: a) { Array($0) }
         }
     }
+
+    /// Whether both name the same host, an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) being the
+    /// IPv4 address it carries.
+    public func sameHost(as other: SocketAddress) -> Bool {
+        func unmapped(_ b: [UInt8]) -> [UInt8] {
+            b.count == 16 && b[0..<10].allSatisfy { $0 == 0 } && b[10] == 0xFF && b[11] == 0xFF ? Array(b[12...]) : b
+        }
+        return unmapped(addressBytes) == unmapped(other.addressBytes)
+    }
 }

@@ -239,17 +239,27 @@ public final class Stream {
         return fd
     }
 
-    /// Whether the peer sent anything nobody has read yet: bytes in the input buffer or still in the
-    /// socket, or its end of stream. A connection is reused only when this is false, so stray bytes
-    /// after a complete message are never read as the next one (response desync). A plain socket
-    /// costs one non-blocking peek; a TLS stream reports its buffers and OpenSSL's pending bytes.
-    public var hasUnreadInput: Bool {
-        if input.count > 0 { return true }
-        if isClosed { return true }
-        if let b = bev { return TLSClientContext.pendingBytes(b) > 0 }
+    /// What the peer sent that nobody has read yet: bytes in the input buffer or still in the socket,
+    /// or its end of stream. A connection is reused only when there is nothing, so stray bytes after a
+    /// complete message are never read as the next one (response desync). A plain socket costs one
+    /// non-blocking peek; a TLS stream reports its buffers and OpenSSL's pending bytes.
+    public var unreadInput: UnreadInput {
+        if input.count > 0 { return .bytes }
+        if isClosed { return .endOfStream }
+        if let b = bev { return TLSClientContext.pendingBytes(b) > 0 ? .bytes : .nothing }
         var byte: UInt8 = 0
         let n = recv(socket, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
-        return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)
+        if n > 0 { return .bytes }
+        if n == 0 { return .endOfStream }
+        return errno == EAGAIN || errno == EWOULDBLOCK ? .nothing : .endOfStream
+    }
+
+    public enum UnreadInput: Sendable, Equatable {
+        case nothing
+        /// Bytes nobody asked for: the connection's framing cannot be trusted.
+        case bytes
+        /// The peer closed (or the socket failed): not reusable, nothing wrong with it.
+        case endOfStream
     }
 
     /// Aborts with a TCP reset instead of a clean FIN (a truncated response must not look complete).

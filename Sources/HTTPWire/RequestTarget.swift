@@ -108,8 +108,10 @@ public struct RequestTarget: Sendable, Equatable {
     /// A `Host` field value (`uri-host [":" port]`) normalised like a target's host; `port` is nil
     /// when none was given. Throws `invalidTarget` for anything a target's authority would refuse.
     public static func parseHost(_ bytes: UnsafeRawBufferPointer) throws(HTTPWireError) -> (host: [UInt8], port: Int?) {
-        let authority = try parseAuthority(bytes, 0, bytes.count, defaultPort: 0)
-        guard authority.end == bytes.count else { throw .invalidTarget }
+        // `port = *DIGIT` (RFC 3986): `host:` names no port.
+        let end = bytes.count > 0 && bytes[bytes.count - 1] == asciiColon ? bytes.count - 1 : bytes.count
+        let authority = try parseAuthority(bytes, 0, end, defaultPort: 0)
+        guard authority.end == end else { throw .invalidTarget }
         return (authority.host, authority.explicitPort ? authority.port : nil)
     }
 

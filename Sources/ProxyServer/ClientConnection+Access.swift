@@ -75,7 +75,7 @@ extension ClientConnection {
             reason = "too many proxy credential checks pending from \(peer.host)"
         }
         if let logCount {
-            worker.logger.warning("429 to \(logCount) request(s) with unchecked proxy credentials in the last second, latest from \(peer.host): \(reason)")
+            worker.logger.warning("429 to \(logCount) request(s) with unchecked proxy credentials since the last report, latest from \(peer.host): \(reason)")
         }
         respondAndContinue(429, "\(reason); retry shortly",
                            extraField: "Retry-After: \(ProxyAuthenticator.retryAfter)")

@@ -295,9 +295,12 @@ extension ClientConnection {
         // removes the entry for everyone else but leaves this response its chunks.
         let pin = request.method == .head || bodyCount == 0 ? nil : worker.cacheReader.pinBody(of: entry)
         if case .disk(_, _, let chunkSize) = entry.body, request.method != .head, bodyCount > 0,
-           worker.cacheReader.withChunk(of: entry, index: bodyStart / chunkSize, verify: true, { _ in }) != .delivered {
+           case let read = pin == nil ? .missing
+               : worker.cacheReader.withChunk(of: entry, index: bodyStart / chunkSize, verify: true, { _ in }),
+           read != .delivered {
+            // Damaged (dropped and counted), or evicted since it was looked up: the origin answers.
             ex.phase = .fetching
-            ex.status = CacheStatus(forward: .miss, detail: "damaged")
+            ex.status = CacheStatus(forward: .miss, detail: read == .damaged ? "damaged" : "gone")
             ex.entry = nil
             return false
         }

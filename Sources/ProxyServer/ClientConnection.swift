@@ -397,6 +397,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         var body = BodyFraming.none
         if hasBody {
             if case .contentLength(let n) = request.framing { body = .contentLength(n) } else { body = .chunked }
+        } else if revalidation == nil, request.framing == .contentLength(0) {
+            body = .contentLength(0)  // an empty POST or PUT says so (RFC 9110 §8.6), some origins need it
         }
         writer.reset()
         let targetRange = request.target
@@ -719,8 +721,14 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         // Normally ended when the fetch completed; anything else must not leave followers waiting.
         cacheExchange?.endCollapse(failed: true, table: worker.inFlight)
         cacheExchange = nil
-        // A body the client still owes would be read as its next request: close instead.
-        if requestBodyPending { keepAlive = false }
+        // A body the client still owes would be read as its next request: close instead, after
+        // reading and dropping what it still sends for a moment, or the close would be a reset
+        // that can destroy the answer before the client reads it.
+        if requestBodyPending {
+            keepAlive = false
+            closeWhenFlushed(lingerFor: 2)
+            return
+        }
         guard keepAlive, !worker.draining else {
             closeWhenFlushed()
             return
@@ -777,9 +785,11 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
             t.close()
             return
         }
-        if stream.output.count > 0 || state == .exchanging {
-            let queued = stream.output.count
+        let queued = stream.output.count
+        if queued > 0 || responseHeadSent {
             worker.logger.warning("shutdown grace over: cutting the answer to \(peer) with \(queued) bytes still queued")
+        } else if state == .exchanging {
+            worker.logger.warning("shutdown grace over: abandoning \(peer)'s request to \(upstreamName), not answered yet")
         }
         close()
     }
@@ -826,6 +836,7 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         deadline?.cancel()
         deadline = nil
         leaveCollapse()
+        cachedBody = nil  // lets go of a disk body's pin now, not when the connection object goes
         task?.cancel()
         task = nil
         connectOpener?.cancel()

@@ -74,6 +74,7 @@ struct ProxySettings: Sendable {
         s.httpMaximumConnectionsPerHost = config.session.httpMaximumConnectionsPerHost
         s.maxIdleConnectionsPerHost = config.session.maxIdleConnectionsPerHost
         s.reuseAfterBodylessAnswers = config.session.reuseAfterBodylessAnswers
+        s.refuseThisMachine = config.protectThisHost.applies(allowClients: config.allowClients)
         s.idleConnectionTimeout = config.session.idleConnectionTimeout
         if let p = config.session.parentProxy { s.parentProxy = ProxyAddress(host: p.host, port: p.port) }
         s.nameServers = config.session.dnsServers.map(\.description)

@@ -13,6 +13,7 @@ final class Connector {
     private var attempt: Stream?
     private var timer: Timer?
     private var lastError: Int32 = 0
+    private var attemptAddress: SocketAddress?
     private(set) var isFinished = false
 
     init(session: Session, target: OriginKey, completion: @escaping (Result<Stream, SessionError>) -> Void) {
@@ -76,6 +77,7 @@ final class Connector {
             return
         }
         let address = addresses.removeFirst()
+        attemptAddress = address
         let started = target.scheme == .https
             ? Stream.connectTLS(loop: session.loop, to: address, context: session.tls, serverName: target.host,
                                 origin: target.description)
@@ -96,6 +98,13 @@ final class Connector {
         if event == .connected {
             attempt = nil
             stream.delegate = nil
+            if reachesThisMachine(stream) {
+                stream.close()
+                let host = attemptAddress?.host ?? target.host
+                finish(.failure(.destinationDenied(upstream: target.description,
+                                                   reason: "\(host) is this machine (protect_this_host)")))
+                return
+            }
             if stream.isTLS, let pinned = session.tls.pinnedFingerprint(for: target.host) {
                 let presented = stream.peerCertificateSHA256 ?? "none"
                 guard presented == pinned else {
@@ -122,6 +131,14 @@ final class Connector {
             stream.close()
             tryNext()
         }
+    }
+
+    /// The connection's two ends have one address: it reached this machine. Checked only where
+    /// the configuration asks, and never for a parent proxy (which may well run here).
+    private func reachesThisMachine(_ stream: Stream) -> Bool {
+        guard session.configuration.refuseThisMachine, session.configuration.parentProxy == nil,
+              let peer = attemptAddress, let local = SocketAddress.local(of: stream.fileDescriptor) else { return false }
+        return local.sameHost(as: peer)
     }
 
     /// A TLS connection that ended before its handshake did, without an OpenSSL error.

@@ -52,7 +52,7 @@ final class HostPool {
         while waitingCount > 0 {
             if let i = idle.lastIndex(where: { !$0.settling }) {
                 let conn = idle.remove(at: i)
-                if conn.recheckBeforeReuse, conn.stream.hasUnreadInput {
+                if conn.recheckBeforeReuse, conn.stream.unreadInput != .nothing {
                     // Bytes arrived after a body-less answer since it completed: not an answer to
                     // the next request, whatever they look like.
                     session.noteDiscardedUnsafe()

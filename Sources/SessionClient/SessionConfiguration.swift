@@ -17,6 +17,9 @@ public struct SessionConfiguration: Sendable, Equatable {
     /// broken origin sends it anyway, is caught only when it arrives before the next request is
     /// written. False closes those connections instead (a new one per HEAD revalidation).
     public var reuseAfterBodylessAnswers: Bool = true
+    /// Refuse a connection that turns out to reach this machine itself (its source and destination
+    /// addresses are the same): catches addresses this machine gained after the rules were made.
+    public var refuseThisMachine: Bool = false
     /// How long an idle pooled connection is kept.
     public var idleConnectionTimeout: Double = 60
     /// Send everything through this HTTP proxy (connectionProxyDictionary).

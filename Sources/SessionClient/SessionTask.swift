@@ -329,7 +329,9 @@ public final class SessionTask {
         if let c = connection {
             connection = nil
             var reuse = reusable && bodyFinished && !paused
-            if reuse, answeredBeforeBodySent || announcedBodyWithheld || c.stream.hasUnreadInput {
+            let unread = reuse ? c.stream.unreadInput : .nothing
+            if unread == .endOfStream { reuse = false }
+            if reuse, answeredBeforeBodySent || announcedBodyWithheld || unread == .bytes {
                 // Bytes after a complete response (a body on a HEAD, 204 or 304 answer, or a
                 // second response nobody asked for) or a request body the origin did not wait
                 // for: the connection's framing cannot be trusted any more.

@@ -103,19 +103,35 @@ import Locking
 struct BodyPinsTests {
     @Test func aPinnedBodysDeletionWaitsForItsLastReader() {
         let pins = BodyPins()
-        #expect(!pins.postponeDeletion(of: 1, chunks: 3), "nobody reads it: delete now")
-        pins.pin(7)
-        pins.pin(7)
+        #expect(pins.pin(7) && pins.pin(7))
         #expect(pins.postponeDeletion(of: 7, chunks: 4))
+        pins.transactionEnded(deleted: [], postponed: [7], committed: true)
         #expect(pins.unpin(7) == nil, "one reader left")
         #expect(pins.unpin(7) == 4, "the last reader deletes the chunks")
+        #expect(!pins.pin(7), "and nobody starts reading them while they go")
+        pins.transactionEnded(deleted: [7], postponed: [], committed: true)
         #expect(pins.pinnedCount == 0)
-        #expect(pins.unpin(7) == nil)
+    }
+
+    @Test func aBodyBeingDeletedCannotBePinnedUntilTheTransactionEnds() {
+        let pins = BodyPins()
+        #expect(!pins.postponeDeletion(of: 1, chunks: 3), "nobody reads it: delete now")
+        #expect(!pins.pin(1))
+        pins.transactionEnded(deleted: [1], postponed: [], committed: false)
+        #expect(pins.pin(1), "the deletion was aborted: the entry is still there")
+    }
+
+    @Test func anAbortedPostponementLeavesTheBodyAlone() {
+        let pins = BodyPins()
+        #expect(pins.pin(5))
+        #expect(pins.postponeDeletion(of: 5, chunks: 2))
+        pins.transactionEnded(deleted: [], postponed: [5], committed: false)
+        #expect(pins.unpin(5) == nil, "the entry survived its aborted removal: its chunks stay")
     }
 
     @Test func aBodyStillStoredIsNotDeletedWhenItsReadersEnd() {
         let pins = BodyPins()
-        pins.pin(9)
+        #expect(pins.pin(9))
         #expect(pins.unpin(9) == nil)
     }
 }

@@ -345,3 +345,38 @@ def test_pass_through_also_covers_a_directory_another_larder_holds(larder_factor
     for _ in range(2):
         assert "cache-disabled" in cache_status(proxy_exchange(second.port, "GET", url))
     assert "hit" in (cache_status(proxy_exchange(first.port, "GET", url)) + cache_status(proxy_exchange(first.port, "GET", url)))
+
+
+@pytest.fixture
+def mount_point(tmp_path):
+    """A tmpfs mounted on a fresh directory (root only), as a container volume is mounted on cache_dir."""
+    target = tmp_path / f"volume-{uuid.uuid4().hex[:8]}"
+    target.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(target)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.decode().strip()}")
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def test_a_damaged_cache_on_a_mount_point_has_its_files_moved_aside(larder_factory, origin, workdir, mount_point):
+    """A mount point cannot be renamed: its files go into <cache_dir>/broken-<time>/ instead."""
+    args = ("--cache-dir", str(mount_point))
+    lr = larder_factory(args=args, config={"cache": {"memory_capacity": "0"}})
+    fill(lr, origin, workdir, count=6)
+    assert lr.stop() == 0
+    data = mount_point / "data.mdb"
+    size = data.stat().st_size
+    os.truncate(data, size // 2)
+    for attempt in range(2):  # a second damaged start replaces the one copy kept
+        lr2 = larder_factory(name=f"{lr.name}-again{attempt}", args=args, config={"cache": {"memory_capacity": "0"}})
+        log = lr2.log_text()
+        assert "moved to" in log and f"{mount_point}/broken-" in log, log
+        broken = [p for p in mount_point.iterdir() if p.name.startswith("broken-")]
+        assert len(broken) == 1 and (broken[0] / "data.mdb").exists(), broken
+        assert_serves_miss_then_hit(lr2, origin, workdir, name=f"after{attempt}")
+        assert lr2.stop() == 0
+        os.truncate(mount_point / "data.mdb", (mount_point / "data.mdb").stat().st_size // 2)
+        time.sleep(1.1)  # a new second for the next copy's name

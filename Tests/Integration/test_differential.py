@@ -1130,7 +1130,7 @@ def has_fragment_in_target(data):
 def has_unroutable_host(data):
     head = _heads(data)[0] if _heads(data) else b""
     values = re.findall(rb"(?im)^host[ \t]*:[ \t]*([^\r\n]*?)[ \t]*$", head)
-    name = rb"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(:[0-9]+)?$"
+    name = rb"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(:[0-9]*)?$"
     return any(v and not re.match(name, v) for v in values)
 
 

@@ -200,3 +200,26 @@ import Testing
         origin.close()
     }
 }
+
+@Suite struct ThisMachineTests {
+    @Test func aConnectionThatReachesThisMachineIsRefusedWhenAsked() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }
+        var c = SessionConfiguration()
+        c.connectTimeout = 2
+        c.refuseThisMachine = true
+        let session = try Session(loop: loop, configuration: c)
+        let recorder = Recorder(loop: loop, expected: 1)
+        let t = session.dataTask(origin: OriginKey(scheme: .http, host: "127.0.0.1", port: origin.port), method: .get,
+                                 head: getHead("/x", port: origin.port), hasBody: false, isIdempotent: true,
+                                 delegate: recorder)
+        recorder.track(t, as: 0)
+        t.resume()
+        runLoop(loop, atMost: 5)
+        guard case .destinationDenied(_, let reason)? = recorder.errors.first ?? nil else {
+            Issue.record("expected destinationDenied, got \(recorder.errors)"); return
+        }
+        #expect(reason.contains("is this machine"))
+        origin.close()
+    }
+}

@@ -8,9 +8,9 @@ struct DestinationRules: Sendable {
     var hostPatterns: [String] = []
     var networks: [AddressRange] = []
     var ownListeners: OwnListeners
-
-    /// Why addresses are refused, for the log: set when this machine itself is protected.
-    var protectsThisHost = false
+    /// This machine's own addresses, when `protect_this_host` applies (else empty). Addresses that
+    /// appear later are caught when connected to (`SessionConfiguration.refuseThisMachine`).
+    var thisMachine: [AddressRange] = []
 
     /// `protectThisHost`: the machine's own addresses (loopback, unspecified, its interfaces') are
     /// refused too, so clients from elsewhere cannot reach services that trust local callers.
@@ -23,9 +23,8 @@ struct DestinationRules: Sendable {
         }
         self.ownListeners = ownListeners
         if protectThisHost {
-            protectsThisHost = true
-            networks += AddressRange.thisHost
-            networks += OwnListeners.interfaceAddresses().map { AddressRange(bytes: $0, prefixLength: $0.count * 8) }
+            thisMachine = AddressRange.thisHost
+                + OwnListeners.interfaceAddresses().map { AddressRange(bytes: $0, prefixLength: $0.count * 8) }
         }
     }
 
@@ -46,10 +45,10 @@ struct DestinationRules: Sendable {
     /// a request names).
     func refusal(address: SocketAddress, port: Int) -> String? {
         let bytes = address.addressBytes
+        if thisMachine.contains(where: { $0.contains(bytes) }) {
+            return "\(address.host) is this machine (protect_this_host)"
+        }
         for network in networks where network.contains(bytes) {
-            if protectsThisHost, AddressRange.thisHost.contains(network) || network.prefixLength == bytes.count * 8 {
-                return "\(address.host) is this machine (protect_this_host)"
-            }
             return "\(address.host) is in deny_destinations (\(network))"
         }
         if ownListeners.contains(bytes, port: port) {
