@@ -26,10 +26,16 @@ import Locking
         return false
     }
 
-    /// Blocks the writer thread until the returned semaphore is signalled.
+    /// Blocks the writer thread until the returned semaphore is signalled; returns once the writer
+    /// is inside the barrier (so what is queued after it stays queued, and nothing before it is).
     func stallWriter(_ cache: Cache) -> Semaphore {
+        let entered = Semaphore()
         let gate = Semaphore()
-        cache.disk.enqueue(.barrier({ gate.wait() }))
+        cache.disk.enqueue(.barrier({
+            entered.signal()
+            gate.wait()
+        }))
+        entered.wait()
         return gate
     }
 
