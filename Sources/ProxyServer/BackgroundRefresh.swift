@@ -107,7 +107,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
         if case .storing = phase {
-            exchange.tee(source, count: count)
+            _ = exchange.tee(source, count: count)
             if pacer.shouldPause(after: exchange.writer) { task.suspendReading() }
         }
         source.drain(count)

@@ -57,12 +57,15 @@ final class CacheExchange {
 
 extension CacheExchange {
     /// Body bytes on their way to the client also go to the store and to collapsed followers.
-    func tee(_ source: Buffer, count: Int) {
+    /// Returns true when the origin read should pause until a follower catches up.
+    func tee(_ source: Buffer, count: Int) -> Bool {
         if let w = writer, !w.isAbandoned {
             source.forEachSegment(upTo: count) { w.append($0) }
         }
-        guard let f = inFlight else { return }
-        source.forEachSegment(upTo: count) { f.append($0) }
+        guard let f = inFlight else { return false }
+        var pause = false
+        source.forEachSegment(upTo: count) { if f.append($0) { pause = true } }
+        return pause
     }
 
     /// The origin's response ended (`error` nil) or broke off: commit or abandon the store, then

@@ -198,7 +198,13 @@ extension ClientConnection {
     /// Body bytes on their way to the client also go to the store and to collapsed followers.
     func cacheTee(_ source: Buffer, count: Int) {
         guard let ex = cacheExchange else { return }
-        ex.tee(source, count: count)
+        if ex.tee(source, count: count) {
+            // A follower is far behind: wait for it while it reads (`collapseProgress` resumes),
+            // and look for one that stopped reading altogether.
+            collapsePaused = true
+            task?.suspendReading()
+            watchForStalledFollowers()
+        }
         if let w = ex.writer {
             let pacer = storePacer ?? WriterPacer(loop: worker.loop) { [unowned self] in self.resumeOriginIfClear() }
             storePacer = pacer

@@ -21,7 +21,7 @@ extension ClientConnection: CollapseParticipant {
     /// A cacheable miss: lead a fetch of the URL, or follow the one under way. Returns true when
     /// following (the request is being answered without a fetch of its own).
     func joinInFlight(_ exchange: CacheExchange) -> Bool {
-        switch worker.inFlight.join(key: exchange.primaryKey, participant: participantHandle) {
+        switch worker.inFlight.join(key: exchange.primaryKey, participant: participantHandle, now: monotonicSeconds()) {
         case .lead(let fetch):
             exchange.inFlight = fetch
             return false
@@ -39,7 +39,34 @@ extension ClientConnection: CollapseParticipant {
     }
 
     func collapseProgress() {
-        if following != nil { followerProgress() }
+        if following != nil {
+            followerProgress()
+            return
+        }
+        if collapsePaused {
+            // The followers this leader waited for have caught up.
+            collapsePaused = false
+            stallWatch?.cancel()
+            resumeOriginIfClear()
+        }
+    }
+
+    /// While the origin read waits for lagging followers: every `stallTimeout`, those that read
+    /// nothing meanwhile are detached, and the read resumes once no one is left to wait for.
+    func watchForStalledFollowers() {
+        let watch = stallWatch ?? Timer(loop: worker.loop) { [unowned self] in self.checkStalledFollowers() }
+        stallWatch = watch
+        watch.schedule(after: InFlightTable.stallTimeout)
+    }
+
+    private func checkStalledFollowers() {
+        guard collapsePaused, let fetch = cacheExchange?.inFlight else { return }
+        if fetch.detachStalled(now: monotonicSeconds()) {
+            watchForStalledFollowers()
+        } else {
+            collapsePaused = false
+            resumeOriginIfClear()
+        }
     }
 
     /// Takes whatever the followed fetch has for us: its head, then body bytes up to the output's
@@ -81,7 +108,7 @@ extension ClientConnection: CollapseParticipant {
         guard room > 0 else { return }
         let chunked = clientFraming == .chunked
         var delivered = 0
-        let end = fw.fetch.read(fw.id, limit: room) { bytes in
+        let end = fw.fetch.read(fw.id, limit: room, now: monotonicSeconds()) { bytes in
             delivered += bytes.count
             if chunked {
                 chunkWriter.reset()
@@ -114,7 +141,7 @@ extension ClientConnection: CollapseParticipant {
             fw.fetch.leave(fw.id)
             worker.stats.add(.collapsedFollowersDetached)
             worker.logger.notice(
-                "collapsed response for \(peer) cut: the client read too slowly to keep up with the shared fetch from \(upstreamName)")
+                "collapsed response for \(peer) cut: the client stopped reading while the shared fetch from \(upstreamName) waited for it")
             abort()
         }
     }

@@ -79,6 +79,10 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     var cachedBody: CachedBodyCursor?
     /// The collapsed fetch this request is answered from, if any.
     var following: CollapseFollower?
+    /// The origin read is paused because a collapsed follower lags.
+    var collapsePaused = false
+    /// While paused for followers: detaches those that stopped reading; made on first need.
+    var stallWatch: Timer?
     /// Pauses the origin read while the cache's disk writer is behind; made on first need.
     var storePacer: WriterPacer?
     /// Outside `allow_clients`: every request is refused.
@@ -684,6 +688,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
         responsePaused = false
+        collapsePaused = false
+        stallWatch?.cancel()
         storePacer?.cancel()
         if cacheTaskCompleted(error: error) { return }
         if let error {
@@ -708,9 +714,9 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         finishExchange()
     }
 
-    /// Resumes the origin read once nothing holds it back: the client, the store.
+    /// Resumes the origin read once nothing holds it back: the client, a collapsed follower, the store.
     func resumeOriginIfClear() {
-        if !responsePaused, !(storePacer?.paused ?? false) { task?.resumeReading() }
+        if !responsePaused, !collapsePaused, !(storePacer?.paused ?? false) { task?.resumeReading() }
     }
 
     // MARK: - Connection life cycle
@@ -835,6 +841,8 @@ final class ClientConnection: StreamDelegate, SessionTaskDelegate {
         state = .closed
         deadline?.cancel()
         deadline = nil
+        stallWatch?.cancel()
+        stallWatch = nil
         leaveCollapse()
         cachedBody = nil  // lets go of a disk body's pin now, not when the connection object goes
         task?.cancel()

@@ -3,11 +3,13 @@ import HTTPWire
 import SessionClient
 
 /// A collapsed fetch whose leading client went away: it runs on for the followers and the store.
-final class OrphanedFetch: SessionTaskDelegate {
+final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     unowned let worker: Worker
     let task: SessionTask
     let exchange: CacheExchange
-    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.task.resumeReading() }
+    private var followersBehind = false
+    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.resumeIfClear() }
+    private lazy var stallWatch = Timer(loop: worker.loop) { [unowned self] in self.checkStalledFollowers() }
 
     init(worker: Worker, task: SessionTask, exchange: CacheExchange) {
         self.worker = worker
@@ -17,12 +19,14 @@ final class OrphanedFetch: SessionTaskDelegate {
 
     func start() {
         task.delegate = self
-        // The departed client may have paused the read; only the store paces it from now on.
+        exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
+        // The departed client may have paused the read; the followers and the store pace it from now on.
         task.resumeReading()
     }
 
     func cancel() {
         pacer.cancel()
+        stallWatch.cancel()
         task.cancel()
         exchange.completeFetch(error: .cancelled, policy: worker.settings.cache.policy, table: worker.inFlight)
         worker.orphanFinished(self)
@@ -34,14 +38,39 @@ final class OrphanedFetch: SessionTaskDelegate {
     func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {}
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {}
 
+    func collapseProgress() {
+        followersBehind = false
+        stallWatch.cancel()
+        resumeIfClear()
+    }
+
+    private func resumeIfClear() {
+        if !followersBehind, !pacer.paused { task.resumeReading() }
+    }
+
+    /// As a client leader does (`ClientConnection.checkStalledFollowers`).
+    private func checkStalledFollowers() {
+        guard followersBehind, let fetch = exchange.inFlight else { return }
+        if fetch.detachStalled(now: monotonicSeconds()) {
+            stallWatch.schedule(after: InFlightTable.stallTimeout)
+        } else {
+            collapseProgress()
+        }
+    }
+
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
-        exchange.tee(source, count: count)
+        if exchange.tee(source, count: count) {
+            followersBehind = true
+            task.suspendReading()
+            stallWatch.schedule(after: InFlightTable.stallTimeout)
+        }
         if pacer.shouldPause(after: exchange.writer) { task.suspendReading() }
         source.drain(count)
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         pacer.cancel()
+        stallWatch.cancel()
         exchange.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
         worker.orphanFinished(self)
     }

@@ -12,15 +12,18 @@ import Locking
 /// so an uncacheable URL never queues requests behind each other.
 ///
 /// Memory stays bounded: only the first `joinWindow` bytes are kept for late joiners; after that
-/// nobody new joins (they fetch on their own) and bytes every follower has read are dropped. The
-/// leader never waits for a follower: one that falls more than `lagLimit` behind is detached (it
-/// fetches on its own if it has not answered yet, else its response is cut), so a client that
-/// stops reading can neither stall everyone else's download nor hold unbounded memory.
+/// nobody new joins (they fetch on their own) and bytes every follower has read are dropped. A
+/// follower more than `lagLimit` behind pauses the leader's origin read, as a slow client pauses its
+/// own fetch, but only while it keeps reading: one that reads nothing for `stallTimeout` while the
+/// leader waits for it is detached (it fetches on its own if it has not answered yet, else its
+/// response is cut), so a client that stops reading can never stall everyone else's download.
 final class InFlightTable: Sendable {
     /// Bytes of body kept for requests that join late.
     static let joinWindow = 2 << 20
-    /// How far a follower may trail the origin before it is detached.
+    /// How far the slowest follower may trail the origin before the origin read pauses.
     static let lagLimit = 4 << 20
+    /// How long a follower the leader waits for may read nothing before it is detached.
+    static let stallTimeout = 5.0
 
     private let fetches = Locked<[ByteKey: InFlightFetch]>([:])
     /// URLs with a background refresh under way (stale-while-revalidate): one at a time per URL.
@@ -34,13 +37,13 @@ final class InFlightTable: Sendable {
     }
 
     /// Leads a fetch of `key`, or follows the one under way.
-    func join(key: [UInt8], participant: ParticipantHandle) -> Role {
+    func join(key: [UInt8], participant: ParticipantHandle, now: Double) -> Role {
         fetches.withLock { table in
             if let existing = table[ByteKey(key)] {
-                if let id = existing.addFollower(participant) { return .follow(existing, id: id) }
+                if let id = existing.addFollower(participant, now: now) { return .follow(existing, id: id) }
                 return .alone
             }
-            let fetch = InFlightFetch(key: key)
+            let fetch = InFlightFetch(key: key, leader: participant)
             table[ByteKey(key)] = fetch
             return .lead(fetch)
         }
@@ -65,7 +68,8 @@ final class InFlightTable: Sendable {
     }
 }
 
-/// Something on an event loop that an in-flight fetch wakes: a follower when there is news.
+/// Something on an event loop that an in-flight fetch wakes: a follower when there is news, the
+/// leader when the followers it waited for have caught up.
 protocol CollapseParticipant: AnyObject {
     func collapseProgress()
 }
@@ -114,6 +118,8 @@ final class InFlightFetch: Sendable {
     fileprivate struct Follower {
         var handle: ParticipantHandle
         var offset = 0
+        /// When it last took bytes (monotonic seconds).
+        var lastRead: Double
         /// A wake is queued and has not run yet: no need for another.
         var wakePending = false
     }
@@ -121,6 +127,8 @@ final class InFlightFetch: Sendable {
     fileprivate struct State {
         var phase = Phase.awaitingHead
         var head: Head?
+        var leader: ParticipantHandle
+        var leaderPaused = false
         /// Followers dropped for lagging; told so when they next look.
         var detached: Set<Int> = []
         /// Body bytes from offset `base` on, in segments of `segmentSize` (all full but the last).
@@ -167,12 +175,19 @@ final class InFlightFetch: Sendable {
     let key: [UInt8]
     private let state: Locked<State>
 
-    init(key: [UInt8]) {
+    init(key: [UInt8], leader: ParticipantHandle) {
         self.key = key
-        state = Locked(State())
+        state = Locked(State(leader: leader))
     }
 
     // MARK: - Leader side
+
+    /// The leader's client went away and something else carries the fetch on.
+    func replaceLeader(_ handle: ParticipantHandle) {
+        state.withLock { $0.leader = handle }
+    }
+
+    var leaderIsPaused: Bool { state.withLock { $0.leaderPaused } }
 
     var hasFollowers: Bool { state.withLock { !$0.followers.isEmpty } }
 
@@ -192,9 +207,10 @@ final class InFlightFetch: Sendable {
         for h in wakes { h.wake() }
     }
 
-    /// Adds body bytes. Followers now more than `lagLimit` behind are detached.
-    func append(_ bytes: UnsafeRawBufferPointer) {
-        let wakes = state.withLock { s -> [ParticipantHandle] in
+    /// Adds body bytes. Returns true when the leader should pause its origin read (a follower lags);
+    /// then `detachStalled` must be asked every `stallTimeout` until the pause ends.
+    func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let (wakes, pause) = state.withLock { s -> ([ParticipantHandle], Bool) in
             var rest = bytes
             while !rest.isEmpty {
                 if s.segments.isEmpty || s.segments[s.segments.count - 1].count == InFlightFetch.segmentSize {
@@ -208,16 +224,32 @@ final class InFlightFetch: Sendable {
                 rest = UnsafeRawBufferPointer(rebasing: rest[take...])
             }
             s.total += bytes.count
+            s.trim()
+            let pause = !s.followers.isEmpty && s.total - s.slowestOffset > InFlightTable.lagLimit
+            if pause { s.leaderPaused = true }
+            return (s.takeWakes(all: false), pause)
+        }
+        for h in wakes { h.wake() }
+        return pause
+    }
+
+    /// While the leader waits: followers behind by more than the lag limit that have read nothing
+    /// for `stallTimeout` are detached. Returns whether the leader still has to wait.
+    func detachStalled(now: Double) -> Bool {
+        let (wakes, stillPaused) = state.withLock { s -> ([ParticipantHandle], Bool) in
             var wakes: [ParticipantHandle] = []
-            for (id, f) in s.followers where s.total - f.offset > InFlightTable.lagLimit {
+            for (id, f) in s.followers
+            where s.total - f.offset > InFlightTable.lagLimit && now - f.lastRead >= InFlightTable.stallTimeout {
                 s.followers[id] = nil
                 s.detached.insert(id)
                 wakes.append(f.handle)
             }
             s.trim()
-            return wakes + s.takeWakes(all: false)
+            if s.takeLeaderResume() != nil { return (wakes, false) }
+            return (wakes, s.leaderPaused)
         }
         for h in wakes { h.wake() }
+        return stillPaused
     }
 
     /// The fetch ended: complete, or cut short (`failed`). Before a head was published, followers
@@ -241,23 +273,25 @@ final class InFlightFetch: Sendable {
     // MARK: - Follower side
 
     /// A new follower, or nil when the fetch is too far along (or over) to join.
-    func addFollower(_ handle: ParticipantHandle) -> Int? {
+    func addFollower(_ handle: ParticipantHandle, now: Double) -> Int? {
         state.withLock { s in
             guard s.joinable else { return nil }
             let id = s.nextID
             s.nextID += 1
-            s.followers[id] = Follower(handle: handle)
+            s.followers[id] = Follower(handle: handle, lastRead: now)
             return id
         }
     }
 
     /// A follower stops following (its client left, or it fetches on its own).
     func leave(_ id: Int) {
-        state.withLock { s in
+        let resume = state.withLock { s -> ParticipantHandle? in
             s.detached.remove(id)
-            guard s.followers.removeValue(forKey: id) != nil else { return }
+            guard s.followers.removeValue(forKey: id) != nil else { return nil }
             s.trim()
+            return s.takeLeaderResume()
         }
+        resume?.wake()
     }
 
     enum Poll {
@@ -291,9 +325,9 @@ final class InFlightFetch: Sendable {
     }
 
     /// Passes the follower up to `limit` unread bytes, in pieces, and moves it past them.
-    func read(_ id: Int, limit: Int, _ deliver: (UnsafeRawBufferPointer) -> Void) -> ReadEnd {
-        state.withLock { s -> ReadEnd in
-            guard var f = s.followers[id] else { return s.detached.contains(id) ? .detached : .failed }
+    func read(_ id: Int, limit: Int, now: Double, _ deliver: (UnsafeRawBufferPointer) -> Void) -> ReadEnd {
+        let (end, resume) = state.withLock { s -> (ReadEnd, ParticipantHandle?) in
+            guard var f = s.followers[id] else { return (s.detached.contains(id) ? .detached : .failed, nil) }
             f.wakePending = false
             var budget = limit
             while budget > 0, f.offset < s.total {
@@ -307,14 +341,27 @@ final class InFlightFetch: Sendable {
                 f.offset += take
                 budget -= take
             }
+            if budget < limit { f.lastRead = now }
             s.followers[id] = f
             s.trim()
-            if f.offset < s.total { return .more }
+            let resume = s.takeLeaderResume()
+            if f.offset < s.total { return (.more, resume) }
             switch s.phase {
-            case .complete: return .complete
-            case .failed, .released: return .failed
-            case .awaitingHead, .streaming: return .more
+            case .complete: return (.complete, resume)
+            case .failed, .released: return (.failed, resume)
+            case .awaitingHead, .streaming: return (.more, resume)
             }
         }
+        resume?.wake()
+        return end
+    }
+}
+
+extension InFlightFetch.State {
+    /// The leader, if it paused for followers that have now caught up (or gone).
+    fileprivate mutating func takeLeaderResume() -> ParticipantHandle? {
+        guard leaderPaused, followers.isEmpty || total - slowestOffset <= InFlightTable.lagLimit / 2 else { return nil }
+        leaderPaused = false
+        return leader
     }
 }

@@ -76,7 +76,7 @@ public enum Metrics {
         one("collapsed_requests", .counter, "Requests answered from another request's origin fetch.",
             .count(.collapsedRequests)),
         one("collapsed_followers_detached", .counter,
-            "Collapsed requests cut because their client read too slowly to keep up with the shared fetch.",
+            "Collapsed requests detached because their client stopped reading while the shared fetch waited for it.",
             .count(.collapsedFollowersDetached)),
         one("collapsed_fetches_in_flight", .gauge, "Origin fetches that requests may join now.",
             .sampled(.collapsedFetchesInFlight)),

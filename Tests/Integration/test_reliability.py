@@ -31,11 +31,11 @@ def slow_download(port, url, rate, results, index, rcvbuf=8192):
     original = reader._fill
 
     def paced_fill():
-        time.sleep(piece / rate)
         data = s.recv(piece)
         if not data:
             reader.eof = True
             return False
+        time.sleep(len(data) / rate)
         reader.buf += data
         return True
 

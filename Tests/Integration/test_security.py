@@ -15,7 +15,7 @@ import time
 import pytest
 
 from helpers import LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, proxy_exchange, std_request
-from test_admin import ADMIN, wait_stats
+from test_admin import ADMIN, stats, wait_stats
 
 
 # ---------------------------------------------------------------------------------------------
@@ -778,3 +778,36 @@ def test_response_fields_named_in_connection_do_not_drive_the_cache(larder, scri
     assert first.header("Cache-Control") is None
     second = proxy_exchange(larder.port, "GET", origin.url("/hop"))
     assert "hit" not in second.header("Cache-Status") and len(origin.seen) == 2
+
+
+def test_a_follower_that_reads_slowly_is_waited_for_not_cut(larder_factory, scripted, report_metric):
+    """Collapsing slows the group to a follower that keeps reading (within the lag window)."""
+    import hashlib
+    from test_reliability import slow_download
+    size = 12 << 20
+    body = bytes(range(256)) * (size // 256)
+    started = threading.Event()
+
+    def handler(req):
+        head = f"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: {size}\r\n\r\n".encode()
+        return [head + body[:256 << 10], lambda: started.wait(10), body[256 << 10:]]
+
+    origin = scripted(handler)
+    lr = larder_factory(config=ADMIN)
+    results = [None, None]
+    leader = threading.Thread(target=slow_download, args=(lr.port, origin.url("/big"), 64 << 20, results, 0, 1 << 20))
+    leader.start()
+    time.sleep(0.3)
+    follower = threading.Thread(target=slow_download, args=(lr.port, origin.url("/big"), 3 << 20, results, 1, 1 << 16))
+    follower.start()
+    time.sleep(0.3)
+    started.set()
+    t0 = time.monotonic()
+    leader.join(30)
+    follower.join(30)
+    report_metric(f"12 MiB shared by a fast leader and a follower reading 3 MiB/s: {time.monotonic() - t0:.1f} s, "
+                  f"{[r[0] for r in results]}")
+    expected = hashlib.sha256(body).hexdigest()
+    assert results == [(200, expected, size), (200, expected, size)], [r[:1] + r[2:] for r in results if r]
+    assert len(origin.seen) == 1
+    assert stats(lr)["collapsed_followers_detached"] == 0

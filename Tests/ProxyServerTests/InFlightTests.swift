@@ -17,9 +17,9 @@ import Testing
 
     func bytes(_ n: Int, from start: Int = 0) -> [UInt8] { (start..<start + n).map { UInt8(truncatingIfNeeded: $0 &* 7) } }
 
-    func read(_ fetch: InFlightFetch, _ id: Int, limit: Int = .max) -> ([UInt8], InFlightFetch.ReadEnd) {
+    func read(_ fetch: InFlightFetch, _ id: Int, limit: Int = .max, now: Double = 0) -> ([UInt8], InFlightFetch.ReadEnd) {
         var got: [UInt8] = []
-        let end = fetch.read(id, limit: limit) { got.append(contentsOf: $0) }
+        let end = fetch.read(id, limit: limit, now: now) { got.append(contentsOf: $0) }
         return (got, end)
     }
 
@@ -29,35 +29,35 @@ import Testing
 
     @Test func firstLeadsOthersFollowAndTheTableForgetsFinishedFetches() {
         let table = InFlightTable()
-        guard case .lead(let fetch) = table.join(key: Array("k".utf8), participant: handle) else {
+        guard case .lead(let fetch) = table.join(key: Array("k".utf8), participant: handle, now: 0) else {
             Issue.record("first request must lead"); return
         }
-        guard case .follow(let same, let id) = table.join(key: Array("k".utf8), participant: handle) else {
+        guard case .follow(let same, let id) = table.join(key: Array("k".utf8), participant: handle, now: 0) else {
             Issue.record("second request must follow"); return
         }
         #expect(same === fetch)
-        guard case .lead = table.join(key: Array("other".utf8), participant: handle) else {
+        guard case .lead = table.join(key: Array("other".utf8), participant: handle, now: 0) else {
             Issue.record("another URL leads its own fetch"); return
         }
         #expect(fetch.pollHead(id).isWaiting)
         fetch.finish(failed: false)
         table.remove(fetch)
         #expect(fetch.pollHead(id).isReleased)
-        guard case .lead = table.join(key: Array("k".utf8), participant: handle) else {
+        guard case .lead = table.join(key: Array("k".utf8), participant: handle, now: 0) else {
             Issue.record("after the fetch ended, the next request leads again"); return
         }
     }
 
     @Test func followersReadEveryByteInOrderAcrossSegments() {
-        let fetch = InFlightFetch(key: [1])
-        let a = fetch.addFollower(handle)!
+        let fetch = InFlightFetch(key: [1], leader: handle)
+        let a = fetch.addFollower(handle, now: 0)!
         fetch.publish(head())
         let body = bytes(3 * InFlightFetch.segmentSize + 123)
         var fed = 0
         var got: [UInt8] = []
         for size in [1, 5000, InFlightFetch.segmentSize, 77, 3 * InFlightFetch.segmentSize] where fed < body.count {
             let n = min(size, body.count - fed)
-            body[fed..<fed + n].withUnsafeBytes { fetch.append($0) }
+            body[fed..<fed + n].withUnsafeBytes { _ = fetch.append($0) }
             fed += n
             let (piece, end) = read(fetch, a, limit: 10_000)
             #expect(end == .more)
@@ -77,18 +77,18 @@ import Testing
 
     @Test func latecomersJoinOnlyWithinTheWindowAndMemoryIsThenLetGo() {
         let table = InFlightTable()
-        guard case .lead(let fetch) = table.join(key: [7], participant: handle),
-              case .follow(_, let early) = table.join(key: [7], participant: handle) else {
+        guard case .lead(let fetch) = table.join(key: [7], participant: handle, now: 0),
+              case .follow(_, let early) = table.join(key: [7], participant: handle, now: 0) else {
             Issue.record("lead and follow expected"); return
         }
         fetch.publish(head())
         let window = bytes(InFlightTable.joinWindow)
-        window.withUnsafeBytes { fetch.append($0) }
-        guard case .follow(_, let late) = table.join(key: [7], participant: handle) else {
+        window.withUnsafeBytes { _ = fetch.append($0) }
+        guard case .follow(_, let late) = table.join(key: [7], participant: handle, now: 0) else {
             Issue.record("still within the window"); return
         }
-        bytes(1).withUnsafeBytes { fetch.append($0) }
-        guard case .alone = table.join(key: [7], participant: handle) else {
+        bytes(1).withUnsafeBytes { _ = fetch.append($0) }
+        guard case .alone = table.join(key: [7], participant: handle, now: 0) else {
             Issue.record("past the window, nobody joins"); return
         }
         #expect(read(fetch, late).0.count == InFlightTable.joinWindow + 1)
@@ -98,39 +98,61 @@ import Testing
         #expect(fetch.retainedBytes <= InFlightFetch.segmentSize)
     }
 
-    @Test func aFollowerTooFarBehindIsDetachedAndTheLeaderNeverWaits() {
+    @Test func aLaggingFollowerPausesTheLeaderUntilItCatchesUp() {
         let table = InFlightTable()
-        guard case .lead(let fetch) = table.join(key: [9], participant: handle),
-              case .follow(_, let slow) = table.join(key: [9], participant: handle),
-              case .follow(_, let keepingUp) = table.join(key: [9], participant: handle) else {
+        guard case .lead(let fetch) = table.join(key: [9], participant: handle, now: 0),
+              case .follow(_, let id) = table.join(key: [9], participant: handle, now: 0) else {
+            Issue.record("lead and follow expected"); return
+        }
+        fetch.publish(head())
+        var paused = false
+        var sent = 0
+        while !paused && sent < 4 * InFlightTable.lagLimit {
+            paused = bytes(InFlightFetch.segmentSize).withUnsafeBytes { fetch.append($0) }
+            sent += InFlightFetch.segmentSize
+        }
+        #expect(paused)
+        #expect(sent > InFlightTable.lagLimit && sent <= InFlightTable.lagLimit + InFlightFetch.segmentSize)
+        #expect(fetch.leaderIsPaused)
+        _ = read(fetch, id, limit: InFlightFetch.segmentSize, now: 1)
+        #expect(fetch.leaderIsPaused, "a little progress is not enough")
+        _ = read(fetch, id, now: 1)
+        #expect(!fetch.leaderIsPaused)
+    }
+
+    @Test func aFollowerThatStopsReadingIsDetachedAndTheLeaderGoesOn() {
+        let table = InFlightTable()
+        guard case .lead(let fetch) = table.join(key: [9], participant: handle, now: 0),
+              case .follow(_, let stalled) = table.join(key: [9], participant: handle, now: 0),
+              case .follow(_, let slow) = table.join(key: [9], participant: handle, now: 0) else {
             Issue.record("lead and two follows expected"); return
         }
         fetch.publish(head())
-        var sent = 0
-        while sent <= InFlightTable.lagLimit + InFlightFetch.segmentSize {
-            bytes(InFlightFetch.segmentSize).withUnsafeBytes { fetch.append($0) }
-            sent += InFlightFetch.segmentSize
-            _ = read(fetch, keepingUp)
-        }
+        var paused = false
+        while !paused { paused = bytes(InFlightFetch.segmentSize).withUnsafeBytes { fetch.append($0) } }
+        // The slow one keeps reading, a segment at a time; the stalled one reads nothing.
+        _ = read(fetch, slow, limit: InFlightFetch.segmentSize, now: InFlightTable.stallTimeout - 1)
+        #expect(fetch.detachStalled(now: InFlightTable.stallTimeout - 0.5), "nobody stalled long enough yet")
+        #expect(fetch.detachStalled(now: InFlightTable.stallTimeout), "the slow one still lags: wait for it")
         #expect(fetch.detachedCount == 1)
-        #expect(read(fetch, slow).1 == .detached)
-        #expect(fetch.pollHead(slow).isReleased, "a detached follower that has no head yet fetches on its own")
-        #expect(read(fetch, keepingUp).1 == .more)
-        // Nothing is kept for the detached follower: only what the one left has not read.
-        #expect(fetch.retainedBytes <= InFlightFetch.segmentSize)
+        #expect(read(fetch, stalled).1 == .detached)
+        #expect(fetch.pollHead(stalled).isReleased, "a detached follower that has no head yet fetches on its own")
+        _ = read(fetch, slow, now: InFlightTable.stallTimeout + 1)
+        #expect(!fetch.leaderIsPaused, "the one left caught up: the leader goes on")
+        #expect(!fetch.detachStalled(now: 2 * InFlightTable.stallTimeout + 5))
     }
 
     @Test func aCutFetchFailsFollowersThatStartedAndReleasesThoseStillWaiting() {
-        let streaming = InFlightFetch(key: [1])
-        let s = streaming.addFollower(handle)!
+        let streaming = InFlightFetch(key: [1], leader: handle)
+        let s = streaming.addFollower(handle, now: 0)!
         streaming.publish(head())
-        bytes(10).withUnsafeBytes { streaming.append($0) }
+        bytes(10).withUnsafeBytes { _ = streaming.append($0) }
         streaming.finish(failed: true)
         let (got, end) = read(streaming, s)
         #expect(got.count == 10 && end == .failed)
 
-        let waiting = InFlightFetch(key: [2])
-        let w = waiting.addFollower(handle)!
+        let waiting = InFlightFetch(key: [2], leader: handle)
+        let w = waiting.addFollower(handle, now: 0)!
         waiting.finish(failed: true)
         #expect(waiting.pollHead(w).isReleased)
     }
