@@ -18,8 +18,8 @@ final class DirectoryLock {
         let path = "\(directory)/\(fileName)"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw LMDBError(code: errno, operation: "open \(path)") }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            let failure = errno
+        let failure = takeLock(fd)
+        guard failure == 0 else {
             let holder = readHolder(fd)
             close(fd)
             guard failure == EWOULDBLOCK else { throw LMDBError(code: failure, operation: "flock \(path)") }
@@ -29,6 +29,20 @@ final class DirectoryLock {
         }
         writeHolder(fd, pid: getpid())
         return DirectoryLock(fd: fd)
+    }
+
+    /// Takes the lock at once; or, when this very process holds it (a store it opened before is
+    /// still being let go, as in tests that reopen a directory), within a second. Returns 0 or the
+    /// error of the last attempt.
+    private static func takeLock(_ fd: Int32) -> Int32 {
+        var failure: Int32 = 0
+        for _ in 0..<50 {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return 0 }
+            failure = errno
+            guard failure == EWOULDBLOCK, readHolder(fd) == String(getpid()) else { return failure }
+            usleep(20_000)
+        }
+        return failure
     }
 
     private static func writeHolder(_ fd: Int32, pid: pid_t) {
