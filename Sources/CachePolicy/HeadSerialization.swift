@@ -17,10 +17,8 @@ enum HeadSerialization {
     /// belong to the one client whose request was answered.
     static func isNeverStored(_ headers: HeaderBlock, at index: Int) -> Bool {
         headers.isHopByHop(at: index) || headers.nameEquals(at: index, "content-length")
-            || headers.nameEquals(at: index, "age") || isSetCookie(headers, at: index)
+            || headers.nameEquals(at: index, "age") || headers.isSetCookie(at: index)
     }
-
-    static func isSetCookie(_ headers: HeaderBlock, at index: Int) -> Bool { headers.isSetCookie(at: index) }
 }
 
 extension HeaderBlock {
