@@ -37,7 +37,7 @@ let package = Package(
         // Thin wrappers over libevent, and OpenSSL: TLS streams, contexts, certificates.
         .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "Locking"], swiftSettings: strict),
         // The cache: LMDB on disk, a memory tier in front, one writer thread.
-        .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "Locking"], swiftSettings: strict),
+        .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "HTTPWire", "Locking"], swiftSettings: strict),
         // The outbound session client, modelled on NSURLSession.
         .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
@@ -60,7 +60,8 @@ let package = Package(
         .testTarget(name: "LarderConfigTests", dependencies: ["LarderConfig"], swiftSettings: strict),
         .testTarget(name: "SessionClientTests", dependencies: ["SessionClient", "EventLoop", "HTTPWire"],
                     swiftSettings: strict),
-        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy", "Locking"], swiftSettings: strict),
+        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy", "CLMDB", "HTTPWire", "Locking"],
+                    swiftSettings: strict),
         .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient", "EventLoop", "LarderConfig"],
                     swiftSettings: strict),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: strict),
