@@ -13,7 +13,7 @@ import time
 from helpers import LOCALHOST, RawClient, proxy_exchange, read_response, SockReader, std_request
 
 
-def slow_download(port, url, rate, results, index, rcvbuf=8192):
+def slow_download(port, url, rate, results, index, rcvbuf=65536):
     """Fetches `url` through Larder reading about `rate` bytes a second; stores (status, sha256, length)."""
     s = socket.create_connection((LOCALHOST, port), timeout=30)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -130,17 +130,19 @@ def test_the_grace_period_ending_cuts_what_is_left_and_says_so(larder_factory, o
 
 def test_a_hit_being_sent_survives_its_entry_being_purged_or_evicted(larder_factory, origin, report_metric):
     """The entry goes for everyone else at once; the response already reading it keeps its bytes."""
-    size = 4 << 20
-    lr = larder_factory(config={"cache": {"memory_max_object_size": "64KiB", "disk_capacity": "64MiB"}})
+    # Larger than what the kernel's socket buffers can hold, so most of it is read from disk after
+    # the purge.
+    size = 16 << 20
+    lr = larder_factory(config={"cache": {"memory_max_object_size": "64KiB", "disk_capacity": "96MiB"}})
     url = origin.url(f"/unique/7/{size}")
     full = proxy_exchange(lr.port, "GET", url, timeout=30)
     expected = hashlib.sha256(full.body).hexdigest()
     time.sleep(1.5)  # committed to disk
     results = [None, None]
-    readers = [threading.Thread(target=slow_download, args=(lr.port, url, 1 << 20, results, i)) for i in range(2)]
+    readers = [threading.Thread(target=slow_download, args=(lr.port, url, 4 << 20, results, i)) for i in range(2)]
     for t in readers:
         t.start()
-    time.sleep(0.7)
+    time.sleep(0.5)
     with RawClient(lr.port) as c:
         c.send(std_request("PURGE", url))
         assert c.response().status == 200
@@ -149,7 +151,7 @@ def test_a_hit_being_sent_survives_its_entry_being_purged_or_evicted(larder_fact
         assert proxy_exchange(lr.port, "GET", origin.url(f"/unique/{100 + i}/{2 << 20}"), timeout=30).status == 200
     for t in readers:
         t.join(30)
-    report_metric(f"4 MiB hits read at 1 MiB/s while purged and evicted: {results}")
+    report_metric(f"16 MiB hits read at 4 MiB/s while purged and evicted: {[r[0] for r in results]}")
     assert results == [(200, expected, size)] * 2, results
     assert "vanished" not in lr.log_text()
     again = proxy_exchange(lr.port, "GET", url, timeout=30)
