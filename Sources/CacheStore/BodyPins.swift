@@ -13,6 +13,8 @@ final class BodyPins: Sendable {
         /// Bodies whose chunks a write transaction is deleting: not to be pinned again, since the
         /// deletion may commit at any moment (a response would be cut halfway).
         var deleting: Set<UInt64> = []
+        /// A purge of everything is being committed: no body may be pinned.
+        var deletingAll = false
     }
 
     private let state = Locked(State())
@@ -20,7 +22,7 @@ final class BodyPins: Sendable {
     /// Starts a reader; false when the body is being deleted (the entry is gone: a miss).
     func pin(_ id: UInt64) -> Bool {
         state.withLock { s in
-            if s.deleting.contains(id) { return false }
+            if s.deletingAll || s.deleting.contains(id) { return false }
             s.readers[id, default: 0] += 1
             return true
         }
@@ -56,13 +58,24 @@ final class BodyPins: Sendable {
         }
     }
 
+    /// A purge of every body: true, and no pins until `transactionEnded(endsDeletingAll:)`, when
+    /// no response reads one; false when some do (the purge then goes entry by entry).
+    func beginDeletingAll() -> Bool {
+        state.withLock { s in
+            guard s.readers.isEmpty else { return false }
+            s.deletingAll = true
+            return true
+        }
+    }
+
     /// The writer's transaction that decided these deletions ended. Committed, they are done;
     /// aborted, nothing happened: the entries are still there, and readable again.
-    func transactionEnded(deleted: [UInt64], postponed: [UInt64], committed: Bool) {
-        guard !deleted.isEmpty || !postponed.isEmpty else { return }
+    func transactionEnded(deleted: [UInt64], postponed: [UInt64], committed: Bool, endsDeletingAll: Bool = false) {
+        guard !deleted.isEmpty || !postponed.isEmpty || endsDeletingAll else { return }
         state.withLock { s in
             for id in deleted { s.deleting.remove(id) }
             if !committed { for id in postponed { s.doomed[id] = nil } }
+            if endsDeletingAll { s.deletingAll = false }
         }
     }
 

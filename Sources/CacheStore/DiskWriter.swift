@@ -70,15 +70,18 @@ final class DiskWriter: @unchecked Sendable {
     /// to `pins` when it commits or aborts.
     private var deletedInTransaction: [UInt64] = []
     private var postponedInTransaction: [UInt64] = []
+    private var purgesAllInTransaction = false
 
     private func beginDeletions() {
         deletedInTransaction.removeAll(keepingCapacity: true)
         postponedInTransaction.removeAll(keepingCapacity: true)
+        purgesAllInTransaction = false
     }
 
     /// Tells `pins` how the transaction that decided the deletions ended.
     private func endDeletions(committed: Bool) {
-        pins.transactionEnded(deleted: deletedInTransaction, postponed: postponedInTransaction, committed: committed)
+        pins.transactionEnded(deleted: deletedInTransaction, postponed: postponedInTransaction, committed: committed,
+                              endsDeletingAll: purgesAllInTransaction)
     }
 
     /// Deletes a stored body's chunks, or leaves them to the responses still reading them.
@@ -310,7 +313,9 @@ final class DiskWriter: @unchecked Sendable {
             case .invalidate(let primary):
                 try removeVariants(txn, primary: primary, bytes: &byteDelta, count: &countDelta)
             case .purgeAll:
-                if pins.pinnedCount > 0 {
+                let noReaders = purgesAllInTransaction || pins.beginDeletingAll()
+                if noReaders { purgesAllInTransaction = true }
+                if !noReaders {
                     // Bodies being sent keep their chunks: delete entry by entry, empty the rest.
                     var bodies: [(UInt64, Int)] = []
                     try txn.scan(db.entries, from: nil) { _, v in

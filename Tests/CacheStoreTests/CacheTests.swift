@@ -135,6 +135,17 @@ struct BodyPinsTests {
         #expect(pins.unpin(5) == nil, "the entry survived its aborted removal: its chunks stay")
     }
 
+    @Test func aPurgeOfEverythingWaitsForNoReaderAndBlocksPinsUntilItEnds() {
+        let pins = BodyPins()
+        #expect(pins.pin(3))
+        #expect(!pins.beginDeletingAll(), "a response reads a body: the purge goes entry by entry")
+        #expect(pins.unpin(3) == nil)
+        #expect(pins.beginDeletingAll())
+        #expect(!pins.pin(4), "no pins while everything is being dropped")
+        pins.transactionEnded(deleted: [], postponed: [], committed: true, endsDeletingAll: true)
+        #expect(pins.pin(4))
+    }
+
     @Test func aBodyStillStoredIsNotDeletedWhenItsReadersEnd() {
         let pins = BodyPins()
         #expect(pins.pin(9))
