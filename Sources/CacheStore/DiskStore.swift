@@ -104,15 +104,22 @@ public final class DiskStore: @unchecked Sendable {
 
     /// Removes a directory of plain files (a stand-in store's): its files, then itself.
     static func removeDirectory(_ path: String) {
-        guard let dir = opendir(path) else { return }
+        for name in entryNames(of: path) { unlink(path + "/" + name) }
+        rmdir(path)
+    }
+
+    /// The names in a directory, without `.` and `..`; empty when it cannot be read.
+    private static func entryNames(of directory: String) -> [String] {
+        guard let dir = opendir(directory) else { return [] }
+        defer { closedir(dir) }
+        var out: [String] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if name != ".", name != ".." { unlink(path + "/" + name) }
+            if name != ".", name != ".." { out.append(name) }
         }
-        closedir(dir)
-        rmdir(path)
+        return out
     }
 
     public func allocateBodyID() -> UInt64 { nextBodyID.wrappingAdd(1, ordering: .relaxed).oldValue }
@@ -301,7 +308,7 @@ public final class DiskStore: @unchecked Sendable {
     /// Moves `data.mdb` and `lock.mdb` into a fresh `broken-<time>` subdirectory (same file system,
     /// so a rename), after removing an older one.
     private static func moveFilesAside(_ directory: String) throws(LMDBError) -> String {
-        for old in subdirectories(of: directory, prefix: "broken-") { removeDirectory(directory + "/" + old) }
+        for old in entryNames(of: directory) where old.hasPrefix("broken-") { removeDirectory(directory + "/" + old) }
         let inside = "\(directory)/broken-\(time(nil))"
         guard mkdir(inside, 0o700) == 0 || errno == EEXIST else {
             throw LMDBError(code: errno, operation: "making \(inside) for the damaged cache")
@@ -312,19 +319,6 @@ public final class DiskStore: @unchecked Sendable {
             }
         }
         return inside
-    }
-
-    private static func subdirectories(of directory: String, prefix: String) -> [String] {
-        guard let dir = opendir(directory) else { return [] }
-        defer { closedir(dir) }
-        var out: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name.hasPrefix(prefix) { out.append(name) }
-        }
-        return out
     }
 
     struct SweepResult {

@@ -3,6 +3,7 @@
 Everything here talks to 127.0.0.1 only, every wait is bounded.
 """
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -847,6 +848,21 @@ class FakeDNS:
         self._stop.set()
         self._t.join(2)
         self.sock.close()
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(directory, size):
+    """A tmpfs of `size` (e.g. "12m") mounted on `directory` for the block (root only; the test is
+    skipped otherwise), unmounted after it."""
+    import pytest
+    directory.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.decode().strip()}")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], capture_output=True)
 
 
 def sha256(data):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import pattern, proxy_exchange
+from helpers import mounted_tmpfs, pattern, proxy_exchange
 from test_cache import cache_status, methods, script
 
 ONLY_IF_CACHED = [("Cache-Control", "only-if-cached")]
@@ -350,15 +350,8 @@ def test_pass_through_also_covers_a_directory_another_larder_holds(larder_factor
 @pytest.fixture
 def mount_point(tmp_path):
     """A tmpfs mounted on a fresh directory (root only), as a container volume is mounted on cache_dir."""
-    target = tmp_path / f"volume-{uuid.uuid4().hex[:8]}"
-    target.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(target)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / f"volume-{uuid.uuid4().hex[:8]}", "64m") as target:
         yield target
-    finally:
-        subprocess.run(["umount", "-l", str(target)], capture_output=True)
 
 
 def test_a_damaged_cache_on_a_mount_point_has_its_files_moved_aside(larder_factory, origin, workdir, mount_point):

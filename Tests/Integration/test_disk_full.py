@@ -3,12 +3,11 @@ LMDB's map full. Requests keep being answered whole, nothing partial is ever ser
 the operator is warned without a flood of log lines, and Larder neither crashes nor stops."""
 
 import os
-import subprocess
 import uuid
 
 import pytest
 
-from helpers import pattern, proxy_exchange
+from helpers import mounted_tmpfs, pattern, proxy_exchange
 from test_cache import cache_status, script
 
 ONLY_IF_CACHED = [("Cache-Control", "only-if-cached")]
@@ -16,15 +15,8 @@ ONLY_IF_CACHED = [("Cache-Control", "only-if-cached")]
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    mount_point = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
-    mount_point.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(mount_point)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}", "12m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
 def check_cached_or_absent(lr, url, size):

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from helpers import LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, proxy_exchange, std_request
+from helpers import (LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, headers_named, proxy_exchange,
+                     std_request)
 from test_admin import ADMIN, stats, wait_stats
 
 
@@ -31,10 +32,8 @@ class Req:
         self.body = b""
 
     def header(self, name):
-        for n, v in self.headers:
-            if n.lower() == name.lower():
-                return v
-        return None
+        values = headers_named(self.headers, name)
+        return values[0] if values else None
 
     def __repr__(self):
         return f"<Req conn={self.conn} {self.method} {self.target} body={self.body[:60]!r}>"
