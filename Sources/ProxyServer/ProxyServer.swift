@@ -29,6 +29,8 @@ public final class ProxyServer: @unchecked Sendable {
     private var historyTimer: Timer?
     /// Every address Larder listens on, so nothing is forwarded to itself.
     private let ownListeners = OwnListeners()
+    /// The clock every worker and the admin endpoint read.
+    private let clock: any ProxyClock = SystemClock.shared
     /// The certificate of the HTTPS listeners and admin endpoint, when one is configured.
     private var identity: ServerIdentity?
 
@@ -180,7 +182,7 @@ public final class ProxyServer: @unchecked Sendable {
         for i in 0..<count {
             let w = Worker(index: i, settings: settings, logger: logger, cache: opened, inFlight: inFlight,
                            addressCounts: addressCounts, accessLog: accessLog, identity: identity,
-                           interception: interception)
+                           interception: interception, clock: clock)
             do {
                 try w.prepare()
             } catch {
@@ -207,7 +209,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
         if let endpoint = config.adminListen {
             let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: opened, inFlight: inFlight,
-                                       workerStats: workers.map(\.stats), hosts: workers.map(\.hosts)) {
+                                       workerStats: workers.map(\.stats), hosts: workers.map(\.hosts), clock: clock) {
                 [unowned self] in self.reload()
             }
             admin = context

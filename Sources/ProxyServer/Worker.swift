@@ -15,6 +15,8 @@ final class Worker: @unchecked Sendable {
     /// Replaced on this worker's loop by a configuration reload; new requests see the new values.
     private(set) var settings: ProxySettings
     let logger: Logger
+    /// The one source of time for everything this worker runs.
+    let clock: any ProxyClock
     let cache: Cache
     /// This worker's reads of the shared cache.
     let cacheReader: CacheReader
@@ -33,7 +35,7 @@ final class Worker: @unchecked Sendable {
     /// Created on the worker's thread, used only there.
     private(set) var session: Session!
     /// Destination checks for requests a parent proxy carries (made on first use, on this loop).
-    lazy var parentProxyDestinations = ParentProxyDestinations(resolver: session.resolver)
+    lazy var parentProxyDestinations = ParentProxyDestinations(resolver: session.resolver, clock: clock)
     private var listeners: [Listener] = []
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
     private var adminConnections: [ObjectIdentifier: AdminConnection] = [:]
@@ -53,7 +55,8 @@ final class Worker: @unchecked Sendable {
 
     init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable,
          addressCounts: ClientAddressCounts, accessLog: AccessLog?, identity: ServerIdentity?,
-         interception: Interception?) {
+         interception: Interception?, clock: any ProxyClock = SystemClock.shared) {
+        self.clock = clock
         self.addressCounts = addressCounts
         self.identity = identity
         self.interception = interception
@@ -74,12 +77,12 @@ final class Worker: @unchecked Sendable {
         session.addressGate = { [unowned self] address in self.settings.destinations.refusal(address: address) }
         let t = Timer(loop: loop, repeating: true) { [unowned self] in self.ticked() }
         tick = t
-        tickDue = monotonicSeconds() + Worker.tickInterval
+        tickDue = clock.monotonic + Worker.tickInterval
         t.schedule(after: Worker.tickInterval)
     }
 
     private func ticked() {
-        let now = monotonicSeconds()
+        let now = clock.monotonic
         stats.set(.loopLagMicroseconds, Int(max(0, now - tickDue) * 1_000_000))
         tickDue = now + Worker.tickInterval
         stats.set(.originConnectionsOpen, session.openConnectionCount)
@@ -137,17 +140,19 @@ final class Worker: @unchecked Sendable {
 
     private func accept(_ fd: Int32, _ peer: SocketAddress, tls: Bool) {
         guard let stream = stream(for: fd, tls: tls) else { return }
-        let conn = ClientConnection(worker: self, stream: stream, peer: peer)
-        conn.tlsHandshakePending = tls
+        var refusal: ConnectionRefusal?
+        var counted = false
         if connections.count - refusing >= settings.maxConnectionsPerWorker {
-            refuse(conn, .full, .connectionsRefusedFull)
+            refusal = refuse(peer, .full, .connectionsRefusedFull)
         } else if settings.maxConnectionsPerClient > 0 {
-            if addressCounts.acquire(conn.peerAddress, limit: settings.maxConnectionsPerClient) {
-                conn.addressCounted = true
+            if addressCounts.acquire(peer.addressBytes, limit: settings.maxConnectionsPerClient) {
+                counted = true
             } else {
-                refuse(conn, .perClient, .connectionsRefusedPerClient)
+                refusal = refuse(peer, .perClient, .connectionsRefusedPerClient)
             }
         }
+        let conn = ClientConnection(worker: self, stream: stream, peer: peer, tls: tls, refusal: refusal,
+                                    addressCounted: counted)
         connections[ObjectIdentifier(conn)] = conn
         openConnections.add(1, ordering: .relaxed)
         stats.add(.connectionsAccepted)
@@ -161,34 +166,27 @@ final class Worker: @unchecked Sendable {
     private var refusalLoggedAt = 0.0
     private var refusalsUnlogged = 0
 
-    private func refuse(_ conn: ClientConnection, _ refusal: ConnectionRefusal, _ counter: Count) {
-        conn.refusal = refusal
+    private func refuse(_ peer: SocketAddress, _ refusal: ConnectionRefusal, _ counter: Count) -> ConnectionRefusal {
         refusing += 1
         stats.add(counter)
         refusalsUnlogged += 1
-        let now = monotonicSeconds()
+        let now = clock.monotonic
         if now - refusalLoggedAt >= 1 {
             let why = refusal == .full ? "\(settings.maxConnectionsPerWorker) connections on this worker (limits.max_connections)"
-                : "\(settings.maxConnectionsPerClient) connections from \(conn.peer.host) (limits.max_connections_per_client)"
+                : "\(settings.maxConnectionsPerClient) connections from \(peer.host) (limits.max_connections_per_client)"
             logger.warning("refused \(refusalsUnlogged) connection(s): \(why)")
             refusalLoggedAt = now
             refusalsUnlogged = 0
         }
+        return refusal
     }
 
     func connectionClosed(_ conn: ClientConnection) {
-        if conn.refusal != nil {
-            conn.refusal = nil
-            refusing -= 1
-        }
-        if conn.addressCounted {
-            conn.addressCounted = false
-            addressCounts.release(conn.peerAddress)
-        }
-        if connections.removeValue(forKey: ObjectIdentifier(conn)) != nil {
-            openConnections.subtract(1, ordering: .relaxed)
-            stats.set(.clientConnectionsOpen, connections.count)
-        }
+        guard connections.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
+        if conn.refusal != nil { refusing -= 1 }
+        if conn.addressCounted { addressCounts.release(conn.peerAddress) }
+        openConnections.subtract(1, ordering: .relaxed)
+        stats.set(.clientConnectionsOpen, connections.count)
     }
 
     func adopt(_ fetch: OrphanedFetch) {

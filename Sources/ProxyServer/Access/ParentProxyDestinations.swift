@@ -33,6 +33,7 @@ final class ParentProxyDestinations {
     }
 
     private let resolver: Resolver
+    private let clock: any ProxyClock
     private var known: LRUCache<String, Known>
     /// Names being resolved, with whoever waits for them: one lookup however many ask.
     private var waiting: [String: [() -> Void]] = [:]
@@ -40,7 +41,8 @@ final class ParentProxyDestinations {
     static let freshFor = 30.0
     static let capacity = 4_096
 
-    init(resolver: Resolver, capacity: Int = ParentProxyDestinations.capacity) {
+    init(resolver: Resolver, clock: any ProxyClock, capacity: Int = ParentProxyDestinations.capacity) {
+        self.clock = clock
         self.resolver = resolver
         known = LRUCache(capacity: capacity)
     }
@@ -70,7 +72,7 @@ final class ParentProxyDestinations {
             case .success(let list): resolution = .addresses(list)
             case .failure: resolution = .unresolved
             }
-            self.known.set(Known(resolution: resolution, until: monotonicSeconds() + ParentProxyDestinations.freshFor),
+            self.known.set(Known(resolution: resolution, until: self.clock.monotonic + ParentProxyDestinations.freshFor),
                            for: host)
             let waiters = self.waiting.removeValue(forKey: host) ?? []
             if inline {

@@ -66,6 +66,8 @@ final class ProxyAuthenticator: Sendable {
 
     private let state: Locked<State>
     private let dispatch = DispatchQueue(label: "larder.proxy-auth", attributes: .concurrent)
+    /// Dates what the checking threads remember; the loops pass their own time to the lookups.
+    private let clock: any ProxyClock = SystemClock.shared
 
     /// At most this many checks at once, so a flood of made-up credentials costs two cores at most.
     static let concurrentChecks = 2
@@ -135,7 +137,7 @@ final class ProxyAuthenticator: Sendable {
             return next
         }) {
             let verdict = verify(value)
-            let now = monotonicSeconds()
+            let now = clock.monotonic
             let waiters = state.withLock { s -> [@Sendable (Verdict) -> Void] in
                 s.memory.remember(value, verdict, now: now)
                 guard let done = s.pending.removeValue(forKey: value) else { return [] }
@@ -169,6 +171,6 @@ final class AuthWaiter: @unchecked Sendable {
     }
 
     func deliver(_ verdict: ProxyAuthenticator.Verdict) {
-        loop.execute { [self] in connection?.authenticationFinished(verdict) }
+        loop.execute { [self] in connection?.checkFinished(verdict) }
     }
 }

@@ -1,3 +1,4 @@
+import EventLoop
 import CachePolicy
 import CacheStore
 import HTTPWire
@@ -24,12 +25,16 @@ final class AdminContext: Sendable {
     let workerStats: [WorkerStatistics]
     let hosts: [TopHosts]
     let history = StatisticsHistory()
-    let started = monotonicSeconds()
+    /// The same clock the workers use.
+    let clock: any ProxyClock
+    let started: Double
     /// Listeners up and not draining.
     let ready = Atomic<Bool>(false)
 
     init(token: String?, hostNames: [String], cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
-         hosts: [TopHosts], reload: @escaping @Sendable () -> ReloadOutcome) {
+         hosts: [TopHosts], clock: any ProxyClock, reload: @escaping @Sendable () -> ReloadOutcome) {
+        self.clock = clock
+        started = clock.monotonic
         self.hosts = hosts
         self.hostNames = Locked(hostNames)
         self.token = Locked(token.map { Array($0.utf8) })
@@ -41,13 +46,13 @@ final class AdminContext: Sendable {
 
     /// Called every `history.interval` seconds.
     func recordHistory() {
-        history.record(snapshot(), time: monotonicSeconds())
+        history.record(snapshot(), time: clock.monotonic)
     }
 
     func snapshot() -> StatisticsSnapshot {
         let s = cache.statistics
         let map = cache.disk.mapUsage
-        let uptime = monotonicSeconds() - started
+        let uptime = clock.monotonic - started
         let collapsing = inFlight.count
         let settings = cache.settings
         return StatisticsSnapshot.take(workers: workerStats, version: LarderVersion.string) { sample in
@@ -115,7 +120,7 @@ extension AdminContext {
             return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "]"))
         case "/stats/history":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
-            return .json(200, history.json(now: monotonicSeconds()))
+            return .json(200, history.json(now: clock.monotonic))
         case "/metrics":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
@@ -185,7 +190,7 @@ extension AdminContext {
         }
         let variants = reader.variants(primaryKey: key)
         guard !variants.isEmpty else { return .error(404, "\(String(decoding: key, as: UTF8.self)) is not in the cache") }
-        let now = currentTime()
+        let now = clock.wallSeconds
         var out = "{\"url\":\(jsonString(String(decoding: key, as: UTF8.self))),\"variants\":["
         for (i, v) in variants.enumerated() {
             let r = v.record

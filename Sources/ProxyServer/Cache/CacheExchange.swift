@@ -1,7 +1,6 @@
 import CachePolicy
 import CacheStore
 import EventLoop
-import Glibc
 import HTTPWire
 import SessionClient
 
@@ -93,18 +92,4 @@ extension CacheExchange {
         f.finish(failed: failed)
         table.remove(f)
     }
-}
-
-/// Seconds since the epoch: the policy's clock.
-func currentTime() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Int64(ts.tv_sec)
-}
-
-/// Seconds on a clock that never jumps: for intervals.
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }

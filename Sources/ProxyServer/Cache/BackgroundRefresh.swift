@@ -54,7 +54,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
                                upgrading: false, revalidation: revalidation, body: .none, into: &writer)
         }
-        exchange.requestTime = currentTime()
+        exchange.requestTime = worker.clock.wallSeconds
         let t = worker.session.dataTask(origin: exchange.origin, method: revalidation.method, head: writer.bytes,
                                         hasBody: false, isIdempotent: true, delegate: self)
         task = t
@@ -74,28 +74,15 @@ final class BackgroundRefresh: SessionTaskDelegate {
     func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {}
 
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
-        let now = currentTime()
+        let now = worker.clock.wallSeconds
         let setup = worker.settings.cache
         switch phase {
         case .revalidating(let m):
-            guard let entry = exchange.entry, head.status < 500 else {
-                phase = .done
-                return
-            }
-            switch Revalidation.outcome(entry: entry.facts, response: head, method: m) {
-            case .unchanged:
-                _ = exchange.freshen(with: head, now: now, cache: worker.cache, setup: setup)
-                phase = .done
-            case .changed:
-                worker.cache.invalidate(primaryKey: exchange.primaryKey)
-                exchange.entry = nil
-                if m == .head {
-                    phase = .refetch
-                } else {
-                    phase = .storing
-                    _ = exchange.beginStoring(request: request, response: head, now: now, cache: worker.cache,
-                                              setup: setup)
-                }
+            switch exchange.applyRevalidationAnswer(head, method: m, request: request, background: true, now: now,
+                                                    cache: worker.cache, setup: setup) {
+            case .refetch: phase = .refetch
+            case .storeThis: phase = .storing
+            case .unchanged, .unusable, .serveStale, .keep: phase = .done
             }
         case .refetch, .storing:
             phase = .storing

@@ -3,23 +3,24 @@ import HTTPWire
 
 /// `PURGE <absolute URL>` on the proxy port, as Squid and Varnish users expect: removes every
 /// stored variant of the URL. Only from `purge_allowed_from` addresses.
-extension ClientConnection {
-    var isPurge: Bool {
-        request.headers.withBytes(request.methodRange) { $0.count == 5 && equalsIgnoringCase($0, 0, 5, "PURGE") }
+enum Purge {
+    static func isPurge(_ request: RequestHead) -> Bool {
+        request.method == .other
+            && request.headers.withBytes(request.methodRange) { $0.count == 5 && equalsIgnoringCase($0, 0, 5, "PURGE") }
     }
 
-    func handlePurge(_ target: RequestTarget) {
-        noteLookup(.lookupPass)
-        let from = peerAddress
+    static func handle(_ target: RequestTarget, on c: ClientConnection) {
+        let worker = c.worker
+        c.noteLookup(.lookupPass)
+        let from = c.peerAddress
         guard worker.settings.purgeAllowedFrom.contains(where: { $0.contains(from) }) else {
-            worker.logger.notice("403 PURGE from \(peer): not in purge_allowed_from")
-            respondAndContinue(403, "PURGE is not allowed from \(peer.host)")
-            return
+            worker.logger.notice("403 PURGE from \(c.peer): not in purge_allowed_from")
+            return c.respond(403, "PURGE is not allowed from \(c.peer.host)")
         }
         guard target.form == .absolute else {
-            respondAndContinue(400, "PURGE needs an absolute URL, e.g. PURGE http://example.com/path HTTP/1.1")
-            return
+            return c.respond(400, "PURGE needs an absolute URL, e.g. PURGE http://example.com/path HTTP/1.1")
         }
+        let request = c.request
         let key = request.headers.withBytes(request.target) { raw in
             let path = UnsafeRawBufferPointer(rebasing: raw[target.pathRange(targetLength: raw.count)])
             return CacheKey.primary(scheme: target.scheme, host: Array(target.hostString.utf8), port: target.port,
@@ -28,12 +29,12 @@ extension ClientConnection {
         let url = String(decoding: key, as: UTF8.self)
         let variants = worker.cacheReader.variants(primaryKey: key).count
         worker.cache.invalidate(primaryKey: key)
-        worker.logger.info("PURGE \(url) from \(peer): \(variants) variant(s)")
+        worker.logger.info("PURGE \(url) from \(c.peer): \(variants) variant(s)")
         // Squid's convention: 404 when nothing was stored, so scripts can tell.
         if variants == 0 {
-            respondAndContinue(404, "\(url) was not in the cache")
+            c.respond(404, "\(url) was not in the cache")
         } else {
-            respondAndContinue(200, "purged \(url) (\(variants) variant\(variants == 1 ? "" : "s"))")
+            c.respond(200, "purged \(url) (\(variants) variant\(variants == 1 ? "" : "s"))")
         }
     }
 }

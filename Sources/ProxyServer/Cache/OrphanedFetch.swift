@@ -7,8 +7,9 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     unowned let worker: Worker
     let task: SessionTask
     let exchange: CacheExchange
-    private var followersBehind = false
-    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.resumeIfClear() }
+    /// What holds the read back: the followers and the store (no client any more).
+    private var gate: OriginReadGate = []
+    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.resume(.store) }
     private lazy var stallWatch = Timer(loop: worker.loop) { [unowned self] in self.checkStalledFollowers() }
 
     init(worker: Worker, task: SessionTask, exchange: CacheExchange) {
@@ -39,19 +40,24 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {}
 
     func collapseProgress() {
-        followersBehind = false
         stallWatch.cancel()
-        resumeIfClear()
+        resume(.followers)
     }
 
-    private func resumeIfClear() {
-        if !followersBehind, !pacer.paused { task.resumeReading() }
+    private func pause(_ source: OriginReadGate) {
+        gate.insert(source)
+        task.suspendReading()
     }
 
-    /// As a client leader does (`ClientConnection.checkStalledFollowers`).
+    private func resume(_ source: OriginReadGate) {
+        gate.remove(source)
+        if gate.isEmpty { task.resumeReading() }
+    }
+
+    /// As a client leader does (`OriginRelay.checkStalledFollowers`).
     private func checkStalledFollowers() {
-        guard followersBehind, let fetch = exchange.inFlight else { return }
-        if fetch.detachStalled(now: monotonicSeconds()) {
+        guard gate.contains(.followers), let fetch = exchange.inFlight else { return }
+        if fetch.detachStalled(now: worker.clock.monotonic) {
             stallWatch.schedule(after: InFlightTable.stallTimeout)
         } else {
             collapseProgress()
@@ -60,11 +66,10 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
         if exchange.tee(source, count: count) {
-            followersBehind = true
-            task.suspendReading()
+            pause(.followers)
             stallWatch.schedule(after: InFlightTable.stallTimeout)
         }
-        if pacer.shouldPause(after: exchange.writer) { task.suspendReading() }
+        if pacer.shouldPause(after: exchange.writer) { pause(.store) }
         source.drain(count)
     }
 

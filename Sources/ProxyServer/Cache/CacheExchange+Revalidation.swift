@@ -1,0 +1,63 @@
+import CachePolicy
+import CacheStore
+import HTTPWire
+
+/// The origin's answer to a revalidation, applied to the entry: the one place that decides it, for
+/// client requests and background refreshes alike.
+extension CacheExchange {
+    enum RevalidationStep {
+        /// A 5xx where the entry may be served stale instead (RFC 5861 stale-if-error).
+        case serveStale
+        /// Unchanged: the entry's head is freshened; serve it.
+        case unchanged
+        /// Unchanged, but the stored head will not parse: the answer goes to the client as it is.
+        case unusable
+        /// Changed, found by HEAD: fetch the new response with GET once this exchange ends.
+        case refetch
+        /// Changed, found by a conditional GET: this response is the new one, being stored.
+        case storeThis
+        /// A background refresh got a 5xx: the entry stays as it was.
+        case keep
+    }
+
+    /// The revalidation to write instead of the client's request line, if revalidating.
+    func outboundRevalidation(for clientMethod: HTTPMethod) -> OutboundHead.Revalidation? {
+        guard case .revalidating(let m) = phase, let entry else { return nil }
+        return OutboundHead.Revalidation(method: m == .head || clientMethod == .head ? .head : .get,
+                                         conditionalFields: Revalidation.conditionalFields(for: entry.facts))
+    }
+
+    /// `head` answered the revalidation `method` of `entry` (phase `.revalidating`).
+    func applyRevalidationAnswer(_ head: ResponseHead, method: RevalidationMethod, request: RequestHead,
+                                 background: Bool, now: Int64, cache: Cache, setup: CacheSetup) -> RevalidationStep {
+        guard let entry else { return .keep }
+        if head.status >= 500 {
+            if background { return .keep }
+            if let facts, Lookup.mayServeStaleOnError(request: facts, entry: entry.facts, status: head.status, now: now) {
+                status = CacheStatus(hit: true, forwardStatus: head.status, ttl: entry.facts.timeToLive(now: now),
+                                     detail: "stale-if-error")
+                phase = .revalidated
+                return .serveStale
+            }
+        }
+        switch Revalidation.outcome(entry: entry.facts, response: head, method: method) {
+        case .unchanged:
+            guard freshen(with: head, now: now, cache: cache, setup: setup), let fresh = self.entry else { return .unusable }
+            status = CacheStatus(forward: .stale, forwardStatus: head.status, ttl: fresh.facts.timeToLive(now: now),
+                                 detail: method == .head ? "revalidated-head" : "revalidated")
+            phase = .revalidated
+            return .unchanged
+        case .changed:
+            cache.invalidate(primaryKey: primaryKey)
+            self.entry = nil
+            if method == .head {
+                phase = .refetch
+                return .refetch
+            }
+            phase = .fetching
+            status = CacheStatus(forward: .stale, forwardStatus: head.status)
+            _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
+            return .storeThis
+        }
+    }
+}

@@ -1,0 +1,338 @@
+import CachePolicy
+import CacheStore
+import EventLoop
+import HTTPWire
+import SessionClient
+import Statistics
+
+/// The cache's part in a client's request: look up, decide, then serve, revalidate, or fetch and
+/// store while forwarding. Decisions are CachePolicy's; this carries them out on a connection.
+enum CacheFlow {
+    /// Before forwarding. True when the request was answered without a fetch of its own (a hit, a
+    /// collapsed follower, a 504 for only-if-cached, a 400 for a bad policy header).
+    static func answers(_ destination: RequestRouter.Destination, on c: ClientConnection) -> Bool {
+        c.context.cache = nil
+        let worker = c.worker
+        let request = c.request
+        let named = destination.keyedAs
+        let pathRange = destination.path
+        let (primaryKey, path) = request.headers.withBytes(request.target) { t -> ([UInt8], [UInt8]) in
+            let p = UnsafeRawBufferPointer(rebasing: t[pathRange])
+            return (CacheKey.primary(scheme: named.scheme, host: Array(named.host.utf8), port: named.port, pathAndQuery: p),
+                    Array(p))
+        }
+        let scheme = named.scheme == .https ? "https" : "http"
+        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: Array(named.host.utf8), path: path,
+                                     origin: destination.origin, route: destination.route, path: pathRange, phase: .fetching)
+        let now = worker.clock.wallSeconds
+        exchange.requestTime = now
+        if worker.cache.isDisabled { return pass(exchange, detail: "cache-disabled", on: c) }
+        switch request.method {
+        case .get where c.context.bodyPending, .head where c.context.bodyPending:
+            // A GET or HEAD with a body is passed through whole, neither answered from the cache (its
+            // body would stay unread) nor revalidated (a revalidation carries no body) nor stored.
+            return pass(exchange, detail: "request-body", on: c)
+        case .get, .head:
+            break
+        case .options, .trace, .connect:
+            c.noteLookup(.lookupPass)
+            return false
+        default:
+            c.noteLookup(.lookupPass)
+            exchange.phase = .unsafe
+            exchange.status = CacheStatus(forward: .method)
+            c.context.cache = exchange
+            return false
+        }
+        // Fields of the settings are read in place: a local copy of the struct costs a reference
+        // count per field on every request.
+        let rulePolicy = path.withUnsafeBytes {
+            worker.settings.cache.rules.requestPolicy(scheme: scheme, host: exchange.host, path: $0)
+        }
+        let facts: RequestFacts
+        do {
+            facts = try RequestFacts.make(request, rulePolicy: rulePolicy, settings: worker.settings.cache.policy)
+        } catch {
+            c.respond(400, "unknown Larder-Cache-Policy \"\(error.value)\"; expected one of "
+                      + RequestCachePolicy.allCases.map(\.rawValue).joined(separator: ", "))
+            return true
+        }
+        exchange.facts = facts
+        c.context.cache = exchange
+        var anyStored = true
+        switch worker.cacheReader.lookup(primaryKey: primaryKey, request: request.headers) {
+        case .uriMiss: anyStored = false
+        case .varyMiss: break
+        case .found(let e): exchange.entry = e
+        }
+        switch Lookup.decide(request: facts, entry: exchange.entry?.facts, anyStored: anyStored, now: now,
+                             settings: worker.settings.cache.policy) {
+        case .serve(_, let stale):
+            c.noteLookup(stale ? .lookupStaleServed : .lookupHit)
+            let entry = exchange.entry!
+            exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: stale ? "stale" : nil)
+            return serve(entry, exchange: exchange, now: now, on: c)
+        case .serveStaleThenRevalidate:
+            // Served stale now, refreshed for the next request.
+            c.noteLookup(.lookupStaleServed)
+            let entry = exchange.entry!
+            exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-while-revalidate")
+            let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host, path: path,
+                                        origin: destination.origin, route: destination.route, path: pathRange,
+                                        phase: .fetching)
+            refresh.entry = entry
+            refresh.facts = facts
+            if !serve(entry, exchange: exchange, now: now, on: c) { return false }
+            worker.refreshInBackground(refresh, request: request)
+            return true
+        case .revalidate(let m):
+            exchange.phase = .revalidating(request.method == .head ? .head : m)
+            exchange.status = CacheStatus(forward: .stale)
+            return false
+        case .fetch(let reason):
+            exchange.status = CacheStatus(forward: CacheStatus.Forward(reason))
+            if reason == .bypass {
+                c.noteLookup(.lookupPass)
+                exchange.phase = .bypass
+                return false
+            }
+            c.noteLookup(.lookupMiss)
+            if worker.settings.cache.collapseRequests, reason != .request, request.method == .get, !facts.hasRange,
+               !facts.hasConditionals, request.framing == .none, !request.upgradeRequested {
+                return CollapseFollower.join(exchange, on: c)
+            }
+            return false
+        case .gatewayTimeout:
+            c.noteLookup(.lookupOnlyIfCachedMiss)
+            c.context.cache = nil
+            c.respond(504, "\(String(decoding: primaryKey, as: UTF8.self)) is not in the cache and the "
+                      + "request allows only cached responses (only-if-cached)")
+            return true
+        }
+    }
+
+    /// Forwarded and reported, never stored.
+    private static func pass(_ exchange: CacheExchange, detail: String, on c: ClientConnection) -> Bool {
+        c.noteLookup(.lookupPass)
+        exchange.phase = .bypass
+        exchange.status = CacheStatus(forward: .bypass, detail: detail)
+        c.context.cache = exchange
+        return false
+    }
+
+    // MARK: - Origin responses
+
+    /// The final response head. True when the cache consumed it (a revalidation answer); otherwise
+    /// it is forwarded, and stored if it may be.
+    static func takesResponse(_ head: ResponseHead, on c: ClientConnection) -> Bool {
+        guard let ex = c.context.cache else { return false }
+        let worker = c.worker
+        let now = worker.clock.wallSeconds
+        let setup = worker.settings.cache
+        switch ex.phase {
+        case .revalidating(let m):
+            switch ex.applyRevalidationAnswer(head, method: m, request: c.request, background: false, now: now,
+                                              cache: worker.cache, setup: setup) {
+            case .serveStale:
+                c.noteLookup(.lookupStaleServed)
+                return true
+            case .unchanged:
+                c.noteLookup(.lookupRevalidatedUnchanged)
+                ex.personalFields = SetCookieLines.of(head)
+                return true
+            case .unusable:
+                c.noteLookup(.lookupRevalidatedUnchanged)
+                return false
+            case .refetch:
+                c.noteLookup(.lookupRevalidatedChanged)
+                return true
+            case .storeThis:
+                c.noteLookup(.lookupRevalidatedChanged)
+                return false
+            case .keep:
+                return false
+            }
+        case .fetching:
+            ex.status.forwardStatus = head.status
+            let shared = ex.beginStoring(request: c.request, response: head, now: now, cache: worker.cache, setup: setup)
+            if let f = ex.inFlight {
+                if let shared { f.publish(shared) } else { ex.endCollapse(failed: false, table: worker.inFlight) }
+            }
+            return false
+        case .bypass:
+            ex.status.forwardStatus = head.status
+            return false
+        case .unsafe:
+            ex.status.forwardStatus = head.status
+            for key in Invalidation.targets(method: c.request.method, status: head.status, targetKey: ex.primaryKey,
+                                            response: head) {
+                worker.cache.invalidate(primaryKey: key)
+            }
+            return false
+        case .revalidated, .refetch:
+            return true
+        }
+    }
+
+    /// The origin's exchange ended. True when the cache took over the rest of the request.
+    static func taskCompleted(error: SessionError?, on c: ClientConnection) -> Bool {
+        guard let ex = c.context.cache else { return false }
+        let worker = c.worker
+        switch ex.phase {
+        case .fetching:
+            ex.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
+            return false
+        case .revalidating:
+            // The origin could not be asked: serve stale where allowed (RFC 5861 stale-if-error).
+            guard let error, let entry = ex.entry, let facts = ex.facts else { return false }
+            let now = worker.clock.wallSeconds
+            guard Lookup.mayServeStaleOnError(request: facts, entry: entry.facts, status: nil, now: now) else { return false }
+            worker.logger.notice("serving stale \(String(decoding: ex.primaryKey, as: UTF8.self)): \(error.message)")
+            c.noteLookup(.lookupStaleServed)
+            ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-if-error")
+            return serve(entry, exchange: ex, now: now, on: c)
+        case .revalidated:
+            // Decided on the head; a failure after it does not matter to the client.
+            guard let entry = ex.entry else { return false }
+            if !serve(entry, exchange: ex, now: worker.clock.wallSeconds, on: c) {
+                OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
+            }
+            return true
+        case .refetch:
+            ex.phase = .fetching
+            ex.status = CacheStatus(forward: .stale)
+            ex.requestTime = worker.clock.wallSeconds
+            OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
+            return true
+        case .unsafe, .bypass:
+            return false
+        }
+    }
+
+    // MARK: - Serving stored responses
+
+    /// Answers from `entry`: 304 for a satisfied client conditional, 206/416 for a range, else the
+    /// stored response. False when the request must go to the origin after all (several ranges, a
+    /// damaged or vanished body).
+    static func serve(_ entry: StoredResponse, exchange ex: CacheExchange, now: Int64, on c: ClientConnection) -> Bool {
+        let worker = c.worker
+        let request = c.request
+        var range = RangeDecision.full
+        if request.method == .get, request.headers.firstIndex(of: "range") != nil {
+            range = RangeRequest.decide(request: request, length: entry.bodyLength, entry: entry.facts)
+            if range == .passToOrigin {
+                ex.phase = .fetching
+                ex.status = CacheStatus(forward: .partial)
+                ex.entry = nil
+                return false
+            }
+        }
+        worker.cache.touch(entry, now: now)
+        let age = entry.facts.currentAge(now: now)
+        let statusBytes = ex.status.serialized()
+        let keepAlive = c.context.keepAlive
+        let viaName = worker.settings.viaName
+        c.writer.reset()
+        if ClientConditionals.notModified(request: request, entry: entry.facts),
+           let stored = CachedResponseWriter.parse(entry.head) {
+            c.noteResponse(304)
+            CachedResponseWriter.notModified(storedHead: stored, age: age, cacheStatus: statusBytes,
+                                             keepAlive: keepAlive, clientVersion: request.version,
+                                             viaName: viaName, personal: ex.personalFields, into: &c.writer)
+            c.stream.output.append(c.writer.bytes)
+            c.context.cache = nil
+            c.send(.answered)
+            return true
+        }
+        // A 206 re-writes the stored fields, so it needs them parsed; a head that will not parse
+        // is sent whole instead.
+        var partialHead: ResponseHead?
+        if case .single = range {
+            partialHead = CachedResponseWriter.parse(entry.head)
+            if partialHead == nil { range = .full }
+        }
+        var bodyStart = 0
+        var bodyCount = entry.bodyLength
+        switch range {
+        case .single(let start, let end):
+            bodyStart = start
+            bodyCount = end - start + 1
+        case .unsatisfiable:
+            bodyCount = 0
+        case .full, .passToOrigin:
+            break
+        }
+        // A disk body's first chunk is checked before the head goes out: while nothing is sent, a
+        // damaged (or meanwhile evicted) entry is still a plain miss for the origin to answer.
+        // Held from before the first read to the end of the response: an eviction or purge meanwhile
+        // removes the entry for everyone else but leaves this response its chunks.
+        let pin = request.method == .head || bodyCount == 0 ? nil : worker.cacheReader.pinBody(of: entry)
+        if case .disk(_, _, let chunkSize) = entry.body, request.method != .head, bodyCount > 0,
+           case let read = pin == nil ? .missing
+               : worker.cacheReader.withChunk(of: entry, index: bodyStart / chunkSize, verify: true, { _ in }),
+           read != .delivered {
+            // Damaged (dropped and counted), or evicted since it was looked up: the origin answers.
+            ex.phase = .fetching
+            ex.status = CacheStatus(forward: .miss, detail: read == .damaged ? "damaged" : "gone")
+            ex.entry = nil
+            return false
+        }
+        switch range {
+        case .single(let start, let end):
+            c.noteResponse(206)
+            CachedResponseWriter.partial(storedHead: partialHead!, start: start, end: end, length: entry.bodyLength,
+                                         age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
+                                         clientVersion: request.version, viaName: viaName,
+                                         personal: ex.personalFields, into: &c.writer)
+        case .unsatisfiable:
+            c.noteResponse(416)
+            CachedResponseWriter.unsatisfiable(length: entry.bodyLength, cacheStatus: statusBytes, keepAlive: keepAlive,
+                                               clientVersion: request.version, viaName: viaName, into: &c.writer)
+        case .full, .passToOrigin:
+            c.noteResponse(entry.facts.status)
+            CachedResponseWriter.full(storedHead: entry.head, age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
+                                      clientVersion: request.version, viaName: viaName,
+                                      personal: ex.personalFields, into: &c.writer)
+        }
+        c.stream.output.append(c.writer.bytes)
+        c.context.cache = nil
+        if request.method == .head || bodyCount == 0 {
+            c.send(.answered)
+            return true
+        }
+        c.noteBody(bodyCount, fromCache: true)
+        switch entry.body {
+        case .memory(let object):
+            object.body.withUnsafeBytes { body in
+                let slice = UnsafeRawBufferPointer(rebasing: body[bodyStart..<bodyStart + bodyCount])
+                // Larger bodies go out by reference: the object's body array is immutable and lives as
+                // long as the object, which the output buffer keeps until the bytes are written. Small
+                // ones are cheaper to copy than to track.
+                if bodyCount >= CacheFlow.referenceThreshold {
+                    c.stream.output.appendReference(slice, keepingAlive: object)
+                } else {
+                    c.stream.output.append(slice)
+                }
+            }
+            c.send(.answered)
+        case .disk(_, _, let chunkSize):
+            let cursor = CachedBodyCursor(entry: entry, pin: pin, chunk: bodyStart / chunkSize, skip: bodyStart % chunkSize,
+                                          remaining: bodyCount, checkedThrough: bodyStart / chunkSize)
+            c.send(.storedBodyStarted(StoredBodySender(connection: c, cursor: cursor)))
+        }
+        return true
+    }
+
+    /// Memory-tier bodies from this size on are sent without a copy.
+    static let referenceThreshold = 4_096
+}
+
+/// The `Set-Cookie` field lines of a head, serialized, for the one client it answers.
+enum SetCookieLines {
+    static func of(_ head: ResponseHead) -> [UInt8] {
+        let headers = head.headers
+        var w = MessageWriter(capacity: 0)
+        for i in 0..<headers.count where headers.isSetCookie(at: i) { w.appendField(at: i, of: headers) }
+        return w.bytes
+    }
+}

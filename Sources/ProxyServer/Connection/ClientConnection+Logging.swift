@@ -1,0 +1,41 @@
+import Statistics
+
+/// What each request did, for the statistics and the access log: noted as it happens, written once
+/// when the exchange ends (or the connection does).
+extension ClientConnection {
+    func noteResponse(_ status: Int) {
+        worker.stats.add(.response(status: status))
+        context.log.status = status
+    }
+
+    func noteBody(_ count: Int, fromCache: Bool) {
+        worker.stats.add(fromCache ? .clientBytesFromCache : .clientBytesFromOrigin, count)
+        context.log.bytes += count
+    }
+
+    func noteLookup(_ result: Count) {
+        worker.stats.add(result)
+        switch result {
+        case .lookupHit: context.log.cache = "hit"
+        case .lookupMiss: context.log.cache = "miss"
+        case .lookupRevalidatedUnchanged: context.log.cache = "revalidated"
+        case .lookupRevalidatedChanged: context.log.cache = "changed"
+        case .lookupStaleServed: context.log.cache = "stale"
+        case .lookupOnlyIfCachedMiss: context.log.cache = "offline-miss"
+        case .collapsedRequests: context.log.cache = "collapsed"
+        default: context.log.cache = "pass"
+        }
+    }
+
+    /// Writes the access log line of the current request, once. The duration comes from the
+    /// worker's monotonic clock, to the microsecond.
+    func logRequest() {
+        guard !context.log.written else { return }
+        context.log.written = true
+        guard let buffer = worker.accessLog else { return }
+        let clock = worker.clock
+        buffer.append(AccessLogBuffer.Entry(client: clientAddress, request: request, status: context.log.status,
+                                            bodyBytes: context.log.bytes, cache: context.log.cache,
+                                            seconds: clock.monotonic - context.log.start, time: clock.wallSeconds))
+    }
+}

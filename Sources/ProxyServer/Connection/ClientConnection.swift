@@ -1,0 +1,330 @@
+import EventLoop
+import HTTPWire
+import Logging
+import SessionClient
+import Statistics
+
+typealias ByteTunnel = Tunnel
+
+/// One client connection: the shell around `ConnectionMachine`. It turns stream callbacks into
+/// events, carries out the actions the machine answers with, and reads request heads. What
+/// answers a request lives elsewhere: `RequestRouter` (where it goes), `AccessCheck` (whether it
+/// may), `CacheFlow` (the cache's part), `OriginRelay`, `StoredBodySender` and `CollapseFollower`
+/// (the three ways an answer arrives), `ConnectHandler` (CONNECT and interception).
+final class ClientConnection: StreamDelegate {
+    /// The resources the machine's states own, for a live connection.
+    enum Live: ConnectionResources {
+        typealias Origin = OriginRelay
+        typealias StoredBody = StoredBodySender
+        typealias Follower = CollapseFollower
+        typealias Opener = TunnelOpener
+        typealias Tunnel = ByteTunnel
+    }
+
+    /// The worker owns its connections and closes them all before it goes, so the reference needs
+    /// no checking (a checked `unowned` costs an atomic pair on every use, many per request).
+    unowned(unsafe) let worker: Worker
+    /// Replaced once at most: by the TLS stream on the same socket when a CONNECT is intercepted.
+    private(set) var stream: Stream
+    let peer: SocketAddress
+    private(set) var machine: ConnectionMachine<Live>
+    var writer = MessageWriter(capacity: 2_048)
+    var chunkWriter = MessageWriter(capacity: 16)
+    private var deadline: Timer?
+    private var inRequestLoop = false
+    /// The client's TLS handshake has not completed yet (TLS listener or interception).
+    private var tlsHandshakePending: Bool
+    /// An intercepted CONNECT's destination: origin-form requests on this connection go there.
+    var interceptedOrigin: OriginKey?
+    /// Outside `allow_clients`: every request is refused.
+    private let clientDenied: Bool
+    /// Why the worker refuses this connection outright, if it does: told, then closed.
+    let refusal: ConnectionRefusal?
+    /// Counted for `max_connections_per_client`, released at close.
+    let addressCounted: Bool
+    /// How collapsed fetches on other threads reach this connection.
+    lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
+    /// The client's address in network order (4 or 16 bytes), for access rules and limits.
+    let peerAddress: [UInt8]
+    /// The client's address as the access log writes it; formatted only if a line is written.
+    lazy var clientAddress: [UInt8] = Array(peer.host.utf8)
+
+    /// Queued response bytes beyond which the origin is paused.
+    static let outputHighWater = 1 << 20
+    /// Queued request-body bytes beyond which the client is paused.
+    static let uploadHighWater = 512 * 1024
+
+    init(worker: Worker, stream: Stream, peer: SocketAddress, tls: Bool, refusal: ConnectionRefusal?,
+         addressCounted: Bool) {
+        self.worker = worker
+        self.stream = stream
+        self.peer = peer
+        self.refusal = refusal
+        self.addressCounted = addressCounted
+        tlsHandshakePending = tls
+        peerAddress = peer.addressBytes
+        let address = peerAddress
+        clientDenied = !worker.settings.allowClients.contains { $0.contains(address) }
+        machine = ConnectionMachine(timing: .init(head: worker.settings.clientHeaderTimeout,
+                                                  idle: worker.settings.clientIdleTimeout,
+                                                  lowWater: ClientConnection.outputHighWater / 4))
+    }
+
+    func start() {
+        attach(stream)
+        deadline = Timer(loop: worker.loop) { [unowned self] in self.send(.deadline) }
+        if let refusal { stream.output.append(refusal.response) }
+        send(.opened(refused: refusal != nil))
+    }
+
+    var context: RequestContext {
+        _read { yield machine.context }
+        _modify { yield &machine.context }
+    }
+
+    var request: RequestHead {
+        _read { yield machine.context.request }
+    }
+
+    // MARK: - Events and actions
+
+    func send(_ event: ConnectionEvent<Live>) {
+        perform(machine.handle(event, Levels(input: stream.input.count, output: stream.output.count)))
+    }
+
+    private func perform(_ actions: ActionList<Live>) {
+        for i in 0..<actions.count { perform(actions[i]) }
+    }
+
+    private func perform(_ action: ConnectionAction<Live>) {
+        switch action {
+        case .readRequests: readRequests()
+        case .route: route()
+        case .enableReading: stream.enableReading()
+        case .disableReading: stream.disableReading()
+        case .discardInput: stream.input.drain(stream.input.count)
+        case .pumpRequestBody(let relay): relay.pumpRequestBody()
+        case .clientCaughtUp(let relay): relay.clientCaughtUp()
+        case .sendStoredBody(let sender): sender.send()
+        case .pollFollower(let follower): follower.progress()
+        case .armDeadline(let seconds): deadline?.schedule(after: seconds)
+        case .cancelDeadline: deadline?.cancel()
+        case .endRequest: endRequest()
+        case .release(.origin(let relay)): relay.release()
+        case .release(.storedBody(let sender)): sender.release()
+        case .release(.following(let follower)): follower.leave()
+        case .cancelOpener(let opener): opener.cancel()
+        case .closeTunnel(let tunnel): tunnel.close()
+        case .flushThenClose:
+            stream.disableReading()
+            stream.setWriteLowWatermark(0)
+        case .linger(let seconds):
+            stream.input.drain(stream.input.count)
+            stream.shutdownWriteWhenFlushed()
+            stream.enableReading()
+            deadline?.schedule(after: seconds)
+        case .startTLS: ConnectHandler.continueInTLS(self)
+        case .answerTimeout: reject(408, "request head not received in time")
+        case .reset: stream.reset()
+        case .closeStream:
+            deadline = nil
+            stream.close()
+        case .closed: worker.connectionClosed(self)
+        }
+    }
+
+    // MARK: - Stream events
+
+    func streamReadable(_ stream: Stream) { send(.clientReadable) }
+
+    func streamDrained(_ stream: Stream) { send(.clientDrained) }
+
+    func stream(_ stream: Stream, event: StreamEvent) {
+        switch event {
+        case .connected:
+            if tlsHandshakePending {
+                tlsHandshakePending = false
+                worker.stats.add(.clientTLSHandshakes)
+            }
+        case .endOfStream:
+            if case .exchanging = machine.state, context.bodyPending {
+                worker.logger.debug("client \(peer) closed during upload to \(context.upstreamName)")
+            }
+            send(.clientEnded)
+        case .error, .timeout:
+            if tlsHandshakePending {
+                let why = stream.tlsFailureReason ?? (event == .timeout ? "timed out" : "connection closed")
+                worker.logger.notice("TLS handshake with client \(peer) failed: \(why)")
+                worker.stats.add(.clientTLSHandshakeFailures)
+            } else if event == .timeout {
+                worker.logger.notice(
+                    "client \(peer) read nothing of its answer for \(worker.settings.clientIdleTimeout) s; closing with \(stream.output.count) bytes unsent")
+            }
+            send(.clientFailed)
+        }
+    }
+
+    // MARK: - Requests
+
+    /// Pipelined requests wait in the input buffer until the previous answer is queued, which
+    /// keeps answers in request order.
+    private func readRequests() {
+        if inRequestLoop { return }
+        inRequestLoop = true
+        defer { inRequestLoop = false }
+        let input = stream.input
+        while machine.isReadingHead, input.count > 0 {
+            if stream.output.count >= ClientConnection.outputHighWater {
+                // Pipelined requests must not pile up answers in memory (`clientDrained` resumes).
+                perform(machine.pauseForOutput())
+                return
+            }
+            let limits = worker.settings.headLimits
+            let parsed: Int?
+            do {
+                parsed = try input.withContiguousPrefix(maxBytes: limits.maxHeadBytes) { bytes throws(HTTPWireError) in
+                    try RequestParser.parse(bytes, into: &machine.context.request, limits: limits)
+                }
+            } catch {
+                reject(error.requestStatus, error.reason)
+                return
+            }
+            guard let length = parsed else {
+                if input.count >= limits.maxHeadBytes {
+                    reject(431, HTTPWireError.headTooLarge.reason)
+                } else {
+                    perform(machine.headIncomplete())
+                }
+                return
+            }
+            input.drain(length)
+            worker.stats.add(Count.request(request.method))
+            machine.context.request.removeFieldsNominatedByConnection()
+            let body: RequestBody
+            switch request.framing {
+            case .contentLength(let n) where n > 0: body = .contentLength(remaining: n)
+            case .chunked: body = .chunked
+            default: body = .done
+            }
+            send(.headParsed(RequestStart(keepAlive: request.keepAlive && !worker.draining, body: body,
+                                          at: worker.clock.monotonic)))
+        }
+    }
+
+    /// Where the request goes; run again after a background check the request waited for.
+    private func route() {
+        if clientDenied {
+            worker.stats.add(.deniedClient)
+            return reject(403, "client \(peer.host) is not allowed to use this proxy (allow_clients)")
+        }
+        if case .contentLength(let n) = request.framing, n > worker.settings.maxRequestBody {
+            return reject(413, "request body of \(n) bytes is over the limit of \(worker.settings.maxRequestBody)")
+        }
+        let settings = worker.settings
+        let router = RequestRouter(reverseOrigin: settings.reverseOrigin, reverseHost: settings.reverseHost,
+                                   reverseAllowedHosts: settings.reverseAllowedHosts,
+                                   usesParentProxy: worker.session.usesParentProxy, interceptedOrigin: interceptedOrigin)
+        switch router.route(request, isPurge: Purge.isPurge(request)) {
+        case .reject(let status, let reason): reject(status, reason)
+        case .respond(let status, let reason, let extraField): respond(status, reason, extraField: extraField)
+        case .unservedHost(let reason):
+            worker.stats.add(.deniedDestination)
+            respond(400, reason)
+        case .answerLocally: answerLocally()
+        case .purge(let target): Purge.handle(target, on: self)
+        case .connect(let target): ConnectHandler.handle(target, on: self)
+        case .forward(let destination):
+            if let (host, port) = destination.admit, !AccessCheck.admits(host: host, port: port, on: self) { return }
+            worker.hosts.count(destination.keyedAs.host)
+            if CacheFlow.answers(destination, on: self) { return }
+            OriginRelay.forward(self, to: destination.origin, route: destination.route, path: destination.path)
+        }
+    }
+
+    /// A background check (credentials, a parent proxy's destination) finished.
+    func checkFinished(_ verdict: ProxyAuthenticator.Verdict?) {
+        guard case .routing = machine.state else { return }
+        if let verdict { context.authVerdict = verdict }
+        send(.checkFinished)
+    }
+
+    // MARK: - Local answers
+
+    /// TRACE/OPTIONS with `Max-Forwards: 0`, and `OPTIONS *`.
+    private func answerLocally() {
+        // A body we would have to skip: simpler and safer to close after answering.
+        if request.framing != .none { context.keepAlive = false }
+        writer.reset()
+        noteResponse(200)
+        if request.method == .trace {
+            LocalResponse.trace(request, close: !context.keepAlive, into: &writer)
+        } else {
+            LocalResponse.options(close: !context.keepAlive, into: &writer)
+        }
+        stream.output.append(writer.bytes)
+        send(.answered)
+    }
+
+    /// A request refused: answered with `status`, then the connection closes (the rest of the
+    /// stream cannot be trusted).
+    func reject(_ status: Int, _ reason: String) {
+        worker.logger.notice("\(status) to \(peer): \(reason)")
+        if context.log.written { context.log = RequestLog(start: worker.clock.monotonic) }  // a head that did not parse
+        writer.reset()
+        noteResponse(status)
+        LocalResponse.error(status, reason, close: true, into: &writer)
+        stream.output.append(writer.bytes)
+        send(.refused)
+    }
+
+    /// An error answer after a well-formed head: the connection goes on if the request had no body
+    /// (or, with `bodyRead`, none left unread).
+    func respond(_ status: Int, _ reason: String, extraField: String? = nil, bodyRead: Bool = false) {
+        if bodyRead ? context.bodyPending : request.framing != .none { context.keepAlive = false }
+        writer.reset()
+        noteResponse(status)
+        LocalResponse.error(status, reason, close: !context.keepAlive, headOnly: request.method == .head,
+                            extraField: extraField, into: &writer)
+        stream.output.append(writer.bytes)
+        send(.answered)
+    }
+
+    // MARK: - Connection life cycle
+
+    /// Makes `new` this connection's stream (at start, and once more when a CONNECT is intercepted):
+    /// its callbacks come here and its buffers are bounded.
+    func attach(_ new: Stream, tlsPending: Bool = false) {
+        stream = new
+        tlsHandshakePending = tlsHandshakePending || tlsPending
+        stream.delegate = self
+        stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
+        stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
+        // A send timeout: a client that reads nothing of its answer for the idle time is dropped.
+        stream.setTimeouts(read: nil, write: worker.settings.clientIdleTimeout)
+    }
+
+    /// Writes the request's access-log line (once) and lets go of the cache's part: normally ended
+    /// when the fetch completed, anything else must not leave collapsed followers waiting.
+    private func endRequest() {
+        logRequest()
+        if let exchange = context.cache {
+            context.cache = nil
+            exchange.endCollapse(failed: true, table: worker.inFlight)
+        }
+    }
+
+    /// Server shutdown: idle connections close now, busy ones after their answer.
+    func drain() { send(.shutdown) }
+
+    /// Shutdown grace over.
+    func forceClose() {
+        let queued = stream.output.count
+        if case .tunnelling = machine.state {
+        } else if queued > 0 || context.responseStarted {
+            worker.logger.warning("shutdown grace over: cutting the answer to \(peer) with \(queued) bytes still queued")
+        } else if machine.isBusy {
+            worker.logger.warning("shutdown grace over: abandoning \(peer)'s request to \(context.upstreamName), not answered yet")
+        }
+        send(.close)
+    }
+}

@@ -1,0 +1,83 @@
+import EventLoop
+import HTTPWire
+import SessionClient
+import Statistics
+
+/// CONNECT: a tunnel to the destination, or — for destinations `tls.intercept` names — TLS
+/// interception: the tunnel is answered 200 as usual, then the client's TLS is terminated on the
+/// same socket with a certificate minted for the destination, and the requests inside are served
+/// like any other (from the cache when they may be, from the origin over verified TLS otherwise).
+enum ConnectHandler {
+    static func handle(_ target: RequestTarget, on c: ClientConnection) {
+        let worker = c.worker
+        guard worker.settings.connectPorts.contains(target.port) else {
+            worker.logger.notice("403 CONNECT from \(c.peer) to \(target.hostString):\(target.port): port not allowed")
+            worker.stats.add(.deniedConnectPort)
+            return c.respond(403, "CONNECT to port \(target.port) is not allowed")
+        }
+        guard AccessCheck.admits(host: target.host, port: target.port, on: c) else { return }
+        if let interception = worker.interception, interception.matches(host: target.host) {
+            return intercept(OriginKey(scheme: .https, host: target.hostString, port: target.port), on: c)
+        }
+        c.context.upstream = OriginKey(scheme: .http, host: target.hostString, port: target.port)
+        let opener = worker.session.openTunnel(host: target.hostString, port: target.port) { [unowned c] result in
+            switch result {
+            case .success(let upstream):
+                c.noteResponse(200)
+                c.stream.output.append(LocalResponse.connectEstablished)
+                startTunnel(upstream, on: c)
+            case .failure(let error):
+                c.worker.logger.warning("\(error.status) CONNECT from \(c.peer): \(error.message)")
+                c.writer.reset()
+                c.noteResponse(error.status)
+                c.worker.stats.add(Count.originError(error))
+                LocalResponse.error(error.status, error.message, close: true, into: &c.writer)
+                c.stream.output.append(c.writer.bytes)
+                c.send(.closeAfterAnswer)
+            }
+        }
+        // An opener that fails at once has answered already.
+        if case .routing = c.machine.state { c.send(.connectStarted(opener)) }
+    }
+
+    /// Bytes pumped both ways from now on; the tunnel owns both streams.
+    static func startTunnel(_ upstream: Stream, on c: ClientConnection) {
+        let tunnel = Tunnel(c.stream, upstream) { [unowned c] in c.send(.tunnelClosed) }
+        c.send(.tunnelStarted(tunnel))
+        tunnel.start()
+    }
+
+    private static func intercept(_ origin: OriginKey, on c: ClientConnection) {
+        c.context.upstream = origin
+        c.noteResponse(200)
+        c.worker.stats.add(.connectsIntercepted)
+        c.stream.output.append(LocalResponse.connectEstablished)
+        c.send(.intercepted)
+    }
+
+    /// The CONNECT answer is out: the TLS handshake starts on the socket.
+    static func continueInTLS(_ c: ClientConnection) {
+        let worker = c.worker
+        guard let origin = c.context.upstream, let interception = worker.interception else { return c.send(.close) }
+        // A client that already sent TLS bytes did not wait for the answer; they cannot be handed to
+        // OpenSSL after the fact.
+        guard c.stream.input.count == 0 else {
+            worker.logger.notice("interception of \(origin): client \(c.peer) sent data before the CONNECT answer")
+            return c.send(.close)
+        }
+        let context: TLSServerContext
+        switch interception.context(for: origin.host) {
+        case .success(let ctx): context = ctx
+        case .failure(let error):
+            worker.logger.error("interception of \(origin.host): no certificate: \(error)")
+            return c.send(.close)
+        }
+        guard let fd = c.stream.detachSocket(), let tls = Stream.acceptTLS(loop: worker.loop, socket: fd, context: context) else {
+            worker.logger.error("interception of \(origin.host): cannot start TLS")
+            return c.send(.close)
+        }
+        c.attach(tls, tlsPending: true)
+        c.interceptedOrigin = origin
+        c.send(.tlsStarted)
+    }
+}

@@ -1,0 +1,317 @@
+import CacheStore
+import EventLoop
+import HTTPWire
+import SessionClient
+import Statistics
+
+/// What holds the origin read back: any one of them pauses it, and it resumes when none does.
+struct OriginReadGate: OptionSet {
+    let rawValue: UInt8
+    /// The client has more than the output high-water mark queued.
+    static let client = OriginReadGate(rawValue: 1)
+    /// The cache's disk writer is behind.
+    static let store = OriginReadGate(rawValue: 2)
+    /// A collapsed follower lags (see `InFlightTable`).
+    static let followers = OriginReadGate(rawValue: 4)
+}
+
+/// One request forwarded to an origin: sends the client's body along, and relays the response
+/// back in the client's framing, through the cache's part when there is one.
+final class OriginRelay: SessionTaskDelegate {
+    unowned(unsafe) let connection: ClientConnection
+    private(set) var task: SessionTask?
+    private(set) var gate: OriginReadGate = []
+    /// Polls the disk writer while it is behind; made on first need.
+    private var storePacer: WriterPacer?
+    /// While paused for followers: detaches those that stopped reading; made on first need.
+    private var stallWatch: Timer?
+
+    private init(connection: ClientConnection) {
+        self.connection = connection
+    }
+
+    /// Sends the current request to `origin` (or the cache's revalidation of it, if it is revalidating).
+    static func forward(_ c: ClientConnection, to origin: OriginKey, route: OutboundHead.Route, path pathRange: Range<Int>) {
+        let request = c.request
+        let revalidation = c.context.cache?.outboundRevalidation(for: request.method)
+        c.context.upgrading = request.upgradesToWebSocket && request.version == .http11 && revalidation == nil
+        // A revalidation never carries the client's body; a body already sent once is never sent again.
+        let hasBody = revalidation == nil && c.context.bodyPending
+        if hasBody, c.context.bodyForwarded {
+            return c.respond(502, "the request's body was already sent to \(origin) and cannot be sent again")
+        }
+        c.context.bodyForwarded = hasBody
+        var body = BodyFraming.none
+        if hasBody {
+            if case .contentLength(let n) = request.framing { body = .contentLength(n) } else { body = .chunked }
+        } else if revalidation == nil, request.framing == .contentLength(0) {
+            body = .contentLength(0)  // an empty POST or PUT says so (RFC 9110 §8.6), some origins need it
+        }
+        let worker = c.worker
+        c.writer.reset()
+        request.headers.withBytes(request.target) { target in
+            let path = UnsafeRawBufferPointer(rebasing: target[pathRange])
+            OutboundHead.write(request, targetPath: path, route: route, viaName: worker.settings.viaName,
+                               additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
+                               upgrading: c.context.upgrading, revalidation: revalidation, body: body, into: &c.writer)
+        }
+        let idempotent: Bool
+        switch request.method {
+        case .get, .head, .options, .trace, .put, .delete: idempotent = true
+        default: idempotent = false
+        }
+        c.context.upstream = origin
+        let relay = OriginRelay(connection: c)
+        let task = worker.session.dataTask(origin: origin, method: revalidation?.method ?? request.method,
+                                           head: c.writer.bytes, hasBody: hasBody, isIdempotent: idempotent,
+                                           expectsContinue: request.expectsContinue, delegate: relay)
+        relay.task = task
+        c.send(.originStarted(relay, sendsBody: hasBody))
+        task.resume()
+    }
+
+    // MARK: - Pausing the origin read
+
+    func pause(_ source: OriginReadGate) {
+        gate.insert(source)
+        task?.suspendReading()
+    }
+
+    func resume(_ source: OriginReadGate) {
+        gate.remove(source)
+        if gate.isEmpty { task?.resumeReading() }
+    }
+
+    func clientCaughtUp() {
+        if gate.contains(.client) { resume(.client) }
+    }
+
+    /// The cache's disk writer took body bytes: pause while it is behind.
+    func paceStore(_ writer: EntryWriter) {
+        let pacer = storePacer ?? WriterPacer(loop: connection.worker.loop) { [unowned self] in self.resume(.store) }
+        storePacer = pacer
+        if pacer.shouldPause(after: writer) { pause(.store) }
+    }
+
+    /// A follower is far behind: wait for it while it reads (`followersCaughtUp` resumes), and
+    /// every `stallTimeout` detach those that read nothing meanwhile.
+    func waitForFollowers() {
+        pause(.followers)
+        let watch = stallWatch ?? Timer(loop: connection.worker.loop) { [unowned self] in self.checkStalledFollowers() }
+        stallWatch = watch
+        watch.schedule(after: InFlightTable.stallTimeout)
+    }
+
+    func followersCaughtUp() {
+        guard gate.contains(.followers) else { return }
+        stallWatch?.cancel()
+        resume(.followers)
+    }
+
+    private func checkStalledFollowers() {
+        guard gate.contains(.followers), let fetch = connection.context.cache?.inFlight else { return }
+        if fetch.detachStalled(now: connection.worker.clock.monotonic) {
+            stallWatch?.schedule(after: InFlightTable.stallTimeout)
+        } else {
+            resume(.followers)
+        }
+    }
+
+    /// The connection is done with this exchange. A fetch that collapsed followers depend on runs
+    /// on without the client; any other is cancelled.
+    func release() {
+        stallWatch?.cancel()
+        storePacer?.cancel()
+        guard let t = task else { return }
+        task = nil
+        let c = connection
+        if let exchange = c.context.cache, let fetch = exchange.inFlight, c.context.responseStarted, fetch.hasFollowers {
+            c.context.cache = nil
+            c.worker.adopt(OrphanedFetch(worker: c.worker, task: t, exchange: exchange))
+        } else {
+            t.cancel()
+        }
+    }
+
+    // MARK: - The request body
+
+    func pumpRequestBody() {
+        guard let task, let out = task.bodyOutput else { return }
+        let c = connection
+        let input = c.stream.input
+        while true {
+            if out.count >= ClientConnection.uploadHighWater {
+                c.stream.disableReading()
+                return
+            }
+            switch c.context.body {
+            case .done:
+                return
+            case .contentLength(let remaining):
+                let n = min(input.count, remaining)
+                if n == 0 {
+                    c.stream.enableReading()
+                    return
+                }
+                out.move(n, from: input)
+                if n == remaining { bodyFinished(task) } else { c.context.body = .contentLength(remaining: remaining - n) }
+            case .chunked:
+                if input.count == 0 {
+                    c.stream.enableReading()
+                    return
+                }
+                let step: ChunkedDecoder.Step
+                do {
+                    step = try ChunkedFrontView.step(&c.context.bodyDecoder, input)
+                } catch {
+                    return refuseBody(400, "request body: \(error.reason)", error.reason)
+                }
+                switch step {
+                case .needMore:
+                    c.stream.enableReading()
+                    return
+                case .framing(let n):
+                    input.drain(n)
+                case .data(let n):
+                    c.context.chunkedBodyBytes += n
+                    let limit = c.worker.settings.maxRequestBody
+                    if c.context.chunkedBodyBytes > limit {
+                        let reason = "chunked request body over the limit of \(limit) bytes"
+                        return refuseBody(413, reason, reason)
+                    }
+                    c.chunkWriter.reset()
+                    c.chunkWriter.appendChunkHeader(size: n)
+                    out.append(c.chunkWriter.bytes)
+                    out.move(n, from: input)
+                    out.append(ChunkedFraming.chunkEnd)
+                case .done(let n):
+                    input.drain(n)
+                    out.append(ChunkedFraming.lastChunk)
+                    bodyFinished(task)
+                }
+            }
+        }
+    }
+
+    private func bodyFinished(_ task: SessionTask) {
+        connection.context.body = .done
+        task.finishBody()
+        connection.stream.disableReading()
+    }
+
+    /// A body that cannot be forwarded: the exchange ends with an error, or a cut once the
+    /// answer has started.
+    private func refuseBody(_ status: Int, _ logged: String, _ reason: String) {
+        task?.cancel()
+        task = nil
+        if connection.context.responseStarted {
+            connection.worker.logger.notice("\(status) to \(connection.peer): \(logged)")
+            connection.send(.cut)
+        } else {
+            connection.reject(status, reason)
+        }
+    }
+
+    // MARK: - SessionTaskDelegate
+
+    func taskCanSendBody(_ task: SessionTask) { pumpRequestBody() }
+
+    func taskBodyDrained(_ task: SessionTask) { pumpRequestBody() }
+
+    func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {
+        let c = connection
+        guard c.request.version == .http11 else { return }
+        if head.status == 100 {
+            // Relay one 100 Continue, and only to a client that asked for it.
+            guard c.request.expectsContinue, !c.context.continueSent else { return }
+            c.context.continueSent = true
+            c.stream.output.append(LocalResponse.continueHead)
+            return
+        }
+        c.writer.reset()
+        ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: c.request.version,
+                                 viaName: c.worker.settings.viaName, upgrade: false, into: &c.writer)
+        c.stream.output.append(c.writer.bytes)
+    }
+
+    func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
+        let c = connection
+        if head.status == 101 {
+            self.task = nil
+            guard c.context.upgrading, let upgraded = task.takeUpgradedStream() else {
+                task.cancel()
+                return c.respond(502, "upstream \(c.context.upstreamName) switched protocols without being asked")
+            }
+            c.writer.reset()
+            ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: c.request.version,
+                                     viaName: c.worker.settings.viaName, upgrade: true, into: &c.writer)
+            c.stream.output.append(c.writer.bytes)
+            return ConnectHandler.startTunnel(upgraded, on: c)
+        }
+        if CacheFlow.takesResponse(head, on: c) {
+            c.context.framing = .none
+            return
+        }
+        c.noteResponse(head.status)
+        c.worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)
+        // Answered before the client's body is all in: the connection closes after this answer
+        // (the rest of the body would be read as a request), so the head says so.
+        if c.context.bodyPending { c.context.keepAlive = false }
+        let framing = c.request.method == .head ? .none
+            : ResponseHeadWriter.framing(for: head, clientVersion: c.request.version)
+        c.context.framing = framing
+        if framing == .untilClose { c.context.keepAlive = false }
+        c.writer.reset()
+        ResponseHeadWriter.write(head, framing: framing, keepAlive: c.context.keepAlive, clientVersion: c.request.version,
+                                 viaName: c.worker.settings.viaName, upgrade: false,
+                                 cacheStatus: c.context.cache?.status.serialized(), into: &c.writer)
+        c.stream.output.append(c.writer.bytes)
+        c.context.responseStarted = true
+    }
+
+    func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
+        let c = connection
+        guard c.context.responseStarted else {
+            // A revalidation answer the cache consumed: its body is not the client's.
+            return source.drain(count)
+        }
+        if let exchange = c.context.cache {
+            if exchange.tee(source, count: count) { waitForFollowers() }
+            if let w = exchange.writer { paceStore(w) }
+        }
+        c.noteBody(count, fromCache: false)
+        let out = c.stream.output
+        switch c.context.framing {
+        case .chunked:
+            c.chunkWriter.reset()
+            c.chunkWriter.appendChunkHeader(size: count)
+            out.append(c.chunkWriter.bytes)
+            out.move(count, from: source)
+            out.append(ChunkedFraming.chunkEnd)
+        case .contentLength, .untilClose:
+            out.move(count, from: source)
+        case .none:
+            source.drain(count)
+        }
+        if out.count > ClientConnection.outputHighWater, !gate.contains(.client) { pause(.client) }
+    }
+
+    func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
+        self.task = nil
+        gate = []
+        stallWatch?.cancel()
+        storePacer?.cancel()
+        let c = connection
+        if CacheFlow.taskCompleted(error: error, on: c) { return }
+        if let error {
+            c.worker.stats.add(Count.originError(error))
+            c.worker.logger.warning("\(error.status) for \(c.peer): \(error.message)")
+            // The client must not mistake a truncated body for a complete one.
+            if c.context.responseStarted { return c.send(.cut) }
+            return c.respond(error.status, error.message, bodyRead: true)
+        }
+        if c.context.framing == .chunked { c.stream.output.append(ChunkedFraming.lastChunk) }
+        if c.context.bodyPending { c.context.keepAlive = false }
+        c.send(.answered)
+    }
+}

@@ -1,0 +1,69 @@
+import HTTPWire
+import SessionClient
+
+/// What is left of a request's body to read from the client.
+enum RequestBody: Equatable {
+    case done
+    case contentLength(remaining: Int)
+    case chunked
+}
+
+/// Everything that belongs to one request on a client connection. The next request's head
+/// replaces it whole (`ConnectionMachine` on `headParsed`), so nothing of one request can leak
+/// into the next.
+struct RequestContext {
+    var request = RequestHead()
+    /// The body the client announced is owed: read exactly once, by the one exchange that forwards
+    /// it, or the connection closes after the answer. Never re-derived from the head, so no second
+    /// exchange can read the next request as a body.
+    var body = RequestBody.done
+    /// The body has gone (or is going) to an origin: it cannot be sent again.
+    var bodyForwarded = false
+    var bodyDecoder = ChunkedDecoder()
+    /// Decoded bytes of a chunked body, for `limits.max_request_body`.
+    var chunkedBodyBytes = 0
+    var keepAlive = true
+    /// The response head has gone to the client: from now on a failure can only be a cut.
+    var responseStarted = false
+    /// How the response body is framed for the client.
+    var framing = ClientFraming.none
+    var continueSent = false
+    /// A WebSocket upgrade was asked of the origin.
+    var upgrading = false
+    /// Where the request went, for messages; formatted only when one is written.
+    var upstream: OriginKey?
+    /// A background credential check's answer, kept while the request is routed again.
+    var authVerdict: ProxyAuthenticator.Verdict?
+    /// The cache's part in the request, if any.
+    var cache: CacheExchange?
+    var log = RequestLog()
+
+    init() {}
+
+    /// A new request whose head is already in `request`.
+    init(request: RequestHead, start: RequestStart, draining: Bool) {
+        self.request = request
+        body = start.body
+        keepAlive = start.keepAlive && !draining
+        log = RequestLog(start: start.at)
+    }
+
+    var bodyPending: Bool { body != .done }
+    var upstreamName: String { upstream?.description ?? "" }
+}
+
+/// What a request did, for the access log: noted as it happens, written once.
+struct RequestLog {
+    var start = 0.0
+    var status = 0
+    var bytes = 0
+    var cache: StaticString = "-"
+    var written = true
+
+    init() {}
+
+    init(start: Double) {
+        self.start = start
+        written = false
+    }
+}

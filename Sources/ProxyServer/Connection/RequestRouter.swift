@@ -1,0 +1,165 @@
+import CachePolicy
+import HTTPWire
+import LarderConfig
+import SessionClient
+
+/// Where a request goes: decided from its head and the settings alone, so every rule of routing
+/// is table-tested without a connection.
+struct RequestRouter {
+    var reverseOrigin: OriginKey?
+    var reverseHost: ReverseHost
+    var reverseAllowedHosts: [String]
+    var usesParentProxy: Bool
+    /// An intercepted CONNECT's destination: origin-form requests on its connection go there.
+    var interceptedOrigin: OriginKey?
+
+    /// A request to forward: where to connect, how to name the origin upstream, and under which
+    /// origin the cache keys it.
+    struct Destination {
+        var origin: OriginKey
+        var route: OutboundHead.Route
+        /// The target's path and query (no fragment), offsets into the request's target.
+        var path: Range<Int>
+        /// The origin as the cache key and rules name it (reverse mode keys on the Host it forwards).
+        var keyedAs: OriginKey
+        /// Checked against access rules and authentication before forwarding (forward proxying only).
+        var admit: (host: [UInt8], port: Int)?
+    }
+
+    enum Route {
+        /// Refused; the connection closes after the answer.
+        case reject(Int, String)
+        /// Refused or answered; the connection may go on.
+        case respond(Int, String, extraField: String?)
+        /// TRACE or OPTIONS with `Max-Forwards: 0`, and `OPTIONS *`.
+        case answerLocally
+        /// Reverse mode: a Host outside `reverse_allowed_hosts` (400, counted as a denied destination).
+        case unservedHost(String)
+        case purge(RequestTarget)
+        case connect(RequestTarget)
+        case forward(Destination)
+    }
+
+    func route(_ request: RequestHead, isPurge: Bool) -> Route {
+        if request.method == .connect {
+            if reverseOrigin != nil {
+                return .respond(405, "CONNECT is not available: this Larder is a reverse proxy for one origin",
+                                extraField: "Allow: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS")
+            }
+            switch Self.parseTarget(request) {
+            case .success(let t): return .connect(t)
+            case .failure(let error): return .reject(400, error.reason)
+            }
+        }
+        let target: RequestTarget
+        switch Self.parseTarget(request) {
+        case .success(let t): target = t
+        case .failure(let error): return .reject(error.requestStatus, error.reason)
+        }
+        let path = target.pathRange(targetLength: request.target.count)
+        if request.method == .other, isPurge { return .purge(target) }
+        if request.method == .trace || request.method == .options, OutboundHead.maxForwards(request) == 0 {
+            return .answerLocally
+        }
+        switch target.form {
+        case .asterisk:
+            return .answerLocally
+        case .authority:
+            return .reject(400, "authority-form target is only for CONNECT")
+        case .origin:
+            if let origin = interceptedOrigin {
+                let route = OutboundHead.Route(scheme: .https,
+                                               authority: authorityBytes(host: Array(origin.host.utf8), port: origin.port,
+                                                                         scheme: .https),
+                                               absoluteForm: false)
+                return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin, admit: nil))
+            }
+            guard let reverse = reverseOrigin else {
+                return .reject(400, "origin-form request: Larder is a forward proxy; send an absolute URI "
+                               + "(http://host/path), or configure reverse_origin")
+            }
+            return reverseRoute(to: reverse, request: request, target: target, path: path)
+        case .absolute:
+            // A reverse proxy serves its one origin: an absolute URI names a Host, never a destination.
+            if let reverse = reverseOrigin { return reverseRoute(to: reverse, request: request, target: target, path: path) }
+            if target.scheme == .https, usesParentProxy {
+                return .respond(501, "https:// requests through a parent proxy are not supported yet", extraField: nil)
+            }
+            let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
+            let route = OutboundHead.Route(scheme: target.scheme,
+                                           authority: authorityBytes(host: target.host, port: target.port,
+                                                                     scheme: target.scheme),
+                                           absoluteForm: usesParentProxy)
+            return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin,
+                                        admit: (target.host, target.port)))
+        }
+    }
+
+    static func parseTarget(_ request: RequestHead) -> Result<RequestTarget, HTTPWireError> {
+        let method = request.method
+        return request.headers.withBytes(request.target) { bytes in
+            do throws(HTTPWireError) {
+                return .success(try RequestTarget.parse(bytes, method: method))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    // MARK: - Reverse (accelerator) mode
+
+    /// Every request goes to `reverse_origin`. The Host the client names is checked against
+    /// `reverse_allowed_hosts`, and the cache keys on the Host actually sent upstream, so that one
+    /// client's `Host: evil.example` can never become another client's page.
+    private func reverseRoute(to reverse: OriginKey, request: RequestHead, target: RequestTarget,
+                              path: Range<Int>) -> Route {
+        let named: ReverseHostName?
+        switch Self.requestedHost(request, target) {
+        case .success(let n): named = n
+        case .failure(let problem): return .reject(400, problem.reason)
+        }
+        if !reverseAllowedHosts.isEmpty {
+            guard let named, reverseAllowedHosts.contains(where: { CacheRule.hostMatches($0, named.host) }) else {
+                return .unservedHost("Host \(named.map { String(decoding: $0.host, as: UTF8.self) } ?? "(none)") "
+                                     + "is not served here (reverse_allowed_hosts)")
+            }
+        }
+        let originAuthority = authorityBytes(host: Array(reverse.host.utf8), port: reverse.port, scheme: reverse.scheme)
+        var route = OutboundHead.Route(scheme: reverse.scheme, authority: originAuthority, absoluteForm: usesParentProxy)
+        var keyedAs = reverse
+        if reverseHost == .client, let named {
+            // Key and forward the same spelling: the default port elided in both (`site:80` is `site`).
+            let port = named.port ?? (reverse.scheme == .https ? 443 : 80)
+            route.host = authorityBytes(host: named.host, port: port, scheme: reverse.scheme)
+            keyedAs = OriginKey(scheme: reverse.scheme, host: String(decoding: named.host, as: UTF8.self), port: port)
+        }
+        return .forward(Destination(origin: reverse, route: route, path: path, keyedAs: keyedAs, admit: nil))
+    }
+
+    /// The host the client addressed: an absolute URI's authority (RFC 9112 §3.2.2: it overrides
+    /// Host), else the Host field, normalised as targets are. Nil for an HTTP/1.0 request without Host.
+    private static func requestedHost(_ request: RequestHead, _ target: RequestTarget) -> Result<ReverseHostName?, HostProblem> {
+        if target.form == .absolute {
+            let port = target.hasExplicitPort ? target.port : nil
+            return .success(ReverseHostName(host: target.host, port: port))
+        }
+        guard let i = request.headers.firstIndex(of: "host") else { return .success(nil) }
+        return request.headers.withBytes(request.headers.fields[i].value) { bytes -> Result<ReverseHostName?, HostProblem> in
+            if bytes.isEmpty { return .success(nil) }  // a target without authority (RFC 9112 §3.2)
+            guard let parsed = try? RequestTarget.parseHost(bytes) else {
+                return .failure(HostProblem(reason: "Host \(String(decoding: bytes, as: UTF8.self)) is not a host name or address"))
+            }
+            return .success(ReverseHostName(host: parsed.host, port: parsed.port))
+        }
+    }
+}
+
+struct HostProblem: Error {
+    var reason: String
+}
+
+/// The Host a client named: normalised name or address, and the port if one was given.
+struct ReverseHostName {
+    var host: [UInt8]
+    var port: Int?
+}

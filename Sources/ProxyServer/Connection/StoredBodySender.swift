@@ -1,0 +1,73 @@
+import CacheStore
+
+/// Sends a disk-stored body, a window at a time: each response keeps at most `window` bytes of it
+/// in memory, however many clients read large objects. Each chunk's checksum is checked the first
+/// time this response reads it.
+final class StoredBodySender {
+    unowned(unsafe) let connection: ClientConnection
+    /// Dropped at the end of the response, which lets go of the body's pin.
+    private var cursor: CachedBodyCursor?
+
+    /// Bytes of a disk-stored body queued per response; refilled as the socket drains (the stream
+    /// reports a drain at `outputHighWater / 4`, which is this).
+    static let window = ClientConnection.outputHighWater / 4
+
+    init(connection: ClientConnection, cursor: CachedBodyCursor) {
+        self.connection = connection
+        self.cursor = cursor
+    }
+
+    func send() {
+        let c = connection
+        let output = c.stream.output
+        while var cursor, output.count < StoredBodySender.window {
+            let room = StoredBodySender.window - output.count
+            let index = cursor.chunk
+            let verify = index > cursor.checkedThrough
+            let read = c.worker.cacheReader.withChunk(of: cursor.entry, index: index, verify: verify) { bytes in
+                let start = min(cursor.skip, bytes.count)
+                let take = min(bytes.count - start, cursor.remaining, room)
+                output.append(UnsafeRawBufferPointer(rebasing: bytes[start..<start + take]))
+                cursor.remaining -= take
+                if start + take == bytes.count {
+                    cursor.skip = 0
+                    cursor.chunk += 1
+                } else {
+                    cursor.skip = start + take
+                }
+            }
+            switch read {
+            case .delivered:
+                if verify { cursor.checkedThrough = index }
+            case .missing, .damaged:
+                // The entry was replaced or evicted mid-response, or its bytes are damaged (the cache
+                // logged that): the client must see a cut, not an end.
+                if read == .missing { c.worker.logger.warning("cached body vanished mid-response for \(c.peer); closing") }
+                self.cursor = nil
+                return c.send(.cut)
+            }
+            if cursor.remaining == 0 {
+                self.cursor = nil
+                return c.send(.answered)
+            }
+            self.cursor = cursor
+        }
+    }
+
+    /// The response is over (or cut): let go of the body now, not when this object goes.
+    func release() {
+        cursor = nil
+    }
+}
+
+/// Where a disk-stored body being sent has got to.
+struct CachedBodyCursor {
+    var entry: StoredResponse
+    /// Keeps the body's chunks readable until the cursor is dropped (the response ends).
+    var pin: BodyPin?
+    var chunk: Int
+    var skip: Int
+    var remaining: Int
+    /// The last chunk whose checksum was checked for this response.
+    var checkedThrough: Int
+}

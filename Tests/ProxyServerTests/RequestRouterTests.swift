@@ -1,0 +1,97 @@
+import HTTPWire
+import LarderConfig
+import SessionClient
+import Testing
+@testable import ProxyServer
+
+/// Where requests go, from their heads and the settings alone.
+@Suite struct RequestRouterTests {
+    static func head(_ text: String) -> RequestHead {
+        var head = RequestHead()
+        let bytes = Array((text + "\r\n\r\n").utf8)
+        _ = try? bytes.withUnsafeBytes { raw throws(HTTPWireError) in
+            try RequestParser.parse(raw, into: &head, limits: HeadLimits())
+        }
+        return head
+    }
+
+    static let forward = RequestRouter(reverseOrigin: nil, reverseHost: .client, reverseAllowedHosts: [],
+                                       usesParentProxy: false, interceptedOrigin: nil)
+    static let reverse = RequestRouter(reverseOrigin: OriginKey(scheme: .http, host: "10.0.0.9", port: 8080),
+                                       reverseHost: .client, reverseAllowedHosts: ["site.example", "*.site.example"],
+                                       usesParentProxy: false, interceptedOrigin: nil)
+
+    /// A route, in a word (and the status, or the cache's name for the origin).
+    static func summary(_ route: RequestRouter.Route) -> String {
+        switch route {
+        case .reject(let s, _): "reject \(s)"
+        case .respond(let s, _, _): "respond \(s)"
+        case .unservedHost: "unserved host"
+        case .answerLocally: "local"
+        case .purge: "purge"
+        case .connect(let t): "connect \(t.hostString):\(t.port)"
+        case .forward(let d): "forward \(d.origin) as \(d.keyedAs)\(d.admit == nil ? "" : " checked")"
+        }
+    }
+
+    struct Row: CustomTestStringConvertible, Sendable {
+        var name: String
+        var reverse = false
+        var head: String
+        var purge = false
+        var expected: String
+        var testDescription: String { name }
+    }
+
+    static let rows: [Row] = [
+        Row(name: "absolute URI: forwarded, access checked", head: "GET http://a.example/x HTTP/1.1\r\nHost: a.example",
+            expected: "forward a.example:80 as a.example:80 checked"),
+        Row(name: "CONNECT", head: "CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443", expected: "connect a.example:443"),
+        Row(name: "CONNECT to a reverse proxy", reverse: true, head: "CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443",
+            expected: "respond 405"),
+        Row(name: "origin form to a forward proxy", head: "GET /x HTTP/1.1\r\nHost: a.example", expected: "reject 400"),
+        Row(name: "authority form without CONNECT", head: "GET a.example:80 HTTP/1.1\r\nHost: a.example", expected: "reject 400"),
+        Row(name: "OPTIONS *", head: "OPTIONS * HTTP/1.1\r\nHost: a.example", expected: "local"),
+        Row(name: "TRACE with Max-Forwards: 0", head: "TRACE http://a.example/ HTTP/1.1\r\nHost: a.example\r\nMax-Forwards: 0",
+            expected: "local"),
+        Row(name: "TRACE with Max-Forwards: 1", head: "TRACE http://a.example/ HTTP/1.1\r\nHost: a.example\r\nMax-Forwards: 1",
+            expected: "forward a.example:80 as a.example:80 checked"),
+        Row(name: "PURGE", head: "PURGE http://a.example/x HTTP/1.1\r\nHost: a.example", purge: true, expected: "purge"),
+        Row(name: "reverse: origin form keyed on the client's Host", reverse: true,
+            head: "GET /x HTTP/1.1\r\nHost: site.example", expected: "forward 10.0.0.9:8080 as site.example:80"),
+        Row(name: "reverse: the default port is elided", reverse: true,
+            head: "GET /x HTTP/1.1\r\nHost: site.example:80", expected: "forward 10.0.0.9:8080 as site.example:80"),
+        Row(name: "reverse: a listed subdomain", reverse: true,
+            head: "GET /x HTTP/1.1\r\nHost: www.site.example", expected: "forward 10.0.0.9:8080 as www.site.example:80"),
+        Row(name: "reverse: an unlisted Host", reverse: true, head: "GET /x HTTP/1.1\r\nHost: evil.example",
+            expected: "unserved host"),
+        Row(name: "reverse: an absolute URI names a Host, not a destination", reverse: true,
+            head: "GET http://evil.example/x HTTP/1.1\r\nHost: site.example", expected: "unserved host"),
+        Row(name: "reverse: a Host that is not a host", reverse: true, head: "GET /x HTTP/1.1\r\nHost: a b",
+            expected: "reject 400"),
+    ]
+
+    @Test(arguments: rows) func routes(_ row: Row) {
+        let router = row.reverse ? Self.reverse : Self.forward
+        #expect(Self.summary(router.route(Self.head(row.head), isPurge: row.purge)) == row.expected)
+    }
+
+    @Test func httpsThroughAParentProxyIsNotSupportedYet() {
+        var router = Self.forward
+        router.usesParentProxy = true
+        #expect(Self.summary(router.route(Self.head("GET https://a.example/ HTTP/1.1\r\nHost: a.example"), isPurge: false))
+                == "respond 501")
+    }
+
+    @Test func originFormInsideAnInterceptedConnectGoesToItsDestination() {
+        var router = Self.forward
+        router.interceptedOrigin = OriginKey(scheme: .https, host: "b.example", port: 443)
+        #expect(Self.summary(router.route(Self.head("GET /y HTTP/1.1\r\nHost: b.example"), isPurge: false))
+                == "forward b.example:443 as b.example:443")
+    }
+
+    @Test func purgeIsRecognisedByItsMethodName() {
+        #expect(Purge.isPurge(Self.head("PURGE http://a.example/ HTTP/1.1\r\nHost: a.example")))
+        #expect(!Purge.isPurge(Self.head("GET http://a.example/ HTTP/1.1\r\nHost: a.example")))
+    }
+}
