@@ -23,6 +23,8 @@ struct ProxySettings: Sendable {
     var clientIdleTimeout: Double
     var session: SessionConfiguration
     var cache: CacheSetup
+    /// Where requests go, from the settings above (made once per configuration, not per request).
+    var router: RequestRouter
 
     /// Reads `auth.users_file` too: a missing or malformed file is a start-up error, or a rejected reload.
     static func load(_ config: Config, ownListeners: OwnListeners) throws(ProxyServer.StartError) -> ProxySettings {
@@ -85,5 +87,7 @@ struct ProxySettings: Sendable {
         s.trustExceptions = config.tls.trust.map { TrustException(hostPattern: $0.host, sha256: $0.sha256) }
         session = s
         cache = CacheSetup(config)
+        router = RequestRouter(reverseOrigin: reverseOrigin, reverseHost: reverseHost,
+                               reverseAllowedHosts: reverseAllowedHosts, usesParentProxy: s.parentProxy != nil)
     }
 }

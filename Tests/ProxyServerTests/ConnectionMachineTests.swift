@@ -36,18 +36,19 @@ import Testing
             perform(machine.handle(event, Levels(input: input, output: output)))
         }
 
-        mutating func perform(_ list: ActionList<Fake>) -> [String] {
+        mutating func perform(_ a: ConnectionActions) -> [String] {
             var names: [String] = []
-            for i in 0..<list.count {
-                let action = list[i]
-                names.append(Self.name(action))
-                switch action {
-                case .armDeadline(let s), .linger(let s): deadlineAt = clock.monotonic + s
-                case .cancelDeadline, .closeStream: deadlineAt = nil
-                case .endRequest: requestsEnded += 1
-                case .closed: closedReported += 1
-                default: break
+            for (step, name) in ConnectionSteps.inOrder where a.steps.contains(step) {
+                switch step {
+                case .armDeadline, .linger:
+                    names.append("\(name)(\(Int(a.seconds)))")
+                    deadlineAt = clock.monotonic + a.seconds
+                default:
+                    names.append(name)
                 }
+                if step == .cancelDeadline || step == .closeStream { deadlineAt = nil }
+                if step == .endRequest { requestsEnded += 1 }
+                if step == .closed { closedReported += 1 }
             }
             return names
         }
@@ -72,35 +73,6 @@ import Testing
         }
 
         var state: String { Self.name(machine.state) }
-
-        static func name(_ a: ConnectionAction<Fake>) -> String {
-            switch a {
-            case .readRequests: "readRequests"
-            case .route: "route"
-            case .enableReading: "enableReading"
-            case .disableReading: "disableReading"
-            case .discardInput: "discardInput"
-            case .pumpRequestBody: "pumpRequestBody"
-            case .clientCaughtUp: "clientCaughtUp"
-            case .sendStoredBody: "sendStoredBody"
-            case .pollFollower: "pollFollower"
-            case .armDeadline(let s): "armDeadline(\(Int(s)))"
-            case .cancelDeadline: "cancelDeadline"
-            case .endRequest: "endRequest"
-            case .release(.origin): "release(origin)"
-            case .release(.storedBody): "release(storedBody)"
-            case .release(.following): "release(following)"
-            case .cancelOpener: "cancelOpener"
-            case .closeTunnel: "closeTunnel"
-            case .flushThenClose: "flushThenClose"
-            case .linger(let s): "linger(\(Int(s)))"
-            case .startTLS: "startTLS"
-            case .answerTimeout: "answerTimeout"
-            case .reset: "reset"
-            case .closeStream: "closeStream"
-            case .closed: "closed"
-            }
-        }
 
         static func name(_ s: ConnectionState<Fake>) -> String {
             switch s {
@@ -251,7 +223,7 @@ import Testing
         #expect(d.send(.followingStarted(Follower())) == ["disableReading", "pollFollower"])
         #expect(d.state == "following")
         #expect(d.send(.clientDrained) == ["pollFollower"])
-        #expect(d.send(.cut) == ["reset", "release(following)"] + Self.closeActions)
+        #expect(d.send(.cut) == ["release(following)", "reset"] + Self.closeActions)
     }
 
     @Test func aFollowerWhoseResponseVariesFetchesAlone() {

@@ -16,10 +16,10 @@ import Testing
     }
 
     static let forward = RequestRouter(reverseOrigin: nil, reverseHost: .client, reverseAllowedHosts: [],
-                                       usesParentProxy: false, interceptedOrigin: nil)
+                                       usesParentProxy: false)
     static let reverse = RequestRouter(reverseOrigin: OriginKey(scheme: .http, host: "10.0.0.9", port: 8080),
                                        reverseHost: .client, reverseAllowedHosts: ["site.example", "*.site.example"],
-                                       usesParentProxy: false, interceptedOrigin: nil)
+                                       usesParentProxy: false)
 
     /// A route, in a word (and the status, or the cache's name for the origin).
     static func summary(_ route: RequestRouter.Route) -> String {
@@ -30,7 +30,7 @@ import Testing
         case .answerLocally: "local"
         case .purge: "purge"
         case .connect(let t): "connect \(t.hostString):\(t.port)"
-        case .forward(let d): "forward \(d.origin) as \(d.keyedAs)\(d.admit == nil ? "" : " checked")"
+        case .forward(let d): "forward \(d.origin) as \(d.keyedAs)\(d.checkAccess ? " checked" : "")"
         }
     }
 
@@ -73,20 +73,21 @@ import Testing
 
     @Test(arguments: rows) func routes(_ row: Row) {
         let router = row.reverse ? Self.reverse : Self.forward
-        #expect(Self.summary(router.route(Self.head(row.head), isPurge: row.purge)) == row.expected)
+        #expect(Self.summary(router.route(Self.head(row.head), interceptedOrigin: nil, isPurge: row.purge)) == row.expected)
     }
 
     @Test func httpsThroughAParentProxyIsNotSupportedYet() {
         var router = Self.forward
         router.usesParentProxy = true
-        #expect(Self.summary(router.route(Self.head("GET https://a.example/ HTTP/1.1\r\nHost: a.example"), isPurge: false))
+        #expect(Self.summary(router.route(Self.head("GET https://a.example/ HTTP/1.1\r\nHost: a.example"),
+                                          interceptedOrigin: nil, isPurge: false))
                 == "respond 501")
     }
 
     @Test func originFormInsideAnInterceptedConnectGoesToItsDestination() {
-        var router = Self.forward
-        router.interceptedOrigin = OriginKey(scheme: .https, host: "b.example", port: 443)
-        #expect(Self.summary(router.route(Self.head("GET /y HTTP/1.1\r\nHost: b.example"), isPurge: false))
+        let intercepted = OriginKey(scheme: .https, host: "b.example", port: 443)
+        #expect(Self.summary(Self.forward.route(Self.head("GET /y HTTP/1.1\r\nHost: b.example"),
+                                                interceptedOrigin: intercepted, isPurge: false))
                 == "forward b.example:443 as b.example:443")
     }
 

@@ -10,10 +10,10 @@ import Statistics
 enum CacheFlow {
     /// Before forwarding. True when the request was answered without a fetch of its own (a hit, a
     /// collapsed follower, a 504 for only-if-cached, a 400 for a bad policy header).
-    static func answers(_ destination: RequestRouter.Destination, on c: ClientConnection) -> Bool {
+    /// `request` is the connection's current request (passed in, so it is read without a copy).
+    static func answers(_ destination: RequestRouter.Destination, request: RequestHead, on c: ClientConnection) -> Bool {
         c.context.cache = nil
         let worker = c.worker
-        let request = c.request
         let named = destination.keyedAs
         let pathRange = destination.path
         let (primaryKey, path) = request.headers.withBytes(request.target) { t -> ([UInt8], [UInt8]) in
@@ -71,7 +71,7 @@ enum CacheFlow {
             c.noteLookup(stale ? .lookupStaleServed : .lookupHit)
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: stale ? "stale" : nil)
-            return serve(entry, exchange: exchange, now: now, on: c)
+            return serve(entry, exchange: exchange, request: request, now: now, on: c)
         case .serveStaleThenRevalidate:
             // Served stale now, refreshed for the next request.
             c.noteLookup(.lookupStaleServed)
@@ -82,7 +82,7 @@ enum CacheFlow {
                                         phase: .fetching)
             refresh.entry = entry
             refresh.facts = facts
-            if !serve(entry, exchange: exchange, now: now, on: c) { return false }
+            if !serve(entry, exchange: exchange, request: request, now: now, on: c) { return false }
             worker.refreshInBackground(refresh, request: request)
             return true
         case .revalidate(let m):
@@ -190,11 +190,11 @@ enum CacheFlow {
             worker.logger.notice("serving stale \(String(decoding: ex.primaryKey, as: UTF8.self)): \(error.message)")
             c.noteLookup(.lookupStaleServed)
             ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-if-error")
-            return serve(entry, exchange: ex, now: now, on: c)
+            return serve(entry, exchange: ex, request: c.request, now: now, on: c)
         case .revalidated:
             // Decided on the head; a failure after it does not matter to the client.
             guard let entry = ex.entry else { return false }
-            if !serve(entry, exchange: ex, now: worker.clock.wallSeconds, on: c) {
+            if !serve(entry, exchange: ex, request: c.request, now: worker.clock.wallSeconds, on: c) {
                 OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
             }
             return true
@@ -214,9 +214,9 @@ enum CacheFlow {
     /// Answers from `entry`: 304 for a satisfied client conditional, 206/416 for a range, else the
     /// stored response. False when the request must go to the origin after all (several ranges, a
     /// damaged or vanished body).
-    static func serve(_ entry: StoredResponse, exchange ex: CacheExchange, now: Int64, on c: ClientConnection) -> Bool {
+    static func serve(_ entry: StoredResponse, exchange ex: CacheExchange, request: RequestHead, now: Int64,
+                      on c: ClientConnection) -> Bool {
         let worker = c.worker
-        let request = c.request
         var range = RangeDecision.full
         if request.method == .get, request.headers.firstIndex(of: "range") != nil {
             range = RangeRequest.decide(request: request, length: entry.bodyLength, entry: entry.facts)

@@ -92,45 +92,54 @@ final class ClientConnection: StreamDelegate {
         perform(machine.handle(event, Levels(input: stream.input.count, output: stream.output.count)))
     }
 
-    private func perform(_ actions: ActionList<Live>) {
-        for i in 0..<actions.count { perform(actions[i]) }
-    }
-
-    private func perform(_ action: ConnectionAction<Live>) {
-        switch action {
-        case .readRequests: readRequests()
-        case .route: route()
-        case .enableReading: stream.enableReading()
-        case .disableReading: stream.disableReading()
-        case .discardInput: stream.input.drain(stream.input.count)
-        case .pumpRequestBody(let relay): relay.pumpRequestBody()
-        case .clientCaughtUp(let relay): relay.clientCaughtUp()
-        case .sendStoredBody(let sender): sender.send()
-        case .pollFollower(let follower): follower.progress()
-        case .armDeadline(let seconds): deadline?.schedule(after: seconds)
-        case .cancelDeadline: deadline?.cancel()
-        case .endRequest: endRequest()
-        case .release(.origin(let relay)): relay.release()
-        case .release(.storedBody(let sender)): sender.release()
-        case .release(.following(let follower)): follower.leave()
-        case .cancelOpener(let opener): opener.cancel()
-        case .closeTunnel(let tunnel): tunnel.close()
-        case .flushThenClose:
-            stream.disableReading()
-            stream.setWriteLowWatermark(0)
-        case .linger(let seconds):
+    /// Carries out an event's steps in their one order (see `ConnectionActions.Steps`).
+    private func perform(_ a: ConnectionActions) {
+        let steps = a.steps
+        if steps.isEmpty { return }
+        // The step names the kind of what was released.
+        if let released = a.released {
+            if steps.contains(.releaseOrigin) { unsafeDowncast(released, to: OriginRelay.self).release() }
+            if steps.contains(.releaseStoredBody) { unsafeDowncast(released, to: StoredBodySender.self).release() }
+            if steps.contains(.releaseFollower) { unsafeDowncast(released, to: CollapseFollower.self).leave() }
+            if steps.contains(.cancelOpener) { unsafeDowncast(released, to: TunnelOpener.self).cancel() }
+        }
+        if steps.contains(.reset) { stream.reset() }
+        if steps.contains(.endRequest) { endRequest() }
+        if steps.contains(.cancelDeadline) { deadline?.cancel() }
+        if steps.contains(.armDeadline) { deadline?.schedule(after: a.seconds) }
+        if steps.contains(.linger) {
             stream.input.drain(stream.input.count)
             stream.shutdownWriteWhenFlushed()
             stream.enableReading()
-            deadline?.schedule(after: seconds)
-        case .startTLS: ConnectHandler.continueInTLS(self)
-        case .answerTimeout: reject(408, "request head not received in time")
-        case .reset: stream.reset()
-        case .closeStream:
+            deadline?.schedule(after: a.seconds)
+        }
+        if steps.contains(.flushThenClose) {
+            stream.disableReading()
+            stream.setWriteLowWatermark(0)
+        }
+        if steps.contains(.closeTunnel), case .tunnelling(let tunnel) = machine.state { tunnel.close() }
+        if steps.contains(.closeStream) {
             deadline = nil
             stream.close()
-        case .closed: worker.connectionClosed(self)
         }
+        if steps.contains(.closed) { worker.connectionClosed(self) }
+        if steps.contains(.disableReading) { stream.disableReading() }
+        if steps.contains(.enableReading) { stream.enableReading() }
+        if steps.contains(.discardInput) { stream.input.drain(stream.input.count) }
+        if steps.contains(.startTLS) { ConnectHandler.continueInTLS(self) }
+        if steps.contains(.answerTimeout) { reject(408, "request head not received in time") }
+        if !steps.isDisjoint(with: [.pumpRequestBody, .clientCaughtUp, .sendStoredBody, .pollFollower]),
+           case .exchanging(let exchange) = machine.state {
+            switch exchange {
+            case .origin(let relay):
+                if steps.contains(.pumpRequestBody) { relay.pumpRequestBody() }
+                if steps.contains(.clientCaughtUp) { relay.clientCaughtUp() }
+            case .storedBody(let sender): sender.send()
+            case .following(let follower): follower.progress()
+            }
+        }
+        if steps.contains(.readRequests) { readRequests() }
+        if steps.contains(.route) { route() }
     }
 
     // MARK: - Stream events
@@ -220,11 +229,10 @@ final class ClientConnection: StreamDelegate {
         if case .contentLength(let n) = request.framing, n > worker.settings.maxRequestBody {
             return reject(413, "request body of \(n) bytes is over the limit of \(worker.settings.maxRequestBody)")
         }
-        let settings = worker.settings
-        let router = RequestRouter(reverseOrigin: settings.reverseOrigin, reverseHost: settings.reverseHost,
-                                   reverseAllowedHosts: settings.reverseAllowedHosts,
-                                   usesParentProxy: worker.session.usesParentProxy, interceptedOrigin: interceptedOrigin)
-        switch router.route(request, isPurge: Purge.isPurge(request)) {
+        // One copy of the head for everything that reads it while the request is routed.
+        let request = machine.context.request
+        let isPurge = request.method == .other && Purge.isPurge(request)
+        switch worker.settings.router.route(request, interceptedOrigin: interceptedOrigin, isPurge: isPurge) {
         case .reject(let status, let reason): reject(status, reason)
         case .respond(let status, let reason, let extraField): respond(status, reason, extraField: extraField)
         case .unservedHost(let reason):
@@ -234,9 +242,10 @@ final class ClientConnection: StreamDelegate {
         case .purge(let target): Purge.handle(target, on: self)
         case .connect(let target): ConnectHandler.handle(target, on: self)
         case .forward(let destination):
-            if let (host, port) = destination.admit, !AccessCheck.admits(host: host, port: port, on: self) { return }
+            if destination.checkAccess,
+               !AccessCheck.admits(host: destination.accessHost, port: destination.origin.port, on: self) { return }
             worker.hosts.count(destination.keyedAs.host)
-            if CacheFlow.answers(destination, on: self) { return }
+            if CacheFlow.answers(destination, request: request, on: self) { return }
             OriginRelay.forward(self, to: destination.origin, route: destination.route, path: destination.path)
         }
     }

@@ -108,41 +108,109 @@ struct RequestStart {
     var at: Double
 }
 
-/// What the connection is to do, in order.
-enum ConnectionAction<R: ConnectionResources> {
-    /// Parse buffered request heads (the state is `.readingHead`).
-    case readRequests
-    /// Decide where the current request goes.
-    case route
-    case enableReading
-    case disableReading
-    /// Lingering: drop what the client sent.
-    case discardInput
-    case pumpRequestBody(R.Origin)
-    /// The client's output fell to the low-water mark: the origin may be read again.
-    case clientCaughtUp(R.Origin)
-    case sendStoredBody(R.StoredBody)
-    case pollFollower(R.Follower)
-    case armDeadline(Double)
-    case cancelDeadline
-    /// Write the access-log line (once) and let go of the cache's part in the request.
-    case endRequest
-    /// Let go of what answered the request (cancel, leave, unpin).
-    case release(Exchange<R>)
-    case cancelOpener(R.Opener)
-    case closeTunnel(R.Tunnel)
-    /// Stop reading; close once the output is written.
-    case flushThenClose
-    /// Shut our side once flushed; read and drop for up to that many seconds.
-    case linger(Double)
-    case startTLS
-    /// A head did not arrive in time: answer 408.
-    case answerTimeout
+/// The steps an event can ask of a connection; see `ConnectionActions`.
+struct ConnectionSteps: OptionSet {
+    let rawValue: UInt32
+    /// Let go of what answered the request (cancel, leave, unpin): `released`, of the kind the
+    /// step names.
+    static let releaseOrigin = ConnectionSteps(rawValue: 1 << 0)
+    static let releaseStoredBody = ConnectionSteps(rawValue: 1 << 22)
+    static let releaseFollower = ConnectionSteps(rawValue: 1 << 23)
+    /// Cancel the CONNECT being opened: `released`.
+    static let cancelOpener = ConnectionSteps(rawValue: 1 << 1)
     /// End with a reset.
-    case reset
-    case closeStream
+    static let reset = ConnectionSteps(rawValue: 1 << 2)
+    /// Write the access-log line (once) and let go of the cache's part in the request.
+    static let endRequest = ConnectionSteps(rawValue: 1 << 3)
+    static let cancelDeadline = ConnectionSteps(rawValue: 1 << 4)
+    /// Run the timer for `seconds`.
+    static let armDeadline = ConnectionSteps(rawValue: 1 << 5)
+    /// Shut our side once flushed; read and drop for up to `seconds`.
+    static let linger = ConnectionSteps(rawValue: 1 << 6)
+    /// Stop reading; close once the output is written.
+    static let flushThenClose = ConnectionSteps(rawValue: 1 << 7)
+    /// The tunnel closes both streams and reports back (`tunnelClosed`).
+    static let closeTunnel = ConnectionSteps(rawValue: 1 << 8)
+    static let closeStream = ConnectionSteps(rawValue: 1 << 9)
     /// Tell the worker the connection is gone.
-    case closed
+    static let closed = ConnectionSteps(rawValue: 1 << 10)
+    static let disableReading = ConnectionSteps(rawValue: 1 << 11)
+    static let enableReading = ConnectionSteps(rawValue: 1 << 12)
+    /// Lingering: drop what the client sent.
+    static let discardInput = ConnectionSteps(rawValue: 1 << 13)
+    static let startTLS = ConnectionSteps(rawValue: 1 << 14)
+    /// A head did not arrive in time: answer 408.
+    static let answerTimeout = ConnectionSteps(rawValue: 1 << 15)
+    /// Move the client's body on to the origin.
+    static let pumpRequestBody = ConnectionSteps(rawValue: 1 << 16)
+    /// The client's output fell to the low-water mark: the origin may be read again.
+    static let clientCaughtUp = ConnectionSteps(rawValue: 1 << 17)
+    static let sendStoredBody = ConnectionSteps(rawValue: 1 << 18)
+    static let pollFollower = ConnectionSteps(rawValue: 1 << 19)
+    /// Parse buffered request heads (the state is `.readingHead`).
+    static let readRequests = ConnectionSteps(rawValue: 1 << 20)
+    /// Decide where the current request goes.
+    static let route = ConnectionSteps(rawValue: 1 << 21)
+
+    /// Every step, in the order they are carried out.
+    static let inOrder: [(ConnectionSteps, String)] = [
+        (.releaseOrigin, "release(origin)"), (.releaseStoredBody, "release(storedBody)"),
+        (.releaseFollower, "release(following)"), (.cancelOpener, "cancelOpener"), (.reset, "reset"), (.endRequest, "endRequest"),
+        (.cancelDeadline, "cancelDeadline"), (.armDeadline, "armDeadline"), (.linger, "linger"),
+        (.flushThenClose, "flushThenClose"), (.closeTunnel, "closeTunnel"), (.closeStream, "closeStream"),
+        (.closed, "closed"), (.disableReading, "disableReading"), (.enableReading, "enableReading"),
+        (.discardInput, "discardInput"), (.startTLS, "startTLS"), (.answerTimeout, "answerTimeout"),
+        (.pumpRequestBody, "pumpRequestBody"), (.clientCaughtUp, "clientCaughtUp"),
+        (.sendStoredBody, "sendStoredBody"), (.pollFollower, "pollFollower"), (.readRequests, "readRequests"),
+        (.route, "route"),
+    ]
+}
+
+/// What the connection is to do. An event's steps are carried out in the order
+/// `ConnectionSteps.inOrder` lists them (which every transition is written for), on the state the
+/// machine is in afterwards; the resources they act on are taken from that state, or from
+/// `released` for what it just left.
+///
+/// Not generic, and holding resources as plain references: a value returned for every event must
+/// not be copied and destroyed through run-time generic witnesses (they cost hundreds of
+/// instructions per request).
+struct ConnectionActions {
+    var steps: ConnectionSteps = []
+    /// For `armDeadline` and `linger`.
+    var seconds = 0.0
+    /// For the `release…` step: the exchange's resource; for `cancelOpener`: the opener.
+    var released: AnyObject?
+
+    mutating func insert(_ step: ConnectionSteps) { steps.insert(step) }
+
+    mutating func arm(_ seconds: Double) {
+        steps.insert(.armDeadline)
+        self.seconds = seconds
+    }
+
+    mutating func linger(_ seconds: Double) {
+        steps.insert(.linger)
+        self.seconds = seconds
+    }
+
+    mutating func release<R>(_ exchange: Exchange<R>) {
+        switch exchange {
+        case .origin(let o):
+            steps.insert(.releaseOrigin)
+            released = o
+        case .storedBody(let b):
+            steps.insert(.releaseStoredBody)
+            released = b
+        case .following(let f):
+            steps.insert(.releaseFollower)
+            released = f
+        }
+    }
+
+    mutating func cancel(_ opener: AnyObject) {
+        steps.insert(.cancelOpener)
+        released = opener
+    }
 }
 
 /// The buffered bytes each way, when an event arrives.
@@ -195,37 +263,37 @@ struct ConnectionMachine<R: ConnectionResources> {
         }
     }
 
-    mutating func handle(_ event: ConnectionEvent<R>, _ levels: Levels) -> ActionList<R> {
-        var a = ActionList<R>()
+    mutating func handle(_ event: ConnectionEvent<R>, _ levels: Levels) -> ConnectionActions {
+        var a = ConnectionActions()
         switch event {
         case .opened(let refused):
             if refused {
                 linger(Self.refusalLinger, &a)
             } else {
                 state = .readingHead(.timed(forHead: true))
-                a.append(.armDeadline(timing.head))
-                a.append(.enableReading)
+                a.arm(timing.head)
+                a.insert(.enableReading)
             }
         case .clientReadable:
             switch state {
-            case .readingHead: a.append(.readRequests)
-            case .exchanging(.origin(let o)) where context.bodyPending: a.append(.pumpRequestBody(o))
-            case .closing(.lingering): a.append(.discardInput)
-            case .exchanging, .routing, .connecting, .intercepting, .closing(.flushing): a.append(.disableReading)
+            case .readingHead: a.insert(.readRequests)
+            case .exchanging(.origin) where context.bodyPending: a.insert(.pumpRequestBody)
+            case .closing(.lingering): a.insert(.discardInput)
+            case .exchanging, .routing, .connecting, .intercepting, .closing(.flushing): a.insert(.disableReading)
             case .tunnelling, .closed: break
             }
         case .clientDrained:
             switch state {
-            case .intercepting where levels.output == 0: a.append(.startTLS)
+            case .intercepting where levels.output == 0: a.insert(.startTLS)
             case .closing(.flushing) where levels.output == 0: close(&a)
             case .readingHead(.afterFlush) where levels.output == 0: waitForHead(levels, &a)
             case .readingHead(.pausedForOutput):
                 state = .readingHead(.timed(forHead: true))
-                a.append(.enableReading)
-                a.append(.readRequests)
-            case .exchanging(.storedBody(let b)): a.append(.sendStoredBody(b))
-            case .exchanging(.following(let f)): a.append(.pollFollower(f))
-            case .exchanging(.origin(let o)) where levels.output <= timing.lowWater: a.append(.clientCaughtUp(o))
+                a.insert(.enableReading)
+                a.insert(.readRequests)
+            case .exchanging(.storedBody): a.insert(.sendStoredBody)
+            case .exchanging(.following): a.insert(.pollFollower)
+            case .exchanging(.origin) where levels.output <= timing.lowWater: a.insert(.clientCaughtUp)
             default: break
             }
         case .clientEnded:
@@ -252,64 +320,64 @@ struct ConnectionMachine<R: ConnectionResources> {
                 } else if levels.input == 0 {
                     close(&a)  // idle, or never sent a byte: nothing to answer
                 } else {
-                    a.append(.answerTimeout)
+                    a.insert(.answerTimeout)
                 }
             default:
                 break
             }
         case .headParsed(let start):
             guard isReadingHead else { break }
-            context = RequestContext(request: context.request, start: start, draining: draining)
+            context.begin(start, draining: draining)
             state = .routing
-            a.append(.cancelDeadline)
-            a.append(.route)
+            a.insert(.cancelDeadline)
+            a.insert(.route)
         case .checkPending:
-            a.append(.disableReading)
+            a.insert(.disableReading)
         case .checkFinished:
-            if case .routing = state { a.append(.route) }
+            if case .routing = state { a.insert(.route) }
         case .answered:
             finish(levels, &a)
         case .refused:
             leaveExchange(&a)
-            a.append(.endRequest)
+            a.insert(.endRequest)
             linger(Self.rejectionLinger, &a)
         case .cut:
-            a.append(.reset)
+            a.insert(.reset)
             close(&a)
         case .originStarted(let o, let sendsBody):
             leaveExchange(&a)
             state = .exchanging(.origin(o))
-            a.append(sendsBody ? .enableReading : .disableReading)
+            a.insert(sendsBody ? .enableReading : .disableReading)
         case .storedBodyStarted(let b):
             leaveExchange(&a)
             state = .exchanging(.storedBody(b))
-            a.append(.disableReading)
-            a.append(.sendStoredBody(b))
+            a.insert(.disableReading)
+            a.insert(.sendStoredBody)
         case .followingStarted(let f):
             leaveExchange(&a)
             state = .exchanging(.following(f))
-            a.append(.disableReading)
-            a.append(.pollFollower(f))
+            a.insert(.disableReading)
+            a.insert(.pollFollower)
         case .connectStarted(let opener):
             state = .connecting(opener)
-            a.append(.disableReading)
+            a.insert(.disableReading)
         case .tunnelStarted(let t):
             leaveExchange(&a)
             state = .tunnelling(t)
-            a.append(.endRequest)
-            a.append(.cancelDeadline)
+            a.insert(.endRequest)
+            a.insert(.cancelDeadline)
         case .tunnelClosed:
             state = .closed
-            a.append(.closed)
+            a.insert(.closed)
         case .intercepted:
             state = .intercepting
-            a.append(.disableReading)
-            a.append(.endRequest)
+            a.insert(.disableReading)
+            a.insert(.endRequest)
         case .tlsStarted:
             state = .readingHead(.timed(forHead: true))
             context.keepAlive = true
-            a.append(.armDeadline(timing.head))
-            a.append(.enableReading)
+            a.arm(timing.head)
+            a.insert(.enableReading)
         case .closeAfterAnswer:
             leaveExchange(&a)
             flushThenClose(levels, &a)
@@ -323,20 +391,20 @@ struct ConnectionMachine<R: ConnectionResources> {
     }
 
     /// The client reads no more answers: stop reading its requests until it does.
-    mutating func pauseForOutput() -> ActionList<R> {
-        var a = ActionList<R>()
+    mutating func pauseForOutput() -> ConnectionActions {
+        var a = ConnectionActions()
         guard isReadingHead else { return a }
         state = .readingHead(.pausedForOutput)
-        a.append(.disableReading)
+        a.insert(.disableReading)
         return a
     }
 
     /// Part of a head is in: the head timer runs, unless it already does.
-    mutating func headIncomplete() -> ActionList<R> {
-        var a = ActionList<R>()
+    mutating func headIncomplete() -> ConnectionActions {
+        var a = ConnectionActions()
         if case .readingHead(let wait) = state, wait != .timed(forHead: true) {
             state = .readingHead(.timed(forHead: true))
-            a.append(.armDeadline(timing.head))
+            a.arm(timing.head)
         }
         return a
     }
@@ -344,9 +412,9 @@ struct ConnectionMachine<R: ConnectionResources> {
     // MARK: - Transitions shared by several events
 
     /// The answer is queued: read the next request, or close.
-    private mutating func finish(_ levels: Levels, _ a: inout ActionList<R>) {
+    private mutating func finish(_ levels: Levels, _ a: inout ConnectionActions) {
         leaveExchange(&a)
-        a.append(.endRequest)
+        a.insert(.endRequest)
         if context.bodyPending {
             // A body the client still owes would be read as its next request.
             context.keepAlive = false
@@ -358,97 +426,61 @@ struct ConnectionMachine<R: ConnectionResources> {
             return
         }
         waitForHead(levels, &a)
-        a.append(.enableReading)
-        if levels.input > 0 { a.append(.readRequests) }
+        a.insert(.enableReading)
+        if levels.input > 0 { a.insert(.readRequests) }
     }
 
-    private mutating func waitForHead(_ levels: Levels, _ a: inout ActionList<R>) {
+    private mutating func waitForHead(_ levels: Levels, _ a: inout ConnectionActions) {
         if levels.input == 0, levels.output > 0 {
             state = .readingHead(.afterFlush)
         } else {
             let forHead = levels.input > 0
             state = .readingHead(.timed(forHead: forHead))
-            a.append(.armDeadline(forHead ? timing.head : timing.idle))
+            a.arm(forHead ? timing.head : timing.idle)
         }
     }
 
-    private mutating func leaveExchange(_ a: inout ActionList<R>) {
+    private mutating func leaveExchange(_ a: inout ConnectionActions) {
         if case .exchanging(let e) = state {
             state = .routing
-            a.append(.release(e))
+            a.release(e)
         }
     }
 
-    private mutating func flushThenClose(_ levels: Levels, _ a: inout ActionList<R>) {
+    private mutating func flushThenClose(_ levels: Levels, _ a: inout ConnectionActions) {
         if levels.output == 0 {
             close(&a)
             return
         }
         state = .closing(.flushing)
-        a.append(.cancelDeadline)
-        a.append(.flushThenClose)
+        a.insert(.cancelDeadline)
+        a.insert(.flushThenClose)
     }
 
-    private mutating func linger(_ seconds: Double, _ a: inout ActionList<R>) {
+    private mutating func linger(_ seconds: Double, _ a: inout ConnectionActions) {
         state = .closing(.lingering)
-        a.append(.linger(seconds))
+        a.linger(seconds)
     }
 
-    private mutating func close(_ a: inout ActionList<R>) {
+    private mutating func close(_ a: inout ConnectionActions) {
         switch state {
         case .closed:
             return
-        case .tunnelling(let t):
+        case .tunnelling:
             // The tunnel closes both streams and reports back (`tunnelClosed`).
-            a.append(.closeTunnel(t))
+            a.insert(.closeTunnel)
             return
         case .exchanging(let e):
-            a.append(.release(e))
+            a.release(e)
         case .connecting(let opener):
-            a.append(.cancelOpener(opener))
+            a.cancel(opener)
         default:
             break
         }
         state = .closed
-        a.append(.endRequest)
-        a.append(.cancelDeadline)
-        a.append(.closeStream)
-        a.append(.closed)
-    }
-}
-
-/// A few actions, kept inline: an event's actions cost no allocation.
-struct ActionList<R: ConnectionResources> {
-    private var items: (ConnectionAction<R>?, ConnectionAction<R>?, ConnectionAction<R>?, ConnectionAction<R>?,
-                        ConnectionAction<R>?, ConnectionAction<R>?, ConnectionAction<R>?, ConnectionAction<R>?)
-        = (nil, nil, nil, nil, nil, nil, nil, nil)
-    private(set) var count = 0
-
-    mutating func append(_ action: ConnectionAction<R>) {
-        switch count {
-        case 0: items.0 = action
-        case 1: items.1 = action
-        case 2: items.2 = action
-        case 3: items.3 = action
-        case 4: items.4 = action
-        case 5: items.5 = action
-        case 6: items.6 = action
-        case 7: items.7 = action
-        default: preconditionFailure("more than eight actions for one event")
-        }
-        count += 1
-    }
-
-    subscript(i: Int) -> ConnectionAction<R> {
-        switch i {
-        case 0: return items.0!
-        case 1: return items.1!
-        case 2: return items.2!
-        case 3: return items.3!
-        case 4: return items.4!
-        case 5: return items.5!
-        case 6: return items.6!
-        default: return items.7!
-        }
+        a.insert(.endRequest)
+        a.insert(.cancelDeadline)
+        a.insert(.closeStream)
+        a.insert(.closed)
     }
 }

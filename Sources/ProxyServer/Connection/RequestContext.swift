@@ -40,12 +40,18 @@ struct RequestContext {
 
     init() {}
 
-    /// A new request whose head is already in `request`.
-    init(request: RequestHead, start: RequestStart, draining: Bool) {
-        self.request = request
+    private init(start: RequestStart, draining: Bool) {
         body = start.body
         keepAlive = start.keepAlive && !draining
         log = RequestLog(start: start.at)
+    }
+
+    /// A new request, whose head is already in `request`: everything else is replaced in one
+    /// assignment (the head is moved across, not copied).
+    mutating func begin(_ start: RequestStart, draining: Bool) {
+        var next = RequestContext(start: start, draining: draining)
+        swap(&next.request, &request)
+        self = next
     }
 
     var bodyPending: Bool { body != .done }

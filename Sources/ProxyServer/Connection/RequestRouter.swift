@@ -10,8 +10,6 @@ struct RequestRouter {
     var reverseHost: ReverseHost
     var reverseAllowedHosts: [String]
     var usesParentProxy: Bool
-    /// An intercepted CONNECT's destination: origin-form requests on its connection go there.
-    var interceptedOrigin: OriginKey?
 
     /// A request to forward: where to connect, how to name the origin upstream, and under which
     /// origin the cache keys it.
@@ -22,8 +20,10 @@ struct RequestRouter {
         var path: Range<Int>
         /// The origin as the cache key and rules name it (reverse mode keys on the Host it forwards).
         var keyedAs: OriginKey
-        /// Checked against access rules and authentication before forwarding (forward proxying only).
-        var admit: (host: [UInt8], port: Int)?
+        /// Checked against access rules and authentication before forwarding (forward proxying only),
+        /// with the target's host as bytes.
+        var checkAccess = false
+        var accessHost: [UInt8] = []
     }
 
     enum Route {
@@ -40,7 +40,9 @@ struct RequestRouter {
         case forward(Destination)
     }
 
-    func route(_ request: RequestHead, isPurge: Bool) -> Route {
+    /// `interceptedOrigin`: an intercepted CONNECT's destination; origin-form requests on its
+    /// connection go there.
+    func route(_ request: RequestHead, interceptedOrigin: OriginKey?, isPurge: Bool) -> Route {
         if request.method == .connect {
             if reverseOrigin != nil {
                 return .respond(405, "CONNECT is not available: this Larder is a reverse proxy for one origin",
@@ -72,7 +74,7 @@ struct RequestRouter {
                                                authority: authorityBytes(host: Array(origin.host.utf8), port: origin.port,
                                                                          scheme: .https),
                                                absoluteForm: false)
-                return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin, admit: nil))
+                return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin))
             }
             guard let reverse = reverseOrigin else {
                 return .reject(400, "origin-form request: Larder is a forward proxy; send an absolute URI "
@@ -91,7 +93,7 @@ struct RequestRouter {
                                                                      scheme: target.scheme),
                                            absoluteForm: usesParentProxy)
             return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin,
-                                        admit: (target.host, target.port)))
+                                        checkAccess: true, accessHost: target.host))
         }
     }
 
@@ -133,7 +135,7 @@ struct RequestRouter {
             route.host = authorityBytes(host: named.host, port: port, scheme: reverse.scheme)
             keyedAs = OriginKey(scheme: reverse.scheme, host: String(decoding: named.host, as: UTF8.self), port: port)
         }
-        return .forward(Destination(origin: reverse, route: route, path: path, keyedAs: keyedAs, admit: nil))
+        return .forward(Destination(origin: reverse, route: route, path: path, keyedAs: keyedAs))
     }
 
     /// The host the client addressed: an absolute URI's authority (RFC 9112 §3.2.2: it overrides
