@@ -16,7 +16,7 @@ extension ClientConnection {
         }
         let allowed = worker.settings.reverseAllowedHosts
         if !allowed.isEmpty {
-            guard let named, allowed.contains(where: { CacheRule.hostMatches($0, named.host) }) else {
+            guard let named, allowed.contains(where: { $0.matches(named.host) }) else {
                 worker.stats.add(.deniedDestination)
                 respondAndContinue(400, "Host \(named.map { String(decoding: $0.host, as: UTF8.self) } ?? "(none)") "
                                    + "is not served here (reverse_allowed_hosts)")
