@@ -35,7 +35,7 @@ let package = Package(
         // Pure: the documented cache policy and RFC 9111 as decisions; no I/O, no clock.
         .target(name: "CachePolicy", dependencies: ["HTTPWire"], swiftSettings: strict),
         // Thin wrappers over libevent, and OpenSSL: TLS streams, contexts, certificates.
-        .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "Locking"], swiftSettings: strict),
+        .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "HTTPWire", "Locking"], swiftSettings: strict),
         // The cache: LMDB on disk, a memory tier in front, one writer thread.
         .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "HTTPWire", "Locking"], swiftSettings: strict),
         // The outbound session client, modelled on NSURLSession.

@@ -4,7 +4,7 @@ public struct CacheRule: Sendable, Equatable {
     /// nil matches both.
     public var scheme: String?
     /// `example.com` exactly, `*.example.com` for any subdomain (not the domain itself), `*` for any.
-    public var host: String?
+    public var host: HostPattern?
     /// Path prefix, e.g. `/static/`; nil matches all.
     public var pathPrefix: String?
     /// Response statuses this rule's storage policy applies to; empty matches all.
@@ -16,7 +16,7 @@ public struct CacheRule: Sendable, Equatable {
     public var storagePolicy: StoragePolicy?
     public var freshness: FreshnessOverride?
 
-    public init(scheme: String? = nil, host: String? = nil, pathPrefix: String? = nil, statuses: [Int] = [],
+    public init(scheme: String? = nil, host: HostPattern? = nil, pathPrefix: String? = nil, statuses: [Int] = [],
                 contentTypePrefix: String? = nil, requestPolicy: RequestCachePolicy? = nil,
                 storagePolicy: StoragePolicy? = nil, freshness: FreshnessOverride? = nil) {
         self.scheme = scheme; self.host = host; self.pathPrefix = pathPrefix; self.statuses = statuses
@@ -59,7 +59,7 @@ extension CacheRule {
     /// Scheme (case-insensitive), host pattern, path prefix (byte-exact).
     func matchesURL(scheme: String, host: [UInt8], path: UnsafeRawBufferPointer) -> Bool {
         if let ruleScheme = self.scheme, !Self.equalIgnoringCase(ruleScheme.utf8, scheme.utf8) { return false }
-        if let pattern = self.host, !Self.hostMatches(pattern, host) { return false }
+        if let pattern = self.host, !pattern.matches(host) { return false }
         if let prefix = pathPrefix {
             var i = 0
             for b in prefix.utf8 {
@@ -82,19 +82,6 @@ extension CacheRule {
             }
         }
         return true
-    }
-
-    /// `*` any host; `*.example.com` any subdomain of example.com (not example.com itself);
-    /// otherwise the exact name, case-insensitively.
-    public static func hostMatches(_ pattern: String, _ host: [UInt8]) -> Bool {
-        let utf8 = pattern.utf8
-        if utf8.count == 1, utf8.first == 0x2A { return true }
-        if utf8.count >= 2, utf8.first == 0x2A, utf8.dropFirst().first == 0x2E {
-            let suffix = utf8.dropFirst()  // ".example.com"
-            guard host.count > suffix.count else { return false }
-            return equalIgnoringCase(suffix, host[(host.count - suffix.count)...])
-        }
-        return equalIgnoringCase(utf8, host)
     }
 
     static func equalIgnoringCase<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {

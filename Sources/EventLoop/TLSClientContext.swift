@@ -1,6 +1,7 @@
 @preconcurrency import CLibevent
 import COpenSSL
 import Glibc
+import HTTPWire
 
 extension TLSClientContext {
     /// Decrypted bytes OpenSSL holds for a TLS bufferevent that it has not handed over yet.
@@ -15,7 +16,7 @@ extension TLSClientContext {
 public final class TLSClientContext: @unchecked Sendable {
     let ctx: OpaquePointer
     /// Per-host exceptions: hosts matching a pattern are accepted on their pinned fingerprint alone.
-    let pins: [(pattern: String, sha256: String)]
+    let pins: [(pattern: HostPattern, sha256: String)]
     /// The last resumable session per origin (`host:port`), offered on the next connection there.
     /// One context serves one loop, so no lock.
     private var sessions: [String: OpaquePointer] = [:]
@@ -27,9 +28,10 @@ public final class TLSClientContext: @unchecked Sendable {
     /// - Parameters:
     ///   - minimumVersion, maximumVersion: "1.2" or "1.3".
     ///   - caFile: PEM bundle; nil uses OpenSSL's default verify paths (the system store).
-    ///   - pins: host patterns (`name` or `*.suffix`) and the SHA-256 (hex) of the certificate accepted for them.
+    ///   - pins: host patterns and the SHA-256 (hex) of the certificate accepted for them; the first
+    ///     pattern that matches a host decides.
     public init(minimumVersion: String = "1.2", maximumVersion: String = "1.3", caFile: String? = nil,
-                pins: [(pattern: String, sha256: String)] = []) throws(SetupError) {
+                pins: [(pattern: HostPattern, sha256: String)] = []) throws(SetupError) {
         guard let c = SSL_CTX_new(TLS_client_method()) else { throw SetupError(description: "SSL_CTX_new failed") }
         ctx = c
         self.pins = pins
@@ -59,14 +61,7 @@ public final class TLSClientContext: @unchecked Sendable {
 
     /// The fingerprint pinned for `host`, if a trust exception covers it.
     public func pinnedFingerprint(for host: String) -> String? {
-        let h = host.lowercased()
-        for pin in pins {
-            if pin.pattern == h { return pin.sha256 }
-            if pin.pattern.hasPrefix("*."), h.hasSuffix(pin.pattern.dropFirst()), h.count > pin.pattern.count - 1 {
-                return pin.sha256
-            }
-        }
-        return nil
+        pins.first { $0.pattern.matches(host) }?.sha256
     }
 
     /// Keeps (a copy of) `stream`'s session, if it can be resumed, for the next connection to `origin`.

@@ -1,3 +1,5 @@
+import HTTPWire
+
 /// Everything Larder can be told, with the built-in defaults. `Config/larder.yaml` documents each key;
 /// the loader fills this from the file, then `LARDER_…` environment variables, then command-line flags.
 public struct Config: Sendable, Equatable {
@@ -21,7 +23,7 @@ public struct Config: Sendable, Equatable {
     /// `reverse_host`: the `Host` reverse mode sends upstream, and keys the cache on.
     public var reverseHost: ReverseHost = .client
     /// `reverse_allowed_hosts`: the `Host` values reverse mode answers (empty: any); others get 400.
-    public var reverseAllowedHosts: [String] = []
+    public var reverseAllowedHosts: [HostPattern] = []
     /// Ports CONNECT may reach (`connect_ports`).
     public var connectPorts: [Int] = [443]
     /// Clients allowed to send `PURGE` to the proxy port (`purge_allowed_from`).
@@ -56,7 +58,7 @@ public struct Config: Sendable, Equatable {
         /// The realm named in `Proxy-Authenticate`.
         public var realm: String = "Larder"
         /// Destination host patterns that need authentication (`*` for every destination).
-        public var destinations: [String] = ["*"]
+        public var destinations: [HostPattern] = [.any]
         /// Password checks waiting or running at once, over all clients (`auth.max_pending_checks`);
         /// a request with an unseen credential beyond it gets `429`.
         public var maxPendingChecks: Int = 32
@@ -86,7 +88,7 @@ public struct Config: Sendable, Equatable {
         public var trust: [TrustException] = []
         /// `tls.intercept`: CONNECT destinations (host patterns) whose TLS Larder terminates, so their
         /// requests go through the cache. Empty: interception off.
-        public var intercept: [String] = []
+        public var intercept: [HostPattern] = []
         /// `tls.intercept_ca_certificate` / `tls.intercept_ca_key`: the CA that signs minted certificates;
         /// unset: Larder's own, generated under `cache_dir/ca` on first use.
         public var interceptCACertificate: String?
@@ -101,9 +103,9 @@ public struct Config: Sendable, Equatable {
     /// Accept an origin's certificate for hosts matching `host` when its SHA-256 fingerprint is
     /// `sha256` (lowercase hex), whatever its chain, name or dates say.
     public struct TrustException: Sendable, Equatable {
-        public var host: String
+        public var host: HostPattern
         public var sha256: String
-        public init(host: String, sha256: String) { self.host = host; self.sha256 = sha256 }
+        public init(host: HostPattern, sha256: String) { self.host = host; self.sha256 = sha256 }
     }
 
     public init() {}
@@ -264,12 +266,12 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
 /// pattern (`example.com`, `*.example.com`).
 public enum DestinationPattern: Sendable, Equatable, CustomStringConvertible {
     case network(AddressRange)
-    case host(String)
+    case host(HostPattern)
 
     public var description: String {
         switch self {
         case .network(let r): return r.description
-        case .host(let h): return h
+        case .host(let h): return h.description
         }
     }
 }
@@ -293,7 +295,7 @@ public struct HeaderPair: Sendable, Equatable {
 /// One `cache.rules` entry.
 public struct CacheRuleConfig: Sendable, Equatable {
     public var scheme: String?
-    public var host: String?
+    public var host: HostPattern?
     public var pathPrefix: String?
     public var statuses: [Int] = []
     public var contentType: String?

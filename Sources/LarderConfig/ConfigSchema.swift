@@ -57,7 +57,7 @@ enum ConfigSchema {
             c.reverseHost = mode
         },
         ConfigField(key: "reverse_allowed_hosts") { c, n throws(ValueError) in
-            var hosts: [String] = []
+            var hosts: [HostPattern] = []
             for item in try list(n) { hosts.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
             c.reverseAllowedHosts = hosts
         },
@@ -94,7 +94,7 @@ enum ConfigSchema {
             c.auth.realm = s
         },
         ConfigField(key: "auth.destinations") { c, n throws(ValueError) in
-            var patterns: [String] = []
+            var patterns: [HostPattern] = []
             for item in try list(n) { patterns.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
             c.auth.destinations = patterns
         },
@@ -225,7 +225,7 @@ enum ConfigSchema {
             c.tls.trust = try trustExceptions(n)
         },
         ConfigField(key: "tls.intercept") { c, n throws(ValueError) in
-            var patterns: [String] = []
+            var patterns: [HostPattern] = []
             if n.null == nil {
                 for item in try list(n) { patterns.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
             }
@@ -409,7 +409,7 @@ enum ConfigSchema {
         var out: [Config.TrustException] = []
         for (i, item) in seq.enumerated() {
             guard case .mapping(let m) = item else { throw ValueError("entry \(i + 1): expected a mapping, got \(describe(item))") }
-            var host: String?
+            var host: HostPattern?
             var fingerprint: String?
             for (k, v) in m {
                 switch try scalar(k) {
@@ -446,7 +446,7 @@ enum ConfigSchema {
                 do throws(ValueError) {
                     switch key {
                     case "scheme": r.scheme = try oneOf(v, ["http", "https"])
-                    case "host": r.host = try nonEmpty(v).lowercased()
+                    case "host": r.host = try ConfigLoader.parseHostPattern(try nonEmpty(v))
                     case "path_prefix":
                         let p = try nonEmpty(v)
                         guard p.hasPrefix("/") else { throw ValueError("must start with /, got \"\(p)\"") }

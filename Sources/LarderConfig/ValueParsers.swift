@@ -1,4 +1,5 @@
 import Glibc
+import HTTPWire
 
 /// Parsers for the value syntaxes the configuration accepts. Each throws a message that completes
 /// "key: …" in an error line, so it names what was expected and what was found.
@@ -46,14 +47,13 @@ extension ConfigLoader {
         return .host(try parseHostPattern(String(t)))
     }
 
-    /// `example.com`, `*.example.com` (any subdomain) or `*` (any host), lowercased.
-    public static func parseHostPattern(_ text: String) throws(ValueError) -> String {
-        let t = text.trimmingSpaces().lowercased()
-        let name = t.hasPrefix("*.") ? String(t.dropFirst(2)) : t
-        guard t == "*" || (!name.isEmpty && name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_") })) else {
-            throw ValueError("expected a host name, *.domain or *, got \"\(text)\"")
+    /// `example.com`, `*.example.com` (any subdomain), `*` (any host) or an IPv6 address (`HostPattern`).
+    public static func parseHostPattern(_ text: String) throws(ValueError) -> HostPattern {
+        do throws(HostPatternError) {
+            return try HostPattern(parsing: String(text.trimmingSpaces()))
+        } catch {
+            throw ValueError(error.description)
         }
-        return t
     }
 
     /// One host as a `Host` field names it: a name (`larder.internal`, lowercased) or an IP address

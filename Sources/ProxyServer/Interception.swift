@@ -1,6 +1,6 @@
-import CachePolicy
 import EventLoop
 import Glibc
+import HTTPWire
 import LarderConfig
 import Locking
 import Logging
@@ -10,7 +10,7 @@ import Logging
 /// asked for, signed by the interception CA, and kept in memory and on disk for the next
 /// connections and restarts. Shared by all workers.
 final class Interception: @unchecked Sendable {
-    let patterns: [String]
+    let patterns: [HostPattern]
     let authority: CertificateAndKey
     let keyType: CertificateKeyType
     /// Seconds a minted certificate is valid.
@@ -20,7 +20,7 @@ final class Interception: @unchecked Sendable {
     private let contexts = Locked<[String: TLSServerContext]>([:])
     private let logger: Logger
 
-    init(patterns: [String], authority: CertificateAndKey, keyType: CertificateKeyType, lifetime: Int,
+    init(patterns: [HostPattern], authority: CertificateAndKey, keyType: CertificateKeyType, lifetime: Int,
          directory: String, logger: Logger) {
         self.patterns = patterns
         self.authority = authority
@@ -32,7 +32,7 @@ final class Interception: @unchecked Sendable {
     }
 
     func matches(host: [UInt8]) -> Bool {
-        patterns.contains { CacheRule.hostMatches($0, host) }
+        patterns.contains { $0.matches(host) }
     }
 
     /// The server context presenting a certificate for `host`: from memory, from disk (when the

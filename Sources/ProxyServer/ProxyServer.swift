@@ -174,7 +174,7 @@ public final class ProxyServer: @unchecked Sendable {
                                             keyType: CertificateKeyType(rawValue: tls.interceptKeyType) ?? .ecP256,
                                             lifetime: Int(tls.interceptCertificateLifetime),
                                             directory: config.cacheDirectory + "/certificates", logger: logger)
-                logger.notice("interception on for \(tls.intercept.joined(separator: ", "))")
+                logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
             } catch {
                 throw .tls("interception CA: \(error)")
             }

@@ -14,7 +14,7 @@ struct ProxySettings: Sendable {
     var authenticator: ProxyAuthenticator?
     var reverseOrigin: OriginKey?
     var reverseHost: ReverseHost
-    var reverseAllowedHosts: [String]
+    var reverseAllowedHosts: [HostPattern]
     var clientHeaderTimeout: Double
     var maxRequestBody: Int
     /// `limits.max_connections` shared out among the workers.

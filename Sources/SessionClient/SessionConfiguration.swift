@@ -1,3 +1,5 @@
+import HTTPWire
+
 /// What a `Session` is made from, after NSURLSessionConfiguration: timeouts, connection limits, the
 /// keep-alive pool, an optional parent proxy, TLS limits. All times are in seconds.
 public struct SessionConfiguration: Sendable, Equatable {
@@ -57,9 +59,9 @@ public struct ProxyAddress: Sendable, Equatable {
 }
 
 /// Accept the certificate with SHA-256 `sha256` (lowercase hex) for hosts matching `hostPattern`
-/// (`name` or `*.suffix`), whatever its chain, name or dates.
+/// (`name`, `*.suffix` or `*`), whatever its chain, name or dates.
 public struct TrustException: Sendable, Equatable {
-    public var hostPattern: String
+    public var hostPattern: HostPattern
     public var sha256: String
-    public init(hostPattern: String, sha256: String) { self.hostPattern = hostPattern; self.sha256 = sha256 }
+    public init(hostPattern: HostPattern, sha256: String) { self.hostPattern = hostPattern; self.sha256 = sha256 }
 }

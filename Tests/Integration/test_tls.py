@@ -232,6 +232,23 @@ def test_a_pinned_fingerprint_accepts_a_self_signed_origin_and_nothing_else(lard
     assert b"fingerprint mismatch" in resp.body, resp.body
 
 
+def test_a_star_pin_covers_every_origin_and_a_suffix_pin_only_the_names_below_it(larder_factory, pki, servers):
+    cert, key = pki.self_signed("pinned-any")
+    origin = origin_with(servers, cert, key)
+    url = f"https://localhost:{origin.port}/any"
+    # `*.localhost` is for names below localhost, not localhost itself: the chain is checked, and fails.
+    below = larder_factory(config={"workers": 1, "tls": {
+        "ca_file": str(pki.ca), "trust": [{"host": "*.localhost", "sha256": fingerprint(cert)}]}})
+    resp = proxy_exchange(below.port, "GET", url, timeout=15)
+    assert resp.status == 502
+    assert b"certificate verification failed" in resp.body, resp.body
+    anywhere = larder_factory(config={"workers": 1, "tls": {
+        "ca_file": str(pki.ca), "trust": [{"host": "*", "sha256": fingerprint(cert)}]}})
+    resp = proxy_exchange(anywhere.port, "GET", url, timeout=15)
+    assert resp.status == 200, resp.body
+    assert resp.body == b"body of /any\n"
+
+
 # ---------------------------------------------------------------------------
 # Inbound: the HTTPS listener and the admin endpoint
 

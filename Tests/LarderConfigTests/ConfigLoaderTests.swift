@@ -286,6 +286,16 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
                  lines: ["t.yaml: tls.intercept_ca_certificate: give both tls.intercept_ca_certificate and tls.intercept_ca_key, or neither"]),
         ErrorRow(name: "minted certificates living too long", yaml: "tls:\n  intercept_certificate_lifetime: 1000d\n",
                  lines: ["t.yaml:2: tls.intercept_certificate_lifetime: must be between 1h and 825d (clients reject longer-lived certificates)"]),
+        ErrorRow(name: "cache rule host with a misplaced wildcard",
+                 yaml: "cache:\n  rules:\n    - {host: \"*example.com\", storage: not-allowed}\n",
+                 lines: ["t.yaml:3: cache.rules: rule 1: host: expected a host name, *.domain or *, got \"*example.com\" "
+                         + "(* stands alone or as the whole first label, as in *.example.com)"]),
+        ErrorRow(name: "reverse allowed host with a port", yaml: "reverse_allowed_hosts: [site.example:8080]\n",
+                 lines: ["t.yaml:1: reverse_allowed_hosts: expected a host name, *.domain or *, got \"site.example:8080\" "
+                         + "(not an IPv6 address, and a host pattern has no port)"]),
+        ErrorRow(name: "interception pattern with an empty label", yaml: "tls:\n  intercept: [.pkg.example]\n",
+                 lines: ["t.yaml:2: tls.intercept: expected a host name, *.domain or *, got \".pkg.example\" "
+                         + "(empty label; for a domain's subdomains write *.example.com)"]),
         ErrorRow(name: "via with spaces", yaml: "via_name: my proxy\n",
                  lines: ["t.yaml:1: via_name: must be a single token without spaces or commas, got \"my proxy\""]),
     ]
@@ -318,6 +328,26 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         } catch {
             #expect(error.description == "/nonexistent/larder.yaml: cannot read: No such file or directory")
         }
+    }
+}
+
+@Suite struct HostPatternConfigTests {
+    @Test func patternsAreParsedOnceIntoHostPatterns() throws {
+        let c = try ConfigLoader.load(yaml: """
+        reverse_allowed_hosts: ["Site.Example.", "[FD00::1]"]
+        auth:
+          destinations: ["*.internal.example"]
+        tls:
+          trust:
+            - {host: "*", sha256: \(String(repeating: "0", count: 64))}
+          intercept: ["*.pkg.example"]
+        """)
+        #expect(c.reverseAllowedHosts.map(\.description) == ["site.example", "fd00::1"])
+        #expect(c.reverseAllowedHosts[1].matches("fd00:0::1"))
+        #expect(c.auth.destinations == ["*.internal.example"])
+        #expect(c.tls.trust.map(\.host) == [.any])
+        #expect(c.tls.intercept[0].matches("a.pkg.example") && !c.tls.intercept[0].matches("pkg.example"))
+        #expect(Config().auth.destinations == [.any])
     }
 }
 

@@ -1,11 +1,11 @@
-import CachePolicy
 import EventLoop
+import HTTPWire
 import LarderConfig
 
 /// Where the proxy must not go: `deny_destinations` (host patterns before DNS, networks after)
 /// and its own listeners (a request to itself would loop until the connection limit).
 struct DestinationRules: Sendable {
-    var hostPatterns: [String] = []
+    var hostPatterns: [HostPattern] = []
     var networks: [AddressRange] = []
     var ownListeners: OwnListeners
     /// This machine's own addresses, when `protect_this_host` applies (else empty). Addresses that
@@ -30,7 +30,7 @@ struct DestinationRules: Sendable {
 
     /// Why a host name (or address literal) given by the client may not be contacted, if it may not.
     func refusal(host: [UInt8]) -> String? {
-        for pattern in hostPatterns where CacheRule.hostMatches(pattern, host) {
+        for pattern in hostPatterns where pattern.matches(host) {
             return "\(String(decoding: host, as: UTF8.self)) is in deny_destinations (\(pattern))"
         }
         return nil

@@ -1,6 +1,6 @@
-import CachePolicy
 import Dispatch
 import EventLoop
+import HTTPWire
 import Locking
 
 /// `Proxy-Authorization: Basic` for the destinations `auth.destinations` names. A credential seen
@@ -29,7 +29,7 @@ final class ProxyAuthenticator: Sendable {
     }
 
     let realm: String
-    let destinations: [String]
+    let destinations: [HostPattern]
     private let users: UsersFile
 
     /// A credential being checked: who asked first (holding a place in the limits), and whoever
@@ -82,7 +82,7 @@ final class ProxyAuthenticator: Sendable {
     /// What a refused client is told to wait, in seconds.
     static let retryAfter = 1
 
-    init(users: UsersFile, realm: String, destinations: [String],
+    init(users: UsersFile, realm: String, destinations: [HostPattern],
          pendingLimit: Int = ProxyAuthenticator.defaultPendingLimit,
          pendingPerClient: Int = ProxyAuthenticator.defaultPendingPerClient) {
         self.users = users
@@ -96,7 +96,7 @@ final class ProxyAuthenticator: Sendable {
 
     /// Whether requests to `host` need credentials.
     func required(forHost host: [UInt8]) -> Bool {
-        destinations.contains { CacheRule.hostMatches($0, host) }
+        destinations.contains { $0.matches(host) }
     }
 
     /// The remembered verdict for a `Proxy-Authorization` value, if it is fresh.

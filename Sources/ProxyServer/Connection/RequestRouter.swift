@@ -1,4 +1,3 @@
-import CachePolicy
 import HTTPWire
 import LarderConfig
 import SessionClient
@@ -8,7 +7,7 @@ import SessionClient
 struct RequestRouter {
     var reverseOrigin: OriginKey?
     var reverseHost: ReverseHost
-    var reverseAllowedHosts: [String]
+    var reverseAllowedHosts: [HostPattern]
     var usesParentProxy: Bool
 
     /// A request to forward: where to connect, how to name the origin upstream, and under which
@@ -121,7 +120,7 @@ struct RequestRouter {
         case .failure(let problem): return .reject(400, problem.reason)
         }
         if !reverseAllowedHosts.isEmpty {
-            guard let named, reverseAllowedHosts.contains(where: { CacheRule.hostMatches($0, named.host) }) else {
+            guard let named, reverseAllowedHosts.contains(where: { $0.matches(named.host) }) else {
                 return .unservedHost("Host \(named.map { String(decoding: $0.host, as: UTF8.self) } ?? "(none)") "
                                      + "is not served here (reverse_allowed_hosts)")
             }
