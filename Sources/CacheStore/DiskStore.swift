@@ -106,10 +106,19 @@ public final class DiskStore: @unchecked Sendable {
     /// Stops the writer after it applied everything queued (and synced).
     public func close() { writer.stop() }
 
-    /// Removes a directory of plain files (a stand-in store's): its files, then itself.
-    static func removeDirectory(_ path: String) {
-        for name in entryNames(of: path) { unlink(path + "/" + name) }
-        rmdir(path)
+    /// Removes a directory of plain files (a stand-in store's, an old broken copy): its files, then
+    /// itself. Returns what could not be removed, for the caller to log.
+    static func removeDirectory(_ path: String) -> [String] {
+        var failures: [String] = []
+        for name in entryNames(of: path) where unlink(path + "/" + name) != 0 {
+            let code = errno
+            failures.append("cannot remove \(path)/\(name): \(String(cString: strerror(code)))")
+        }
+        if rmdir(path) != 0 {
+            let code = errno
+            failures.append("cannot remove \(path): \(String(cString: strerror(code)))")
+        }
+        return failures
     }
 
     /// The names in a directory, without `.` and `..`; empty when it cannot be read.
@@ -200,6 +209,7 @@ public final class DiskStore: @unchecked Sendable {
         } catch where error.provesDamage {
             let aside = try moveAside(s.directory)
             notes.append("cache in \(s.directory) is damaged or from another version (\(error)); moved to \(aside.to), starting empty")
+            notes += aside.leftovers
             if aside.directoryReplaced {
                 try makeDirectory(s.directory)
                 lock = try DirectoryLock.acquire(s.directory)
@@ -288,10 +298,12 @@ public final class DiskStore: @unchecked Sendable {
         }
     }
 
-    /// Where a damaged cache went, and whether `directory` itself is a new, empty one.
+    /// Where a damaged cache went, whether `directory` itself is a new, empty one, and what of an
+    /// older broken copy could not be removed on the way.
     struct MovedAside {
         var to: String
         var directoryReplaced: Bool
+        var leftovers: [String] = []
     }
 
     /// Renames the directory to `<directory>.broken-<time>`. When the directory cannot be renamed
@@ -306,13 +318,18 @@ public final class DiskStore: @unchecked Sendable {
         guard renameError == EBUSY || renameError == EACCES || renameError == EPERM || renameError == EXDEV else {
             throw LMDBError(code: renameError, operation: "moving the damaged cache \(directory) aside to \(aside)")
         }
-        return MovedAside(to: try moveFilesAside(directory), directoryReplaced: false)
+        var leftovers: [String] = []
+        let inside = try moveFilesAside(directory, leftovers: &leftovers)
+        return MovedAside(to: inside, directoryReplaced: false, leftovers: leftovers)
     }
 
     /// Moves `data.mdb` and `lock.mdb` into a fresh `broken-<time>` subdirectory (same file system,
-    /// so a rename), after removing an older one.
-    private static func moveFilesAside(_ directory: String) throws(LMDBError) -> String {
-        for old in entryNames(of: directory) where old.hasPrefix("broken-") { removeDirectory(directory + "/" + old) }
+    /// so a rename), after removing an older one; what of that could not be removed is added to
+    /// `leftovers` (it costs disk, not the move).
+    private static func moveFilesAside(_ directory: String, leftovers: inout [String]) throws(LMDBError) -> String {
+        for old in entryNames(of: directory) where old.hasPrefix("broken-") {
+            leftovers += removeDirectory(directory + "/" + old)
+        }
         let inside = "\(directory)/broken-\(time(nil))"
         guard mkdir(inside, 0o700) == 0 || errno == EEXIST else {
             throw LMDBError(code: errno, operation: "making \(inside) for the damaged cache")
@@ -500,9 +517,11 @@ private func assertionMovesCacheAside(_ env: OpaquePointer?, _ message: UnsafePo
     guard let env, mdb_env_get_path(env, &path) == 0, let path else { return }
     let directory = String(cString: path)
     let what = message.map { String(cString: $0) } ?? "?"
-    let outcome: String
+    var outcome: String
     do {
-        outcome = "moved to \(try DiskStore.moveAside(directory).to); the next start begins with an empty cache"
+        let aside = try DiskStore.moveAside(directory)
+        outcome = "moved to \(aside.to); the next start begins with an empty cache"
+        for leftover in aside.leftovers { outcome += "; \(leftover)" }
     } catch {
         outcome = "could not be moved aside (\(error))"
     }
