@@ -27,8 +27,8 @@ public struct CacheSettings: Sendable, Equatable {
     }
 }
 
-/// The composite cache of the documents: a memory tier in front of the LMDB disk store, with the
-/// purge primitives of NSURLCache. Shared by all workers; each worker reads through its own
+/// The composite cache NSURLCache describes: a memory tier in front of the LMDB disk store, with
+/// NSURLCache's purge primitives. Shared by all workers; each worker reads through its own
 /// `CacheReader`.
 public final class Cache: Sendable {
     public let settings: CacheSettings
