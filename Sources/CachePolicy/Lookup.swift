@@ -7,15 +7,15 @@
 // the response is stored or freshened (explicit, heuristic, or set by a configuration rule), so a
 // lookup is two subtractions and a comparison.
 //
-// Source of rules. The URL Loading System documents ("Understanding Cache Access") name five request
-// policies; a client of the proxy picks one with `Larder-Cache-Policy`, a configuration rule, or the
-// server default, and the RFC 9111 request directives select the same behaviours (`no-cache` and
-// `max-age=0` revalidate, `max-stale` alone is "return cache data else load", `only-if-cached` is
-// "don't load"). Under the default policy a stale entry, or one marked `no-cache`, is revalidated
-// with HEAD as the documents say (conditional GET is a setting). Where the documents are silent,
-// RFC 9111 decides, as for a shared cache.
+// Source of rules. Apple's URL Loading System documentation ("Understanding Cache Access") names
+// five request policies; a client of the proxy picks one with `Larder-Cache-Policy`, a configuration
+// rule, or the server default, and the RFC 9111 request directives select the same behaviours
+// (`no-cache` and `max-age=0` revalidate, `max-stale` alone is "return cache data else load",
+// `only-if-cached` is "don't load"). Under the default policy a stale entry, or one marked
+// `no-cache`, is revalidated with HEAD as that documentation says (conditional GET is a setting).
+// Where it is silent, RFC 9111 decides, as for a shared cache.
 //
-// Where we depart from a literal reading of the documents: "whatever its age" policies still never
+// Where we depart from a literal reading of that documentation: "whatever its age" policies still never
 // hand out an entry its origin forbade to be used without validation (`no-cache`), or a stale one
 // marked `must-revalidate` / `proxy-revalidate` / `s-maxage` (RFC 9111 §4.2.4): "else load"
 // revalidates it, "don't load" answers 504 as §5.2.2.2 requires of a disconnected cache.

@@ -37,7 +37,7 @@ public struct FreshnessOverride: Sendable, Equatable {
 
 /// Server-wide policy settings.
 public struct PolicySettings: Sendable, Equatable {
-    /// Policy for requests that name none (the documents' default: useProtocolCachePolicy;
+    /// Policy for requests that name none (URLRequest's default: useProtocolCachePolicy;
     /// returnCacheDataDontLoad is "offline mode").
     public var defaultRequestPolicy: RequestCachePolicy = .useProtocolCachePolicy
     public var revalidation: RevalidationMethod = .head

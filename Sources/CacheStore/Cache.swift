@@ -27,8 +27,8 @@ public struct CacheSettings: Sendable, Equatable {
     }
 }
 
-/// The composite cache of the documents: a memory tier in front of the LMDB disk store, with the
-/// purge primitives of NSURLCache. Shared by all workers; each worker reads through its own
+/// The composite cache NSURLCache describes: a memory tier in front of the LMDB disk store, with
+/// NSURLCache's purge primitives. Shared by all workers; each worker reads through its own
 /// `CacheReader`.
 public final class Cache: Sendable {
     public let settings: CacheSettings
@@ -36,6 +36,7 @@ public final class Cache: Sendable {
     let memory: MemoryTier
     let pendingRemovals = PendingRemovals()
     let damage: DamageReports
+    private let log: @Sendable (String) -> Void
 
     /// A stand-in for a cache that could not be opened: nothing is looked up in it or stored
     /// (`standIn`).
@@ -46,6 +47,7 @@ public final class Cache: Sendable {
         disk = try DiskStore(settings: settings.disk, log: log)
         memory = MemoryTier(capacity: settings.memoryCapacity)
         damage = DamageReports(log: log)
+        self.log = log
         isDisabled = false
     }
 
@@ -54,6 +56,7 @@ public final class Cache: Sendable {
         disk = store
         memory = MemoryTier(capacity: 0)
         damage = DamageReports(log: log)
+        self.log = log
         isDisabled = true
     }
 
@@ -76,7 +79,8 @@ public final class Cache: Sendable {
 
     public func close() {
         disk.close()
-        if isDisabled { DiskStore.removeDirectory(disk.settings.directory) }
+        guard isDisabled else { return }
+        for failure in DiskStore.removeDirectory(disk.settings.directory) { log("stand-in cache: \(failure)") }
     }
 
     public func makeReader() -> CacheReader { CacheReader(cache: self) }

@@ -51,6 +51,9 @@ extension DiskStoreSettings {
 /// (body id + index → bytes), `access` (last access + EntryKey → nothing, the LRU order), `info`
 /// (format marker). An entry's chunks are written before its record, so a crash leaves at worst
 /// orphan chunks, which the start-up sweep deletes: only whole entries are ever visible.
+///
+/// Two versions apply: the format marker names this set of databases, their keys and the chunk
+/// layout (`BodyChunk`); entry records and variant specs carry their own version (`RecordCodec`).
 public final class DiskStore: @unchecked Sendable {
     public static let formatMarker: [UInt8] = Array("larder-cache-format-1".utf8)
 
@@ -83,8 +86,9 @@ public final class DiskStore: @unchecked Sendable {
         self.lock = lock
         env = o.env
         variants = o.variants; entries = o.entries; chunks = o.chunks; access = o.access; info = o.info
-        if sweep.orphanChunks > 0 || sweep.badRecords > 0 {
-            notes.append("cache sweep: removed \(sweep.orphanChunks) orphan body chunks and \(sweep.badRecords) unreadable records")
+        if sweep.orphanChunks > 0 || sweep.damagedRecords > 0 || sweep.earlierFormatRecords > 0 {
+            notes.append("cache sweep: removed \(sweep.orphanChunks) orphan body chunks, \(sweep.damagedRecords) damaged "
+                         + "records and \(sweep.earlierFormatRecords) records of an earlier format")
         }
         startupNotes = notes
         nextBodyID = Atomic(sweep.maxBodyID &+ 1)
@@ -102,10 +106,19 @@ public final class DiskStore: @unchecked Sendable {
     /// Stops the writer after it applied everything queued (and synced).
     public func close() { writer.stop() }
 
-    /// Removes a directory of plain files (a stand-in store's): its files, then itself.
-    static func removeDirectory(_ path: String) {
-        for name in entryNames(of: path) { unlink(path + "/" + name) }
-        rmdir(path)
+    /// Removes a directory of plain files (a stand-in store's, an old broken copy): its files, then
+    /// itself. Returns what could not be removed, for the caller to log.
+    static func removeDirectory(_ path: String) -> [String] {
+        var failures: [String] = []
+        for name in entryNames(of: path) where unlink(path + "/" + name) != 0 {
+            let code = errno
+            failures.append("cannot remove \(path)/\(name): \(String(cString: strerror(code)))")
+        }
+        if rmdir(path) != 0 {
+            let code = errno
+            failures.append("cannot remove \(path): \(String(cString: strerror(code)))")
+        }
+        return failures
     }
 
     /// The names in a directory, without `.` and `..`; empty when it cannot be read.
@@ -196,6 +209,7 @@ public final class DiskStore: @unchecked Sendable {
         } catch where error.provesDamage {
             let aside = try moveAside(s.directory)
             notes.append("cache in \(s.directory) is damaged or from another version (\(error)); moved to \(aside.to), starting empty")
+            notes += aside.leftovers
             if aside.directoryReplaced {
                 try makeDirectory(s.directory)
                 lock = try DirectoryLock.acquire(s.directory)
@@ -284,10 +298,12 @@ public final class DiskStore: @unchecked Sendable {
         }
     }
 
-    /// Where a damaged cache went, and whether `directory` itself is a new, empty one.
+    /// Where a damaged cache went, whether `directory` itself is a new, empty one, and what of an
+    /// older broken copy could not be removed on the way.
     struct MovedAside {
         var to: String
         var directoryReplaced: Bool
+        var leftovers: [String] = []
     }
 
     /// Renames the directory to `<directory>.broken-<time>`. When the directory cannot be renamed
@@ -302,13 +318,18 @@ public final class DiskStore: @unchecked Sendable {
         guard renameError == EBUSY || renameError == EACCES || renameError == EPERM || renameError == EXDEV else {
             throw LMDBError(code: renameError, operation: "moving the damaged cache \(directory) aside to \(aside)")
         }
-        return MovedAside(to: try moveFilesAside(directory), directoryReplaced: false)
+        var leftovers: [String] = []
+        let inside = try moveFilesAside(directory, leftovers: &leftovers)
+        return MovedAside(to: inside, directoryReplaced: false, leftovers: leftovers)
     }
 
     /// Moves `data.mdb` and `lock.mdb` into a fresh `broken-<time>` subdirectory (same file system,
-    /// so a rename), after removing an older one.
-    private static func moveFilesAside(_ directory: String) throws(LMDBError) -> String {
-        for old in entryNames(of: directory) where old.hasPrefix("broken-") { removeDirectory(directory + "/" + old) }
+    /// so a rename), after removing an older one; what of that could not be removed is added to
+    /// `leftovers` (it costs disk, not the move).
+    private static func moveFilesAside(_ directory: String, leftovers: inout [String]) throws(LMDBError) -> String {
+        for old in entryNames(of: directory) where old.hasPrefix("broken-") {
+            leftovers += removeDirectory(directory + "/" + old)
+        }
         let inside = "\(directory)/broken-\(time(nil))"
         guard mkdir(inside, 0o700) == 0 || errno == EEXIST else {
             throw LMDBError(code: errno, operation: "making \(inside) for the damaged cache")
@@ -326,30 +347,46 @@ public final class DiskStore: @unchecked Sendable {
         var bytes = 0
         var entryCount = 0
         var orphanChunks = 0
-        var badRecords = 0
+        var damagedRecords = 0
+        var earlierFormatRecords = 0
     }
 
-    /// Deletes unreadable records and body chunks no entry owns (left by a crash mid-store), and
-    /// totals what is stored.
+    /// Deletes damaged records, records of an earlier format and body chunks no entry owns (left
+    /// by a crash mid-store), and totals what is stored. A record of a later format means a newer
+    /// Larder wrote the cache: thrown as a version mismatch before anything is deleted, so the
+    /// cache is moved aside whole rather than emptied record by record.
     private static func sweep(env: OpaquePointer, entries: MDB_dbi, chunks: MDB_dbi, access: MDB_dbi,
                               variants: MDB_dbi) throws(LMDBError) -> SweepResult {
         var result = SweepResult()
         let txn = try WriteTransaction(env: env)
         var live: Set<UInt64> = []
-        var bad: [[UInt8]] = []
+        var doomed: [[UInt8]] = []
+        var laterVersion: UInt8?
         try txn.scan(entries, from: nil) { k, v in
-            if let r = EntryRecord(decoding: v), k.count == 32 {
+            switch RecordCodec.decodeEntry(v) {
+            case .success(let r) where k.count == 32:
                 live.insert(r.bodyID)
                 result.maxBodyID = max(result.maxBodyID, r.bodyID)
                 result.bytes += r.footprint
                 result.entryCount += 1
-            } else {
-                bad.append(Array(k))
+            case .failure(.laterVersion(let version)):
+                laterVersion = version
+                return false
+            case .failure(.earlierVersion):
+                result.earlierFormatRecords += 1
+                doomed.append(Array(k))
+            case .success, .failure(.damaged):
+                result.damagedRecords += 1
+                doomed.append(Array(k))
             }
             return true
         }
-        for k in bad { try txn.delete(entries, k) }
-        result.badRecords = bad.count
+        if let laterVersion {
+            throw LMDBError(code: MDB_VERSION_MISMATCH, operation: "entries",
+                            reason: "entry records of format version \(laterVersion), newer than this Larder's "
+                                + "\(RecordCodec.entryVersion)")
+        }
+        for k in doomed { try txn.delete(entries, k) }
         var orphans: [[UInt8]] = []
         try txn.scan(chunks, from: nil) { k, _ in
             var r = ByteReader(k)
@@ -408,7 +445,7 @@ public final class DiskReader {
     public func spec(_ primary: KeyDigest) -> VariantSpec? {
         var k: [UInt8] = []
         primary.append(to: &k)
-        return read { txn in lookUp(txn, store.variants, k).flatMap { VariantSpec(decoding: $0.bytes) } }
+        return read { txn in lookUp(txn, store.variants, k).flatMap { RecordCodec.variant($0.bytes) } }
     }
 
     /// What is stored under `key`: a record, nothing, or bytes that fail to decode (damaged: the
@@ -426,7 +463,7 @@ public final class DiskReader {
     func lookUpRecord(_ key: EntryKey) -> RecordLookup {
         read { txn -> RecordLookup? in
             guard let v = lookUp(txn, store.entries, key.bytes) else { return .absent }
-            return EntryRecord(decoding: v.bytes).map { .found($0) } ?? .damaged
+            return RecordCodec.entry(v.bytes).map { .found($0) } ?? .damaged
         } ?? .absent
     }
 
@@ -453,7 +490,7 @@ public final class DiskReader {
             var out: [(EntryKey, EntryRecord)] = []
             try? scanCursor(txn, store.entries, from: start) { k, v in
                 guard let key = EntryKey(bytes: k), key.primary == primary else { return false }
-                if let r = EntryRecord(decoding: v) { out.append((key, r)) }
+                if let r = RecordCodec.entry(v) { out.append((key, r)) }
                 return true
             }
             return out
@@ -465,7 +502,7 @@ public final class DiskReader {
         read { txn -> [(EntryKey, EntryRecord)]? in
             var out: [(EntryKey, EntryRecord)] = []
             try? scanCursor(txn, store.entries, from: nil) { k, v in
-                if let key = EntryKey(bytes: k), let r = EntryRecord(decoding: v) { out.append((key, r)) }
+                if let key = EntryKey(bytes: k), let r = RecordCodec.entry(v) { out.append((key, r)) }
                 return true
             }
             return out
@@ -480,9 +517,11 @@ private func assertionMovesCacheAside(_ env: OpaquePointer?, _ message: UnsafePo
     guard let env, mdb_env_get_path(env, &path) == 0, let path else { return }
     let directory = String(cString: path)
     let what = message.map { String(cString: $0) } ?? "?"
-    let outcome: String
+    var outcome: String
     do {
-        outcome = "moved to \(try DiskStore.moveAside(directory).to); the next start begins with an empty cache"
+        let aside = try DiskStore.moveAside(directory)
+        outcome = "moved to \(aside.to); the next start begins with an empty cache"
+        for leftover in aside.leftovers { outcome += "; \(leftover)" }
     } catch {
         outcome = "could not be moved aside (\(error))"
     }

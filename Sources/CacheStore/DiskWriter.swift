@@ -307,7 +307,7 @@ final class DiskWriter: @unchecked Sendable {
                 r.facts = facts
                 r.head = head
                 byteDelta += r.footprint - old.footprint
-                try txn.put(db.entries, k, r.encoded())
+                try txn.put(db.entries, k, RecordCodec.encode(r))
             case .touch(let key, let time):
                 touches[key] = max(touches[key] ?? 0, time)
             case .invalidate(let primary):
@@ -319,7 +319,7 @@ final class DiskWriter: @unchecked Sendable {
                     // Bodies being sent keep their chunks: delete entry by entry, empty the rest.
                     var bodies: [(UInt64, Int)] = []
                     try txn.scan(db.entries, from: nil) { _, v in
-                        if let r = EntryRecord(decoding: v) { bodies.append((r.bodyID, r.chunkCount)) }
+                        if let r = RecordCodec.entry(v) { bodies.append((r.bodyID, r.chunkCount)) }
                         return true
                     }
                     for (id, chunks) in bodies { try deleteBody(txn, id: id, chunks: chunks) }
@@ -334,7 +334,7 @@ final class DiskWriter: @unchecked Sendable {
             case .purgeSince(let time):
                 var doomed: [(EntryKey, EntryRecord)] = []
                 try txn.scan(db.entries, from: nil) { k, v in
-                    if let key = EntryKey(bytes: k), let r = EntryRecord(decoding: v), r.storedAt >= time {
+                    if let key = EntryKey(bytes: k), let r = RecordCodec.entry(v), r.storedAt >= time {
                         doomed.append((key, r))
                     }
                     return true
@@ -360,12 +360,12 @@ final class DiskWriter: @unchecked Sendable {
             // A different Vary (or a digest collision): the old variants can no longer be selected.
             try removeVariants(txn, primary: key.primary, bytes: &bytes, count: &count)
         }
-        try txn.put(db.variants, specKey, spec.encoded())
+        try txn.put(db.variants, specKey, RecordCodec.encode(spec))
         let k = key.bytes
         if let old = txn.record(db.entries, k) {
             try remove(txn, key: key, record: old, bytes: &bytes, count: &count, keepSpec: true)
         }
-        try txn.put(db.entries, k, record.encoded())
+        try txn.put(db.entries, k, RecordCodec.encode(record))
         try txn.put(db.access, DiskStore.accessKey(record.lastAccess, key), [])
         bytes += record.footprint
         count += 1
@@ -400,7 +400,7 @@ final class DiskWriter: @unchecked Sendable {
         var unreadable: [[UInt8]] = []
         try txn.scan(db.entries, from: prefix) { k, v in
             guard k.starts(with: prefix) else { return false }
-            if let key = EntryKey(bytes: k), let r = EntryRecord(decoding: v) {
+            if let key = EntryKey(bytes: k), let r = RecordCodec.entry(v) {
                 doomed.append((key, r))
             } else {
                 unreadable.append(Array(k))
@@ -418,7 +418,7 @@ final class DiskWriter: @unchecked Sendable {
               time > r.lastAccess else { return }
         try txn.delete(db.access, DiskStore.accessKey(r.lastAccess, key))
         r.lastAccess = time
-        try txn.put(db.entries, k, r.encoded())
+        try txn.put(db.entries, k, RecordCodec.encode(r))
         try txn.put(db.access, DiskStore.accessKey(time, key), [])
     }
 

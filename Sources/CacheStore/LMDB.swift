@@ -90,11 +90,11 @@ struct WriteTransaction: ~Copyable {
     func get(_ dbi: MDB_dbi, _ key: [UInt8]) -> [UInt8]? { lookUp(txn, dbi, key).map { Array($0.bytes) } }
 
     func record(_ dbi: MDB_dbi, _ key: [UInt8]) -> EntryRecord? {
-        lookUp(txn, dbi, key).flatMap { EntryRecord(decoding: $0.bytes) }
+        lookUp(txn, dbi, key).flatMap { RecordCodec.entry($0.bytes) }
     }
 
     func spec(_ dbi: MDB_dbi, _ key: [UInt8]) -> VariantSpec? {
-        lookUp(txn, dbi, key).flatMap { VariantSpec(decoding: $0.bytes) }
+        lookUp(txn, dbi, key).flatMap { RecordCodec.variant($0.bytes) }
     }
 
     /// Visits keys from `start` (inclusive) in order while `body` returns true.

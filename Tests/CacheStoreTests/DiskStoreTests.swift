@@ -213,18 +213,4 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         #expect(s.startupNotes.first?.contains("moved to \(dir).broken-") == true)
         removeTree(String(s.startupNotes.first!.split(separator: " ").first { $0.hasPrefix("\(dir).broken-") }!.dropLast(1)))
     }
-
-    @Test func recordEncodingRoundTripsAndRejectsDamage() throws {
-        var f = facts(vary: [Array("accept".utf8)])
-        f.contentLength = 42
-        f.lastModified = nil
-        let r = EntryRecord(bodyID: 7, bodyLength: 42, chunkSize: 16, storedAt: 5, lastAccess: 6,
-                            primaryKey: Array("http://x/".utf8), secondaryKey: [1, 2, 0], facts: f, head: Array("HTTP/1.1 200 OK\r\n".utf8))
-        let bytes = r.encoded()
-        #expect(bytes.withUnsafeBytes { EntryRecord(decoding: $0) } == r)
-        #expect(bytes.dropLast().withUnsafeBytes { EntryRecord(decoding: UnsafeRawBufferPointer($0)) } == nil)
-        var wrongVersion = bytes
-        wrongVersion[0] = 99
-        #expect(wrongVersion.withUnsafeBytes { EntryRecord(decoding: $0) } == nil)
-    }
 }

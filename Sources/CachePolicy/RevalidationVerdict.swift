@@ -1,0 +1,71 @@
+import HTTPWire
+
+/// Why a stale entry is served in place of the origin's answer (RFC 5861 §4 stale-if-error).
+public enum StaleServeReason: String, Sendable, Equatable {
+    /// The origin answered 500, 502, 503 or 504.
+    case originError = "origin-error"
+    /// No answer: the connection failed or broke off before a response head.
+    case originUnreachable = "origin-unreachable"
+}
+
+/// What to do with the origin's answer to a revalidation of a stored entry (HEAD or conditional
+/// GET), or with its absence. The same cases serve a client's request and a background refresh
+/// (RFC 5861 stale-while-revalidate); `Revalidation.verdict` never returns the ones marked for the
+/// other.
+public enum RevalidationVerdict: Sendable, Equatable {
+    /// Client only: serve the stored entry as it is, stale (Cache-Status `stale-if-error`); the
+    /// entry is left as it was.
+    case serveStale(StaleServeReason)
+    /// Freshen the stored head from the response (`Revalidation.freshenedHead`) and serve the entry.
+    case unchanged
+    /// Invalidate the URL's entries; the response has no body to store (a HEAD answer), so fetch
+    /// the whole response with a plain GET, without the client's conditionals or range, and store it.
+    case changedRefetch
+    /// Invalidate the URL's entries; the response is the whole new response to the conditional GET:
+    /// forward it (client) and offer it to the store (`Storability.verdict`).
+    case changedStoreThis
+    /// Background only: the origin failed (5xx or no answer); leave the entry as it was and stop.
+    case keepEntryAndGiveUp
+    /// Client only: no answer and the stale entry may not stand in: the failure goes to the client
+    /// as any forwarding failure does; the entry is left as it was.
+    case forwardError
+}
+
+extension Revalidation {
+    /// Decides what a revalidation's answer means for the stored `entry`.
+    ///
+    /// `response` is the final response head, nil when none came (a connection or transport
+    /// failure). `method` is the revalidation method actually used (HEAD also for a client's HEAD
+    /// request). `request` is what the client asked (`Lookup.mayServeStaleOnError` reads its
+    /// max-stale, stale-if-error and policy); without it a failure is never hidden. `background`:
+    /// the refresh runs with no client attached (stale-while-revalidate), whose client was already
+    /// served the stale entry.
+    ///
+    /// Client: a 500/502/503/504 or no answer is hidden by the stale entry where
+    /// `Lookup.mayServeStaleOnError` allows; no answer otherwise is `.forwardError`; any other
+    /// response, a 5xx included, is judged by `outcome`: unchanged, or changed (refetch after a
+    /// HEAD, the response itself after a conditional GET).
+    ///
+    /// Background: any 5xx or no answer is `.keepEntryAndGiveUp`; everything else is judged by
+    /// `outcome` as for a client.
+    public static func verdict(entry: EntryFacts, request: RequestFacts?, response: ResponseHead?,
+                               method: RevalidationMethod, now: Int64, background: Bool) -> RevalidationVerdict {
+        guard let response else {
+            if background { return .keepEntryAndGiveUp }
+            guard let request, Lookup.mayServeStaleOnError(request: request, entry: entry, status: nil, now: now) else {
+                return .forwardError
+            }
+            return .serveStale(.originUnreachable)
+        }
+        if response.status >= 500 {
+            if background { return .keepEntryAndGiveUp }
+            if let request, Lookup.mayServeStaleOnError(request: request, entry: entry, status: response.status, now: now) {
+                return .serveStale(.originError)
+            }
+        }
+        switch outcome(entry: entry, response: response, method: method) {
+        case .unchanged: return .unchanged
+        case .changed: return method == .head ? .changedRefetch : .changedStoreThis
+        }
+    }
+}

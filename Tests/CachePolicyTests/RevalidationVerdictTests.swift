@@ -1,0 +1,173 @@
+import Testing
+import HTTPWire
+import CachePolicy
+
+struct VerdictRow: Sendable, CustomTestStringConvertible {
+    var name: String
+    var stored: [String]
+    /// The client's request fields; nil when the exchange has no request facts.
+    var requestFields: [String]?
+    var policy: RequestCachePolicy?
+    var method: RevalidationMethod
+    /// nil: no answer (the connection failed).
+    var status: Int?
+    var responseFields: [String]
+    var now: Int64
+    var background: Bool
+    var expected: RevalidationVerdict
+    var testDescription: String { name }
+}
+
+enum VerdictTable {
+    static func row(_ name: String, stored: [String] = sie, request: [String]? = [], policy: RequestCachePolicy? = nil,
+                    method: RevalidationMethod = .head, status: Int?, answer response: [String] = [],
+                    now: Int64 = t0 + 30, background: Bool = false, _ expected: RevalidationVerdict) -> VerdictRow {
+        VerdictRow(name: name, stored: stored, requestFields: request, policy: policy, method: method, status: status,
+                   responseFields: response, now: now, background: background, expected: expected)
+    }
+
+    static let date = "Date: \(Dates.t0)"
+    static let lm = "Last-Modified: \(Dates.minus1000)"
+    static let validators = ["ETag: \"v1\"", lm, "Content-Length: 100"]
+    /// Fresh for 10 seconds, then usable on error for 60 more (until t0 + 70).
+    static let sie = [date, "Cache-Control: max-age=10, stale-if-error=60"] + validators
+    static let plain = [date, "Cache-Control: max-age=10"] + validators
+    static let mustRevalidate = [date, "Cache-Control: max-age=10, stale-if-error=60, must-revalidate"] + validators
+    static let same = ["ETag: \"v1\"", "Content-Length: 100"]
+    static let other = ["ETag: \"v2\"", "Content-Length: 100"]
+
+    static let client: [VerdictRow] = [
+        row("RFC9111 4.3.4 304 to HEAD: unchanged", status: 304, answer: ["ETag: \"v1\""], .unchanged),
+        row("RFC9111 4.3.4 304 to conditional GET: unchanged", method: .conditionalGet, status: 304, .unchanged),
+        row("RFC9111 4.3.5 HEAD, same strong ETag: unchanged", status: 200, answer: same, .unchanged),
+        row("RFC9111 4.3.5 HEAD, weak ETags, same Last-Modified and length: unchanged",
+            stored: [date, "Cache-Control: max-age=10", "ETag: W/\"v1\"", lm, "Content-Length: 100"], status: 200,
+            answer: ["ETag: W/\"v1\"", lm, "Content-Length: 100"], .unchanged),
+        row("RFC9111 4.3.5 HEAD, other ETag: refetch with GET", status: 200, answer: other, .changedRefetch),
+        row("RFC9111 4.3.1 200 to conditional GET: it is the new response", method: .conditionalGet, status: 200, answer: same,
+            .changedStoreThis),
+        row("404 to HEAD: refetch", status: 404, .changedRefetch),
+        row("404 to conditional GET: forward and offer to the store", method: .conditionalGet, status: 404,
+            .changedStoreThis),
+
+        row("RFC5861 4 503 within stale-if-error, HEAD: serve stale", status: 503, .serveStale(.originError)),
+        row("RFC5861 4 503 within stale-if-error, conditional GET: serve stale", method: .conditionalGet, status: 503,
+            .serveStale(.originError)),
+        row("RFC5861 4 500 within stale-if-error: serve stale", status: 500, .serveStale(.originError)),
+        row("RFC5861 4 502 within stale-if-error: serve stale", status: 502, .serveStale(.originError)),
+        row("RFC5861 4 504 within stale-if-error: serve stale", status: 504, .serveStale(.originError)),
+        row("RFC5861 4 503 at the window's end: serve stale", status: 503, now: t0 + 70, .serveStale(.originError)),
+        row("RFC5861 4 503 past the window, HEAD: refetch (the error reaches the client)", status: 503, now: t0 + 71,
+            .changedRefetch),
+        row("RFC5861 4 503 past the window, conditional GET: forward the error", method: .conditionalGet, status: 503,
+            now: t0 + 71, .changedStoreThis),
+        row("RFC5861 4 501 is not an error to hide", status: 501, .changedRefetch),
+        row("RFC9111 4.2.4 must-revalidate: 503 never hidden", stored: mustRevalidate, status: 503, .changedRefetch),
+        row("RFC9111 5.2.1.2 request max-stale hides a 503", stored: plain, request: ["Cache-Control: max-stale=100"],
+            status: 503, .serveStale(.originError)),
+        row("no window on either side: 503 not hidden", stored: plain, status: 503, .changedRefetch),
+        row("no request facts: 503 never hidden", request: nil, status: 503, .changedRefetch),
+
+        row("RFC5861 4 no answer within stale-if-error: serve stale", status: nil, .serveStale(.originUnreachable)),
+        row("RFC5861 4 no answer to a conditional GET: serve stale", method: .conditionalGet, status: nil,
+            .serveStale(.originUnreachable)),
+        row("RFC5861 4 no answer past the window: the error", status: nil, now: t0 + 71, .forwardError),
+        row("RFC9111 4.2.4 no answer, must-revalidate: the error", stored: mustRevalidate, status: nil, .forwardError),
+        row("no answer, no request facts: the error", request: nil, status: nil, .forwardError),
+        row("no answer, returnCacheDataElseLoad: serve stale whatever its age", stored: plain,
+            policy: .returnCacheDataElseLoad, status: nil, now: t0 + 86_400, .serveStale(.originUnreachable)),
+    ]
+
+    static let background: [VerdictRow] = [
+        row("RFC5861 3 304 to HEAD: unchanged", status: 304, background: true, .unchanged),
+        row("RFC5861 3 304 to conditional GET: unchanged", method: .conditionalGet, status: 304, background: true,
+            .unchanged),
+        row("RFC5861 3 HEAD, same ETag: unchanged", status: 200, answer: same, background: true, .unchanged),
+        row("RFC5861 3 HEAD, other ETag: refetch and store", status: 200, answer: other, background: true, .changedRefetch),
+        row("RFC5861 3 conditional GET 200: store it", method: .conditionalGet, status: 200, answer: other, background: true,
+            .changedStoreThis),
+        row("RFC5861 3 404 to conditional GET: offered to the store", method: .conditionalGet, status: 404,
+            background: true, .changedStoreThis),
+        row("RFC5861 3 503 within stale-if-error: the entry stays, nothing to serve", status: 503, background: true,
+            .keepEntryAndGiveUp),
+        row("RFC5861 3 500 without a window: the entry stays", stored: plain, status: 500, background: true,
+            .keepEntryAndGiveUp),
+        row("RFC5861 3 501 is a 5xx too: the entry stays", status: 501, background: true, .keepEntryAndGiveUp),
+        row("RFC5861 3 5xx to a conditional GET: the entry stays", method: .conditionalGet, status: 502,
+            background: true, .keepEntryAndGiveUp),
+        row("RFC5861 3 must-revalidate 503: the entry stays", stored: mustRevalidate, status: 503, background: true,
+            .keepEntryAndGiveUp),
+        row("RFC5861 3 no answer: the entry stays", status: nil, background: true, .keepEntryAndGiveUp),
+        row("RFC5861 3 no answer past every window: the entry stays", stored: plain, status: nil, now: t0 + 86_400,
+            background: true, .keepEntryAndGiveUp),
+        row("RFC5861 3 no request facts change nothing", request: nil, status: 304, background: true, .unchanged),
+    ]
+}
+
+func verdict(_ row: VerdictRow) throws -> RevalidationVerdict {
+    let facts = try row.requestFields.map {
+        try RequestFacts.make(request($0), rulePolicy: row.policy, settings: PolicySettings())
+    }
+    let answer = row.status.map { response(row.responseFields, status: $0, method: row.method == .head ? .head : .get) }
+    return Revalidation.verdict(entry: entry(row.stored), request: facts, response: answer, method: row.method,
+                                now: row.now, background: row.background)
+}
+
+@Suite("Revalidation verdict")
+struct RevalidationVerdictTests {
+    @Test("client", arguments: VerdictTable.client)
+    func client(_ row: VerdictRow) throws {
+        #expect(try verdict(row) == row.expected)
+    }
+
+    @Test("background refresh", arguments: VerdictTable.background)
+    func background(_ row: VerdictRow) throws {
+        #expect(try verdict(row) == row.expected)
+    }
+
+    /// Each path switches only on its own cases: every final status, both methods, with and
+    /// without an answer, an entry that may be served stale and one that may not.
+    @Test("client and background cases never cross", arguments: [false, true])
+    func casesNeverCross(background: Bool) throws {
+        let statuses: [Int?] = [nil] + Array(200...599)
+        for stored in [VerdictTable.sie, VerdictTable.mustRevalidate] {
+            for method in [RevalidationMethod.head, .conditionalGet] {
+                for status in statuses {
+                    let row = VerdictTable.row("sweep", stored: stored, method: method, status: status,
+                                               background: background, .unchanged)
+                    switch try verdict(row) {
+                    case .serveStale, .forwardError:
+                        #expect(!background, "\(String(describing: status)) \(method)")
+                    case .keepEntryAndGiveUp:
+                        #expect(background, "\(String(describing: status)) \(method)")
+                    case .changedRefetch:
+                        #expect(method == .head)
+                    case .changedStoreThis:
+                        #expect(method == .conditionalGet)
+                    case .unchanged:
+                        break
+                    }
+                }
+            }
+        }
+    }
+
+    /// The verdict follows `outcome` wherever the origin answered, except a background refresh's
+    /// 5xx (the outcome rows' entries have no stale-if-error window, so a client's 5xx follows it).
+    @Test("agrees with outcome", arguments: OutcomeTable.rows)
+    func agreesWithOutcome(_ row: OutcomeRow) throws {
+        for background in [false, true] {
+            let v = try verdict(VerdictRow(name: row.name, stored: row.stored, requestFields: [], policy: nil,
+                                           method: row.method, status: row.status, responseFields: row.update,
+                                           now: t0, background: background, expected: .unchanged))
+            if background, row.status >= 500 {
+                #expect(v == .keepEntryAndGiveUp)
+                continue
+            }
+            switch row.expected {
+            case .unchanged: #expect(v == .unchanged)
+            case .changed: #expect(v == (row.method == .head ? .changedRefetch : .changedStoreThis))
+            }
+        }
+    }
+}
