@@ -27,37 +27,48 @@ extension CacheExchange {
                                          conditionalFields: Revalidation.conditionalFields(for: entry.facts))
     }
 
-    /// `head` answered the revalidation `method` of `entry` (phase `.revalidating`).
+    /// `head` answered the revalidation `method` of `entry` (phase `.revalidating`); the meaning
+    /// is CachePolicy's (`Revalidation.verdict`), carried out here.
     func applyRevalidationAnswer(_ head: ResponseHead, method: RevalidationMethod, request: RequestHead,
                                  background: Bool, now: Int64, cache: Cache, setup: CacheSetup) -> RevalidationStep {
         guard let entry else { return .keep }
-        if head.status >= 500 {
-            if background { return .keep }
-            if let facts, Lookup.mayServeStaleOnError(request: facts, entry: entry.facts, status: head.status, now: now) {
-                status = CacheStatus(hit: true, forwardStatus: head.status, ttl: entry.facts.timeToLive(now: now),
-                                     detail: "stale-if-error")
-                phase = .revalidated
-                return .serveStale
-            }
-        }
-        switch Revalidation.outcome(entry: entry.facts, response: head, method: method) {
+        switch Revalidation.verdict(entry: entry.facts, request: facts, response: head, method: method, now: now,
+                                    background: background) {
+        case .serveStale:
+            status = CacheStatus(hit: true, forwardStatus: head.status, ttl: entry.facts.timeToLive(now: now),
+                                 detail: "stale-if-error")
+            phase = .revalidated
+            return .serveStale
         case .unchanged:
             guard freshen(with: head, now: now, cache: cache, setup: setup), let fresh = self.entry else { return .unusable }
             status = CacheStatus(forward: .stale, forwardStatus: head.status, ttl: fresh.facts.timeToLive(now: now),
                                  detail: method == .head ? "revalidated-head" : "revalidated")
             phase = .revalidated
             return .unchanged
-        case .changed:
+        case .changedRefetch:
             cache.invalidate(primaryKey: primaryKey)
             self.entry = nil
-            if method == .head {
-                phase = .refetch
-                return .refetch
-            }
+            phase = .refetch
+            return .refetch
+        case .changedStoreThis:
+            cache.invalidate(primaryKey: primaryKey)
+            self.entry = nil
             phase = .fetching
             status = CacheStatus(forward: .stale, forwardStatus: head.status)
             _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
             return .storeThis
+        case .keepEntryAndGiveUp, .forwardError:
+            return .keep
         }
+    }
+
+    /// The revalidation got no answer (`error`): whether the stale entry stands in for it.
+    func mayServeStaleWithoutAnswer(method: RevalidationMethod, now: Int64) -> Bool {
+        guard let entry else { return false }
+        if case .serveStale = Revalidation.verdict(entry: entry.facts, request: facts, response: nil, method: method,
+                                                   now: now, background: false) {
+            return true
+        }
+        return false
     }
 }

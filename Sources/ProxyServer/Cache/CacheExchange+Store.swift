@@ -8,7 +8,6 @@ extension CacheExchange {
     /// followers need to share it, or nil when the response will not be stored.
     func beginStoring(request: RequestHead, response head: ResponseHead, now: Int64, cache: Cache,
                       setup: CacheSetup) -> InFlightFetch.Head? {
-        guard request.method == .get else { return nil }
         let contentType = head.headers.firstIndex(of: "content-type").map { head.headers.fields[$0].value }
         let rule = path.withUnsafeBytes { path in
             if let ct = contentType {
@@ -17,20 +16,18 @@ extension CacheExchange {
             }
             return setup.rules.storage(scheme: scheme, host: host, path: path, status: head.status, contentType: nil)
         }
-        switch Storability.decide(request: request, response: head, storagePolicy: rule.policy, settings: setup.policy) {
+        switch Storability.verdict(request: request, response: head, storagePolicy: rule.policy, override: rule.freshness,
+                                   requestTime: requestTime, responseTime: now, settings: setup.policy) {
+        case .doNotStore(.method):
+            return nil  // only GET responses are stored; nothing to report
         case .doNotStore(let reason):
             status.detail = reason.rawValue
             return nil
-        case .store(let tier, let omit):
-            var expected: Int?
-            if case .contentLength(let n) = head.framing { expected = n }
-            let facts = EntryFacts.make(response: head, requestTime: requestTime, responseTime: now,
-                                        bodyLength: expected, settings: setup.policy, override: rule.freshness)
-            if facts.freshnessLifetime == 0 && facts.etag == nil && facts.lastModified == nil {
-                // Never fresh and nothing to revalidate with: storing it would only cost disk.
-                status.detail = NotStoredReason.noFreshnessOrValidator.rawValue
-                return nil
-            }
+        case .store(let plan):
+            let facts = plan.facts
+            let omit = plan.omitFields
+            let tier = plan.tier
+            let expected = plan.expectedLength
             let secondary = CacheKey.secondary(varyFields: facts.varyFields, request: request.headers)
             let shared = InFlightFetch.Head(response: head, varyFields: facts.varyFields, varyStar: facts.varyStar,
                                             secondaryKey: secondary, omitFields: omit)

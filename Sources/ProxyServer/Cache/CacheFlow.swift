@@ -97,8 +97,9 @@ enum CacheFlow {
                 return false
             }
             c.noteLookup(.lookupMiss)
-            if worker.settings.cache.collapseRequests, reason != .request, request.method == .get, !facts.hasRange,
-               !facts.hasConditionals, request.framing == .none, !request.upgradeRequested {
+            if case .collapse = Collapse.eligibility(enabled: worker.settings.cache.collapseRequests, reason: reason,
+                                                     request: facts, hasBody: request.framing != .none,
+                                                     upgradeRequested: request.upgradeRequested) {
                 return CollapseFollower.join(exchange, on: c)
             }
             return false
@@ -182,11 +183,11 @@ enum CacheFlow {
         case .fetching:
             ex.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
             return false
-        case .revalidating:
+        case .revalidating(let m):
             // The origin could not be asked: serve stale where allowed (RFC 5861 stale-if-error).
-            guard let error, let entry = ex.entry, let facts = ex.facts else { return false }
+            guard let error, let entry = ex.entry else { return false }
             let now = worker.clock.wallSeconds
-            guard Lookup.mayServeStaleOnError(request: facts, entry: entry.facts, status: nil, now: now) else { return false }
+            guard ex.mayServeStaleWithoutAnswer(method: m, now: now) else { return false }
             worker.logger.notice("serving stale \(String(decoding: ex.primaryKey, as: UTF8.self)): \(error.message)")
             c.noteLookup(.lookupStaleServed)
             ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-if-error")
