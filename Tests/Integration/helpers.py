@@ -277,6 +277,16 @@ class Larder:
         with self.lines_lock:
             return "\n".join(self.lines)
 
+    def wait_for_log(self, pattern, timeout=5):
+        """The first match of ``pattern`` in the log, waiting up to ``timeout`` s for the reader
+        thread to catch up with what the process has already written; None if it never appears."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = re.search(pattern, self.log_text())
+            if m or time.monotonic() > deadline:
+                return m
+            time.sleep(0.02)
+
     def wait_exit(self, timeout):
         try:
             rc = self.proc.wait(timeout=timeout)

@@ -1,3 +1,4 @@
+import EventLoop
 import Testing
 @testable import ProxyServer
 
@@ -147,7 +148,7 @@ import Testing
         let attacker: [UInt8] = [127, 0, 0, 2], other: [UInt8] = [127, 0, 0, 3], third: [UInt8] = [127, 0, 0, 4]
         let first = Array("Basic YWxpY2U6YQ==".utf8)   // alice:a
         let second = Array("Basic YWxpY2U6Yg==".utf8)  // alice:b
-        let now = monotonicSeconds()
+        let now = SystemClock.shared.monotonic
         let (verdicts, delivery) = AsyncStream.makeStream(of: ProxyAuthenticator.Verdict.self)
         #expect(auth.check(first, client: attacker, now: now) { delivery.yield($0) } == .queued)
         #expect(auth.check(second, client: attacker, now: now) { _ in } == .refused(.clientShareFull, logCount: 1))

@@ -75,17 +75,17 @@ import Testing
         let good = Array("Basic YWxpY2U6c2VjcmV0".utf8)   // alice:secret
         let bad = Array("Basic YWxpY2U6d3Jvbmc=".utf8)    // alice:wrong
         let nobody = Array("Basic Ym9iOnNlY3JldA==".utf8) // bob:secret
-        #expect(auth.rememberedVerdict(good, now: monotonicSeconds()) == nil)
+        #expect(auth.rememberedVerdict(good, now: SystemClock.shared.monotonic) == nil)
         for (value, expected) in [(good, ProxyAuthenticator.Verdict.valid), (bad, .invalid), (nobody, .invalid)] {
             let verdict = await withCheckedContinuation { c in
-                _ = auth.check(value, client: [127, 0, 0, 1], now: monotonicSeconds()) { c.resume(returning: $0) }
+                _ = auth.check(value, client: [127, 0, 0, 1], now: SystemClock.shared.monotonic) { c.resume(returning: $0) }
             }
             #expect(verdict == expected)
-            #expect(auth.rememberedVerdict(value, now: monotonicSeconds()) == expected)
+            #expect(auth.rememberedVerdict(value, now: SystemClock.shared.monotonic) == expected)
         }
         // Remembered for a while, not for ever.
-        #expect(auth.rememberedVerdict(good, now: monotonicSeconds() + ProxyAuthenticator.validFor + 1) == nil)
-        #expect(auth.rememberedVerdict(bad, now: monotonicSeconds() + ProxyAuthenticator.invalidFor + 1) == nil)
+        #expect(auth.rememberedVerdict(good, now: SystemClock.shared.monotonic + ProxyAuthenticator.validFor + 1) == nil)
+        #expect(auth.rememberedVerdict(bad, now: SystemClock.shared.monotonic + ProxyAuthenticator.invalidFor + 1) == nil)
     }
 
     @Test func destinationRulesRefuseDeniedNetworksHostsAndTheProxyItself() throws {

@@ -126,7 +126,7 @@ import Testing
         #expect(d.advance(59) == [])
         #expect(d.advance(1) == Self.closeActions)
         #expect(d.state == "closed")
-        #expect(d.requestsEnded == 1)
+        #expect(d.requestsEnded == 2, "ended once answered, and again (a no-op, the line is written once) at close")
     }
 
     @Test func aMissRelaysTheOriginAndResumesItWhenTheClientCatchesUp() {
@@ -273,7 +273,7 @@ import Testing
         d.open()
         d.head()
         d.output = 39
-        #expect(d.send(.intercepted) == ["disableReading", "endRequest"])
+        #expect(d.send(.intercepted) == ["endRequest", "disableReading"])
         #expect(d.send(.clientDrained) == [], "the answer is not all written yet")
         d.output = 0
         #expect(d.send(.clientDrained) == ["startTLS"])
