@@ -28,10 +28,8 @@ final class Worker: @unchecked Sendable {
     let identity: ServerIdentity?
     /// CONNECT destinations decrypted and cached (`tls.intercept`), if any; shared.
     let interception: Interception?
-    /// Collapsed fetches whose leading client left, running on for their followers.
-    private var orphans: [ObjectIdentifier: OrphanedFetch] = [:]
-    /// stale-while-revalidate refreshes under way on this worker.
-    private var refreshes: [ObjectIdentifier: BackgroundRefresh] = [:]
+    /// Fetches with no client attached.
+    private var background = BackgroundFetches()
     /// Created on the worker's thread, used only there.
     private(set) var session: Session!
     /// Destination checks for requests a parent proxy carries (made on first use, on this loop).
@@ -49,8 +47,7 @@ final class Worker: @unchecked Sendable {
     /// This worker's access log lines, if the log is on.
     let accessLog: AccessLogBuffer?
     /// Measures loop lag and publishes the session's levels, once a second.
-    private var tick: Timer?
-    private var tickDue = 0.0
+    private var tick: (timer: Timer, due: Double)?
     static let tickInterval = 1.0
 
     init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable,
@@ -76,15 +73,14 @@ final class Worker: @unchecked Sendable {
         // Checked after DNS, with the settings in force then (a reload may change them).
         session.addressGate = { [unowned self] address in self.settings.destinations.refusal(address: address) }
         let t = Timer(loop: loop, repeating: true) { [unowned self] in self.ticked() }
-        tick = t
-        tickDue = clock.monotonic + Worker.tickInterval
+        tick = (t, clock.monotonic + Worker.tickInterval)
         t.schedule(after: Worker.tickInterval)
     }
 
     private func ticked() {
         let now = clock.monotonic
-        stats.set(.loopLagMicroseconds, Int(max(0, now - tickDue) * 1_000_000))
-        tickDue = now + Worker.tickInterval
+        stats.set(.loopLagMicroseconds, Int(max(0, now - (tick?.due ?? now)) * 1_000_000))
+        tick?.due = now + Worker.tickInterval
         stats.set(.originConnectionsOpen, session.openConnectionCount)
         stats.set(.originConnectionsIdle, session.idleConnectionCount)
         stats.set(.originConnectionsDiscardedUnsafe, session.connectionsDiscardedUnsafe)
@@ -142,7 +138,7 @@ final class Worker: @unchecked Sendable {
         guard let stream = stream(for: fd, tls: tls) else { return }
         var refusal: ConnectionRefusal?
         var counted = false
-        if connections.count - refusing >= settings.maxConnectionsPerWorker {
+        if connections.count - refusals.refusing >= settings.maxConnectionsPerWorker {
             refusal = refuse(peer, .full, .connectionsRefusedFull)
         } else if settings.maxConnectionsPerClient > 0 {
             if addressCounts.acquire(peer.addressBytes, limit: settings.maxConnectionsPerClient) {
@@ -160,54 +156,45 @@ final class Worker: @unchecked Sendable {
         conn.start()
     }
 
-    /// Connections being refused (lingering a moment before they close); not counted as served.
-    private var refusing = 0
-    /// When a refusal was last logged, and how many since: one line a second at most under a flood.
-    private var refusalLoggedAt = 0.0
-    private var refusalsUnlogged = 0
+    private var refusals = RefusalTally()
 
     private func refuse(_ peer: SocketAddress, _ refusal: ConnectionRefusal, _ counter: Count) -> ConnectionRefusal {
-        refusing += 1
         stats.add(counter)
-        refusalsUnlogged += 1
-        let now = clock.monotonic
-        if now - refusalLoggedAt >= 1 {
+        if let count = refusals.began(now: clock.monotonic) {
             let why = refusal == .full ? "\(settings.maxConnectionsPerWorker) connections on this worker (limits.max_connections)"
                 : "\(settings.maxConnectionsPerClient) connections from \(peer.host) (limits.max_connections_per_client)"
-            logger.warning("refused \(refusalsUnlogged) connection(s): \(why)")
-            refusalLoggedAt = now
-            refusalsUnlogged = 0
+            logger.warning("refused \(count) connection(s): \(why)")
         }
         return refusal
     }
 
     func connectionClosed(_ conn: ClientConnection) {
         guard connections.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
-        if conn.refusal != nil { refusing -= 1 }
+        if conn.refusal != nil { refusals.refusing -= 1 }
         if conn.addressCounted { addressCounts.release(conn.peerAddress) }
         openConnections.subtract(1, ordering: .relaxed)
         stats.set(.clientConnectionsOpen, connections.count)
     }
 
     func adopt(_ fetch: OrphanedFetch) {
-        orphans[ObjectIdentifier(fetch)] = fetch
+        background.orphans[ObjectIdentifier(fetch)] = fetch
         fetch.start()
     }
 
     func orphanFinished(_ fetch: OrphanedFetch) {
-        orphans[ObjectIdentifier(fetch)] = nil
+        background.orphans[ObjectIdentifier(fetch)] = nil
     }
 
     /// Starts refreshing a stale entry in the background, unless a refresh of that URL is running.
     func refreshInBackground(_ exchange: CacheExchange, request: RequestHead) {
         guard inFlight.beginRefresh(exchange.primaryKey) else { return }
         let refresh = BackgroundRefresh(worker: self, exchange: exchange, request: request)
-        refreshes[ObjectIdentifier(refresh)] = refresh
+        background.refreshes[ObjectIdentifier(refresh)] = refresh
         refresh.start()
     }
 
     func refreshFinished(_ refresh: BackgroundRefresh) {
-        refreshes[ObjectIdentifier(refresh)] = nil
+        background.refreshes[ObjectIdentifier(refresh)] = nil
     }
 
     /// Stop accepting; idle connections close now, busy ones after their current response.
@@ -215,7 +202,7 @@ final class Worker: @unchecked Sendable {
         draining = true
         for l in listeners { l.close() }
         listeners.removeAll()
-        tick?.cancel()
+        tick?.timer.cancel()
         for conn in Array(connections.values) { conn.drain() }
         for conn in Array(adminConnections.values) { conn.drain() }
         session.closeIdleConnections()
@@ -226,10 +213,40 @@ final class Worker: @unchecked Sendable {
         for conn in Array(connections.values) { conn.forceClose() }
         for conn in Array(adminConnections.values) { conn.close() }
         accessLog?.flush()
-        for fetch in Array(orphans.values) { fetch.cancel() }
-        tick?.cancel()
+        tick?.timer.cancel()
         tick = nil
-        for refresh in Array(refreshes.values) { refresh.cancel() }
+        background.cancelAll()
         session.closeIdleConnections()
+    }
+}
+
+/// Connections being refused (lingering a moment before they close, not counted as served), and
+/// their log: one line a second at most under a flood.
+private struct RefusalTally {
+    var refusing = 0
+    private var loggedAt = -Double.infinity
+    private var unlogged = 0
+
+    /// One more refusal; the number to log now, if a line is due.
+    mutating func began(now: Double) -> Int? {
+        refusing += 1
+        unlogged += 1
+        guard now - loggedAt >= 1 else { return nil }
+        loggedAt = now
+        defer { unlogged = 0 }
+        return unlogged
+    }
+}
+
+/// Fetches a worker runs with no client attached.
+private struct BackgroundFetches {
+    /// Collapsed fetches whose leading client left, running on for their followers.
+    var orphans: [ObjectIdentifier: OrphanedFetch] = [:]
+    /// stale-while-revalidate refreshes under way.
+    var refreshes: [ObjectIdentifier: BackgroundRefresh] = [:]
+
+    func cancelAll() {
+        for fetch in Array(orphans.values) { fetch.cancel() }
+        for refresh in Array(refreshes.values) { refresh.cancel() }
     }
 }
