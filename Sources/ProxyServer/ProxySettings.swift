@@ -56,7 +56,7 @@ struct ProxySettings: Sendable {
                                pendingPerClient: config.auth.maxPendingChecksPerClient)
         }
         if let r = config.reverseOrigin {
-            reverseOrigin = OriginKey(scheme: r.scheme == "https" ? .https : .http, host: r.host, port: r.port)
+            reverseOrigin = OriginKey(scheme: r.scheme, host: r.host, port: r.port)
         }
         reverseHost = config.reverseHost
         reverseAllowedHosts = config.reverseAllowedHosts
@@ -79,8 +79,8 @@ struct ProxySettings: Sendable {
         if let p = config.session.parentProxy { s.parentProxy = ProxyAddress(host: p.host, port: p.port) }
         s.nameServers = config.session.dnsServers.map(\.description)
         s.maxResponseHeadBytes = config.limits.maxResponseHeadBytes
-        s.tlsMinimumVersion = config.session.tlsMinimumVersion
-        s.tlsMaximumVersion = config.session.tlsMaximumVersion
+        s.tlsMinimumVersion = config.session.tlsMinimumVersion.rawValue
+        s.tlsMaximumVersion = config.session.tlsMaximumVersion.rawValue
         s.caFile = config.session.caFile
         s.trustExceptions = config.tls.trust.map { TrustException(hostPattern: $0.host, sha256: $0.sha256) }
         session = s
