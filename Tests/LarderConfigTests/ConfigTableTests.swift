@@ -170,6 +170,18 @@ private let everyKeyChanged: Config = try! ConfigLoader.parse(yaml: everyKeyChan
                     "Config/larder.yaml sets \(field.key) to something other than its default \(field.defaultText)")
         }
     }
+
+    /// The README's key table is `larder config-keys`'s output.
+    @Test func readmeTableIsGenerated() throws {
+        let text = try #require(ConfigLoader.readFile(repositoryRoot + "/README.md"))
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        let header = "| key | default | on reload | meaning |"
+        let start = try #require(lines.firstIndex { $0 == header }, "README.md has no configuration key table")
+        let end = lines[start...].firstIndex { !$0.hasPrefix("|") } ?? lines.endIndex
+        let table = lines[start..<end].joined(separator: "\n") + "\n"
+        #expect(table == ConfigSchema.markdown(),
+                "README.md's key table is out of date: replace it with the output of `larder config-keys`")
+    }
 }
 
 @Suite struct ConfigTextTests {
