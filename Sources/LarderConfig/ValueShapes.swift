@@ -28,8 +28,7 @@ struct ValueShape<T: Sendable & Equatable>: Sendable {
         }, render: { "[" + $0.map(item.render).joined(separator: ", ") + "]" })
     }
 
-    /// Unset when empty or null, or when written as one of `off` ("off" for an endpoint that can be
-    /// turned off); `unset` is how the unset value is written.
+    /// Unset when empty, null, or one of the words in `off`; `unset` is how an unset value is written.
     static func optional<Wrapped>(_ inner: ValueShape<Wrapped>, off: [String] = [],
                                   unset: String = "") -> ValueShape<Wrapped?> where T == Wrapped? {
         ValueShape<Wrapped?>(parse: { n throws(ValueError) in
