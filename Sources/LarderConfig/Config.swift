@@ -1,102 +1,94 @@
 import HTTPWire
 
-/// Everything Larder can be told, with the built-in defaults. `Config/larder.yaml` documents each key;
-/// the loader fills this from the file, then `LARDER_…` environment variables, then command-line flags.
+/// Everything Larder can be told. Each property is one key of `ConfigSchema.fields`, which holds
+/// its default, its parser and its documentation; `Config()` is every key at its default. The
+/// loader fills this from the file, then `LARDER_…` environment variables, then command-line flags.
 public struct Config: Sendable, Equatable {
-    /// `host:port` pairs the proxy listens on (`listen`). Port 0 picks a free port (logged).
-    public var listen: [Endpoint] = [Endpoint(host: "127.0.0.1", port: 3128)]
-    /// Admin endpoint listener (`admin_listen`); nil disables it.
-    public var adminListen: Endpoint? = Endpoint(host: "127.0.0.1", port: 9090)
-    /// Bearer token for the admin endpoint (`admin_token`); required when it listens off loopback.
-    public var adminToken: String?
-    /// Extra names (or addresses) the admin endpoint answers to in `Host` (`admin_hosts`), for when
-    /// it is reached by a name; its own listening address, and `localhost` on loopback, always are.
-    public var adminHosts: [String] = []
-    /// Event-loop threads (`workers`); 0 means one per core.
-    public var workers: Int = 0
-    /// Directory holding the LMDB cache (`cache_dir`).
-    public var cacheDirectory: String = "larder-cache"
-    /// How long in-flight requests may take to finish after SIGTERM/SIGINT (`shutdown_grace`), seconds.
-    public var shutdownGrace: Double = 10
-    /// Reverse (accelerator) mode: origin-form requests go here (`reverse_origin`), e.g. `http://127.0.0.1:8080`.
-    public var reverseOrigin: OriginURL? = nil
-    /// `reverse_host`: the `Host` reverse mode sends upstream, and keys the cache on.
-    public var reverseHost: ReverseHost = .client
-    /// `reverse_allowed_hosts`: the `Host` values reverse mode answers (empty: any); others get 400.
-    public var reverseAllowedHosts: [HostPattern] = []
-    /// Ports CONNECT may reach (`connect_ports`).
-    public var connectPorts: [Int] = [443]
-    /// Clients allowed to send `PURGE` to the proxy port (`purge_allowed_from`).
-    public var purgeAllowedFrom: [AddressRange] = AddressRange.loopback
-    /// Clients that may use the proxy at all (`allow_clients`); loopback only by default, so Larder
-    /// is never an open proxy unless told to be.
-    public var allowClients: [AddressRange] = AddressRange.loopback
-    /// Destinations never contacted (`deny_destinations`): host patterns, and networks checked
-    /// against the addresses a name resolves to. Link-local (cloud metadata) by default.
-    public var denyDestinations: [DestinationPattern] = [
-        .network(AddressRange(bytes: [169, 254, 0, 0], prefixLength: 16)),
-        .network(AddressRange(bytes: [0xFE, 0x80] + Array(repeating: 0, count: 14), prefixLength: 10)),
-    ]
-    /// `protect_this_host`: also refuse destinations on this machine (loopback, the unspecified
-    /// address, its interfaces' addresses) — `auto` does so once `allow_clients` admits any
-    /// client that is not on this machine.
-    public var protectThisHost: ProtectThisHost = .auto
-    /// Proxy authentication (`auth.*`).
-    public var auth = Auth()
-    /// Name this proxy gives itself in `Via` (`via_name`).
-    public var viaName: String = "larder"
-    /// Operational log level (`log_level`): trace, debug, info, notice, warning, error, critical.
-    public var logLevel: String = "info"
-    /// Access log destination (`access_log`): nil (off), "stdout", or a file path.
-    public var accessLog: String? = "stdout"
-    /// `access_log_format`: combined or json.
-    public var accessLogFormat: String = "combined"
-    /// `Proxy-Authorization: Basic` against an htpasswd file (`auth.*`).
+    /// `listen`
+    public var listen: [Endpoint] = ConfigSchema.defaultValue(\.listen)
+    /// `admin_listen`; nil: no admin endpoint.
+    public var adminListen: Endpoint? = ConfigSchema.defaultValue(\.adminListen)
+    /// `admin_token`
+    public var adminToken: String? = ConfigSchema.defaultValue(\.adminToken)
+    /// `admin_hosts`
+    public var adminHosts: [String] = ConfigSchema.defaultValue(\.adminHosts)
+    /// `workers`; 0: one per core.
+    public var workers: Int = ConfigSchema.defaultValue(\.workers)
+    /// `cache_dir`
+    public var cacheDirectory: String = ConfigSchema.defaultValue(\.cacheDirectory)
+    /// `shutdown_grace`, seconds.
+    public var shutdownGrace: Double = ConfigSchema.defaultValue(\.shutdownGrace)
+    /// `reverse_origin`; nil: forward proxy only.
+    public var reverseOrigin: OriginURL? = ConfigSchema.defaultValue(\.reverseOrigin)
+    /// `reverse_host`
+    public var reverseHost: ReverseHost = ConfigSchema.defaultValue(\.reverseHost)
+    /// `reverse_allowed_hosts`; empty: any.
+    public var reverseAllowedHosts: [HostPattern] = ConfigSchema.defaultValue(\.reverseAllowedHosts)
+    /// `connect_ports`
+    public var connectPorts: [Int] = ConfigSchema.defaultValue(\.connectPorts)
+    /// `purge_allowed_from`
+    public var purgeAllowedFrom: [AddressRange] = ConfigSchema.defaultValue(\.purgeAllowedFrom)
+    /// `allow_clients`
+    public var allowClients: [AddressRange] = ConfigSchema.defaultValue(\.allowClients)
+    /// `deny_destinations`
+    public var denyDestinations: [DestinationPattern] = ConfigSchema.defaultValue(\.denyDestinations)
+    /// `protect_this_host`
+    public var protectThisHost: ProtectThisHost = ConfigSchema.defaultValue(\.protectThisHost)
+    /// `auth.*`
+    public var auth: Auth = Auth()
+    /// `via_name`
+    public var viaName: String = ConfigSchema.defaultValue(\.viaName)
+    /// `log_level`
+    public var logLevel: LogLevel = ConfigSchema.defaultValue(\.logLevel)
+    /// `access_log`; nil: off.
+    public var accessLog: AccessLogDestination? = ConfigSchema.defaultValue(\.accessLog)
+    /// `access_log_format`
+    public var accessLogFormat: AccessLogFormat = ConfigSchema.defaultValue(\.accessLogFormat)
+
+    /// `Proxy-Authorization: Basic` against an htpasswd file.
     public struct Auth: Sendable, Equatable {
-        /// htpasswd-format file of `user:hash` lines (bcrypt or SHA-crypt); nil: no authentication.
-        public var usersFile: String?
-        /// The realm named in `Proxy-Authenticate`.
-        public var realm: String = "Larder"
-        /// Destination host patterns that need authentication (`*` for every destination).
-        public var destinations: [HostPattern] = [.any]
-        /// Password checks waiting or running at once, over all clients (`auth.max_pending_checks`);
-        /// a request with an unseen credential beyond it gets `429`.
-        public var maxPendingChecks: Int = 32
-        /// The same per client address (`auth.max_pending_checks_per_client`).
-        public var maxPendingChecksPerClient: Int = 4
+        /// `auth.users_file`; nil: no authentication.
+        public var usersFile: String? = ConfigSchema.defaultValue(\.auth.usersFile)
+        /// `auth.realm`
+        public var realm: String = ConfigSchema.defaultValue(\.auth.realm)
+        /// `auth.destinations`
+        public var destinations: [HostPattern] = ConfigSchema.defaultValue(\.auth.destinations)
+        /// `auth.max_pending_checks`
+        public var maxPendingChecks: Int = ConfigSchema.defaultValue(\.auth.maxPendingChecks)
+        /// `auth.max_pending_checks_per_client`
+        public var maxPendingChecksPerClient: Int = ConfigSchema.defaultValue(\.auth.maxPendingChecksPerClient)
     }
 
-    /// Client-side limits (`limits.*`).
-    public var limits = Limits()
-    /// The outbound session client (`session.*`), named after NSURLSessionConfiguration.
-    public var session = Session()
-    /// The cache (`cache.*`): capacities, durability, policy defaults and rules.
-    public var cache = Cache()
-    /// TLS (`tls.*`): HTTPS listeners, trust exceptions for origins, interception.
-    public var tls = TLS()
+    /// `limits.*`: what clients may send.
+    public var limits: Limits = Limits()
+    /// `session.*`: the outbound session client, named after NSURLSessionConfiguration.
+    public var session: Session = Session()
+    /// `cache.*`: capacities, durability, policy defaults and rules.
+    public var cache: Cache = Cache()
+    /// `tls.*`: HTTPS listeners, trust exceptions for origins, interception.
+    public var tls: TLS = TLS()
 
     public struct TLS: Sendable, Equatable {
-        /// `tls.listen`: HTTPS proxy listeners (clients speak TLS to the proxy itself).
-        public var listen: [Endpoint] = []
-        /// `tls.certificate_file`: PEM certificate (then its chain) of the HTTPS listeners and admin endpoint.
-        public var certificateFile: String?
-        /// `tls.key_file`: its PEM private key.
-        public var keyFile: String?
-        /// `tls.admin`: the admin endpoint speaks TLS.
-        public var admin: Bool = false
-        /// `tls.trust`: per-host exceptions to origin certificate verification, by pinned SHA-256.
-        public var trust: [TrustException] = []
-        /// `tls.intercept`: CONNECT destinations (host patterns) whose TLS Larder terminates, so their
-        /// requests go through the cache. Empty: interception off.
-        public var intercept: [HostPattern] = []
-        /// `tls.intercept_ca_certificate` / `tls.intercept_ca_key`: the CA that signs minted certificates;
-        /// unset: Larder's own, generated under `cache_dir/ca` on first use.
-        public var interceptCACertificate: String?
-        public var interceptCAKey: String?
-        /// `tls.intercept_key_type`: ec-p256 or rsa-2048.
-        public var interceptKeyType: String = "ec-p256"
-        /// `tls.intercept_certificate_lifetime`: validity of a minted certificate, seconds.
-        public var interceptCertificateLifetime: Double = 30 * 86_400
+        /// `tls.listen`
+        public var listen: [Endpoint] = ConfigSchema.defaultValue(\.tls.listen)
+        /// `tls.certificate_file`
+        public var certificateFile: String? = ConfigSchema.defaultValue(\.tls.certificateFile)
+        /// `tls.key_file`
+        public var keyFile: String? = ConfigSchema.defaultValue(\.tls.keyFile)
+        /// `tls.admin`
+        public var admin: Bool = ConfigSchema.defaultValue(\.tls.admin)
+        /// `tls.trust`
+        public var trust: [TrustException] = ConfigSchema.defaultValue(\.tls.trust)
+        /// `tls.intercept`; empty: interception off.
+        public var intercept: [HostPattern] = ConfigSchema.defaultValue(\.tls.intercept)
+        /// `tls.intercept_ca_certificate`; nil (with the key): Larder's own, under `cache_dir/ca`.
+        public var interceptCACertificate: String? = ConfigSchema.defaultValue(\.tls.interceptCACertificate)
+        /// `tls.intercept_ca_key`
+        public var interceptCAKey: String? = ConfigSchema.defaultValue(\.tls.interceptCAKey)
+        /// `tls.intercept_key_type`
+        public var interceptKeyType: KeyType = ConfigSchema.defaultValue(\.tls.interceptKeyType)
+        /// `tls.intercept_certificate_lifetime`, seconds.
+        public var interceptCertificateLifetime: Double = ConfigSchema.defaultValue(\.tls.interceptCertificateLifetime)
         public init() {}
     }
 
@@ -111,92 +103,90 @@ public struct Config: Sendable, Equatable {
     public init() {}
 
     public struct Cache: Sendable, Equatable {
-        /// `cache.disk_capacity`: stored bytes kept on disk (LRU eviction beyond).
-        public var diskCapacity: Int = 1 << 30
-        /// `cache.memory_capacity`: bytes of the in-memory tier.
-        public var memoryCapacity: Int = 64 << 20
-        /// `cache.memory_max_object_size`: entries up to this size are also held in memory.
-        public var memoryMaxObjectSize: Int = 1 << 20
-        /// `cache.max_object_size`: larger responses are passed through, not stored.
-        public var maxObjectSize: Int = 256 << 20
-        /// `cache.durability`: "fast" (periodic sync) or "safe" (sync every commit).
-        public var durability: String = "fast"
-        /// `cache.sync_interval`: how often "fast" durability syncs, seconds.
-        public var syncInterval: Double = 1
-        /// `cache.revalidation`: "head" (the documented way) or "conditional-get" (RFC 9111).
-        public var revalidation: String = "head"
-        /// `cache.default_policy`: the request cache policy when a request names none.
-        public var defaultPolicy: String = "use-protocol-cache-policy"
-        /// `cache.offline`: serve only from the cache (return-cache-data-dont-load for everything).
-        public var offline: Bool = false
-        /// `cache.heuristic_fraction` of (Date − Last-Modified) is the heuristic lifetime ...
-        public var heuristicFraction: Double = 0.1
-        /// ... capped at `cache.heuristic_max` seconds.
-        public var heuristicMax: Double = 86_400
-        /// `cache.collapse_requests`: concurrent misses for one URL share one origin fetch.
-        public var collapseRequests: Bool = true
-        /// `cache.on_unusable_dir`: what a cache directory that cannot be used at start means.
-        public var onUnusableDirectory: UnusableCacheDirectory = .exit
-        /// `cache.rules`: per-URL policy, storage and freshness, first match per aspect wins.
-        public var rules: [CacheRuleConfig] = []
+        /// `cache.disk_capacity`, bytes.
+        public var diskCapacity: Int = ConfigSchema.defaultValue(\.cache.diskCapacity)
+        /// `cache.memory_capacity`, bytes.
+        public var memoryCapacity: Int = ConfigSchema.defaultValue(\.cache.memoryCapacity)
+        /// `cache.memory_max_object_size`, bytes.
+        public var memoryMaxObjectSize: Int = ConfigSchema.defaultValue(\.cache.memoryMaxObjectSize)
+        /// `cache.max_object_size`, bytes.
+        public var maxObjectSize: Int = ConfigSchema.defaultValue(\.cache.maxObjectSize)
+        /// `cache.durability`
+        public var durability: Durability = ConfigSchema.defaultValue(\.cache.durability)
+        /// `cache.sync_interval`, seconds.
+        public var syncInterval: Double = ConfigSchema.defaultValue(\.cache.syncInterval)
+        /// `cache.revalidation`
+        public var revalidation: Revalidation = ConfigSchema.defaultValue(\.cache.revalidation)
+        /// `cache.default_policy`
+        public var defaultPolicy: RequestPolicy = ConfigSchema.defaultValue(\.cache.defaultPolicy)
+        /// `cache.offline`
+        public var offline: Bool = ConfigSchema.defaultValue(\.cache.offline)
+        /// `cache.heuristic_fraction`
+        public var heuristicFraction: Double = ConfigSchema.defaultValue(\.cache.heuristicFraction)
+        /// `cache.heuristic_max`, seconds.
+        public var heuristicMax: Double = ConfigSchema.defaultValue(\.cache.heuristicMax)
+        /// `cache.collapse_requests`
+        public var collapseRequests: Bool = ConfigSchema.defaultValue(\.cache.collapseRequests)
+        /// `cache.on_unusable_dir`
+        public var onUnusableDirectory: UnusableCacheDirectory = ConfigSchema.defaultValue(\.cache.onUnusableDirectory)
+        /// `cache.rules`
+        public var rules: [CacheRuleConfig] = ConfigSchema.defaultValue(\.cache.rules)
         public init() {}
     }
 
     public struct Limits: Sendable, Equatable {
-        /// `limits.max_head_bytes`: largest request head (431 beyond).
-        public var maxHeadBytes: Int = 65_536
-        /// `limits.max_header_count`: most header fields in a request (431 beyond).
-        public var maxHeaderCount: Int = 100
-        /// `limits.max_uri_bytes`: longest request line (414 beyond).
-        public var maxURIBytes: Int = 8_192
-        /// `limits.client_header_timeout`: seconds a client may take to send a whole request head.
-        public var clientHeaderTimeout: Double = 30
-        /// `limits.client_idle_timeout`: seconds an idle keep-alive client connection is kept.
-        public var clientIdleTimeout: Double = 60
-        /// `limits.max_response_head_bytes`: largest response head accepted from an origin (502 beyond).
-        public var maxResponseHeadBytes: Int = 65_536
-        /// Largest request body (`limits.max_request_body`); larger → 413.
-        public var maxRequestBody: Int = 1 << 30
-        /// Client connections open at once, all workers together (`limits.max_connections`); more → 503.
-        public var maxConnections: Int = 10_000
-        /// Client connections open at once from one address (`limits.max_connections_per_client`);
-        /// more → 429. 0: no per-address limit.
-        public var maxConnectionsPerClient: Int = 512
+        /// `limits.max_head_bytes`
+        public var maxHeadBytes: Int = ConfigSchema.defaultValue(\.limits.maxHeadBytes)
+        /// `limits.max_header_count`
+        public var maxHeaderCount: Int = ConfigSchema.defaultValue(\.limits.maxHeaderCount)
+        /// `limits.max_uri_bytes`
+        public var maxURIBytes: Int = ConfigSchema.defaultValue(\.limits.maxURIBytes)
+        /// `limits.client_header_timeout`, seconds.
+        public var clientHeaderTimeout: Double = ConfigSchema.defaultValue(\.limits.clientHeaderTimeout)
+        /// `limits.client_idle_timeout`, seconds.
+        public var clientIdleTimeout: Double = ConfigSchema.defaultValue(\.limits.clientIdleTimeout)
+        /// `limits.max_response_head_bytes`
+        public var maxResponseHeadBytes: Int = ConfigSchema.defaultValue(\.limits.maxResponseHeadBytes)
+        /// `limits.max_request_body`
+        public var maxRequestBody: Int = ConfigSchema.defaultValue(\.limits.maxRequestBody)
+        /// `limits.max_connections`, all workers together.
+        public var maxConnections: Int = ConfigSchema.defaultValue(\.limits.maxConnections)
+        /// `limits.max_connections_per_client`; 0: no per-address limit.
+        public var maxConnectionsPerClient: Int = ConfigSchema.defaultValue(\.limits.maxConnectionsPerClient)
         public init() {}
     }
 
     public struct Session: Sendable, Equatable {
-        /// `session.http_additional_headers`: fields added to every outbound request that lacks them.
-        public var httpAdditionalHeaders: [HeaderPair] = []
-        /// `session.timeout_interval_for_request`: longest silence while waiting for origin bytes (504).
-        public var timeoutIntervalForRequest: Double = 60
-        /// `session.timeout_interval_for_resource`: longest whole exchange with an origin (504).
-        public var timeoutIntervalForResource: Double = 604_800
-        /// `session.connect_timeout`: longest TCP (and TLS) connection setup (504).
-        public var connectTimeout: Double = 10
-        /// `session.http_maximum_connections_per_host`: open connections per origin; excess requests queue FIFO.
-        public var httpMaximumConnectionsPerHost: Int = 64
-        /// `session.max_idle_connections_per_host`: idle keep-alive connections kept per origin.
-        public var maxIdleConnectionsPerHost: Int = 32
-        /// `session.reuse_after_bodyless_answers`: reuse a connection after a HEAD or 304 answer whose
-        /// head announces a body (checked for stray bytes first).
-        public var reuseAfterBodylessAnswers: Bool = true
-        /// `session.idle_connection_timeout`: seconds an idle pooled origin connection is kept.
-        public var idleConnectionTimeout: Double = 60
-        /// `session.proxy`: parent proxy (connectionProxyDictionary), e.g. `http://proxy:3128`.
-        public var parentProxy: OriginURL? = nil
-        /// `session.tls_minimum_version`: "1.2" or "1.3".
-        public var tlsMinimumVersion: String = "1.2"
-        /// `session.tls_maximum_version`: "1.2" or "1.3".
-        public var tlsMaximumVersion: String = "1.3"
-        /// `session.ca_file`: PEM bundle to verify https origins; nil uses the system store.
-        public var caFile: String? = nil
-        /// `session.dns_servers`: name servers (`host:port`) to ask instead of /etc/resolv.conf's;
-        /// /etc/hosts is honoured either way.
-        public var dnsServers: [Endpoint] = []
+        /// `session.http_additional_headers`
+        public var httpAdditionalHeaders: [HeaderPair] = ConfigSchema.defaultValue(\.session.httpAdditionalHeaders)
+        /// `session.timeout_interval_for_request`, seconds.
+        public var timeoutIntervalForRequest: Double = ConfigSchema.defaultValue(\.session.timeoutIntervalForRequest)
+        /// `session.timeout_interval_for_resource`, seconds.
+        public var timeoutIntervalForResource: Double = ConfigSchema.defaultValue(\.session.timeoutIntervalForResource)
+        /// `session.connect_timeout`, seconds.
+        public var connectTimeout: Double = ConfigSchema.defaultValue(\.session.connectTimeout)
+        /// `session.http_maximum_connections_per_host`
+        public var httpMaximumConnectionsPerHost: Int = ConfigSchema.defaultValue(\.session.httpMaximumConnectionsPerHost)
+        /// `session.max_idle_connections_per_host`
+        public var maxIdleConnectionsPerHost: Int = ConfigSchema.defaultValue(\.session.maxIdleConnectionsPerHost)
+        /// `session.reuse_after_bodyless_answers`
+        public var reuseAfterBodylessAnswers: Bool = ConfigSchema.defaultValue(\.session.reuseAfterBodylessAnswers)
+        /// `session.idle_connection_timeout`, seconds.
+        public var idleConnectionTimeout: Double = ConfigSchema.defaultValue(\.session.idleConnectionTimeout)
+        /// `session.proxy` (connectionProxyDictionary)
+        public var parentProxy: OriginURL? = ConfigSchema.defaultValue(\.session.parentProxy)
+        /// `session.tls_minimum_version`
+        public var tlsMinimumVersion: TLSVersion = ConfigSchema.defaultValue(\.session.tlsMinimumVersion)
+        /// `session.tls_maximum_version`
+        public var tlsMaximumVersion: TLSVersion = ConfigSchema.defaultValue(\.session.tlsMaximumVersion)
+        /// `tls.ca_file` (or its older name `session.ca_file`); nil: the system store.
+        public var caFile: String? = ConfigSchema.defaultValue(\.session.caFile)
+        /// `session.dns_servers`; empty: /etc/resolv.conf's.
+        public var dnsServers: [Endpoint] = ConfigSchema.defaultValue(\.session.dnsServers)
         public init() {}
     }
 }
+
 
 /// `host:port` for listeners; IPv6 hosts are written `[::1]:3128` and stored without brackets.
 public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
@@ -278,11 +268,11 @@ public enum DestinationPattern: Sendable, Equatable, CustomStringConvertible {
 
 /// `http://host[:port]` or `https://host[:port]` with no path (origins and parent proxies).
 public struct OriginURL: Sendable, Equatable, CustomStringConvertible {
-    public var scheme: String
+    public var scheme: URIScheme
     public var host: String
     public var port: Int
-    public init(scheme: String, host: String, port: Int) { self.scheme = scheme; self.host = host; self.port = port }
-    public var description: String { "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+    public init(scheme: URIScheme, host: String, port: Int) { self.scheme = scheme; self.host = host; self.port = port }
+    public var description: String { "\(scheme.name)://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 }
 
 /// One configured header field (order kept).
@@ -294,15 +284,13 @@ public struct HeaderPair: Sendable, Equatable {
 
 /// One `cache.rules` entry.
 public struct CacheRuleConfig: Sendable, Equatable {
-    public var scheme: String?
+    public var scheme: URIScheme?
     public var host: HostPattern?
     public var pathPrefix: String?
     public var statuses: [Int] = []
     public var contentType: String?
-    /// A request cache policy name (use-protocol-cache-policy, reload-ignoring-local-cache-data, ...).
-    public var policy: String?
-    /// allowed, memory-only or not-allowed.
-    public var storage: String?
+    public var policy: Config.RequestPolicy?
+    public var storage: Config.StoragePolicy?
     public var forcedLifetime: Double?
     public var maximumLifetime: Double?
     public var defaultLifetime: Double?

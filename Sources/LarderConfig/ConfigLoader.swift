@@ -73,9 +73,37 @@ public enum ConfigLoader {
     // MARK: layers without the checks between keys
 
     /// The file's values over the defaults; syntax and per-key problems only.
-    private static func parse(yaml: String, fileName: String) throws(ConfigErrors) -> Config {
+    static func parse(yaml: String, fileName: String) throws(ConfigErrors) -> Config {
         var config = Config()
+        guard let top = try document(yaml: yaml, fileName: fileName) else { return config }
         var problems: [ConfigProblem] = []
+        walk(top, prefix: "", problems: &problems, fileName: fileName) { field, value in
+            do throws(ValueError) {
+                try field.apply(&config, value)
+                return nil
+            } catch {
+                return error.message
+            }
+        }
+        try throwIfAny(problems)
+        return config
+    }
+
+    /// Every key a document sets, with the value it gives (the checks of the shipped file use it).
+    static func settings(yaml: String, fileName: String) throws(ConfigErrors) -> [(field: ConfigField, value: Node)] {
+        guard let top = try document(yaml: yaml, fileName: fileName) else { return [] }
+        var problems: [ConfigProblem] = []
+        var settings: [(field: ConfigField, value: Node)] = []
+        walk(top, prefix: "", problems: &problems, fileName: fileName) { field, value in
+            settings.append((field, value))
+            return nil
+        }
+        try throwIfAny(problems)
+        return settings
+    }
+
+    /// The document's top-level mapping; nil for an empty document (all defaults).
+    private static func document(yaml: String, fileName: String) throws(ConfigErrors) -> Node.Mapping? {
         let root: Node?
         do {
             root = try Yams.compose(yaml: yaml)
@@ -84,14 +112,12 @@ public enum ConfigLoader {
         } catch {
             throw ConfigErrors([ConfigProblem(source: fileName, key: "", line: nil, message: "\(error)")])
         }
-        guard let root, root.null == nil else { return config }  // an empty file means all defaults
+        guard let root, root.null == nil else { return nil }
         guard case .mapping(let top) = root else {
             throw ConfigErrors([ConfigProblem(source: fileName, key: "", line: root.mark?.line,
                                               message: "expected a mapping of keys to values at the top level")])
         }
-        walk(top, prefix: "", into: &config, problems: &problems, fileName: fileName)
-        try throwIfAny(problems)
-        return config
+        return top
     }
 
     private static func parse(path: String) throws(ConfigErrors) -> Config {
@@ -163,8 +189,9 @@ public enum ConfigLoader {
 
     // MARK: walking the document
 
-    private static func walk(_ mapping: Node.Mapping, prefix: String, into config: inout Config,
-                             problems: inout [ConfigProblem], fileName: String) {
+    /// Visits each known key's value in document order; `visit` returns what is wrong with it, if anything.
+    private static func walk(_ mapping: Node.Mapping, prefix: String, problems: inout [ConfigProblem], fileName: String,
+                             visit: (ConfigField, Node) -> String?) {
         var seen: Set<String> = []
         for (keyNode, value) in mapping {
             let line = keyNode.mark?.line
@@ -180,7 +207,7 @@ public enum ConfigLoader {
             }
             if ConfigSchema.sections.contains(key) {
                 if case .mapping(let inner) = value {
-                    walk(inner, prefix: key + ".", into: &config, problems: &problems, fileName: fileName)
+                    walk(inner, prefix: key + ".", problems: &problems, fileName: fileName, visit: visit)
                 } else if value.null == nil {
                     problems.append(ConfigProblem(source: fileName, key: key, line: line,
                                                   message: "expected a section of keys, got \(ConfigSchema.describe(value))"))
@@ -193,11 +220,8 @@ public enum ConfigLoader {
                 problems.append(ConfigProblem(source: fileName, key: key, line: line, message: "unknown key\(hint)"))
                 continue
             }
-            do {
-                try field.apply(&config, value)
-            } catch {
-                problems.append(ConfigProblem(source: fileName, key: key, line: value.mark?.line ?? line,
-                                              message: error.message))
+            if let message = visit(field, value) {
+                problems.append(ConfigProblem(source: fileName, key: key, line: value.mark?.line ?? line, message: message))
             }
         }
     }

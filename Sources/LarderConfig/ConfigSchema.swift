@@ -1,312 +1,304 @@
 import HTTPWire
 import Yams
 
-/// One configuration key: its dotted name and how a YAML value sets it. The table below is the
-/// single list of keys; the loader, the environment overrides and the unknown-key check all use it.
-struct ConfigField: Sendable {
-    let key: String
+/// One configuration key: its dotted name, default, parser, whether a reload applies it, and what it
+/// means. `ConfigSchema.fields` is the one list of keys: `Config`'s defaults, the loader, the
+/// environment overrides, the unknown-key check, the reload diff, the README's key table
+/// (`larder config-keys`) and the check of `Config/larder.yaml` all read it.
+public struct ConfigField: Sendable {
+    /// What a reload does with a changed value.
+    public enum Reload: String, Sendable, Equatable {
+        /// Applied to the running proxy; new requests see it.
+        case live
+        /// Kept as it was until a restart (listeners, threads, the cache's files, the outbound session, logs).
+        case restart
+    }
+
+    /// Dotted name, `session.connect_timeout`.
+    public let key: String
+    public let reload: Reload
+    /// One line for the README's table (Markdown).
+    public let doc: String
+    /// The default as the file writes it; empty when the key is unset by default.
+    public let defaultText: String
+
+    let path: PartialKeyPath<Config> & Sendable
+    let defaultValue: any Sendable
     let apply: @Sendable (inout Config, Node) throws(ValueError) -> Void
+    /// This key's value in a configuration, as the file writes it.
+    let text: @Sendable (Config) -> String
+    let same: @Sendable (Config, Config) -> Bool
+    /// Copies this key's value from the first configuration into the second.
+    let copy: @Sendable (Config, inout Config) -> Void
+    /// Whether a configuration holds this key's default.
+    let holdsDefault: @Sendable (Config) -> Bool
+
+    init<T: Equatable & Sendable>(_ key: String, _ path: WritableKeyPath<Config, T> & Sendable, _ value: T,
+                                  _ reload: Reload, _ doc: String, _ shape: ValueShape<T>) {
+        self.key = key
+        self.reload = reload
+        self.doc = doc
+        self.path = path
+        defaultValue = value
+        defaultText = shape.render(value)
+        let parse = shape.parse
+        let render = shape.render
+        apply = { config, node throws(ValueError) in config[keyPath: path] = try parse(node) }
+        text = { render($0[keyPath: path]) }
+        same = { $0[keyPath: path] == $1[keyPath: path] }
+        copy = { from, to in to[keyPath: path] = from[keyPath: path] }
+        holdsDefault = { $0[keyPath: path] == value }
+    }
+
+    /// Whether `node` sets this key to its default.
+    func isDefault(_ node: Node) throws(ValueError) -> Bool {
+        var config = Config()
+        try apply(&config, node)
+        return holdsDefault(config)
+    }
 
     /// `LARDER_SESSION_CONNECT_TIMEOUT` for `session.connect_timeout`.
-    var environmentName: String {
+    public var environmentName: String {
         "LARDER_" + key.uppercased().replacingDotsWithUnderscores()
     }
 }
 
-enum ConfigSchema {
-    static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
-    static let tlsVersions = ["1.2", "1.3"]
+public enum ConfigSchema {
+    public static let fields: [ConfigField] = [
+        ConfigField("listen", \.listen, [Endpoint(host: "127.0.0.1", port: 3128)], .restart,
+                    "proxy listeners; port 0 picks a free port (logged)",
+                    .list(.endpoint).checked { list throws(ValueError) in
+                        guard !list.isEmpty else { throw ValueError("needs at least one HOST:PORT") }
+                    }),
+        ConfigField("admin_listen", \.adminListen, Endpoint(host: "127.0.0.1", port: 9090), .restart,
+                    "admin endpoint (below), `off` to disable; never a proxy port",
+                    .optional(.endpoint, off: ["off", "false"], unset: "off")),
+        ConfigField("admin_token", \.adminToken, nil, .live,
+                    "bearer token the admin endpoint requires (all but `/healthz`); required off loopback",
+                    .optional(.text.checked { s throws(ValueError) in
+                        if s.contains(where: { $0 == " " || $0.isNewline || !$0.isASCII }) {
+                            throw ValueError("must be printable ASCII without spaces")
+                        }
+                    })),
+        ConfigField("admin_hosts", \.adminHosts, [], .live,
+                    "extra names (or addresses) the admin endpoint accepts in `Host`, any port, for when it is "
+                        + "reached by a name; its own address and, on loopback, `localhost` always are",
+                    .list(ValueShape(parse: { n throws(ValueError) in try ConfigLoader.parseHostName(try nonEmpty(n)) },
+                                     render: ConfigText.scalar))),
+        ConfigField("workers", \.workers, 0, .restart, "event-loop threads; 0 = one per core",
+                    .integer(0...256, what: "a thread count (0: one per core)")),
+        ConfigField("cache_dir", \.cacheDirectory, "larder-cache", .restart,
+                    "LMDB cache directory (created if missing)", .text),
+        ConfigField("shutdown_grace", \.shutdownGrace, 10, .live, "time in-flight requests get after SIGTERM",
+                    .duration),
+        ConfigField("reverse_origin", \.reverseOrigin, nil, .live,
+                    "reverse mode: every request goes here (absolute-form ones too; `CONNECT` is `405`)",
+                    .optional(.origin)),
+        ConfigField("reverse_host", \.reverseHost, .client, .live,
+                    "reverse mode: the `Host` sent upstream and keyed on, `client` (the client's, normalised) "
+                        + "or `origin` (`reverse_origin`'s)", .choice),
+        ConfigField("reverse_allowed_hosts", \.reverseAllowedHosts, [], .live,
+                    "reverse mode: `Host` names or `*.patterns` answered, any other gets `400`; empty: any",
+                    hostPatterns),
+        ConfigField("connect_ports", \.connectPorts, [443], .live, "ports CONNECT may reach",
+                    .list(.integer(1...65_535, what: "a port"))),
+        ConfigField("purge_allowed_from", \.purgeAllowedFrom, AddressRange.loopback, .live,
+                    "clients that may send `PURGE <url>` to the proxy port", .list(.addressRange)),
+        // Loopback only: Larder is never an open proxy unless told to be.
+        ConfigField("allow_clients", \.allowClients, AddressRange.loopback, .live,
+                    "clients that may use the proxy at all; others get 403", .list(.addressRange)),
+        // Link-local holds cloud metadata services.
+        ConfigField("deny_destinations", \.denyDestinations, [
+            .network(AddressRange(bytes: [169, 254, 0, 0], prefixLength: 16)),
+            .network(AddressRange(bytes: [0xFE, 0x80] + Array(repeating: 0, count: 14), prefixLength: 10)),
+        ], .live, "networks (checked after DNS) and host patterns never contacted (403)", .list(.destination)),
+        ConfigField("protect_this_host", \.protectThisHost, .auto, .live,
+                    "refuse destinations on this machine (loopback, `0.0.0.0`, its interfaces' addresses): "
+                        + "`auto` once `allow_clients` admits anyone from elsewhere, `on`, `off`", .choice),
+        ConfigField("auth.users_file", \.auth.usersFile, nil, .live,
+                    "htpasswd-style `user:hash` file (bcrypt or SHA-crypt) for `Proxy-Authorization: Basic`; "
+                        + "none: no authentication", .optionalText),
+        ConfigField("auth.realm", \.auth.realm, "Larder", .live, "realm in `Proxy-Authenticate`",
+                    .text.checked { s throws(ValueError) in
+                        guard s.allSatisfy({ $0.isASCII && $0 != "\"" && $0 != "\\" && !$0.isNewline }) else {
+                            throw ValueError("must be printable ASCII without quotes or backslashes")
+                        }
+                    }),
+        ConfigField("auth.destinations", \.auth.destinations, [.any], .live,
+                    "destination host patterns that need credentials", hostPatterns),
+        ConfigField("auth.max_pending_checks", \.auth.maxPendingChecks, 32, .live,
+                    "password checks waiting or running at once; beyond it an unseen credential gets `429` with "
+                        + "`Retry-After`", .integer(1...100_000, what: "a number of checks")),
+        ConfigField("auth.max_pending_checks_per_client", \.auth.maxPendingChecksPerClient, 4, .live,
+                    "the same per client address", .integer(1...100_000, what: "a number of checks")),
+        ConfigField("via_name", \.viaName, "larder", .live, "pseudonym in `Via`",
+                    .text.checked { s throws(ValueError) in
+                        guard s.allSatisfy({ $0.isASCII && $0 != " " && $0 != "," && !$0.isNewline }) else {
+                            throw ValueError("must be a single token without spaces or commas, got \"\(s)\"")
+                        }
+                    }),
+        ConfigField("log_level", \.logLevel, .info, .restart, "operational log (stderr): trace … critical", .choice),
+        ConfigField("access_log", \.accessLog, .stdout, .restart,
+                    "one line per request: `stdout`, a file (reopened on SIGUSR1), or `off`",
+                    .optional(ValueShape(parse: { n throws(ValueError) in
+                        let s = try scalar(n)
+                        return s == "stdout" ? .stdout : .file(s)
+                    }, render: { destination in
+                        switch destination {
+                        case .stdout: return "stdout"
+                        case .file(let path): return ConfigText.scalar(path)
+                        }
+                    }), off: ["off", "false"], unset: "off")),
+        ConfigField("access_log_format", \.accessLogFormat, .combined, .restart,
+                    "`combined` (+ cache result and seconds) or `json`", .choice),
 
-    static let fields: [ConfigField] = [
-        ConfigField(key: "listen") { c, n throws(ValueError) in
-            let list = try endpoints(n)
-            guard !list.isEmpty else { throw ValueError("needs at least one HOST:PORT") }
-            c.listen = list
-        },
-        ConfigField(key: "admin_listen") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.adminListen = (s == nil || s == "off" || s == "false") ? nil : try ConfigLoader.parseEndpoint(s!)
-        },
-        ConfigField(key: "admin_token") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            if let s, s.contains(where: { $0 == " " || $0.isNewline || !$0.isASCII }) {
-                throw ValueError("must be printable ASCII without spaces")
-            }
-            c.adminToken = (s?.isEmpty ?? true) ? nil : s
-        },
-        ConfigField(key: "admin_hosts") { c, n throws(ValueError) in
-            var names: [String] = []
-            for item in try list(n) { names.append(try ConfigLoader.parseHostName(try nonEmpty(item))) }
-            c.adminHosts = names
-        },
-        ConfigField(key: "workers") { c, n throws(ValueError) in
-            c.workers = try integer(n, in: 0...256, what: "a thread count (0: one per core)")
-        },
-        ConfigField(key: "cache_dir") { c, n throws(ValueError) in
-            c.cacheDirectory = try nonEmpty(n)
-        },
-        ConfigField(key: "shutdown_grace") { c, n throws(ValueError) in
-            c.shutdownGrace = try duration(n)
-        },
-        ConfigField(key: "reverse_origin") { c, n throws(ValueError) in
-            c.reverseOrigin = try scalarOrNull(n).map { s throws(ValueError) in try ConfigLoader.parseOriginURL(s) }
-        },
-        ConfigField(key: "reverse_host") { c, n throws(ValueError) in
-            let s = try scalar(n)
-            guard let mode = ReverseHost(rawValue: s) else { throw ValueError("expected client or origin, got \"\(s)\"") }
-            c.reverseHost = mode
-        },
-        ConfigField(key: "reverse_allowed_hosts") { c, n throws(ValueError) in
-            var hosts: [HostPattern] = []
-            for item in try list(n) { hosts.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
-            c.reverseAllowedHosts = hosts
-        },
-        ConfigField(key: "connect_ports") { c, n throws(ValueError) in
-            var ports: [Int] = []
-            for item in try list(n) { ports.append(try integer(item, in: 1...65_535, what: "a port")) }
-            c.connectPorts = ports
-        },
-        ConfigField(key: "purge_allowed_from") { c, n throws(ValueError) in
-            c.purgeAllowedFrom = try addressRanges(n)
-        },
-        ConfigField(key: "allow_clients") { c, n throws(ValueError) in
-            c.allowClients = try addressRanges(n)
-        },
-        ConfigField(key: "deny_destinations") { c, n throws(ValueError) in
-            var patterns: [DestinationPattern] = []
-            for item in try list(n) { patterns.append(try ConfigLoader.parseDestinationPattern(try nonEmpty(item))) }
-            c.denyDestinations = patterns
-        },
-        ConfigField(key: "protect_this_host") { c, n throws(ValueError) in
-            let s = try scalar(n)
-            guard let mode = ProtectThisHost(rawValue: s) else { throw ValueError("expected auto, on or off, got \"\(s)\"") }
-            c.protectThisHost = mode
-        },
-        ConfigField(key: "auth.users_file") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.auth.usersFile = (s?.isEmpty ?? true) ? nil : s
-        },
-        ConfigField(key: "auth.realm") { c, n throws(ValueError) in
-            let s = try nonEmpty(n)
-            guard s.allSatisfy({ $0.isASCII && $0 != "\"" && $0 != "\\" && !$0.isNewline }) else {
-                throw ValueError("must be printable ASCII without quotes or backslashes")
-            }
-            c.auth.realm = s
-        },
-        ConfigField(key: "auth.destinations") { c, n throws(ValueError) in
-            var patterns: [HostPattern] = []
-            for item in try list(n) { patterns.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
-            c.auth.destinations = patterns
-        },
-        ConfigField(key: "auth.max_pending_checks") { c, n throws(ValueError) in
-            c.auth.maxPendingChecks = try integer(n, in: 1...100_000, what: "a number of checks")
-        },
-        ConfigField(key: "auth.max_pending_checks_per_client") { c, n throws(ValueError) in
-            c.auth.maxPendingChecksPerClient = try integer(n, in: 1...100_000, what: "a number of checks")
-        },
-        ConfigField(key: "via_name") { c, n throws(ValueError) in
-            let s = try nonEmpty(n)
-            guard s.allSatisfy({ $0.isASCII && $0 != " " && $0 != "," && !$0.isNewline }) else {
-                throw ValueError("must be a single token without spaces or commas, got \"\(s)\"")
-            }
-            c.viaName = s
-        },
-        ConfigField(key: "log_level") { c, n throws(ValueError) in
-            c.logLevel = try oneOf(n, logLevels)
-        },
-        ConfigField(key: "access_log") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.accessLog = (s == nil || s == "" || s == "off" || s == "false") ? nil : s
-        },
-        ConfigField(key: "access_log_format") { c, n throws(ValueError) in
-            c.accessLogFormat = try oneOf(n, ["combined", "json"])
-        },
+        ConfigField("limits.max_head_bytes", \.limits.maxHeadBytes, 65_536, .live, "largest request head (431 beyond)",
+                    .size(1_024...16_777_216)),
+        ConfigField("limits.max_header_count", \.limits.maxHeaderCount, 100, .live,
+                    "most request fields (431 beyond)", .integer(1...10_000, what: "a field count")),
+        ConfigField("limits.max_uri_bytes", \.limits.maxURIBytes, 8_192, .live, "longest request line (414 beyond)",
+                    .size(64...1_048_576)),
+        ConfigField("limits.client_header_timeout", \.limits.clientHeaderTimeout, 30, .live,
+                    "time to send a whole request head (408 beyond)", .positiveDuration),
+        ConfigField("limits.client_idle_timeout", \.limits.clientIdleTimeout, 60, .live,
+                    "idle keep-alive client connections close after this (counted once their answers are "
+                        + "written); also the send timeout: a client that reads nothing of its answer for this "
+                        + "long is dropped", .positiveDuration),
+        ConfigField("limits.max_response_head_bytes", \.limits.maxResponseHeadBytes, 65_536, .restart,
+                    "largest origin response head (502 beyond)", .size(1_024...16_777_216)),
+        ConfigField("limits.max_request_body", \.limits.maxRequestBody, 1 << 30, .live,
+                    "largest request body (413 beyond; a chunked upload is cut there)", .size(1...(1 << 50))),
+        ConfigField("limits.max_connections", \.limits.maxConnections, 10_000, .live,
+                    "client connections at once, all workers together (503 beyond)",
+                    .integer(1...1_000_000, what: "a connection count")),
+        ConfigField("limits.max_connections_per_client", \.limits.maxConnectionsPerClient, 512, .live,
+                    "client connections at once from one address (429 beyond; 0: no limit)",
+                    .integer(0...1_000_000, what: "a connection count (0: no limit)")),
 
-        ConfigField(key: "limits.max_head_bytes") { c, n throws(ValueError) in
-            c.limits.maxHeadBytes = try size(n, in: 1_024...16_777_216)
-        },
-        ConfigField(key: "limits.max_header_count") { c, n throws(ValueError) in
-            c.limits.maxHeaderCount = try integer(n, in: 1...10_000, what: "a field count")
-        },
-        ConfigField(key: "limits.max_uri_bytes") { c, n throws(ValueError) in
-            c.limits.maxURIBytes = try size(n, in: 64...1_048_576)
-        },
-        ConfigField(key: "limits.client_header_timeout") { c, n throws(ValueError) in
-            c.limits.clientHeaderTimeout = try positiveDuration(n)
-        },
-        ConfigField(key: "limits.client_idle_timeout") { c, n throws(ValueError) in
-            c.limits.clientIdleTimeout = try positiveDuration(n)
-        },
-        ConfigField(key: "limits.max_response_head_bytes") { c, n throws(ValueError) in
-            c.limits.maxResponseHeadBytes = try size(n, in: 1_024...16_777_216)
-        },
-        ConfigField(key: "limits.max_request_body") { c, n throws(ValueError) in
-            c.limits.maxRequestBody = try size(n, in: 1...(1 << 50))
-        },
-        ConfigField(key: "limits.max_connections") { c, n throws(ValueError) in
-            c.limits.maxConnections = try integer(n, in: 1...1_000_000, what: "a connection count")
-        },
-        ConfigField(key: "limits.max_connections_per_client") { c, n throws(ValueError) in
-            c.limits.maxConnectionsPerClient = try integer(n, in: 0...1_000_000, what: "a connection count (0: no limit)")
-        },
+        ConfigField("session.http_additional_headers", \.session.httpAdditionalHeaders, [], .restart,
+                    "fields added to outbound requests lacking them", .headers),
+        ConfigField("session.timeout_interval_for_request", \.session.timeoutIntervalForRequest, 60, .restart,
+                    "longest silence from an origin (504)", .positiveDuration),
+        ConfigField("session.timeout_interval_for_resource", \.session.timeoutIntervalForResource, 604_800, .restart,
+                    "longest whole exchange (504)", .positiveDuration),
+        ConfigField("session.connect_timeout", \.session.connectTimeout, 10, .restart,
+                    "longest connection setup, TCP and TLS (504)", .positiveDuration),
+        ConfigField("session.http_maximum_connections_per_host", \.session.httpMaximumConnectionsPerHost, 64, .restart,
+                    "per origin and worker; excess requests queue FIFO",
+                    .integer(1...100_000, what: "a connection count")),
+        ConfigField("session.max_idle_connections_per_host", \.session.maxIdleConnectionsPerHost, 32, .restart,
+                    "idle keep-alive connections kept per origin and worker",
+                    .integer(0...100_000, what: "a connection count")),
+        ConfigField("session.reuse_after_bodyless_answers", \.session.reuseAfterBodylessAnswers, true, .restart,
+                    "reuse a connection after a HEAD or 304 answer announcing a body (`false`: close it; see Security)",
+                    .boolean),
+        ConfigField("session.idle_connection_timeout", \.session.idleConnectionTimeout, 60, .restart,
+                    "idle pooled connections close after this", .positiveDuration),
+        ConfigField("session.proxy", \.session.parentProxy, nil, .restart, "parent proxy, `http://host:port`",
+                    .optional(.origin.checked { url throws(ValueError) in
+                        guard url.scheme == .http else {
+                            throw ValueError("a parent proxy is reached over plain http://, got \"\(url)\"")
+                        }
+                    })),
+        ConfigField("session.tls_minimum_version", \.session.tlsMinimumVersion, .tls12, .restart,
+                    "lowest TLS version allowed towards https origins", .choice),
+        ConfigField("session.tls_maximum_version", \.session.tlsMaximumVersion, .tls13, .restart,
+                    "highest TLS version allowed towards https origins", .choice),
+        ConfigField("session.ca_file", \.session.caFile, nil, .restart, "the older name of `tls.ca_file`",
+                    .optionalText),
+        ConfigField("session.dns_servers", \.session.dnsServers, [], .restart,
+                    "name servers `host:port` to ask instead of resolv.conf's; `/etc/hosts` always applies",
+                    .list(.dnsServer)),
+        ConfigField("tls.ca_file", \.session.caFile, nil, .restart,
+                    "CA bundle that verifies https origins (also `--ca-file`); none: the system store", .optionalText),
+        ConfigField("tls.listen", \.tls.listen, [], .restart,
+                    "HTTPS proxy listeners (clients use `https://HOST:PORT` as their proxy)", .list(.endpoint)),
+        // Read again on every reload, changed or not: renewed files keep their names.
+        ConfigField("tls.certificate_file", \.tls.certificateFile, nil, .live,
+                    "PEM certificate (then chain) of the HTTPS listeners and admin endpoint; read again on every "
+                        + "reload", .optionalText),
+        ConfigField("tls.key_file", \.tls.keyFile, nil, .live, "its PEM key; read again on every reload",
+                    .optionalText),
+        ConfigField("tls.admin", \.tls.admin, false, .restart, "the admin endpoint speaks TLS", .boolean),
+        ConfigField("tls.trust", \.tls.trust, [], .restart,
+                    "per-host exceptions: `{host, sha256}` accepts the certificate with that fingerprint for hosts "
+                        + "matching the pattern (`*` too); the first entry that matches applies", .trust),
+        ConfigField("tls.intercept", \.tls.intercept, [], .restart,
+                    "CONNECT destinations (host patterns) to decrypt and cache; empty: off", hostPatterns),
+        ConfigField("tls.intercept_ca_certificate", \.tls.interceptCACertificate, nil, .restart,
+                    "the CA certificate that signs minted certificates; none: Larder's own in `cache_dir/ca`",
+                    .optionalText),
+        ConfigField("tls.intercept_ca_key", \.tls.interceptCAKey, nil, .restart, "that CA's key", .optionalText),
+        ConfigField("tls.intercept_key_type", \.tls.interceptKeyType, .ecP256, .restart,
+                    "key of minted certificates: `ec-p256` or `rsa-2048`", .choice),
+        ConfigField("tls.intercept_certificate_lifetime", \.tls.interceptCertificateLifetime, 30 * 86_400, .restart,
+                    "validity of minted certificates, 1h to 825d",
+                    .positiveDuration.checked { d throws(ValueError) in
+                        guard d >= 3_600, d <= 825 * 86_400 else {
+                            throw ValueError("must be between 1h and 825d (clients reject longer-lived certificates)")
+                        }
+                    }),
 
-        ConfigField(key: "session.http_additional_headers") { c, n throws(ValueError) in
-            c.session.httpAdditionalHeaders = try headers(n)
-        },
-        ConfigField(key: "session.timeout_interval_for_request") { c, n throws(ValueError) in
-            c.session.timeoutIntervalForRequest = try positiveDuration(n)
-        },
-        ConfigField(key: "session.timeout_interval_for_resource") { c, n throws(ValueError) in
-            c.session.timeoutIntervalForResource = try positiveDuration(n)
-        },
-        ConfigField(key: "session.connect_timeout") { c, n throws(ValueError) in
-            c.session.connectTimeout = try positiveDuration(n)
-        },
-        ConfigField(key: "session.http_maximum_connections_per_host") { c, n throws(ValueError) in
-            c.session.httpMaximumConnectionsPerHost = try integer(n, in: 1...100_000, what: "a connection count")
-        },
-        ConfigField(key: "session.max_idle_connections_per_host") { c, n throws(ValueError) in
-            c.session.maxIdleConnectionsPerHost = try integer(n, in: 0...100_000, what: "a connection count")
-        },
-        ConfigField(key: "session.reuse_after_bodyless_answers") { c, n throws(ValueError) in
-            c.session.reuseAfterBodylessAnswers = try boolean(n)
-        },
-        ConfigField(key: "session.idle_connection_timeout") { c, n throws(ValueError) in
-            c.session.idleConnectionTimeout = try positiveDuration(n)
-        },
-        ConfigField(key: "session.proxy") { c, n throws(ValueError) in
-            let url = try scalarOrNull(n).map { s throws(ValueError) in try ConfigLoader.parseOriginURL(s) }
-            if let url, url.scheme != "http" {
-                throw ValueError("a parent proxy is reached over plain http://, got \"\(url)\"")
-            }
-            c.session.parentProxy = url
-        },
-        ConfigField(key: "session.tls_minimum_version") { c, n throws(ValueError) in
-            c.session.tlsMinimumVersion = try oneOf(n, tlsVersions)
-        },
-        ConfigField(key: "session.tls_maximum_version") { c, n throws(ValueError) in
-            c.session.tlsMaximumVersion = try oneOf(n, tlsVersions)
-        },
-        ConfigField(key: "session.ca_file") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.session.caFile = (s?.isEmpty ?? true) ? nil : s
-        },
-        ConfigField(key: "session.dns_servers") { c, n throws(ValueError) in
-            var servers: [Endpoint] = []
-            for item in try list(n) {
-                let text = try scalar(item)
-                // A bare address (IPv4, IPv6 or name) means the standard DNS port.
-                let hasPort = text.hasPrefix("[") || text.filter({ $0 == ":" }).count == 1
-                let e = hasPort ? try ConfigLoader.parseEndpoint(text) : Endpoint(host: text, port: 53)
-                guard e.port != 0 else { throw ValueError("port 0 is not a valid DNS server port in \"\(text)\"") }
-                servers.append(e)
-            }
-            c.session.dnsServers = servers
-        },
-        ConfigField(key: "tls.ca_file") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.session.caFile = (s?.isEmpty ?? true) ? nil : s
-        },
-        ConfigField(key: "tls.listen") { c, n throws(ValueError) in
-            c.tls.listen = n.null != nil ? [] : try endpoints(n)
-        },
-        ConfigField(key: "tls.certificate_file") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.tls.certificateFile = (s?.isEmpty ?? true) ? nil : s
-        },
-        ConfigField(key: "tls.key_file") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.tls.keyFile = (s?.isEmpty ?? true) ? nil : s
-        },
-        ConfigField(key: "tls.admin") { c, n throws(ValueError) in
-            c.tls.admin = try boolean(n)
-        },
-        ConfigField(key: "tls.trust") { c, n throws(ValueError) in
-            c.tls.trust = try trustExceptions(n)
-        },
-        ConfigField(key: "tls.intercept") { c, n throws(ValueError) in
-            var patterns: [HostPattern] = []
-            if n.null == nil {
-                for item in try list(n) { patterns.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
-            }
-            c.tls.intercept = patterns
-        },
-        ConfigField(key: "tls.intercept_ca_certificate") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.tls.interceptCACertificate = (s?.isEmpty ?? true) ? nil : s
-        },
-        ConfigField(key: "tls.intercept_ca_key") { c, n throws(ValueError) in
-            let s = try scalarOrNull(n)
-            c.tls.interceptCAKey = (s?.isEmpty ?? true) ? nil : s
-        },
-        ConfigField(key: "tls.intercept_key_type") { c, n throws(ValueError) in
-            c.tls.interceptKeyType = try oneOf(n, ["ec-p256", "rsa-2048"])
-        },
-        ConfigField(key: "tls.intercept_certificate_lifetime") { c, n throws(ValueError) in
-            let d = try positiveDuration(n)
-            guard d >= 3_600, d <= 825 * 86_400 else {
-                throw ValueError("must be between 1h and 825d (clients reject longer-lived certificates)")
-            }
-            c.tls.interceptCertificateLifetime = d
-        },
-
-        ConfigField(key: "cache.disk_capacity") { c, n throws(ValueError) in
-            c.cache.diskCapacity = try size(n, in: 1 << 20...(1 << 50))
-        },
-        ConfigField(key: "cache.memory_capacity") { c, n throws(ValueError) in
-            c.cache.memoryCapacity = try size(n, in: 0...(1 << 40))
-        },
-        ConfigField(key: "cache.memory_max_object_size") { c, n throws(ValueError) in
-            c.cache.memoryMaxObjectSize = try size(n, in: 0...(1 << 40))
-        },
-        ConfigField(key: "cache.max_object_size") { c, n throws(ValueError) in
-            c.cache.maxObjectSize = try size(n, in: 0...(1 << 50))
-        },
-        ConfigField(key: "cache.durability") { c, n throws(ValueError) in
-            c.cache.durability = try oneOf(n, ["fast", "safe"])
-        },
-        ConfigField(key: "cache.sync_interval") { c, n throws(ValueError) in
-            c.cache.syncInterval = try positiveDuration(n)
-        },
-        ConfigField(key: "cache.revalidation") { c, n throws(ValueError) in
-            c.cache.revalidation = try oneOf(n, ["head", "conditional-get"])
-        },
-        ConfigField(key: "cache.default_policy") { c, n throws(ValueError) in
-            c.cache.defaultPolicy = try oneOf(n, requestPolicies)
-        },
-        ConfigField(key: "cache.offline") { c, n throws(ValueError) in
-            c.cache.offline = try boolean(n)
-        },
-        ConfigField(key: "cache.heuristic_fraction") { c, n throws(ValueError) in
-            let s = try scalar(n)
-            guard let v = Double(s), v >= 0, v <= 1 else { throw ValueError("expected a fraction from 0 to 1, got \"\(s)\"") }
-            c.cache.heuristicFraction = v
-        },
-        ConfigField(key: "cache.heuristic_max") { c, n throws(ValueError) in
-            c.cache.heuristicMax = try duration(n)
-        },
-        ConfigField(key: "cache.collapse_requests") { c, n throws(ValueError) in
-            c.cache.collapseRequests = try boolean(n)
-        },
-        ConfigField(key: "cache.on_unusable_dir") { c, n throws(ValueError) in
-            let s = try scalar(n)
-            guard let mode = UnusableCacheDirectory(rawValue: s) else {
-                throw ValueError("expected exit or pass-through, got \"\(s)\"")
-            }
-            c.cache.onUnusableDirectory = mode
-        },
-        ConfigField(key: "cache.rules") { c, n throws(ValueError) in
-            c.cache.rules = try cacheRules(n)
-        },
+        ConfigField("cache.disk_capacity", \.cache.diskCapacity, 1 << 30, .restart,
+                    "bytes stored on disk; least recently used entries are evicted beyond. The directory's size on "
+                        + "disk (`du`) stays within it plus a margin of max(10 %, 4 MiB)", .size(1 << 20...(1 << 50))),
+        ConfigField("cache.memory_capacity", \.cache.memoryCapacity, 64 << 20, .restart,
+                    "the in-memory tier in front of the disk", .size(0...(1 << 40))),
+        ConfigField("cache.memory_max_object_size", \.cache.memoryMaxObjectSize, 1 << 20, .restart,
+                    "entries up to this size are also kept in memory", .size(0...(1 << 40))),
+        ConfigField("cache.max_object_size", \.cache.maxObjectSize, 256 << 20, .restart,
+                    "larger responses are forwarded, not stored (at most a quarter of `disk_capacity` is used)",
+                    .size(0...(1 << 50))),
+        ConfigField("cache.durability", \.cache.durability, .fast, .restart,
+                    "`fast`: sync every `sync_interval`; `safe`: sync every commit", .choice),
+        ConfigField("cache.sync_interval", \.cache.syncInterval, 1, .restart, "how often `fast` durability syncs",
+                    .positiveDuration),
+        ConfigField("cache.revalidation", \.cache.revalidation, .head, .live,
+                    "`head` (the documented way) or `conditional-get`", .choice),
+        ConfigField("cache.default_policy", \.cache.defaultPolicy, .useProtocolCachePolicy, .live,
+                    "policy for requests that name none", .choice),
+        ConfigField("cache.offline", \.cache.offline, false, .live,
+                    "serve only from the cache (504 when nothing is stored)", .boolean),
+        ConfigField("cache.heuristic_fraction", \.cache.heuristicFraction, 0.1, .live,
+                    "heuristic freshness: this fraction of (Date − Last-Modified) …", .fraction),
+        ConfigField("cache.heuristic_max", \.cache.heuristicMax, 86_400, .live, "… at most this long", .duration),
+        ConfigField("cache.collapse_requests", \.cache.collapseRequests, true, .live,
+                    "concurrent misses for one URL share one origin fetch (see below)", .boolean),
+        ConfigField("cache.on_unusable_dir", \.cache.onUnusableDirectory, .exit, .restart,
+                    "a cache directory unusable at start: `exit` (status 2) or `pass-through` (serve uncached, "
+                        + "`larder_cache_disabled` 1)", .choice),
+        ConfigField("cache.rules", \.cache.rules, [], .live,
+                    "per-URL `policy`, `storage`, `freshness` (see `Config/larder.yaml`)", .cacheRules),
     ]
 
-    /// Keys that hold a mapping of further keys rather than a value.
-    static let sections: Set<String> = ["limits", "session", "cache", "auth", "tls"]
+    /// Host patterns: `example.com`, `*.example.com` (any subdomain) or `*` (any host).
+    static let hostPatterns = ValueShape<[HostPattern]>(parse: { n throws(ValueError) in
+        var patterns: [HostPattern] = []
+        for item in try list(n) { patterns.append(try ConfigLoader.parseHostPattern(try nonEmpty(item))) }
+        return patterns
+    }, render: { "[" + $0.map { ConfigText.scalar($0.description) }.joined(separator: ", ") + "]" })
 
-    static let requestPolicies = ["use-protocol-cache-policy", "reload-ignoring-local-cache-data",
-                                  "reload-revalidating-cache-data", "return-cache-data-else-load",
-                                  "return-cache-data-dont-load"]
-    static let storagePolicies = ["allowed", "memory-only", "not-allowed"]
+    /// The default of the key at `path` (what `Config`'s properties start as).
+    static func defaultValue<T>(_ path: KeyPath<Config, T>) -> T {
+        let wanted: AnyKeyPath = path
+        guard let field = fields.first(where: { $0.path as AnyKeyPath == wanted }) else {
+            fatalError("no configuration key sets \(path)")
+        }
+        return field.defaultValue as! T
+    }
+
+    /// The keys as a Markdown table, for the README (`larder config-keys`).
+    public static func markdown() -> String {
+        var out = "| key | default | on reload | meaning |\n|---|---|---|---|\n"
+        for f in fields {
+            let value = f.defaultText.isEmpty ? "none" : "`\(f.defaultText)`"
+            let reload = f.reload == .live ? "applied" : "restart"
+            out += "| `\(f.key)` | \(value) | \(reload) | \(f.doc) |\n"
+        }
+        return out
+    }
+
+    static let sections = Set(fields.compactMap { f in f.key.split(separator: ".").dropLast().first.map(String.init) })
 
     static let byKey: [String: ConfigField] = Dictionary(uniqueKeysWithValues: fields.map { ($0.key, $0) })
 
@@ -315,7 +307,7 @@ enum ConfigSchema {
         var out: [(key: String, message: String)] = []
         if c.session.tlsMinimumVersion > c.session.tlsMaximumVersion {
             out.append(("session.tls_minimum_version",
-                        "\(c.session.tlsMinimumVersion) is above tls_maximum_version \(c.session.tlsMaximumVersion)"))
+                        "\(c.session.tlsMinimumVersion.rawValue) is above tls_maximum_version \(c.session.tlsMaximumVersion.rawValue)"))
         }
         if c.session.maxIdleConnectionsPerHost > c.session.httpMaximumConnectionsPerHost {
             out.append(("session.max_idle_connections_per_host",
@@ -369,12 +361,19 @@ enum ConfigSchema {
         return s
     }
 
-    static func oneOf(_ n: Node, _ choices: [String]) throws(ValueError) -> String {
+    static func choice<T: CaseIterable & RawRepresentable & Sendable & Equatable>(_ n: Node) throws(ValueError) -> T
+    where T.RawValue == String {
+        try ValueShape<T>.choice.parse(n)
+    }
+
+    /// `http` or `https`.
+    static func scheme(_ n: Node) throws(ValueError) -> URIScheme {
         let s = try scalar(n)
-        guard choices.contains(s) else {
-            throw ValueError("expected one of \(choices.joined(separator: ", ")), got \"\(s)\"")
+        switch s {
+        case "http": return .http
+        case "https": return .https
+        default: throw ValueError("expected one of http, https, got \"\(s)\"")
         }
-        return s
     }
 
     static func integer(_ n: Node, in range: ClosedRange<Int>, what: String) throws(ValueError) -> Int {
@@ -445,7 +444,7 @@ enum ConfigSchema {
                 let key = try scalar(k)
                 do throws(ValueError) {
                     switch key {
-                    case "scheme": r.scheme = try oneOf(v, ["http", "https"])
+                    case "scheme": r.scheme = try scheme(v)
                     case "host": r.host = try ConfigLoader.parseHostPattern(try nonEmpty(v))
                     case "path_prefix":
                         let p = try nonEmpty(v)
@@ -455,8 +454,8 @@ enum ConfigSchema {
                         r.statuses = []
                         for s in try list(v) { r.statuses.append(try integer(s, in: 100...999, what: "a status code")) }
                     case "content_type": r.contentType = try nonEmpty(v).lowercased()
-                    case "policy": r.policy = try oneOf(v, requestPolicies)
-                    case "storage": r.storage = try oneOf(v, storagePolicies)
+                    case "policy": r.policy = try choice(v)
+                    case "storage": r.storage = try choice(v)
                     case "freshness":
                         guard case .mapping(let f) = v else { throw ValueError("expected forced/maximum/default, got \(describe(v))") }
                         for (fk, fv) in f {
@@ -503,13 +502,6 @@ enum ConfigSchema {
     }
 
     /// A YAML list, or one scalar holding a comma-separated list (the environment's form).
-    /// A list of networks (`10.0.0.0/8`, `::1/128`, single addresses).
-    static func addressRanges(_ n: Node) throws(ValueError) -> [AddressRange] {
-        var ranges: [AddressRange] = []
-        for item in try list(n) { ranges.append(try ConfigLoader.parseAddressRange(try nonEmpty(item))) }
-        return ranges
-    }
-
     static func list(_ n: Node) throws(ValueError) -> [Node] {
         switch n {
         case .sequence(let seq): return Array(seq)
@@ -518,12 +510,6 @@ enum ConfigSchema {
             return s.string.split(separator: ",").map { Node(String($0.trimmingSpaces())) }
         default: throw ValueError("expected a list, got \(describe(n))")
         }
-    }
-
-    static func endpoints(_ n: Node) throws(ValueError) -> [Endpoint] {
-        var out: [Endpoint] = []
-        for item in try list(n) { out.append(try ConfigLoader.parseEndpoint(try scalar(item))) }
-        return out
     }
 
     /// A mapping `Name: value` (order kept), or a list of `"Name: value"` strings.

@@ -99,12 +99,12 @@ extension ConfigLoader {
     /// `http://host[:port]` or `https://host[:port]`, optionally with a trailing `/`; no path.
     public static func parseOriginURL(_ text: String) throws(ValueError) -> OriginURL {
         let t = text.trimmingSpaces()
-        let scheme: String
+        let scheme: URIScheme
         let rest: Substring
         if t.lowercased().hasPrefix("http://") {
-            scheme = "http"; rest = t.dropFirst(7)
+            scheme = .http; rest = t.dropFirst(7)
         } else if t.lowercased().hasPrefix("https://") {
-            scheme = "https"; rest = t.dropFirst(8)
+            scheme = .https; rest = t.dropFirst(8)
         } else {
             throw ValueError("expected http://HOST[:PORT] or https://HOST[:PORT], got \"\(text)\"")
         }
@@ -114,7 +114,7 @@ extension ConfigLoader {
               !authority.contains("?"), !authority.contains("#") else {
             throw ValueError("expected an origin without path, user or query, got \"\(text)\"")
         }
-        let defaultPort = scheme == "https" ? 443 : 80
+        let defaultPort = scheme == .https ? 443 : 80
         if authority.hasPrefix("[") {
             guard authority.contains("]") else { throw ValueError("unclosed [ in \"\(text)\"") }
             if authority.hasSuffix("]") {

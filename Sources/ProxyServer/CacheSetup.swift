@@ -14,9 +14,8 @@ final class CacheSetup: Sendable {
     init(_ config: Config) {
         let c = config.cache
         var p = PolicySettings()
-        p.defaultRequestPolicy = c.offline ? .returnCacheDataDontLoad
-            : (RequestCachePolicy(rawValue: c.defaultPolicy) ?? .useProtocolCachePolicy)
-        p.revalidation = RevalidationMethod(rawValue: c.revalidation) ?? .head
+        p.defaultRequestPolicy = c.offline ? .returnCacheDataDontLoad : RequestCachePolicy(c.defaultPolicy)
+        p.revalidation = RevalidationMethod(c.revalidation)
         p.heuristicFraction = c.heuristicFraction
         p.heuristicCap = Int64(c.heuristicMax)
         policy = p
@@ -25,17 +24,57 @@ final class CacheSetup: Sendable {
                 : FreshnessOverride(forcedLifetime: r.forcedLifetime.map { Int64($0) },
                                     maximumLifetime: r.maximumLifetime.map { Int64($0) },
                                     defaultLifetime: r.defaultLifetime.map { Int64($0) })
-            return CacheRule(scheme: r.scheme, host: r.host, pathPrefix: r.pathPrefix, statuses: r.statuses,
-                             contentTypePrefix: r.contentType,
-                             requestPolicy: r.policy.flatMap { RequestCachePolicy(rawValue: $0) },
-                             storagePolicy: r.storage.flatMap { StoragePolicy(rawValue: $0) }, freshness: f)
+            return CacheRule(scheme: r.scheme?.name, host: r.host, pathPrefix: r.pathPrefix, statuses: r.statuses,
+                             contentTypePrefix: r.contentType, requestPolicy: r.policy.map(RequestCachePolicy.init),
+                             storagePolicy: r.storage.map(StoragePolicy.init), freshness: f)
         })
         store = CacheSettings(
             disk: DiskStoreSettings(directory: config.cacheDirectory, capacity: c.diskCapacity,
-                                    durability: Durability(rawValue: c.durability) ?? .fast,
-                                    syncInterval: c.syncInterval),
+                                    durability: Durability(c.durability), syncInterval: c.syncInterval),
             memoryCapacity: c.memoryCapacity, memoryObjectLimit: min(c.memoryMaxObjectSize, c.memoryCapacity),
             maxObjectSize: c.maxObjectSize)
         collapseRequests = c.collapseRequests
+    }
+}
+
+// The configuration's closed sets, one case for one case: a new case fails to compile here.
+
+extension RequestCachePolicy {
+    init(_ policy: Config.RequestPolicy) {
+        switch policy {
+        case .useProtocolCachePolicy: self = .useProtocolCachePolicy
+        case .reloadIgnoringLocalCacheData: self = .reloadIgnoringLocalCacheData
+        case .reloadRevalidatingCacheData: self = .reloadRevalidatingCacheData
+        case .returnCacheDataElseLoad: self = .returnCacheDataElseLoad
+        case .returnCacheDataDontLoad: self = .returnCacheDataDontLoad
+        }
+    }
+}
+
+extension StoragePolicy {
+    init(_ storage: Config.StoragePolicy) {
+        switch storage {
+        case .allowed: self = .allowed
+        case .memoryOnly: self = .allowedInMemoryOnly
+        case .notAllowed: self = .notAllowed
+        }
+    }
+}
+
+extension RevalidationMethod {
+    init(_ revalidation: Config.Revalidation) {
+        switch revalidation {
+        case .head: self = .head
+        case .conditionalGet: self = .conditionalGet
+        }
+    }
+}
+
+extension Durability {
+    init(_ durability: Config.Durability) {
+        switch durability {
+        case .fast: self = .fast
+        case .safe: self = .safe
+        }
     }
 }

@@ -146,9 +146,18 @@ public final class ProxyServer: @unchecked Sendable {
         let inFlight = InFlightTable()
         let addressCounts = ClientAddressCounts()
         if let destination = config.accessLog {
+            let path: String?
+            switch destination {
+            case .stdout: path = nil
+            case .file(let file): path = file
+            }
+            let format: AccessLog.Format
+            switch config.accessLogFormat {
+            case .combined: format = .combined
+            case .json: format = .json
+            }
             do {
-                accessLog = try AccessLog(path: destination == "stdout" ? nil : destination,
-                                          format: config.accessLogFormat == "json" ? .json : .combined)
+                accessLog = try AccessLog(path: path, format: format)
             } catch {
                 throw .listen(error.message)
             }
@@ -171,7 +180,7 @@ public final class ProxyServer: @unchecked Sendable {
                                                                keyFile: tls.interceptCAKey,
                                                                cacheDirectory: config.cacheDirectory, logger: logger)
                 interception = Interception(patterns: tls.intercept, authority: authority,
-                                            keyType: CertificateKeyType(rawValue: tls.interceptKeyType) ?? .ecP256,
+                                            keyType: CertificateKeyType(tls.interceptKeyType),
                                             lifetime: Int(tls.interceptCertificateLifetime),
                                             directory: config.cacheDirectory + "/certificates", logger: logger)
                 logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
@@ -282,5 +291,14 @@ public final class ProxyServer: @unchecked Sendable {
         historyTimer = nil  // while its loop still exists
         accessLog?.close()
         cache?.close()
+    }
+}
+
+extension CertificateKeyType {
+    init(_ keyType: Config.KeyType) {
+        switch keyType {
+        case .ecP256: self = .ecP256
+        case .rsa2048: self = .rsa2048
+        }
     }
 }

@@ -58,7 +58,7 @@ struct ProxySettings: Sendable {
                                pendingPerClient: config.auth.maxPendingChecksPerClient)
         }
         if let r = config.reverseOrigin {
-            reverseOrigin = OriginKey(scheme: r.scheme == "https" ? .https : .http, host: r.host, port: r.port)
+            reverseOrigin = OriginKey(scheme: r.scheme, host: r.host, port: r.port)
         }
         reverseHost = config.reverseHost
         reverseAllowedHosts = config.reverseAllowedHosts
@@ -68,26 +68,25 @@ struct ProxySettings: Sendable {
         maxConnectionsPerWorker = max(1, (config.limits.maxConnections + workers - 1) / workers)
         maxConnectionsPerClient = config.limits.maxConnectionsPerClient
         clientIdleTimeout = config.limits.clientIdleTimeout
-        var s = SessionConfiguration()
-        s.httpAdditionalHeaders = config.session.httpAdditionalHeaders.map { AdditionalHeader(name: $0.name, value: $0.value) }
-        s.timeoutIntervalForRequest = config.session.timeoutIntervalForRequest
-        s.timeoutIntervalForResource = config.session.timeoutIntervalForResource
-        s.connectTimeout = config.session.connectTimeout
-        s.httpMaximumConnectionsPerHost = config.session.httpMaximumConnectionsPerHost
-        s.maxIdleConnectionsPerHost = config.session.maxIdleConnectionsPerHost
-        s.reuseAfterBodylessAnswers = config.session.reuseAfterBodylessAnswers
-        s.refuseThisMachine = config.protectThisHost.applies(allowClients: config.allowClients)
-        s.idleConnectionTimeout = config.session.idleConnectionTimeout
-        if let p = config.session.parentProxy { s.parentProxy = ProxyAddress(host: p.host, port: p.port) }
-        s.nameServers = config.session.dnsServers.map(\.description)
-        s.maxResponseHeadBytes = config.limits.maxResponseHeadBytes
-        s.tlsMinimumVersion = config.session.tlsMinimumVersion
-        s.tlsMaximumVersion = config.session.tlsMaximumVersion
-        s.caFile = config.session.caFile
-        s.trustExceptions = config.tls.trust.map { TrustException(hostPattern: $0.host, sha256: $0.sha256) }
-        session = s
+        session = SessionConfiguration(
+            httpAdditionalHeaders: config.session.httpAdditionalHeaders.map { AdditionalHeader(name: $0.name, value: $0.value) },
+            timeoutIntervalForRequest: config.session.timeoutIntervalForRequest,
+            timeoutIntervalForResource: config.session.timeoutIntervalForResource,
+            connectTimeout: config.session.connectTimeout,
+            httpMaximumConnectionsPerHost: config.session.httpMaximumConnectionsPerHost,
+            maxIdleConnectionsPerHost: config.session.maxIdleConnectionsPerHost,
+            reuseAfterBodylessAnswers: config.session.reuseAfterBodylessAnswers,
+            refuseThisMachine: config.protectThisHost.applies(allowClients: config.allowClients),
+            idleConnectionTimeout: config.session.idleConnectionTimeout,
+            parentProxy: config.session.parentProxy.map { ProxyAddress(host: $0.host, port: $0.port) },
+            nameServers: config.session.dnsServers.map(\.description),
+            maxResponseHeadBytes: config.limits.maxResponseHeadBytes,
+            tlsMinimumVersion: config.session.tlsMinimumVersion.rawValue,
+            tlsMaximumVersion: config.session.tlsMaximumVersion.rawValue,
+            caFile: config.session.caFile,
+            trustExceptions: config.tls.trust.map { TrustException(hostPattern: $0.host, sha256: $0.sha256) })
         cache = CacheSetup(config)
         router = RequestRouter(reverseOrigin: reverseOrigin, reverseHost: reverseHost,
-                               reverseAllowedHosts: reverseAllowedHosts, usesParentProxy: s.parentProxy != nil)
+                               reverseAllowedHosts: reverseAllowedHosts, usesParentProxy: session.parentProxy != nil)
     }
 }

@@ -22,7 +22,8 @@ struct ConfigOverrides: ParsableArguments {
     @Option(name: .customLong("reverse-origin"), help: "Reverse mode: send origin-form requests to this origin URL.")
     var reverseOrigin: String?
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .customLong("log-level"),
+            help: "One of \(Config.LogLevel.allCases.map(\.rawValue).joined(separator: ", ")).")
     var logLevel: String?
 
     @Option(name: .customLong("access-log"), help: "Access log: 'stdout', a file path, or 'off'.")

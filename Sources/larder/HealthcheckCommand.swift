@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import LarderConfig
 
 /// `larder healthcheck`: exit 0 when the admin endpoint answers `GET /healthz` with 200. For
 /// container HEALTHCHECKs, so the runtime image needs no curl.
@@ -8,7 +9,8 @@ struct HealthcheckCommand: ParsableCommand {
         commandName: "healthcheck",
         abstract: "Ask a running Larder's admin endpoint whether it is alive (exit 0) or not (exit 1).")
 
-    @Option(name: .long, help: "Admin endpoint HOST:PORT. Default: $LARDER_ADMIN_LISTEN, else 127.0.0.1:9090.")
+    @Option(name: .long, help: ArgumentHelp("Admin endpoint HOST:PORT. Default: $LARDER_ADMIN_LISTEN, else admin_listen's "
+                                            + "default, \(Config().adminListen?.description ?? "off")."))
     var admin: String?
 
     @Option(name: .long, help: "Seconds to wait for the answer.")
@@ -16,7 +18,10 @@ struct HealthcheckCommand: ParsableCommand {
 
     func run() throws {
         let env = ProcessEnvironment.variables()
-        var target = admin ?? env["LARDER_ADMIN_LISTEN"] ?? "127.0.0.1:9090"
+        guard var target = admin ?? env["LARDER_ADMIN_LISTEN"] ?? Config().adminListen?.description else {
+            printToStandardError("larder healthcheck: no admin endpoint to ask: give --admin HOST:PORT")
+            throw ExitCode(1)
+        }
         // A wildcard listener is reached on loopback.
         if target.hasPrefix("0.0.0.0:") { target = "127.0.0.1:" + target.dropFirst(8) }
         guard let colon = target.lastIndex(of: ":"), let port = UInt16(target[target.index(after: colon)...]) else {

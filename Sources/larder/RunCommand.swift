@@ -61,13 +61,27 @@ struct RunCommand: ParsableCommand {
     }
 }
 
-func makeLogger(level: String) -> Logger {
+func makeLogger(level: Config.LogLevel) -> Logger {
     LoggingSystem.bootstrap { label in
         var h = StreamLogHandler.standardError(label: label)
-        h.logLevel = Logger.Level(rawValue: level) ?? .info
+        h.logLevel = Logger.Level(level)
         return h
     }
     return Logger(label: "larder")
+}
+
+extension Logger.Level {
+    init(_ level: Config.LogLevel) {
+        switch level {
+        case .trace: self = .trace
+        case .debug: self = .debug
+        case .info: self = .info
+        case .notice: self = .notice
+        case .warning: self = .warning
+        case .error: self = .error
+        case .critical: self = .critical
+        }
+    }
 }
 
 /// Writes a line to fd 2 (the C `stderr` global is not concurrency-safe to touch from Swift 6).

@@ -6,7 +6,7 @@ import Testing
 /// The session's pool and timeout logic against a real socket origin on the same loop.
 @Suite struct SessionTests {
     private func makeSession(_ loop: EventLoop, _ tweak: (inout SessionConfiguration) -> Void = { _ in }) -> Session {
-        var c = SessionConfiguration()
+        var c = SessionConfiguration.forTests
         c.connectTimeout = 2
         c.timeoutIntervalForRequest = 2
         tweak(&c)
@@ -205,7 +205,7 @@ import Testing
     @Test func aConnectionThatReachesThisMachineIsRefusedWhenAsked() throws {
         let loop = EventLoop()
         let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }
-        var c = SessionConfiguration()
+        var c = SessionConfiguration.forTests
         c.connectTimeout = 2
         c.refuseThisMachine = true
         let session = try Session(loop: loop, configuration: c)
@@ -221,5 +221,16 @@ import Testing
         }
         #expect(reason.contains("is this machine"))
         origin.close()
+    }
+}
+
+extension SessionConfiguration {
+    /// What the tests start from and adjust: Larder's defaults at the time of writing.
+    static var forTests: SessionConfiguration {
+        SessionConfiguration(httpAdditionalHeaders: [], timeoutIntervalForRequest: 60, timeoutIntervalForResource: 604_800,
+                             connectTimeout: 10, httpMaximumConnectionsPerHost: 64, maxIdleConnectionsPerHost: 32,
+                             reuseAfterBodylessAnswers: true, refuseThisMachine: false, idleConnectionTimeout: 60,
+                             parentProxy: nil, nameServers: [], maxResponseHeadBytes: 65_536, tlsMinimumVersion: "1.2",
+                             tlsMaximumVersion: "1.3", caFile: nil, trustExceptions: [])
     }
 }
