@@ -50,7 +50,7 @@ let package = Package(
                                "Statistics", "Locking", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
-                          dependencies: ["ProxyServer", "LarderConfig", "Statistics", "CSignals",
+                          dependencies: ["ProxyServer", "LarderConfig", "Statistics", "CSignals", "EventLoop",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: strict),

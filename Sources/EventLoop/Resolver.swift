@@ -11,14 +11,23 @@ public final class Resolver {
         case notFound(String)
     }
 
+    /// A configured name server libevent would not take.
+    public struct BadNameServer: Error, Sendable, CustomStringConvertible {
+        public let server: String
+        public var description: String { "name server \(server) is not an address libevent accepts" }
+    }
+
     /// - Parameter nameServers: `host:port` strings to ask instead of resolv.conf's.
-    public init(loop: EventLoop, nameServers: [String] = []) {
+    public init(loop: EventLoop, nameServers: [String] = []) throws(BadNameServer) {
         dns = evdns_base_new(loop.base, 0)!
         if nameServers.isEmpty {
             _ = evdns_base_resolv_conf_parse(dns, larder_DNS_OPTIONS_ALL, "/etc/resolv.conf")
         } else {
             _ = evdns_base_load_hosts(dns, "/etc/hosts")
-            for server in nameServers { _ = evdns_base_nameserver_ip_add(dns, server) }
+            for server in nameServers where evdns_base_nameserver_ip_add(dns, server) != 0 {
+                evdns_base_free(dns, 0)
+                throw BadNameServer(server: server)
+            }
         }
         _ = evdns_base_set_option(dns, "timeout:", "3")
         _ = evdns_base_set_option(dns, "attempts:", "2")

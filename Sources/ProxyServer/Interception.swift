@@ -130,15 +130,12 @@ func writeFileAtomically(_ path: String, _ text: String, mode: mode_t) -> Bool {
 public enum InterceptionCAFiles {
     /// Writes a new CA into `directory` (default: `cache_dir/ca`); refuses to replace one unless
     /// `replace`. Returns the certificate's path and its SHA-256 fingerprint.
-    public static func create(in directory: String, keyType: String, replace: Bool) throws -> (path: String, sha256: String) {
+    public static func create(in directory: String, keyType: CertificateKeyType, replace: Bool) throws -> (path: String, sha256: String) {
         let cert = directory + "/" + InterceptionAuthority.certificateName
         if !replace, access(cert, F_OK) == 0 {
             throw CertificateError("\(cert) exists; --force replaces it (clients that trust the old CA must be given the new one)")
         }
-        let made = try InterceptionAuthority.generate(into: directory,
-                                                      keyType: CertificateKeyType(rawValue: keyType) ?? .ecP256)
+        let made = try InterceptionAuthority.generate(into: directory, keyType: keyType)
         return (cert, made.sha256)
     }
-
-    public static let keyTypes = CertificateKeyType.allCases.map(\.rawValue)
 }

@@ -48,7 +48,11 @@ public final class Session {
         } catch {
             throw SetupError(description: error.description)
         }
-        resolver = Resolver(loop: loop, nameServers: configuration.nameServers)
+        do {
+            resolver = try Resolver(loop: loop, nameServers: configuration.nameServers)
+        } catch {
+            throw SetupError(description: "session.dns_servers: \(error.description)")
+        }
     }
 
     public struct SetupError: Error, CustomStringConvertible {

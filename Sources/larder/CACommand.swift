@@ -1,4 +1,5 @@
 import ArgumentParser
+import EventLoop
 import ProxyServer
 
 /// `larder ca init`: makes the CA that signs the certificates of intercepted destinations, for
@@ -21,16 +22,10 @@ struct CACommand: ParsableCommand {
         var dir: String?
 
         @Option(name: .customLong("key-type"), help: "ec-p256 or rsa-2048.")
-        var keyType: String = "ec-p256"
+        var keyType: CertificateKeyType = .ecP256
 
         @Flag(name: .long, help: "Replace an existing CA.")
         var force = false
-
-        func validate() throws {
-            guard InterceptionCAFiles.keyTypes.contains(keyType) else {
-                throw ValidationError("--key-type is one of \(InterceptionCAFiles.keyTypes.joined(separator: ", "))")
-            }
-        }
 
         func run() throws {
             let directory = try dir ?? (overrides.resolve().cacheDirectory + "/ca")
@@ -44,3 +39,6 @@ struct CACommand: ParsableCommand {
         }
     }
 }
+
+/// `--key-type` takes the key types' own spellings; anything else is refused by the parser.
+extension CertificateKeyType: ExpressibleByArgument {}
