@@ -8,20 +8,12 @@ import SessionClient
 /// on its own, with no client attached. It revalidates the way the configuration says (HEAD by
 /// default): unchanged → the stored head is freshened; changed → the new response is fetched
 /// (conditional GET: it already is) and stored. A 5xx or a failure leaves the entry as it was.
+/// The exchange's phase and the decisions are the cache flow's own (`CacheExchange+Origin`).
 final class BackgroundRefresh: SessionTaskDelegate {
-    private enum Phase {
-        case revalidating(RevalidationMethod)
-        /// HEAD said changed: GET once this exchange completes.
-        case refetch
-        case storing
-        case done
-    }
-
     unowned let worker: Worker
     private let exchange: CacheExchange
     /// The client request that found the stale entry: its fields (Vary, credentials) go along.
     private let request: RequestHead
-    private var phase: Phase
     private var task: SessionTask?
     private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.task?.resumeReading() }
 
@@ -29,13 +21,12 @@ final class BackgroundRefresh: SessionTaskDelegate {
         self.worker = worker
         self.exchange = exchange
         self.request = request
-        phase = .revalidating(worker.settings.cache.policy.revalidation)
+        exchange.phase = .revalidating(worker.settings.cache.policy.revalidation)
     }
 
     func start() {
-        guard let entry = exchange.entry, case .revalidating(let m) = phase else { return finish() }
-        send(OutboundHead.Revalidation(method: m == .head ? .head : .get,
-                                       conditionalFields: Revalidation.conditionalFields(for: entry.facts)))
+        guard let revalidation = exchange.outboundRevalidation(for: .get) else { return finish() }
+        send(revalidation)
     }
 
     func cancel() {
@@ -62,7 +53,6 @@ final class BackgroundRefresh: SessionTaskDelegate {
     }
 
     private func finish() {
-        phase = .done
         worker.inFlight.endRefresh(exchange.primaryKey)
         worker.refreshFinished(self)
     }
@@ -74,28 +64,15 @@ final class BackgroundRefresh: SessionTaskDelegate {
     func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {}
 
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
-        let now = worker.clock.wallSeconds
-        let setup = worker.settings.cache
-        switch phase {
-        case .revalidating(let m):
-            switch exchange.applyRevalidationAnswer(head, method: m, request: request, background: true, now: now,
-                                                    cache: worker.cache, setup: setup) {
-            case .refetch: phase = .refetch
-            case .storeThis: phase = .storing
-            case .unchanged, .unusable, .serveStale, .keep: phase = .done
-            }
-        case .refetch, .storing:
-            phase = .storing
-            _ = exchange.beginStoring(request: request, response: head, now: now, cache: worker.cache, setup: setup)
-        case .done:
-            break
-        }
+        _ = exchange.originHead(head, request: request, background: true, now: worker.clock.wallSeconds,
+                                cache: worker.cache, setup: worker.settings.cache, table: worker.inFlight)
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
-        if case .storing = phase {
+        // Only a response being stored has a writer; any other body is not wanted.
+        if let w = exchange.writer {
             _ = exchange.tee(source, count: count)
-            if pacer.shouldPause(after: exchange.writer) { task.suspendReading() }
+            if pacer.shouldPause(after: w) { task.suspendReading() }
         }
         source.drain(count)
     }
@@ -103,19 +80,16 @@ final class BackgroundRefresh: SessionTaskDelegate {
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
         pacer.cancel()
-        switch phase {
+        if let error {
+            let url = String(decoding: exchange.primaryKey, as: UTF8.self)
+            worker.logger.notice("background refresh of \(url) failed: \(error.message)")
+        }
+        switch exchange.originEnded(error: error, now: worker.clock.wallSeconds, policy: worker.settings.cache.policy,
+                                    table: worker.inFlight) {
         case .refetch where error == nil:
             // Without the client's conditionals or range: the whole new response, to store.
-            phase = .storing
             send(OutboundHead.Revalidation(method: .get, conditionalFields: []))
-        case .storing:
-            exchange.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
-            finish()
-        default:
-            if let error {
-                let url = String(decoding: exchange.primaryKey, as: UTF8.self)
-                worker.logger.notice("background refresh of \(url) failed: \(error.message)")
-            }
+        case .done, .serveEntry, .refetch, .revalidationFailed:
             finish()
         }
     }

@@ -128,50 +128,24 @@ enum CacheFlow {
     static func takesResponse(_ head: ResponseHead, on c: ClientConnection) -> Bool {
         guard let ex = c.context.cache else { return false }
         let worker = c.worker
-        let now = worker.clock.wallSeconds
-        let setup = worker.settings.cache
-        switch ex.phase {
-        case .revalidating(let m):
-            switch ex.applyRevalidationAnswer(head, method: m, request: c.request, background: false, now: now,
-                                              cache: worker.cache, setup: setup) {
-            case .serveStale:
-                c.noteLookup(.lookupStaleServed)
-                return true
+        switch ex.originHead(head, request: c.request, background: false, now: worker.clock.wallSeconds,
+                             cache: worker.cache, setup: worker.settings.cache, table: worker.inFlight) {
+        case .forward:
+            return false
+        case .consumed:
+            return true
+        case .revalidation(let step):
+            switch step {
+            case .serveStale: c.noteLookup(.lookupStaleServed)
             case .unchanged:
                 c.noteLookup(.lookupRevalidatedUnchanged)
+                // This client's cookies from the answer: in its response, never stored.
                 ex.personalFields = SetCookieLines.of(head)
-                return true
-            case .unusable:
-                c.noteLookup(.lookupRevalidatedUnchanged)
-                return false
-            case .refetch:
-                c.noteLookup(.lookupRevalidatedChanged)
-                return true
-            case .storeThis:
-                c.noteLookup(.lookupRevalidatedChanged)
-                return false
-            case .keep:
-                return false
+            case .unusable: c.noteLookup(.lookupRevalidatedUnchanged)
+            case .refetch, .storeThis: c.noteLookup(.lookupRevalidatedChanged)
+            case .keep: break
             }
-        case .fetching:
-            ex.status.forwardStatus = head.status
-            let shared = ex.beginStoring(request: c.request, response: head, now: now, cache: worker.cache, setup: setup)
-            if let f = ex.inFlight {
-                if let shared { f.publish(shared) } else { ex.endCollapse(failed: false, table: worker.inFlight) }
-            }
-            return false
-        case .bypass:
-            ex.status.forwardStatus = head.status
-            return false
-        case .unsafe:
-            ex.status.forwardStatus = head.status
-            for key in Invalidation.targets(method: c.request.method, status: head.status, targetKey: ex.primaryKey,
-                                            response: head) {
-                worker.cache.invalidate(primaryKey: key)
-            }
-            return false
-        case .revalidated, .refetch:
-            return true
+            return step.consumesAnswer
         }
     }
 
@@ -179,34 +153,25 @@ enum CacheFlow {
     static func taskCompleted(error: SessionError?, on c: ClientConnection) -> Bool {
         guard let ex = c.context.cache else { return false }
         let worker = c.worker
-        switch ex.phase {
-        case .fetching:
-            ex.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
+        let now = worker.clock.wallSeconds
+        switch ex.originEnded(error: error, now: now, policy: worker.settings.cache.policy, table: worker.inFlight) {
+        case .done:
             return false
-        case .revalidating(let m):
+        case .revalidationFailed(let m):
             // The origin could not be asked: serve stale where allowed (RFC 5861 stale-if-error).
-            guard let error, let entry = ex.entry else { return false }
-            let now = worker.clock.wallSeconds
-            guard ex.mayServeStaleWithoutAnswer(method: m, now: now) else { return false }
+            guard let error, let entry = ex.entry, ex.mayServeStaleWithoutAnswer(method: m, now: now) else { return false }
             worker.logger.notice("serving stale \(String(decoding: ex.primaryKey, as: UTF8.self)): \(error.message)")
             c.noteLookup(.lookupStaleServed)
             ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-if-error")
             return serve(entry, exchange: ex, request: c.request, now: now, on: c)
-        case .revalidated:
-            // Decided on the head; a failure after it does not matter to the client.
-            guard let entry = ex.entry else { return false }
-            if !serve(entry, exchange: ex, request: c.request, now: worker.clock.wallSeconds, on: c) {
+        case .serveEntry(let entry):
+            if !serve(entry, exchange: ex, request: c.request, now: now, on: c) {
                 OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
             }
             return true
         case .refetch:
-            ex.phase = .fetching
-            ex.status = CacheStatus(forward: .stale)
-            ex.requestTime = worker.clock.wallSeconds
             OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
             return true
-        case .unsafe, .bypass:
-            return false
         }
     }
 

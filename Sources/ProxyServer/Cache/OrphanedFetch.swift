@@ -76,7 +76,9 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         pacer.cancel()
         stallWatch.cancel()
-        exchange.completeFetch(error: error, policy: worker.settings.cache.policy, table: worker.inFlight)
+        // A fetch (phase `.fetching`): the store is committed or abandoned, then the followers told.
+        _ = exchange.originEnded(error: error, now: worker.clock.wallSeconds, policy: worker.settings.cache.policy,
+                                 table: worker.inFlight)
         worker.orphanFinished(self)
     }
 }

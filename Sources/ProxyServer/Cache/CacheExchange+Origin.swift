@@ -1,0 +1,89 @@
+import CachePolicy
+import CacheStore
+import HTTPWire
+import SessionClient
+
+/// The origin's side of the cache flow, one driver for every fetch that involves the cache: a
+/// client's request (`CacheFlow`), a background refresh, and a collapsed fetch whose client left.
+/// What the phase says to do with a response head and with the end of the exchange is decided
+/// here once; the callers add only what a client has (serving, statistics, its cookies).
+extension CacheExchange {
+    enum HeadStep {
+        /// The response goes on to the client (and to the store, when it is being kept).
+        case forward
+        /// Already decided (revalidated, or to be fetched again): the answer is not the client's.
+        case consumed
+        /// The answer to a revalidation, applied to the entry.
+        case revalidation(RevalidationStep)
+    }
+
+    enum EndStep {
+        case done
+        /// The revalidation said unchanged (or the entry stands in for a 5xx): serve it.
+        case serveEntry(StoredResponse)
+        /// HEAD found a change: fetch the whole new response with GET, to store.
+        case refetch
+        /// The revalidation got no answer (`method` was its method): stale-if-error may apply.
+        case revalidationFailed(RevalidationMethod)
+    }
+
+    /// The final response head from the origin, in the current phase.
+    func originHead(_ head: ResponseHead, request: RequestHead, background: Bool, now: Int64, cache: Cache,
+                    setup: CacheSetup, table: InFlightTable) -> HeadStep {
+        switch phase {
+        case .revalidating(let m):
+            return .revalidation(applyRevalidationAnswer(head, method: m, request: request, background: background,
+                                                         now: now, cache: cache, setup: setup))
+        case .fetching:
+            status.forwardStatus = head.status
+            let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
+            if let f = inFlight {
+                if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
+            }
+            return .forward
+        case .bypass:
+            status.forwardStatus = head.status
+            return .forward
+        case .unsafe:
+            status.forwardStatus = head.status
+            for key in Invalidation.targets(method: request.method, status: head.status, targetKey: primaryKey,
+                                            response: head) {
+                cache.invalidate(primaryKey: key)
+            }
+            return .forward
+        case .revalidated, .refetch:
+            return .consumed
+        }
+    }
+
+    /// The origin's exchange ended (`error` nil) or broke off.
+    func originEnded(error: SessionError?, now: Int64, policy: PolicySettings, table: InFlightTable) -> EndStep {
+        switch phase {
+        case .fetching:
+            completeFetch(error: error, policy: policy, table: table)
+            return .done
+        case .revalidating(let m):
+            return error == nil ? .done : .revalidationFailed(m)
+        case .revalidated:
+            // Decided on the head; a failure after it does not matter.
+            return entry.map { .serveEntry($0) } ?? .done
+        case .refetch:
+            phase = .fetching
+            status = CacheStatus(forward: .stale)
+            requestTime = now
+            return .refetch
+        case .unsafe, .bypass:
+            return .done
+        }
+    }
+}
+
+extension CacheExchange.RevalidationStep {
+    /// Whether the revalidation's answer is consumed by the cache rather than sent to the client.
+    var consumesAnswer: Bool {
+        switch self {
+        case .serveStale, .unchanged, .refetch: return true
+        case .unusable, .storeThis, .keep: return false
+        }
+    }
+}
