@@ -304,7 +304,44 @@ import Testing
         #expect(d.perform(d.machine.pauseForOutput()) == ["disableReading"])
         #expect(d.state == "pausedForOutput")
         d.output = 0
-        #expect(d.send(.clientDrained) == ["enableReading", "readRequests"])
+        #expect(d.send(.clientDrained) == ["armDeadline(10)", "enableReading", "readRequests"])
+        #expect(d.state == "head")
+    }
+
+    @Test func theHeadTimerFiringWhilePausedForOutputNeitherClosesNorLosesThePause() {
+        var d = Driver()
+        d.open()
+        d.head()
+        d.input = 200
+        d.output = 2_000_000
+        d.send(.answered)
+        #expect(d.perform(d.machine.pauseForOutput()) == ["disableReading"])
+        #expect(d.advance(10) == [], "the send timeout watches a client that reads nothing")
+        #expect(d.state == "pausedForOutput")
+        d.output = 200
+        #expect(d.send(.clientDrained) == ["armDeadline(10)", "enableReading", "readRequests"])
+    }
+
+    @Test func aPauseThatBeganWhileWaitingForAFlushStillTimesTheNextHead() {
+        var d = Driver()
+        d.open()
+        d.head()
+        d.output = 2_000_000
+        d.send(.answered)
+        #expect(d.state == "afterFlush")
+        d.input = 30  // part of the next head, while the answer is still queued
+        #expect(d.perform(d.machine.pauseForOutput()) == ["disableReading"])
+        d.output = 200
+        #expect(d.send(.clientDrained) == ["armDeadline(10)", "enableReading", "readRequests"])
+        #expect(d.perform(d.machine.headIncomplete()) == [], "the head timer runs")
+        d.output = 0
+        #expect(d.advance(10) == ["answerTimeout"])
+    }
+
+    @Test func aTunnelsCloseIsTakenOnlyFromATunnel() {
+        var d = Driver()
+        d.open()
+        #expect(d.send(.tunnelClosed) == [])
         #expect(d.state == "head")
     }
 

@@ -89,7 +89,10 @@ final class ClientConnection: StreamDelegate {
     // MARK: - Events and actions
 
     func send(_ event: ConnectionEvent<Live>) {
-        perform(machine.handle(event, Levels(input: stream.input.count, output: stream.output.count)))
+        // A closed stream's buffers are gone (a tunnel closes it before it reports back).
+        let levels = stream.isClosed ? Levels(input: 0, output: 0)
+            : Levels(input: stream.input.count, output: stream.output.count)
+        perform(machine.handle(event, levels))
     }
 
     /// Carries out an event's steps in their one order (see `ConnectionActions.Steps`).
@@ -278,7 +281,11 @@ final class ClientConnection: StreamDelegate {
     /// stream cannot be trusted).
     func reject(_ status: Int, _ reason: String) {
         worker.logger.notice("\(status) to \(peer): \(reason)")
-        if context.log.written { context.log = RequestLog(start: worker.clock.monotonic) }  // a head that did not parse
+        if context.log.written {
+            // A head that did not parse is still a request, counted and logged.
+            worker.stats.add(Count.request(request.method))
+            context.log = RequestLog(start: worker.clock.monotonic)
+        }
         writer.reset()
         noteResponse(status)
         LocalResponse.error(status, reason, close: true, into: &writer)

@@ -288,7 +288,10 @@ struct ConnectionMachine<R: ConnectionResources> {
             case .closing(.flushing) where levels.output == 0: close(&a)
             case .readingHead(.afterFlush) where levels.output == 0: waitForHead(levels, &a)
             case .readingHead(.pausedForOutput):
+                // The head timer starts again here: it may have fired while paused, or never run (the
+                // pause began while waiting for a flush); the send timeout watched the client meanwhile.
                 state = .readingHead(.timed(forHead: true))
+                a.arm(timing.head)
                 a.insert(.enableReading)
                 a.insert(.readRequests)
             case .exchanging(.storedBody): a.insert(.sendStoredBody)
@@ -313,6 +316,10 @@ struct ConnectionMachine<R: ConnectionResources> {
             switch state {
             case .closing:
                 close(&a)
+            case .readingHead(.pausedForOutput):
+                // The client is not reading its answers: the send timeout watches it, and the head
+                // timer starts again once it has caught up (`clientDrained`).
+                break
             case .readingHead:
                 if levels.output > 0 {
                     // Answers are still going out: the send timeout watches the client meanwhile.
@@ -367,6 +374,7 @@ struct ConnectionMachine<R: ConnectionResources> {
             a.insert(.endRequest)
             a.insert(.cancelDeadline)
         case .tunnelClosed:
+            guard case .tunnelling = state else { break }
             state = .closed
             a.insert(.closed)
         case .intercepted:
