@@ -41,7 +41,7 @@ let package = Package(
         // The outbound session client, modelled on NSURLSession.
         .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
-        .target(name: "LarderConfig", dependencies: ["HTTPWire", "Yams"], swiftSettings: strict),
+        .target(name: "LarderConfig", dependencies: ["HTTPWire", "CachePolicy", "Yams"], swiftSettings: strict),
         // Counters per worker and the one table of statistics they feed (JSON, Prometheus, docs).
         .target(name: "Statistics", dependencies: ["Locking"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
@@ -57,7 +57,7 @@ let package = Package(
 
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"], swiftSettings: strict),
         .testTarget(name: "CachePolicyTests", dependencies: ["CachePolicy", "HTTPWire"], swiftSettings: strict),
-        .testTarget(name: "LarderConfigTests", dependencies: ["LarderConfig"], swiftSettings: strict),
+        .testTarget(name: "LarderConfigTests", dependencies: ["LarderConfig", "CachePolicy"], swiftSettings: strict),
         .testTarget(name: "SessionClientTests", dependencies: ["SessionClient", "EventLoop", "HTTPWire"],
                     swiftSettings: strict),
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy", "CLMDB", "HTTPWire", "Locking"],

@@ -15,7 +15,7 @@ public enum StoragePolicy: String, Sendable, Equatable, CaseIterable {
 }
 
 /// How a stale or must-revalidate entry is checked with the origin.
-public enum RevalidationMethod: String, Sendable, Equatable {
+public enum RevalidationMethod: String, Sendable, Equatable, CaseIterable {
     /// The documented way: HEAD carrying the stored validators; compare (RFC 9111 §4.3.5).
     case head = "head"
     /// RFC 9111 §4.3.1: a conditional GET; 304 freshens, 200 replaces (one round trip when changed).

@@ -1,3 +1,4 @@
+import CachePolicy
 import HTTPWire
 
 /// The closed sets of values keys take, parsed once at load: consumers switch over them and never
@@ -47,29 +48,11 @@ extension Config {
         case safe
     }
 
-    /// `cache.revalidation`: how a stale entry is checked with its origin.
-    public enum Revalidation: String, Sendable, Equatable, CaseIterable {
-        /// HEAD with the stored validators, then GET if changed (the documented way).
-        case head
-        /// RFC 9111's conditional GET (one round trip).
-        case conditionalGet = "conditional-get"
-    }
-
-    /// `cache.default_policy` and a rule's `policy`: the request cache policies (NSURLRequest's).
-    public enum RequestPolicy: String, Sendable, Equatable, CaseIterable {
-        case useProtocolCachePolicy = "use-protocol-cache-policy"
-        case reloadIgnoringLocalCacheData = "reload-ignoring-local-cache-data"
-        case reloadRevalidatingCacheData = "reload-revalidating-cache-data"
-        case returnCacheDataElseLoad = "return-cache-data-else-load"
-        case returnCacheDataDontLoad = "return-cache-data-dont-load"
-    }
-
-    /// A rule's `storage` (NSURLCacheStoragePolicy).
-    public enum StoragePolicy: String, Sendable, Equatable, CaseIterable {
-        case allowed
-        case memoryOnly = "memory-only"
-        case notAllowed = "not-allowed"
-    }
+    /// `cache.revalidation`, `cache.default_policy` and a rule's `policy` and `storage` take the cache
+    /// policy's own types: one set of cases, spelled as the file spells them.
+    public typealias Revalidation = RevalidationMethod
+    public typealias RequestPolicy = RequestCachePolicy
+    public typealias StoragePolicy = CachePolicy.StoragePolicy
 }
 
 extension URIScheme {

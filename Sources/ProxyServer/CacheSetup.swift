@@ -14,8 +14,8 @@ final class CacheSetup: Sendable {
     init(_ config: Config) {
         let c = config.cache
         var p = PolicySettings()
-        p.defaultRequestPolicy = c.offline ? .returnCacheDataDontLoad : RequestCachePolicy(c.defaultPolicy)
-        p.revalidation = RevalidationMethod(c.revalidation)
+        p.defaultRequestPolicy = c.offline ? .returnCacheDataDontLoad : c.defaultPolicy
+        p.revalidation = c.revalidation
         p.heuristicFraction = c.heuristicFraction
         p.heuristicCap = Int64(c.heuristicMax)
         policy = p
@@ -25,8 +25,8 @@ final class CacheSetup: Sendable {
                                     maximumLifetime: r.maximumLifetime.map { Int64($0) },
                                     defaultLifetime: r.defaultLifetime.map { Int64($0) })
             return CacheRule(scheme: r.scheme?.name, host: r.host, pathPrefix: r.pathPrefix, statuses: r.statuses,
-                             contentTypePrefix: r.contentType, requestPolicy: r.policy.map(RequestCachePolicy.init),
-                             storagePolicy: r.storage.map(StoragePolicy.init), freshness: f)
+                             contentTypePrefix: r.contentType, requestPolicy: r.policy,
+                             storagePolicy: r.storage, freshness: f)
         })
         store = CacheSettings(
             disk: DiskStoreSettings(directory: config.cacheDirectory, capacity: c.diskCapacity,
@@ -38,37 +38,6 @@ final class CacheSetup: Sendable {
 }
 
 // The configuration's closed sets, one case for one case: a new case fails to compile here.
-
-extension RequestCachePolicy {
-    init(_ policy: Config.RequestPolicy) {
-        switch policy {
-        case .useProtocolCachePolicy: self = .useProtocolCachePolicy
-        case .reloadIgnoringLocalCacheData: self = .reloadIgnoringLocalCacheData
-        case .reloadRevalidatingCacheData: self = .reloadRevalidatingCacheData
-        case .returnCacheDataElseLoad: self = .returnCacheDataElseLoad
-        case .returnCacheDataDontLoad: self = .returnCacheDataDontLoad
-        }
-    }
-}
-
-extension StoragePolicy {
-    init(_ storage: Config.StoragePolicy) {
-        switch storage {
-        case .allowed: self = .allowed
-        case .memoryOnly: self = .allowedInMemoryOnly
-        case .notAllowed: self = .notAllowed
-        }
-    }
-}
-
-extension RevalidationMethod {
-    init(_ revalidation: Config.Revalidation) {
-        switch revalidation {
-        case .head: self = .head
-        case .conditionalGet: self = .conditionalGet
-        }
-    }
-}
 
 extension Durability {
     init(_ durability: Config.Durability) {

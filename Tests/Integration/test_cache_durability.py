@@ -42,6 +42,9 @@ def test_kill_9_during_writes_leaves_only_whole_entries(larder_factory, origin, 
         assert _read_head(c.reader).status == 200
         c.reader.read_exact(4 << 20)
         clients.append(c)
+    # The client has its bytes before the disk writer commits them: under load it can lag, so give
+    # it a moment (the stuck bodies stay paused for 15 s).
+    time.sleep(1.0)
 
     def race(name):
         try:

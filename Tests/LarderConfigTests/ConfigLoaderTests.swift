@@ -368,7 +368,7 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         first.host = "*.example.com"
         first.pathPrefix = "/static/"
         first.statuses = [200, 404]
-        first.storage = .memoryOnly
+        first.storage = .allowedInMemoryOnly
         first.maximumLifetime = 3_600
         first.defaultLifetime = 600
         var second = CacheRuleConfig()
