@@ -34,9 +34,8 @@ final class Worker: @unchecked Sendable {
     private(set) var session: Session!
     /// Destination checks for requests a parent proxy carries (made on first use, on this loop).
     lazy var parentProxyDestinations = ParentProxyDestinations(resolver: session.resolver, clock: clock)
-    private var listeners: [Listener] = []
-    private var connections: [ObjectIdentifier: ClientConnection] = [:]
-    private var adminConnections: [ObjectIdentifier: AdminConnection] = [:]
+    /// What this worker listens on and serves.
+    private var served = Served()
     private(set) var draining = false
     /// Open client connections, readable from any thread (shutdown waits on it).
     let openConnections = Atomic<Int>(0)
@@ -95,7 +94,7 @@ final class Worker: @unchecked Sendable {
         let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
             self.accept(fd, peer, tls: tls)
         }
-        listeners.append(l)
+        served.listeners.append(l)
         return l.boundAddress
     }
 
@@ -113,15 +112,15 @@ final class Worker: @unchecked Sendable {
             guard let stream = self.stream(for: fd, tls: tls) else { return }
             let conn = AdminConnection(worker: self, stream: stream, peer: peer, local: local,
                                        scheme: tls ? "https" : "http", context: context)
-            self.adminConnections[ObjectIdentifier(conn)] = conn
+            self.served.admin[ObjectIdentifier(conn)] = conn
             conn.start()
         }
-        listeners.append(l)
+        served.listeners.append(l)
         return l.boundAddress
     }
 
     func adminConnectionClosed(_ conn: AdminConnection) {
-        adminConnections[ObjectIdentifier(conn)] = nil
+        served.admin[ObjectIdentifier(conn)] = nil
     }
 
     /// A plain stream, or one starting a server-side TLS handshake with the current certificate.
@@ -138,7 +137,7 @@ final class Worker: @unchecked Sendable {
         guard let stream = stream(for: fd, tls: tls) else { return }
         var refusal: ConnectionRefusal?
         var counted = false
-        if connections.count - refusals.refusing >= settings.maxConnectionsPerWorker {
+        if served.clients.count - refusals.refusing >= settings.maxConnectionsPerWorker {
             refusal = refuse(peer, .full, .connectionsRefusedFull)
         } else if settings.maxConnectionsPerClient > 0 {
             if addressCounts.acquire(peer.addressBytes, limit: settings.maxConnectionsPerClient) {
@@ -149,10 +148,10 @@ final class Worker: @unchecked Sendable {
         }
         let conn = ClientConnection(worker: self, stream: stream, peer: peer, tls: tls, refusal: refusal,
                                     addressCounted: counted)
-        connections[ObjectIdentifier(conn)] = conn
+        served.clients[ObjectIdentifier(conn)] = conn
         openConnections.add(1, ordering: .relaxed)
         stats.add(.connectionsAccepted)
-        stats.set(.clientConnectionsOpen, connections.count)
+        stats.set(.clientConnectionsOpen, served.clients.count)
         conn.start()
     }
 
@@ -169,11 +168,11 @@ final class Worker: @unchecked Sendable {
     }
 
     func connectionClosed(_ conn: ClientConnection) {
-        guard connections.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
+        guard served.clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
         if conn.refusal != nil { refusals.refusing -= 1 }
         if conn.addressCounted { addressCounts.release(conn.peerAddress) }
         openConnections.subtract(1, ordering: .relaxed)
-        stats.set(.clientConnectionsOpen, connections.count)
+        stats.set(.clientConnectionsOpen, served.clients.count)
     }
 
     func adopt(_ fetch: OrphanedFetch) {
@@ -200,18 +199,18 @@ final class Worker: @unchecked Sendable {
     /// Stop accepting; idle connections close now, busy ones after their current response.
     func beginDraining() {
         draining = true
-        for l in listeners { l.close() }
-        listeners.removeAll()
+        for l in served.listeners { l.close() }
+        served.listeners.removeAll()
         tick?.timer.cancel()
-        for conn in Array(connections.values) { conn.drain() }
-        for conn in Array(adminConnections.values) { conn.drain() }
+        for conn in Array(served.clients.values) { conn.drain() }
+        for conn in Array(served.admin.values) { conn.drain() }
         session.closeIdleConnections()
     }
 
     /// Grace period over: close whatever is left.
     func closeAll() {
-        for conn in Array(connections.values) { conn.forceClose() }
-        for conn in Array(adminConnections.values) { conn.close() }
+        for conn in Array(served.clients.values) { conn.forceClose() }
+        for conn in Array(served.admin.values) { conn.close() }
         accessLog?.flush()
         tick?.timer.cancel()
         tick = nil
@@ -249,4 +248,11 @@ private struct BackgroundFetches {
         for fetch in Array(orphans.values) { fetch.cancel() }
         for refresh in Array(refreshes.values) { refresh.cancel() }
     }
+}
+
+/// A worker's listeners and the connections they accepted.
+private struct Served {
+    var listeners: [Listener] = []
+    var clients: [ObjectIdentifier: ClientConnection] = [:]
+    var admin: [ObjectIdentifier: AdminConnection] = [:]
 }
