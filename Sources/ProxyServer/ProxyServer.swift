@@ -143,7 +143,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
         cache = opened
         let count = ProxyServer.workerCount(config)
-        let inFlight = InFlightTable()
+        let inFlight = InFlightTable(clock: clock)
         let addressCounts = ClientAddressCounts()
         if let destination = config.accessLog {
             let path: String?

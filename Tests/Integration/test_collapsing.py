@@ -1,6 +1,7 @@
 """Request collapsing: concurrent misses for one URL share one origin fetch (two workers, so
 followers on the other thread are covered too)."""
 
+import json
 import threading
 import time
 
@@ -125,3 +126,51 @@ def test_collapsing_can_be_switched_off(larder_factory, origin, workdir):
     responses = concurrently(3, lambda i: proxy_exchange(lr.port, "GET", url, timeout=20))
     assert all(r.body == b"solo" for r in responses)
     assert methods(origin, "solo") == ["GET"] * 3
+
+
+def test_an_uncacheable_url_is_remembered_so_later_bursts_do_not_queue(larder, origin, workdir):
+    script(workdir, "passmark", headers=[("Cache-Control", "no-store")], body="fresh each time")
+    url = origin.url("/res/passmark?delay=1")
+    # The first burst finds out: its followers wait for the leader's head, then fetch at once.
+    first = concurrently(5, lambda i: proxy_exchange(larder.port, "GET", url, timeout=20))
+    assert all(r.status == 200 for r in first)
+    # Later bursts know the URL is not stored: every request goes to the origin side by side.
+    start = time.monotonic()
+    later = concurrently(5, lambda i: proxy_exchange(larder.port, "GET", url, timeout=20))
+    elapsed = time.monotonic() - start
+    assert all(r.status == 200 and r.body == b"fresh each time" for r in later)
+    assert elapsed < 1.8, elapsed
+    assert not any("collapsed" in cache_status(r) for r in later), [cache_status(r) for r in later]
+    assert methods(origin, "passmark") == ["GET"] * 10
+
+
+def test_a_url_that_becomes_cacheable_is_collapsed_again(larder, origin, workdir):
+    script(workdir, "turns", headers=[("Cache-Control", "no-store")], body="x")
+    url = origin.url("/res/turns")
+    assert proxy_exchange(larder.port, "GET", url).status == 200
+    # Now storable: the response is stored, the marker goes, and concurrent misses share a fetch.
+    script(workdir, "turns", headers=[("Cache-Control", "max-age=60")], body_bytes=100_000)
+    r = proxy_exchange(larder.port, "GET", url)
+    assert r.status == 200 and "stored" in cache_status(r), cache_status(r)
+    slow = origin.url("/res/turns?delay=1")
+    script(workdir, "turns", headers=[("Cache-Control", "max-age=60")], body_bytes=100_000)
+    statuses = [cache_status(x) for x in concurrently(5, lambda i: proxy_exchange(larder.port, "GET", slow, timeout=20))]
+    assert sum("collapsed" in s for s in statuses) == 4, statuses
+
+
+def test_released_followers_are_logged_as_misses_not_collapsed(larder_factory, origin, workdir):
+    log = workdir / "access.log"
+    lr = larder_factory(config={"access_log": str(log), "access_log_format": "json"})
+    script(workdir, "relog", headers=[("Cache-Control", "no-store")], body="x")
+    url = origin.url("/res/relog?delay=1")
+    concurrently(4, lambda i: proxy_exchange(lr.port, "GET", url, timeout=20))
+    deadline = time.monotonic() + 5
+    lines = []
+    while time.monotonic() < deadline:
+        text = log.read_text() if log.exists() else ""
+        lines = [json.loads(line) for line in text.splitlines() if "/res/relog" in line]
+        if len(lines) >= 4:
+            break
+        time.sleep(0.1)
+    assert len(lines) == 4, lines
+    assert not any(entry.get("cache") == "collapsed" for entry in lines), lines

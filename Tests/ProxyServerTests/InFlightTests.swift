@@ -156,10 +156,39 @@ import Testing
         waiting.finish(failed: true)
         #expect(waiting.pollHead(w).isReleased)
     }
+
+    @Test func aPassMarkerSendsMissesOnTheirOwnUntilItExpiresOrIsCleared() {
+        let clock = ManualClock()
+        let table = InFlightTable(clock: clock)
+        let key = Array("http://a/x".utf8)
+        table.markPass(key)
+        guard case .pass = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("a marked URL is fetched alone")
+            return
+        }
+        clock.advance(by: InFlightTable.passFor)
+        guard case .lead(let fetch) = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("an expired marker is forgotten")
+            return
+        }
+        fetch.finish(failed: false)
+        table.remove(fetch)
+        table.markPass(key)
+        table.clearPass(key)
+        #expect(!table.isPass(key))
+    }
+
+    @Test func passMarkersStayBounded() {
+        let clock = ManualClock()
+        let table = InFlightTable(clock: clock)
+        for i in 0..<(InFlightTable.passCapacity + 50) { table.markPass(Array("http://a/\(i)".utf8)) }
+        let marked = (0..<(InFlightTable.passCapacity + 50)).filter { table.isPass(Array("http://a/\($0)".utf8)) }.count
+        #expect(marked <= InFlightTable.passCapacity)
+        #expect(table.isPass(Array("http://a/\(InFlightTable.passCapacity + 49)".utf8)), "the newest is kept")
+    }
 }
 
 extension InFlightFetch.Poll {
     var isWaiting: Bool { if case .waiting = self { true } else { false } }
     var isReleased: Bool { if case .released = self { true } else { false } }
 }
-

@@ -40,6 +40,10 @@ extension CacheExchange {
             if let f = inFlight {
                 if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
             }
+            if request.method == .get {
+                // Whether the URL's next misses may wait on each other (see `InFlightTable`).
+                if shared == nil { table.markPass(primaryKey) } else { table.clearPass(primaryKey) }
+            }
             return .forward
         case .bypass:
             status.forwardStatus = head.status

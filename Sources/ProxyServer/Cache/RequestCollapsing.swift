@@ -17,6 +17,10 @@ import Locking
 /// own fetch, but only while it keeps reading: one that reads nothing for `stallTimeout` while the
 /// leader waits for it is detached (it fetches on its own if it has not answered yet, else its
 /// response is cut), so a client that stops reading can never stall everyone else's download.
+///
+/// A URL whose last response was not stored gets a *pass marker* for `passFor` seconds (Varnish's
+/// hit-for-miss): its requests fetch on their own at once instead of queueing behind a leader
+/// whose answer nobody can share. A response that is stored (or shared) clears the marker.
 final class InFlightTable: Sendable {
     /// Bytes of body kept for requests that join late.
     static let joinWindow = 2 << 20
@@ -25,20 +29,36 @@ final class InFlightTable: Sendable {
     /// How long a follower the leader waits for may read nothing before it is detached.
     static let stallTimeout = 5.0
 
+    /// How long a URL stays marked uncacheable after a response that was not stored.
+    static let passFor = 30.0
+    /// URLs remembered as uncacheable at most; expired markers go first, then any.
+    static let passCapacity = 10_000
+
     private let fetches = Locked<[ByteKey: InFlightFetch]>([:])
     /// URLs with a background refresh under way (stale-while-revalidate): one at a time per URL.
     private let refreshing = Locked<Set<ByteKey>>([])
+    /// Pass markers: until when (monotonic seconds) a URL's requests fetch on their own.
+    private let passes = Locked<[ByteKey: Double]>([:])
+    /// Dates the pass markers.
+    private let clock: any ProxyClock
+
+    init(clock: any ProxyClock = SystemClock.shared) {
+        self.clock = clock
+    }
 
     enum Role {
         case lead(InFlightFetch)
         case follow(InFlightFetch, id: Int)
         /// A fetch for the URL is under way but too far along to join.
         case alone
+        /// The URL's last response was not stored: fetch on your own.
+        case pass
     }
 
     /// Leads a fetch of `key`, or follows the one under way.
     func join(key: [UInt8], participant: ParticipantHandle, now: Double) -> Role {
-        fetches.withLock { table in
+        if isPass(key) { return .pass }
+        return fetches.withLock { table in
             if let existing = table[ByteKey(key)] {
                 if let id = existing.addFollower(participant, now: now) { return .follow(existing, id: id) }
                 return .alone
@@ -65,6 +85,36 @@ final class InFlightTable: Sendable {
 
     func endRefresh(_ key: [UInt8]) {
         _ = refreshing.withLock { $0.remove(ByteKey(key)) }
+    }
+
+    // MARK: - Pass markers
+
+    /// `key`'s response was not stored: its requests stop waiting on each other for `passFor`.
+    func markPass(_ key: [UInt8]) {
+        let now = clock.monotonic
+        passes.withLock { p in
+            if p.count >= InFlightTable.passCapacity, p[ByteKey(key)] == nil {
+                p = p.filter { $0.value > now }
+                if p.count >= InFlightTable.passCapacity, let any = p.keys.first { p[any] = nil }
+            }
+            p[ByteKey(key)] = now + InFlightTable.passFor
+        }
+    }
+
+    /// `key`'s response was stored or shared: collapse its misses again.
+    func clearPass(_ key: [UInt8]) {
+        passes.withLock { p in
+            if !p.isEmpty { p[ByteKey(key)] = nil }
+        }
+    }
+
+    func isPass(_ key: [UInt8]) -> Bool {
+        passes.withLock { p in
+            guard !p.isEmpty, let until = p[ByteKey(key)] else { return false }
+            if until > clock.monotonic { return true }
+            p[ByteKey(key)] = nil
+            return false
+        }
     }
 }
 

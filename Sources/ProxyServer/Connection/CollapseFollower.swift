@@ -28,7 +28,7 @@ final class CollapseFollower {
         case .lead(let fetch):
             exchange.inFlight = fetch
             return false
-        case .alone:
+        case .alone, .pass:
             return false
         case .follow(let fetch, let id):
             c.noteLookup(.collapsedRequests)
@@ -110,6 +110,9 @@ final class CollapseFollower {
     /// Stops following and asks the origin for this request after all.
     private func fetchAlone() {
         leave()
+        // The access log tells what happened to it: a miss of its own, not a collapsed answer.
+        connection.context.log.cache = "miss"
+        exchange.status.collapsed = false
         OriginRelay.forward(connection, to: exchange.origin, route: exchange.route, path: exchange.pathRange)
     }
 
