@@ -35,6 +35,7 @@ public final class Cache: Sendable {
     public let disk: DiskStore
     let memory: MemoryTier
     let pendingRemovals = PendingRemovals()
+    let pendingCommits = PendingCommits()
     let damage: DamageReports
     private let log: @Sendable (String) -> Void
 
@@ -139,6 +140,11 @@ public final class Cache: Sendable {
         pending.add(removal)
         disk.enqueue(op)
         disk.enqueue(.barrier({ pending.remove(removal) }))
+    }
+
+    /// Whether an entry of `primaryKey` is complete but not committed yet (see `PendingCommits`).
+    public func isCommitPending(primaryKey: [UInt8]) -> Bool {
+        pendingCommits.contains(primaryKey)
     }
 
     /// Records that an entry was served (LRU order on disk; memory order is updated on lookup).
@@ -413,12 +419,22 @@ public final class EntryWriter {
         record.head = head
         record.facts = facts
         let spec = VariantSpec(primaryKey: record.primaryKey, varyFields: record.facts.varyFields)
+        var inMemory = false
         if let body = whole, body.count == length {
             cache.memory.insert(CachedObject(key: key, record: record, body: body, tier: tier), spec: spec)
+            inMemory = true
         }
         if tier == .allowed {
             if !pending.isEmpty { flushChunk() }
             cache.disk.enqueue(.commit(key: key, spec: spec, record: record))
+            if !inMemory {
+                // Not in the memory tier: lookups find it once committed; until then a request for
+                // it waits (`isCommitPending`) rather than fetching it again.
+                let commits = cache.pendingCommits
+                let primary = record.primaryKey
+                commits.add(primary)
+                cache.disk.enqueue(.barrier({ commits.remove(primary) }))
+            }
         }
         return true
     }

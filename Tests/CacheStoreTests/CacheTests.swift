@@ -39,6 +39,23 @@ import Locking
         return gate
     }
 
+    @Test func aCompleteEntryWaitingForItsCommitIsReportedUntilCommitted() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir)
+        defer { cache.close() }
+        let url = Array("http://a/big".utf8)
+        #expect(!cache.isCommitPending(primaryKey: url))
+        let gate = stallWriter(cache)
+        storeEntry(cache, url: "http://a/big", storedAt: 1_000)
+        #expect(cache.isCommitPending(primaryKey: url), "complete, not committed: a request should wait for it")
+        #expect(!found(cache.makeReader(), "http://a/big"))
+        gate.signal()
+        cache.flush()
+        #expect(!cache.isCommitPending(primaryKey: url))
+        #expect(found(cache.makeReader(), "http://a/big"))
+    }
+
     @Test func hitsOnAMemoryEntryNoteTheAccessOnDiskOncePerMinute() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }

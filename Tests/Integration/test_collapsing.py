@@ -5,6 +5,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from helpers import RawClient, _read_head, pattern, proxy_exchange, std_request
 from test_cache import cache_status, methods, script
 
@@ -174,3 +176,18 @@ def test_released_followers_are_logged_as_misses_not_collapsed(larder_factory, o
         time.sleep(0.1)
     assert len(lines) == 4, lines
     assert not any(entry.get("cache") == "collapsed" for entry in lines), lines
+
+
+@pytest.mark.parametrize("durability", ["fast", "safe"])
+def test_a_large_object_is_a_hit_right_after_its_download(larder_factory, origin, workdir, durability):
+    larder = larder_factory(config={"cache": {"durability": durability}})
+    size = 24 << 20
+    script(workdir, "justdone", headers=[("Cache-Control", "max-age=600")], body_bytes=size)
+    url = origin.url("/res/justdone")
+    first = proxy_exchange(larder.port, "GET", url, timeout=30)
+    assert first.status == 200 and len(first.body) == size
+    # At once: the disk writer may not have committed the entry yet; the request waits for it.
+    again = proxy_exchange(larder.port, "GET", url, timeout=30)
+    assert again.status == 200 and again.body == pattern(size)
+    assert methods(origin, "justdone") == ["GET"], cache_status(again)
+    assert cache_status(again).startswith("Larder; hit"), cache_status(again)

@@ -65,6 +65,12 @@ enum CacheFlow {
         case .varyMiss: break
         case .found(let e): exchange.entry = e
         }
+        if exchange.entry == nil, !c.context.commitWaited, worker.cache.isCommitPending(primaryKey: primaryKey) {
+            // Fetched a moment ago and not committed yet: wait for it rather than fetch it again.
+            c.context.cache = nil
+            CommitWait.start(c, primaryKey: primaryKey)
+            return true
+        }
         switch Lookup.decide(request: facts, entry: exchange.entry?.facts, anyStored: anyStored, now: now,
                              settings: worker.settings.cache.policy) {
         case .serve(_, let stale):

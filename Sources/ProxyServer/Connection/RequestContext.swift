@@ -36,6 +36,8 @@ struct RequestContext {
     var authVerdict: ProxyAuthenticator.Verdict?
     /// The cache's part in the request, if any.
     var cache: CacheExchange?
+    /// The request waited once for a just-fetched entry's commit (`CommitWait`); it does not wait twice.
+    var commitWaited = false
     var log = RequestLog()
 
     init() {}
