@@ -131,6 +131,8 @@ public struct Config: Sendable, Equatable {
         public var onUnusableDirectory: UnusableCacheDirectory = ConfigSchema.defaultValue(\.cache.onUnusableDirectory)
         /// `cache.rules`
         public var rules: [CacheRuleConfig] = ConfigSchema.defaultValue(\.cache.rules)
+        /// `cache.targeted_cache_control`
+        public var targetedCacheControl: TargetedFields = ConfigSchema.defaultValue(\.cache.targetedCacheControl)
         public init() {}
     }
 
@@ -334,6 +336,15 @@ extension AddressRange {
     /// This machine, as a destination: loopback and the unspecified addresses (0.0.0.0/8, ::).
     public static let thisHost = loopback + [AddressRange(bytes: [0, 0, 0, 0], prefixLength: 8),
                                             AddressRange(bytes: Array(repeating: 0, count: 16), prefixLength: 128)]
+}
+
+/// `cache.targeted_cache_control`: which RFC 9213 targeted fields (e.g. `CDN-Cache-Control`) govern
+/// Larder's own caching, first present wins.
+public enum TargetedFields: Sendable, Equatable {
+    /// `CDN-Cache-Control` in reverse mode (Larder is the origin's own cache), none in forward mode.
+    case auto
+    /// These field names, lower-cased, in order, in either mode; empty: none.
+    case fields([String])
 }
 
 /// What Larder does when its cache directory cannot be used at start (permissions, a read-only file

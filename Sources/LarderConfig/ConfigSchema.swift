@@ -269,7 +269,28 @@ public enum ConfigSchema {
                         + "`larder_cache_disabled` 1)", .choice),
         ConfigField("cache.rules", \.cache.rules, [], .live,
                     "per-URL `policy`, `storage`, `freshness` (see `Config/larder.yaml`)", .cacheRules),
+        ConfigField("cache.targeted_cache_control", \.cache.targetedCacheControl, .auto, .live,
+                    "RFC 9213 fields that govern Larder's own caching instead of `Cache-Control`, first present wins: "
+                        + "`auto` (`CDN-Cache-Control` in reverse mode, none in forward mode) or a list, e.g. "
+                        + "`[Larder-Cache-Control, CDN-Cache-Control]`; `[]`: none", targetedFields),
     ]
+
+    /// `auto`, or a list of field names.
+    static let targetedFields = ValueShape<TargetedFields>(parse: { n throws(ValueError) in
+        if case .scalar = n, try scalar(n) == "auto" { return .auto }
+        var names: [String] = []
+        for item in try list(n) {
+            let name = try nonEmpty(item)
+            guard name.utf8.allSatisfy(isTchar) else { throw ValueError("\"\(name)\" is not a field name") }
+            names.append(name.lowercased())
+        }
+        return .fields(names)
+    }, render: { value in
+        switch value {
+        case .auto: return "auto"
+        case .fields(let names): return "[" + names.map(ConfigText.scalar).joined(separator: ", ") + "]"
+        }
+    })
 
     /// Host patterns: `example.com`, `*.example.com` (any subdomain) or `*` (any host).
     static let hostPatterns = ValueShape<[HostPattern]>(parse: { n throws(ValueError) in

@@ -10,6 +10,8 @@ final class CacheSetup: Sendable {
     let rules: CacheRules
     let store: CacheSettings
     let collapseRequests: Bool
+    /// RFC 9213 targeted fields honoured, lower-case, in order (`cache.targeted_cache_control`).
+    let targetedFields: [[UInt8]]
 
     init(_ config: Config) {
         let c = config.cache
@@ -34,6 +36,10 @@ final class CacheSetup: Sendable {
             memoryCapacity: c.memoryCapacity, memoryObjectLimit: min(c.memoryMaxObjectSize, c.memoryCapacity),
             maxObjectSize: c.maxObjectSize)
         collapseRequests = c.collapseRequests
+        switch c.targetedCacheControl {
+        case .auto: targetedFields = config.reverseOrigin == nil ? [] : [Array("cdn-cache-control".utf8)]
+        case .fields(let names): targetedFields = names.map { Array($0.utf8) }
+        }
     }
 }
 

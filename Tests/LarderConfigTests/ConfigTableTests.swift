@@ -92,6 +92,7 @@ cache:
       freshness: {maximum: 1h, default: 10m}
     - {scheme: https, policy: reload-revalidating-cache-data}
     - {path_prefix: "/a, b: c", freshness: {forced: 90s}}
+  targeted_cache_control: [Larder-Cache-Control, CDN-Cache-Control]
 """
 
 private let everyKeyChanged: Config = try! ConfigLoader.parse(yaml: everyKeyChangedText, fileName: "changed.yaml")
@@ -235,6 +236,8 @@ private let everyKeyChanged: Config = try! ConfigLoader.parse(yaml: everyKeyChan
         ("protect_this_host: maybe\n", "t.yaml:1: protect_this_host: expected one of auto, on, off, got \"maybe\""),
         ("cache:\n  on_unusable_dir: retry\n",
          "t.yaml:2: cache.on_unusable_dir: expected one of exit, pass-through, got \"retry\""),
+        ("cache:\n  targeted_cache_control: [\"CDN Cache Control\"]\n",
+         "t.yaml:2: cache.targeted_cache_control: \"CDN Cache Control\" is not a field name"),
         ("cache:\n  rules:\n    - {scheme: ftp, storage: allowed}\n",
          "t.yaml:3: cache.rules: rule 1: scheme: expected one of http, https, got \"ftp\""),
     ]

@@ -16,8 +16,11 @@ extension CacheExchange {
             }
             return setup.rules.storage(scheme: scheme, host: host, path: path, status: head.status, contentType: nil)
         }
-        switch Storability.verdict(request: request, response: head, storagePolicy: rule.policy, override: rule.freshness,
-                                   requestTime: requestTime, responseTime: now, settings: setup.policy) {
+        // A targeted field addressed to this cache governs it instead of Cache-Control (RFC 9213).
+        let policyHead = TargetedCacheControl.policyHead(of: head, targets: setup.targetedFields)
+        switch Storability.verdict(request: request, response: policyHead ?? head, storagePolicy: rule.policy,
+                                   override: rule.freshness, requestTime: requestTime, responseTime: now,
+                                   settings: setup.policy) {
         case .doNotStore(.method):
             return nil  // only GET responses are stored; nothing to report
         case .doNotStore(let reason):
@@ -39,6 +42,7 @@ extension CacheExchange {
             }
             writer = w
             storedResponse = head
+            policyResponse = policyHead
             omitFields = omit
             freshnessOverride = rule.freshness
             responseTime = now
@@ -60,7 +64,8 @@ extension CacheExchange {
         let override = path.withUnsafeBytes {
             setup.rules.storage(scheme: scheme, host: host, path: $0, status: parsed.status, contentType: nil).freshness
         }
-        let facts = EntryFacts.make(response: parsed, requestTime: requestTime, responseTime: now,
+        let policyHead = TargetedCacheControl.policyHead(of: parsed, targets: setup.targetedFields) ?? parsed
+        let facts = EntryFacts.make(response: policyHead, requestTime: requestTime, responseTime: now,
                                     bodyLength: entry.bodyLength, settings: setup.policy, override: override)
         cache.freshen(entry, facts: facts, head: newHead)
         var record = entry.record

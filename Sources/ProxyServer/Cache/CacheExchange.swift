@@ -41,6 +41,9 @@ final class CacheExchange {
     // A store in progress.
     var writer: EntryWriter?
     var storedResponse: ResponseHead?
+    /// What the store decisions read, when a targeted field (`TargetedCacheControl`) replaced
+    /// `Cache-Control` in `storedResponse`.
+    var policyResponse: ResponseHead?
     var omitFields: [[UInt8]] = []
     var freshnessOverride: FreshnessOverride?
     var responseTime: Int64 = 0
@@ -77,8 +80,9 @@ extension CacheExchange {
                 w.abandon()
             } else if let head = storedResponse {
                 let length = w.bodyLength
-                let facts = EntryFacts.make(response: head, requestTime: requestTime, responseTime: responseTime,
-                                            bodyLength: length, settings: policy, override: freshnessOverride)
+                let facts = EntryFacts.make(response: policyResponse ?? head, requestTime: requestTime,
+                                            responseTime: responseTime, bodyLength: length, settings: policy,
+                                            override: freshnessOverride)
                 w.finish(head: StoredHead.make(response: head, bodyLength: length, omitFields: omitFields), facts: facts)
             }
         }

@@ -1,0 +1,72 @@
+"""RFC 9213 targeted cache control: in reverse mode Larder is the origin's own cache, and
+`CDN-Cache-Control` (or the fields `cache.targeted_cache_control` lists) governs its freshness and
+storability instead of `Cache-Control`; clients get every field unchanged."""
+
+from helpers import RawClient, build_request, proxy_exchange
+from test_cache import cache_status, methods, script
+
+
+def reverse(larder_factory, origin, **config):
+    return larder_factory(config=config, args=["--reverse-origin", f"http://127.0.0.1:{origin.port}"])
+
+
+def get(lr, path, host="site.example"):
+    with RawClient(lr.port) as c:
+        c.send(build_request("GET", path, [("Host", host)]))
+        return c.response()
+
+
+def test_cdn_cache_control_governs_larder_in_reverse_mode(larder_factory, origin, workdir):
+    script(workdir, "cdn", headers=[("Cache-Control", "no-store"), ("CDN-Cache-Control", "max-age=60")],
+           body="for the edge")
+    lr = reverse(larder_factory, origin)
+    first = get(lr, "/res/cdn")
+    assert first.status == 200 and "stored" in cache_status(first), cache_status(first)
+    again = get(lr, "/res/cdn")
+    assert again.body == b"for the edge" and cache_status(again).startswith("Larder; hit"), cache_status(again)
+    # Both fields reach the client unchanged: browsers still obey Cache-Control.
+    assert again.header("Cache-Control") == "no-store"
+    assert again.header("CDN-Cache-Control") == "max-age=60"
+    assert methods(origin, "cdn") == ["GET"]
+
+
+def test_cdn_cache_control_can_also_forbid_what_cache_control_allows(larder_factory, origin, workdir):
+    script(workdir, "cdnno", headers=[("Cache-Control", "max-age=600"), ("CDN-Cache-Control", "no-store")], body="x")
+    lr = reverse(larder_factory, origin)
+    get(lr, "/res/cdnno")
+    get(lr, "/res/cdnno")
+    assert methods(origin, "cdnno") == ["GET", "GET"]
+
+
+def test_the_target_list_is_configurable_and_ordered(larder_factory, origin, workdir):
+    script(workdir, "ours", headers=[("Cache-Control", "no-store"), ("CDN-Cache-Control", "no-store"),
+                                     ("Larder-Cache-Control", "max-age=60")], body="ours")
+    lr = reverse(larder_factory, origin,
+                 cache={"targeted_cache_control": ["Larder-Cache-Control", "CDN-Cache-Control"]})
+    get(lr, "/res/ours")
+    assert cache_status(get(lr, "/res/ours")).startswith("Larder; hit")
+    assert methods(origin, "ours") == ["GET"]
+
+
+def test_an_empty_targeted_field_falls_back_to_cache_control(larder_factory, origin, workdir):
+    script(workdir, "empty", headers=[("Cache-Control", "max-age=60"), ("CDN-Cache-Control", " ")], body="x")
+    lr = reverse(larder_factory, origin)
+    get(lr, "/res/empty")
+    assert cache_status(get(lr, "/res/empty")).startswith("Larder; hit")
+
+
+def test_forward_mode_ignores_targeted_fields_by_default(larder, origin, workdir):
+    script(workdir, "fwd", headers=[("Cache-Control", "no-store"), ("CDN-Cache-Control", "max-age=60")], body="x")
+    url = origin.url("/res/fwd")
+    proxy_exchange(larder.port, "GET", url)
+    r = proxy_exchange(larder.port, "GET", url)
+    assert "hit" not in cache_status(r)
+    assert methods(origin, "fwd") == ["GET", "GET"]
+
+
+def test_the_targeted_field_is_off_in_reverse_mode_when_listed_empty(larder_factory, origin, workdir):
+    script(workdir, "off", headers=[("Cache-Control", "no-store"), ("CDN-Cache-Control", "max-age=60")], body="x")
+    lr = reverse(larder_factory, origin, cache={"targeted_cache_control": []})
+    get(lr, "/res/off")
+    get(lr, "/res/off")
+    assert methods(origin, "off") == ["GET", "GET"]
