@@ -133,6 +133,11 @@ public struct Config: Sendable, Equatable {
         public var rules: [CacheRuleConfig] = ConfigSchema.defaultValue(\.cache.rules)
         /// `cache.targeted_cache_control`
         public var targetedCacheControl: TargetedFields = ConfigSchema.defaultValue(\.cache.targetedCacheControl)
+        /// `cache.finish_aborted_fraction`: an aborted download is finished for the store from this
+        /// fraction of its body on; nil: never.
+        public var finishAbortedFraction: Double? = ConfigSchema.defaultValue(\.cache.finishAbortedFraction)
+        /// `cache.finish_aborted_max_size`, bytes.
+        public var finishAbortedMaxSize: Int = ConfigSchema.defaultValue(\.cache.finishAbortedMaxSize)
         public init() {}
     }
 

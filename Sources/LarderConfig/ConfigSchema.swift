@@ -273,6 +273,12 @@ public enum ConfigSchema {
                     "RFC 9213 fields that govern Larder's own caching instead of `Cache-Control`, first present wins: "
                         + "`auto` (`CDN-Cache-Control` in reverse mode, none in forward mode) or a list, e.g. "
                         + "`[Larder-Cache-Control, CDN-Cache-Control]`; `[]`: none", targetedFields),
+        ConfigField("cache.finish_aborted_fraction", \.cache.finishAbortedFraction, 0.75, .live,
+                    "a cacheable download its client aborts is finished for the store once this fraction of "
+                        + "its (known) length has arrived, so the retry is a hit; `off`: never",
+                    .optional(.fraction, off: ["off"], unset: "off")),
+        ConfigField("cache.finish_aborted_max_size", \.cache.finishAbortedMaxSize, 64 << 20, .live,
+                    "… only for responses up to this size", .size(0...(1 << 50))),
     ]
 
     /// `auto`, or a list of field names.

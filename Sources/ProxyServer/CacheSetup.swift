@@ -12,6 +12,9 @@ final class CacheSetup: Sendable {
     let collapseRequests: Bool
     /// RFC 9213 targeted fields honoured, lower-case, in order (`cache.targeted_cache_control`).
     let targetedFields: [[UInt8]]
+    /// `cache.finish_aborted_fraction` (nil: off) and `cache.finish_aborted_max_size`.
+    let finishAbortedFraction: Double?
+    let finishAbortedMaxSize: Int
 
     init(_ config: Config) {
         let c = config.cache
@@ -36,6 +39,8 @@ final class CacheSetup: Sendable {
             memoryCapacity: c.memoryCapacity, memoryObjectLimit: min(c.memoryMaxObjectSize, c.memoryCapacity),
             maxObjectSize: c.maxObjectSize)
         collapseRequests = c.collapseRequests
+        finishAbortedFraction = c.finishAbortedFraction
+        finishAbortedMaxSize = c.finishAbortedMaxSize
         switch c.targetedCacheControl {
         case .auto: targetedFields = config.reverseOrigin == nil ? [] : [Array("cdn-cache-control".utf8)]
         case .fields(let names): targetedFields = names.map { Array($0.utf8) }

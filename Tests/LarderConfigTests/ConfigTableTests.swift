@@ -93,6 +93,8 @@ cache:
     - {scheme: https, policy: reload-revalidating-cache-data}
     - {path_prefix: "/a, b: c", freshness: {forced: 90s}}
   targeted_cache_control: [Larder-Cache-Control, CDN-Cache-Control]
+  finish_aborted_fraction: off
+  finish_aborted_max_size: 1GiB
 """
 
 private let everyKeyChanged: Config = try! ConfigLoader.parse(yaml: everyKeyChangedText, fileName: "changed.yaml")

@@ -117,20 +117,35 @@ final class OriginRelay: SessionTaskDelegate {
         }
     }
 
-    /// The connection is done with this exchange. A fetch that collapsed followers depend on runs
-    /// on without the client; any other is cancelled.
+    /// The connection is done with this exchange. A fetch that collapsed followers depend on, or a
+    /// download mostly in that is being stored (`worthFinishing`), runs on without the client; any
+    /// other is cancelled.
     func release() {
         stallWatch?.cancel()
         storePacer?.cancel()
         guard let t = task else { return }
         task = nil
         let c = connection
-        if let exchange = c.context.cache, let fetch = exchange.inFlight, c.context.responseStarted, fetch.hasFollowers {
+        if let exchange = c.context.cache, c.context.responseStarted,
+           exchange.inFlight?.hasFollowers ?? false || OriginRelay.worthFinishing(exchange, c.worker.settings.cache) {
             c.context.cache = nil
+            if exchange.inFlight?.hasFollowers != true {
+                c.worker.logger.info("client \(c.peer) left; finishing \(c.context.upstreamName)'s response for the cache")
+            }
             c.worker.adopt(OrphanedFetch(worker: c.worker, task: t, exchange: exchange))
         } else {
             t.cancel()
         }
+    }
+
+    /// Squid's quick_abort: a response being stored whose client left is finished anyway when most
+    /// of it has arrived (`cache.finish_aborted_fraction` of its announced length) and it is not
+    /// large (`cache.finish_aborted_max_size`), so the client's retry is a hit.
+    static func worthFinishing(_ exchange: CacheExchange, _ setup: CacheSetup) -> Bool {
+        guard let fraction = setup.finishAbortedFraction, let writer = exchange.writer, !writer.isAbandoned,
+              case .contentLength(let total)? = exchange.storedResponse?.framing,
+              total > 0, total <= setup.finishAbortedMaxSize else { return false }
+        return Double(writer.bodyLength) >= fraction * Double(total)
     }
 
     // MARK: - The request body
