@@ -12,7 +12,8 @@
 // rule, or the server default, and the RFC 9111 request directives select the same behaviours
 // (`no-cache` and `max-age=0` revalidate, `max-stale` alone is "return cache data else load",
 // `only-if-cached` is "don't load"). Under the default policy a stale entry, or one marked
-// `no-cache`, is revalidated with HEAD as that documentation says (conditional GET is a setting).
+// `no-cache`, is revalidated with HEAD as that documentation says (conditional GET is a setting),
+// except where HEAD cannot do the job in one round trip (`Revalidation.method`).
 // Where it is silent, RFC 9111 decides, as for a shared cache.
 //
 // Where we depart from a literal reading of that documentation: "whatever its age" policies still never
@@ -139,7 +140,8 @@ public enum LookupDecision: Sendable, Equatable {
     case serve(age: Int64, stale: Bool)
     /// Serve now and refresh in the background (RFC 5861 stale-while-revalidate).
     case serveStaleThenRevalidate(age: Int64)
-    /// Ask the origin whether the stored response is still good, with this method.
+    /// Ask the origin whether the stored response is still good, with this method
+    /// (`Revalidation.method`: the configured one, HEAD for a client's HEAD, GET without validators).
     case revalidate(RevalidationMethod)
     /// Go to the origin without using the stored response.
     case fetch(FetchReason)
@@ -174,7 +176,8 @@ public enum Lookup {
         if offline {
             return needsOrigin ? .gatewayTimeout : .serve(age: age, stale: !fresh)
         }
-        let revalidate = LookupDecision.revalidate(settings.revalidation)
+        let revalidate = LookupDecision.revalidate(Revalidation.method(for: request.method, entry: entry,
+                                                                       configured: settings.revalidation))
         // reloadRevalidatingCacheData; request no-cache (or Pragma) and max-age=0 ask the same.
         if request.policy == .reloadRevalidatingCacheData || directives.noCache || directives.maxAge == 0 {
             return revalidate

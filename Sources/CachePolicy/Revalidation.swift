@@ -8,6 +8,22 @@ public enum RevalidationOutcome: Sendable, Equatable {
 }
 
 public enum Revalidation {
+    /// The method that revalidates `entry` for a client's `requestMethod` (GET or HEAD; a background
+    /// refresh asks for the stored GET), given the configured one:
+    /// - a client's HEAD: HEAD whatever is configured. Its answer is the client's, and it freshens
+    ///   or invalidates the entry (RFC 9111 §4.3.5): one round trip, and no body for a client that
+    ///   wants none.
+    /// - an entry with neither ETag nor Last-Modified: a plain GET (`conditionalGet` with no
+    ///   conditionals). No answer to a HEAD could confirm it, so HEAD would always cost a GET too;
+    ///   the GET's 200 replaces the entry.
+    /// - otherwise the configured method.
+    public static func method(for requestMethod: HTTPMethod, entry: EntryFacts,
+                              configured: RevalidationMethod) -> RevalidationMethod {
+        if requestMethod == .head { return .head }
+        if entry.etag == nil, entry.lastModified == nil { return .conditionalGet }
+        return configured
+    }
+
     /// The conditional fields to add to a revalidation request: `If-None-Match` with the stored ETag,
     /// `If-Modified-Since` with Last-Modified (else nothing), as complete `Name: value\r\n` lines.
     public static func conditionalFields(for entry: EntryFacts) -> [UInt8] {

@@ -21,6 +21,9 @@ public enum RevalidationVerdict: Sendable, Equatable {
     /// Invalidate the URL's entries; the response has no body to store (a HEAD answer), so fetch
     /// the whole response with a plain GET, without the client's conditionals or range, and store it.
     case changedRefetch
+    /// Client HEAD only: invalidate the URL's entries (RFC 9111 §4.3.5); the answer to the HEAD is
+    /// the client's, forwarded as it is (no GET: the client wants no body).
+    case changedForwardThis
     /// Invalidate the URL's entries; the response is the whole new response to the conditional GET:
     /// forward it (client) and offer it to the store (`Storability.verdict`).
     case changedStoreThis
@@ -44,7 +47,8 @@ extension Revalidation {
     /// Client: a 500/502/503/504 or no answer is hidden by the stale entry where
     /// `Lookup.mayServeStaleOnError` allows; no answer otherwise is `.forwardError`; any other
     /// response, a 5xx included, is judged by `outcome`: unchanged, or changed (refetch after a
-    /// HEAD, the response itself after a conditional GET).
+    /// HEAD, but the answer itself when the client asked HEAD; the response itself after a
+    /// conditional GET).
     ///
     /// Background: any 5xx or no answer is `.keepEntryAndGiveUp`; everything else is judged by
     /// `outcome` as for a client.
@@ -65,7 +69,9 @@ extension Revalidation {
         }
         switch outcome(entry: entry, response: response, method: method) {
         case .unchanged: return .unchanged
-        case .changed: return method == .head ? .changedRefetch : .changedStoreThis
+        case .changed:
+            guard method == .head else { return .changedStoreThis }
+            return !background && request?.method == .head ? .changedForwardThis : .changedRefetch
         }
     }
 }

@@ -9,6 +9,7 @@ public enum Count: Int, CaseIterable, Sendable {
     case response1xx, response2xx, response3xx, response4xx, response5xx
     case lookupHit, lookupMiss, lookupRevalidatedUnchanged, lookupRevalidatedChanged, lookupStaleServed
     case lookupOnlyIfCachedMiss, lookupPass
+    case revalidationHeadChanged
     case clientBytesFromCache, clientBytesFromOrigin
     case collapsedRequests, collapsedFollowersDetached
     case originRequestsNewConnection, originRequestsReusedConnection

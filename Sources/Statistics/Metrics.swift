@@ -71,6 +71,9 @@ public enum Metrics {
             ("stale_served", .count(.lookupStaleServed)),
             ("only_if_cached_miss", .count(.lookupOnlyIfCachedMiss)), ("pass", .count(.lookupPass)),
         ]),
+        one("cache_revalidated_head_changed", .counter,
+            "HEAD revalidations (for clients and background refreshes) that found the stored response changed: each "
+            + "costs one GET more, unless a client asked HEAD.", .count(.revalidationHeadChanged)),
         labelled("client_bytes", .counter, "Response body bytes sent to clients, by where they came from.",
                  "source", [("cache", .count(.clientBytesFromCache)), ("origin", .count(.clientBytesFromOrigin))]),
         one("collapsed_requests", .counter, "Requests answered from another request's origin fetch.",

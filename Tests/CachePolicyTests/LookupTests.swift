@@ -115,13 +115,19 @@ enum LookupTable {
     }
 
     static let date = "Date: \(Dates.t0)"
+    /// A validator, so that HEAD can revalidate (`Revalidation.method`).
+    static let etag = "ETag: \"a\""
     /// Fresh for 60 seconds from t0.
-    static let fresh60 = [date, "Cache-Control: max-age=60"]
-    static let noCache = [date, "Cache-Control: max-age=60, no-cache"]
-    static let mustRevalidate = [date, "Cache-Control: max-age=60, must-revalidate"]
-    static let proxyRevalidate = [date, "Cache-Control: max-age=60, proxy-revalidate"]
-    static let sMaxAge = [date, "Cache-Control: s-maxage=60"]
-    static let swr = [date, "Cache-Control: max-age=60, stale-while-revalidate=30"]
+    static let fresh60 = [date, "Cache-Control: max-age=60", etag]
+    static let noCache = [date, "Cache-Control: max-age=60, no-cache", etag]
+    static let mustRevalidate = [date, "Cache-Control: max-age=60, must-revalidate", etag]
+    static let proxyRevalidate = [date, "Cache-Control: max-age=60, proxy-revalidate", etag]
+    static let sMaxAge = [date, "Cache-Control: s-maxage=60", etag]
+    static let swr = [date, "Cache-Control: max-age=60, stale-while-revalidate=30", etag]
+    /// Fresh for 60 seconds, with neither ETag nor Last-Modified.
+    static let noValidator = [date, "Cache-Control: max-age=60"]
+    static let lastModifiedOnly = [date, "Cache-Control: max-age=60", "Last-Modified: \(Dates.minus1000)"]
+    static let revalidateGet = LookupDecision.revalidate(.conditionalGet)
     static let varyStar = [date, "Cache-Control: max-age=60", "Vary: *"]
     static let noFreshness = [date, "ETag: \"a\""]
 
@@ -164,10 +170,30 @@ enum LookupTable {
         row("RFC9111 4.1 HEAD and Vary: *", method: "HEAD", stored: varyStar, .fetch(.miss)),
         row("RFC9111 3.5 request Authorization may use what was stored", request: ["Authorization: Basic eDp5"],
             stored: fresh60, now: t0 + 5, .serve(age: 5, stale: false)),
-        row("RFC9111 4.2.3 Age counts toward staleness", stored: [date, "Cache-Control: max-age=60", "Age: 50"],
+        row("RFC9111 4.2.3 Age counts toward staleness", stored: [date, "Cache-Control: max-age=60", "Age: 50", etag],
             now: t0 + 10, revalidateHead),
         row("RFC9111 4.2.3 Age counts toward the age served", stored: [date, "Cache-Control: max-age=60", "Age: 50"],
             now: t0 + 9, .serve(age: 59, stale: false)),
+        // The revalidation method (Revalidation.method): HEAD only where it can settle the question.
+        row("HEAD revalidation: ETag only", stored: noFreshness, revalidateHead),
+        row("HEAD revalidation: Last-Modified only", stored: lastModifiedOnly, now: t0 + 60, revalidateHead),
+        row("no validator, stale: a plain GET, HEAD could not confirm it", stored: noValidator, now: t0 + 60,
+            revalidateGet),
+        row("no validator, conditional GET configured: a plain GET", revalidation: .conditionalGet,
+            stored: noValidator, now: t0 + 60, revalidateGet),
+        row("no validator, no-cache entry: a plain GET", stored: [date, "Cache-Control: max-age=60, no-cache"],
+            now: t0 + 1, revalidateGet),
+        row("no validator, request no-cache: a plain GET", request: ["Cache-Control: no-cache"], stored: noValidator,
+            revalidateGet),
+        row("no validator, stale past stale-while-revalidate: a plain GET",
+            stored: [date, "Cache-Control: max-age=60, stale-while-revalidate=30"], now: t0 + 91, revalidateGet),
+        row("RFC9111 4.3.5 client HEAD, stale: HEAD", method: "HEAD", stored: fresh60, now: t0 + 60, revalidateHead),
+        row("RFC9111 4.3.5 client HEAD, conditional GET configured: HEAD all the same", method: "HEAD",
+            revalidation: .conditionalGet, stored: fresh60, now: t0 + 60, revalidateHead),
+        row("RFC9111 4.3.5 client HEAD, no validator: HEAD (its answer is the client's)", method: "HEAD",
+            stored: noValidator, now: t0 + 60, revalidateHead),
+        row("RFC9111 4.3.5 client HEAD, request no-cache: HEAD", method: "HEAD", request: ["Cache-Control: no-cache"],
+            revalidation: .conditionalGet, stored: fresh60, revalidateHead),
         // Request directives, RFC 9111 §5.2.1.
         row("RFC9111 5.2.1.1 max-age=N: older entry revalidated", request: ["Cache-Control: max-age=30"], stored: fresh60,
             now: t0 + 31, revalidateHead),
@@ -217,10 +243,11 @@ enum LookupTable {
         row("RFC5861 3 stale past the window: revalidate", stored: swr, now: t0 + 91, revalidateHead),
         row("RFC5861 3 fresh entry with a window is simply served", stored: swr, now: t0 + 59, .serve(age: 59, stale: false)),
         row("RFC5861 3 must-revalidate beats stale-while-revalidate",
-            stored: [date, "Cache-Control: max-age=60, stale-while-revalidate=30, must-revalidate"], now: t0 + 61,
+            stored: [date, "Cache-Control: max-age=60, stale-while-revalidate=30, must-revalidate", etag], now: t0 + 61,
             revalidateHead),
         row("RFC5861 3 no-cache beats stale-while-revalidate",
-            stored: [date, "Cache-Control: max-age=60, stale-while-revalidate=30, no-cache"], now: t0 + 61, revalidateHead),
+            stored: [date, "Cache-Control: max-age=60, stale-while-revalidate=30, no-cache", etag], now: t0 + 61,
+            revalidateHead),
         row("RFC5861 3 request max-age beats stale-while-revalidate", request: ["Cache-Control: max-age=10"], stored: swr,
             now: t0 + 61, revalidateHead),
         row("RFC5861 3 request max-stale within bound served stale, not in background",
@@ -266,6 +293,10 @@ enum LookupTable {
             now: t0 + 100, revalidateHead),
         row("reloadRevalidatingCacheData conditional GET", policy: .reloadRevalidatingCacheData,
             revalidation: .conditionalGet, stored: fresh60, .revalidate(.conditionalGet)),
+        row("reloadRevalidatingCacheData no validator: a plain GET", policy: .reloadRevalidatingCacheData,
+            stored: noValidator, revalidateGet),
+        row("reloadRevalidatingCacheData client HEAD: HEAD", method: "HEAD", policy: .reloadRevalidatingCacheData,
+            revalidation: .conditionalGet, stored: noValidator, revalidateHead),
         row("reloadRevalidatingCacheData nothing stored: uri-miss", policy: .reloadRevalidatingCacheData, stored: nil,
             anyStored: false, .fetch(.uriMiss)),
         row("reloadRevalidatingCacheData no variant: vary-miss", policy: .reloadRevalidatingCacheData, stored: nil,
@@ -313,6 +344,46 @@ enum LookupTable {
             .serve(age: 0, stale: false)),
         row("returnCacheDataDontLoad POST: bypass", method: "POST", request: ["Content-Length: 0"],
             policy: .returnCacheDataDontLoad, stored: nil, .fetch(.bypass)),
+    ]
+}
+
+struct MethodRow: Sendable, CustomTestStringConvertible {
+    var name: String
+    var requestMethod: HTTPMethod
+    var stored: [String]
+    var configured: RevalidationMethod
+    var expected: RevalidationMethod
+    var testDescription: String { name }
+}
+
+enum MethodTable {
+    static let date = "Date: \(Dates.t0)"
+    static let etag = [date, "ETag: \"a\""]
+    static let weakETag = [date, "ETag: W/\"a\""]
+    static let lastModified = [date, "Last-Modified: \(Dates.minus1000)"]
+    static let neither = [date, "Cache-Control: max-age=60"]
+
+    static func row(_ name: String, _ requestMethod: HTTPMethod = .get, stored: [String], configured: RevalidationMethod,
+                    _ expected: RevalidationMethod) -> MethodRow {
+        MethodRow(name: name, requestMethod: requestMethod, stored: stored, configured: configured, expected: expected)
+    }
+
+    static let rows: [MethodRow] = [
+        row("GET, ETag, HEAD configured: HEAD", stored: etag, configured: .head, .head),
+        row("GET, weak ETag, HEAD configured: HEAD", stored: weakETag, configured: .head, .head),
+        row("GET, Last-Modified, HEAD configured: HEAD", stored: lastModified, configured: .head, .head),
+        row("GET, ETag, conditional GET configured: conditional GET", stored: etag, configured: .conditionalGet,
+            .conditionalGet),
+        row("GET, no validator, HEAD configured: GET (HEAD would always need a GET too)", stored: neither,
+            configured: .head, .conditionalGet),
+        row("GET, no validator, conditional GET configured: GET", stored: neither, configured: .conditionalGet,
+            .conditionalGet),
+        row("HEAD, ETag, HEAD configured: HEAD", .head, stored: etag, configured: .head, .head),
+        row("HEAD, ETag, conditional GET configured: HEAD (no body for the client)", .head, stored: etag,
+            configured: .conditionalGet, .head),
+        row("HEAD, no validator: HEAD (its answer is the client's)", .head, stored: neither, configured: .head, .head),
+        row("HEAD, no validator, conditional GET configured: HEAD", .head, stored: neither,
+            configured: .conditionalGet, .head),
     ]
 }
 
@@ -415,6 +486,12 @@ struct LookupTests {
         let decision = Lookup.decide(request: facts, entry: lookupEntry(row.stored), anyStored: row.anyStored,
                                      now: row.now, settings: settings)
         #expect(decision == row.expected)
+    }
+
+    @Test("Revalidation.method", arguments: MethodTable.rows)
+    func revalidationMethod(_ row: MethodRow) {
+        #expect(Revalidation.method(for: row.requestMethod, entry: entry(row.stored), configured: row.configured)
+                == row.expected)
     }
 
     @Test("mayServeStaleOnError", arguments: StaleOnErrorTable.rows)

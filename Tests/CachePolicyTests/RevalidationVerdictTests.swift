@@ -7,6 +7,8 @@ struct VerdictRow: Sendable, CustomTestStringConvertible {
     var stored: [String]
     /// The client's request fields; nil when the exchange has no request facts.
     var requestFields: [String]?
+    /// The client's method: a client's HEAD gets the HEAD's answer.
+    var requestMethod: String = "GET"
     var policy: RequestCachePolicy?
     var method: RevalidationMethod
     /// nil: no answer (the connection failed).
@@ -19,11 +21,13 @@ struct VerdictRow: Sendable, CustomTestStringConvertible {
 }
 
 enum VerdictTable {
-    static func row(_ name: String, stored: [String] = sie, request: [String]? = [], policy: RequestCachePolicy? = nil,
-                    method: RevalidationMethod = .head, status: Int?, answer response: [String] = [],
-                    now: Int64 = t0 + 30, background: Bool = false, _ expected: RevalidationVerdict) -> VerdictRow {
-        VerdictRow(name: name, stored: stored, requestFields: request, policy: policy, method: method, status: status,
-                   responseFields: response, now: now, background: background, expected: expected)
+    static func row(_ name: String, stored: [String] = sie, request: [String]? = [], clientMethod: String = "GET",
+                    policy: RequestCachePolicy? = nil, method: RevalidationMethod = .head, status: Int?,
+                    answer response: [String] = [], now: Int64 = t0 + 30, background: Bool = false,
+                    _ expected: RevalidationVerdict) -> VerdictRow {
+        VerdictRow(name: name, stored: stored, requestFields: request, requestMethod: clientMethod, policy: policy,
+                   method: method, status: status, responseFields: response, now: now, background: background,
+                   expected: expected)
     }
 
     static let date = "Date: \(Dates.t0)"
@@ -76,6 +80,27 @@ enum VerdictTable {
         row("no answer, no request facts: the error", request: nil, status: nil, .forwardError),
         row("no answer, returnCacheDataElseLoad: serve stale whatever its age", stored: plain,
             policy: .returnCacheDataElseLoad, status: nil, now: t0 + 86_400, .serveStale(.originUnreachable)),
+
+        // A client's HEAD: one round trip, its answer freshens or invalidates (RFC 9111 §4.3.5).
+        row("RFC9111 4.3.5 client HEAD, same strong ETag: unchanged", clientMethod: "HEAD", status: 200, answer: same,
+            .unchanged),
+        row("RFC9111 4.3.4 client HEAD, 304: unchanged", clientMethod: "HEAD", status: 304, .unchanged),
+        row("RFC9111 4.3.5 client HEAD, other ETag: invalidate, the answer is the client's", clientMethod: "HEAD",
+            status: 200, answer: other, .changedForwardThis),
+        row("RFC9111 4.3.5 client HEAD, other length: invalidate, forward",
+            stored: [date, "Cache-Control: max-age=10", lm, "Content-Length: 100"], clientMethod: "HEAD", status: 200,
+            answer: [lm, "Content-Length: 7"], .changedForwardThis),
+        row("RFC9111 4.3.5 client HEAD, no validator on either side: invalidate, forward",
+            stored: [date, "Cache-Control: max-age=10"], clientMethod: "HEAD", status: 200, .changedForwardThis),
+        row("client HEAD, 404: invalidate, forward", clientMethod: "HEAD", status: 404, .changedForwardThis),
+        row("RFC5861 4 client HEAD, 503 within stale-if-error: serve stale", clientMethod: "HEAD", status: 503,
+            .serveStale(.originError)),
+        row("client HEAD, 503 past the window: forward the error", clientMethod: "HEAD", status: 503, now: t0 + 71,
+            .changedForwardThis),
+        row("RFC5861 4 client HEAD, no answer: serve stale", clientMethod: "HEAD", status: nil,
+            .serveStale(.originUnreachable)),
+        row("no request facts: a changed HEAD answer is refetched", request: nil, status: 200, answer: other,
+            .changedRefetch),
     ]
 
     static let background: [VerdictRow] = [
@@ -101,12 +126,16 @@ enum VerdictTable {
         row("RFC5861 3 no answer past every window: the entry stays", stored: plain, status: nil, now: t0 + 86_400,
             background: true, .keepEntryAndGiveUp),
         row("RFC5861 3 no request facts change nothing", request: nil, status: 304, background: true, .unchanged),
+        row("RFC5861 3 refresh for a client's HEAD, other ETag: refetch the GET and store it", clientMethod: "HEAD",
+            status: 200, answer: other, background: true, .changedRefetch),
+        row("RFC5861 3 plain GET for an entry without validators: store it", stored: [date, "Cache-Control: max-age=10"],
+            method: .conditionalGet, status: 200, background: true, .changedStoreThis),
     ]
 }
 
 func verdict(_ row: VerdictRow) throws -> RevalidationVerdict {
     let facts = try row.requestFields.map {
-        try RequestFacts.make(request($0), rulePolicy: row.policy, settings: PolicySettings())
+        try RequestFacts.make(request($0, method: row.requestMethod), rulePolicy: row.policy, settings: PolicySettings())
     }
     let answer = row.status.map { response(row.responseFields, status: $0, method: row.method == .head ? .head : .get) }
     return Revalidation.verdict(entry: entry(row.stored), request: facts, response: answer, method: row.method,
@@ -131,19 +160,22 @@ struct RevalidationVerdictTests {
     func casesNeverCross(background: Bool) throws {
         let statuses: [Int?] = [nil] + Array(200...599)
         for stored in [VerdictTable.sie, VerdictTable.mustRevalidate] {
-            for method in [RevalidationMethod.head, .conditionalGet] {
+            for (clientMethod, method) in [("GET", RevalidationMethod.head), ("GET", .conditionalGet), ("HEAD", .head)] {
                 for status in statuses {
-                    let row = VerdictTable.row("sweep", stored: stored, method: method, status: status,
-                                               background: background, .unchanged)
+                    let row = VerdictTable.row("sweep", stored: stored, clientMethod: clientMethod, method: method,
+                                               status: status, background: background, .unchanged)
+                    let at = "\(String(describing: status)) \(clientMethod) \(method)"
                     switch try verdict(row) {
                     case .serveStale, .forwardError:
-                        #expect(!background, "\(String(describing: status)) \(method)")
+                        #expect(!background, "\(at)")
                     case .keepEntryAndGiveUp:
-                        #expect(background, "\(String(describing: status)) \(method)")
+                        #expect(background, "\(at)")
                     case .changedRefetch:
-                        #expect(method == .head)
+                        #expect(method == .head && (background || clientMethod == "GET"), "\(at)")
+                    case .changedForwardThis:
+                        #expect(!background && clientMethod == "HEAD" && method == .head, "\(at)")
                     case .changedStoreThis:
-                        #expect(method == .conditionalGet)
+                        #expect(method == .conditionalGet, "\(at)")
                     case .unchanged:
                         break
                     }

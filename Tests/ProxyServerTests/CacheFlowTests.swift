@@ -128,6 +128,7 @@ import Testing
                 return
             }
             #expect(byHead.requestTime == 1_101)
+            #expect(byHead.status.detail == "revalidated-head-changed")
             let entryAgain = try #require(store(Self.cacheable, in: cache, now: 1_200))
             let byGet = exchange(.revalidating(.conditionalGet))
             byGet.entry = entryAgain
@@ -138,6 +139,33 @@ import Testing
                 return
             }
             #expect(byGet.writer != nil, "and it is being stored")
+        }
+    }
+
+    @Test func aClientHeadThatFindsAChangeForwardsItsAnswerAndInvalidates() throws {
+        try withCache { cache in
+            let entry = try #require(store(Self.cacheable, in: cache, now: 1_000))
+            let ex = exchange(.revalidating(.head))
+            ex.entry = entry
+            let head = request("HEAD http://a.example/doc HTTP/1.1\r\nHost: a.example")
+            ex.facts = try RequestFacts.make(head, rulePolicy: nil, settings: setup.policy)
+            let changed = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nETag: \"v2\"\r\nContent-Length: 9"
+            guard case .revalidation(let step) = ex.originHead(response(changed, method: .head), request: head,
+                                                               background: false, now: 1_100, cache: cache,
+                                                               setup: setup, table: table) else {
+                Issue.record("a revalidation answer is the cache's to judge")
+                return
+            }
+            #expect(step == .forwardThis && !step.consumesAnswer, "the HEAD's answer goes to the client")
+            #expect(ex.status.detail == "revalidated-head-changed" && ex.status.forwardStatus == 200)
+            guard case .done = ex.originEnded(error: nil, now: 1_100, policy: setup.policy, table: table) else {
+                Issue.record("no second request after the client's HEAD")
+                return
+            }
+            cache.flush()
+            if case .found = cache.makeReader().lookup(primaryKey: Array(Self.url.utf8), request: HeaderBlock()) {
+                Issue.record("the changed entry was kept")
+            }
         }
     }
 

@@ -3,10 +3,11 @@ import CacheStore
 import EventLoop
 import HTTPWire
 import SessionClient
+import Statistics
 
 /// RFC 5861 stale-while-revalidate: the client already has the stale entry; this asks the origin
 /// on its own, with no client attached. It revalidates the way the configuration says (HEAD by
-/// default): unchanged → the stored head is freshened; changed → the new response is fetched
+/// default; a plain GET for an entry without validators, see `Revalidation.method`): unchanged → the stored head is freshened; changed → the new response is fetched
 /// (conditional GET: it already is) and stored. A 5xx or a failure leaves the entry as it was.
 /// The exchange's phase and the decisions are the cache flow's own (`CacheExchange+Origin`).
 final class BackgroundRefresh: SessionTaskDelegate {
@@ -21,7 +22,10 @@ final class BackgroundRefresh: SessionTaskDelegate {
         self.worker = worker
         self.exchange = exchange
         self.request = request
-        exchange.phase = .revalidating(worker.settings.cache.policy.revalidation)
+        // The stored GET is refreshed, whatever the client asked; without validators, with a GET.
+        let configured = worker.settings.cache.policy.revalidation
+        exchange.phase = .revalidating(exchange.entry.map { Revalidation.method(for: .get, entry: $0.facts,
+                                                                                configured: configured) } ?? configured)
     }
 
     func start() {
@@ -64,8 +68,9 @@ final class BackgroundRefresh: SessionTaskDelegate {
     func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {}
 
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
-        _ = exchange.originHead(head, request: request, background: true, now: worker.clock.wallSeconds,
-                                cache: worker.cache, setup: worker.settings.cache, table: worker.inFlight)
+        let step = exchange.originHead(head, request: request, background: true, now: worker.clock.wallSeconds,
+                                       cache: worker.cache, setup: worker.settings.cache, table: worker.inFlight)
+        if case .revalidation(.refetch) = step { worker.stats.add(.revalidationHeadChanged) }
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {

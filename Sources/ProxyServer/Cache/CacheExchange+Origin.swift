@@ -21,7 +21,8 @@ extension CacheExchange {
         case done
         /// The revalidation said unchanged (or the entry stands in for a 5xx): serve it.
         case serveEntry(StoredResponse)
-        /// HEAD found a change: fetch the whole new response with GET, to store.
+        /// HEAD found a change: fetch the whole new response with GET, to store (the one GET after
+        /// the one HEAD; its Cache-Status says `revalidated-head-changed`).
         case refetch
         /// The revalidation got no answer (`method` was its method): stale-if-error may apply.
         case revalidationFailed(RevalidationMethod)
@@ -73,7 +74,7 @@ extension CacheExchange {
             return entry.map { .serveEntry($0) } ?? .done
         case .refetch:
             phase = .fetching
-            status = CacheStatus(forward: .stale)
+            status = CacheStatus(forward: .stale, detail: "revalidated-head-changed")
             requestTime = now
             return .refetch
         case .unsafe, .bypass:
@@ -87,7 +88,7 @@ extension CacheExchange.RevalidationStep {
     var consumesAnswer: Bool {
         switch self {
         case .serveStale, .unchanged, .refetch: return true
-        case .unusable, .storeThis, .keep: return false
+        case .unusable, .forwardThis, .storeThis, .keep: return false
         }
     }
 }

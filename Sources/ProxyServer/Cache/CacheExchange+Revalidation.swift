@@ -14,6 +14,8 @@ extension CacheExchange {
         case unusable
         /// Changed, found by HEAD: fetch the new response with GET once this exchange ends.
         case refetch
+        /// Changed, found by a client's HEAD: the entry is invalidated; the answer is the client's.
+        case forwardThis
         /// Changed, found by a conditional GET: this response is the new one, being stored.
         case storeThis
         /// A background refresh got a 5xx: the entry stays as it was.
@@ -21,9 +23,11 @@ extension CacheExchange {
     }
 
     /// The revalidation to write instead of the client's request line, if revalidating.
+    /// The method is the phase's: CachePolicy chose it, HEAD for a client's HEAD (`Revalidation.method`).
     func outboundRevalidation(for clientMethod: HTTPMethod) -> OutboundHead.Revalidation? {
         guard case .revalidating(let m) = phase, let entry else { return nil }
-        return OutboundHead.Revalidation(method: m == .head || clientMethod == .head ? .head : .get,
+        assert(clientMethod != .head || m == .head, "a client's HEAD is revalidated with HEAD")
+        return OutboundHead.Revalidation(method: m == .head ? .head : .get,
                                          conditionalFields: Revalidation.conditionalFields(for: entry.facts))
     }
 
@@ -50,6 +54,13 @@ extension CacheExchange {
             self.entry = nil
             phase = .refetch
             return .refetch
+        case .changedForwardThis:
+            cache.invalidate(primaryKey: primaryKey)
+            self.entry = nil
+            // A HEAD answer has no body to store: forwarded, and the exchange is done with it.
+            phase = .bypass
+            status = CacheStatus(forward: .stale, forwardStatus: head.status, detail: "revalidated-head-changed")
+            return .forwardThis
         case .changedStoreThis:
             cache.invalidate(primaryKey: primaryKey)
             self.entry = nil

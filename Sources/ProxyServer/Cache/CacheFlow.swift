@@ -92,7 +92,7 @@ enum CacheFlow {
             worker.refreshInBackground(refresh, request: request)
             return true
         case .revalidate(let m):
-            exchange.phase = .revalidating(request.method == .head ? .head : m)
+            exchange.phase = .revalidating(m)
             exchange.status = CacheStatus(forward: .stale)
             return false
         case .fetch(let reason):
@@ -148,7 +148,10 @@ enum CacheFlow {
                 // This client's cookies from the answer: in its response, never stored.
                 ex.personalFields = SetCookieLines.of(head)
             case .unusable: c.noteLookup(.lookupRevalidatedUnchanged)
-            case .refetch, .storeThis: c.noteLookup(.lookupRevalidatedChanged)
+            case .refetch, .forwardThis:
+                c.noteLookup(.lookupRevalidatedChanged)
+                worker.stats.add(.revalidationHeadChanged)
+            case .storeThis: c.noteLookup(.lookupRevalidatedChanged)
             case .keep: break
             }
             return step.consumesAnswer

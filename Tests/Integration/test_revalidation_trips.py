@@ -1,0 +1,180 @@
+"""HEAD revalidation without wasted round trips: what the origin receives, request by request,
+when a stale entry is checked.
+
+* An entry with no validator (no ETag, no Last-Modified) is revalidated with one plain GET, whose
+  200 replaces it, for clients and background refreshes alike: no HEAD could confirm it.
+* A client's HEAD costs one HEAD: its answer freshens the entry when the validators match, and
+  otherwise invalidates it and goes to the client as it is.
+* A change found by HEAD costs one HEAD and one GET, and says so (Cache-Status
+  `detail=revalidated-head-changed`, `larder_cache_revalidated_head_changed_total`).
+"""
+
+import re
+import time
+
+from test_admin import admin
+from test_cache import cache_status, get, methods, script, seen, wait_for_methods
+
+ADMIN = {"admin_listen": "127.0.0.1:0"}
+
+
+def head_changed_count(lr):
+    status, _, body = admin(lr, "GET", "/metrics")
+    assert status == 200
+    m = re.search(r"^larder_cache_revalidated_head_changed_total (\d+)$", body.decode(), re.M)
+    assert m, "no larder_cache_revalidated_head_changed_total in /metrics"
+    return int(m.group(1))
+
+
+# -- 1. No validator: straight to GET ----------------------------------------------------------
+
+
+def test_stale_entry_without_validators_is_revalidated_with_one_plain_get(larder, origin, workdir):
+    # Fresh for a second: a response stale on arrival without validators is not stored at all.
+    script(workdir, "noval", headers=[("Cache-Control", "max-age=1")], body="v1 body")
+    url = origin.url("/res/noval")
+    assert get(larder, url).body == b"v1 body"
+    time.sleep(2.2)
+    script(workdir, "noval", headers=[("Cache-Control", "max-age=60"), ("X-Version", "2")], body="v2 body")
+    resp = get(larder, url)
+    assert resp.status == 200 and resp.body == b"v2 body" and resp.header("X-Version") == "2"
+    status = cache_status(resp)
+    assert "fwd=stale" in status and "fwd-status=200" in status and "stored" in status, status
+    # One GET, with nothing to be conditional on.
+    reqs = seen(origin, "noval")
+    assert [m for m, _ in reqs] == ["GET", "GET"]
+    assert "if-none-match" not in reqs[1][1] and "if-modified-since" not in reqs[1][1]
+    # The 200 replaced the entry.
+    hit = get(larder, url)
+    assert hit.body == b"v2 body" and cache_status(hit).startswith("Larder; hit"), cache_status(hit)
+    assert methods(origin, "noval") == ["GET", "GET"]
+
+
+def test_entry_with_last_modified_only_is_still_revalidated_with_head(larder, origin, workdir):
+    lm = "Tue, 14 Nov 2023 22:13:20 GMT"
+    script(workdir, "lmonly", headers=[("Cache-Control", "max-age=0"), ("Last-Modified", lm)], body="lm body")
+    url = origin.url("/res/lmonly")
+    get(larder, url)
+    resp = get(larder, url)
+    assert resp.body == b"lm body" and "detail=revalidated-head" in cache_status(resp), cache_status(resp)
+    reqs = seen(origin, "lmonly")
+    assert [m for m, _ in reqs] == ["GET", "HEAD"] and reqs[1][1].get("if-modified-since") == lm
+
+
+def test_background_refresh_without_validators_is_one_get(larder, origin, workdir):
+    script(workdir, "swrnoval", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30")], body="v1 body")
+    url = origin.url("/res/swrnoval")
+    assert get(larder, url).body == b"v1 body"
+    time.sleep(2.2)
+    script(workdir, "swrnoval", headers=[("Cache-Control", "max-age=60")], body="v2 body")
+    stale = get(larder, url)
+    assert stale.body == b"v1 body" and "detail=stale-while-revalidate" in cache_status(stale), cache_status(stale)
+    assert wait_for_methods(origin, "swrnoval", ["GET", "GET"]) == ["GET", "GET"]
+    deadline = time.monotonic() + 5
+    while True:
+        fresh = get(larder, url)
+        if fresh.body == b"v2 body" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert fresh.body == b"v2 body" and cache_status(fresh).startswith("Larder; hit"), cache_status(fresh)
+    assert methods(origin, "swrnoval") == ["GET", "GET"]
+
+
+# -- 2. A client's HEAD: one HEAD ------------------------------------------------------------
+
+
+def test_client_head_for_a_changed_entry_is_one_head_and_invalidates(larder, origin, workdir):
+    script(workdir, "headchg", headers=[("Cache-Control", "max-age=0"), ("ETag", '"v1"')], body="old",
+           conditional=True)
+    url = origin.url("/res/headchg")
+    assert get(larder, url).body == b"old"
+    script(workdir, "headchg", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"'), ("X-Version", "2")],
+           body="new body", conditional=True)
+    resp = get(larder, url, method="HEAD")
+    reqs = seen(origin, "headchg")
+    assert [m for m, _ in reqs] == ["GET", "HEAD"]
+    assert reqs[1][1].get("if-none-match") == '"v1"'
+    # The origin's answer to the HEAD, as it is.
+    assert resp.status == 200 and resp.body == b""
+    assert resp.header("ETag") == '"v2"' and resp.header("X-Version") == "2" and resp.header("Content-Length") == "8"
+    status = cache_status(resp)
+    assert "fwd=stale" in status and "fwd-status=200" in status and "detail=revalidated-head-changed" in status, status
+    # Invalidated: the next GET is a miss, not the old body.
+    after = get(larder, url)
+    assert after.body == b"new body" and "fwd=uri-miss" in cache_status(after), cache_status(after)
+    assert methods(origin, "headchg") == ["GET", "HEAD", "GET"]
+
+
+def test_client_head_for_an_entry_without_validators_is_one_head(larder, origin, workdir):
+    script(workdir, "headnoval", headers=[("Cache-Control", "max-age=1")], body="old")
+    url = origin.url("/res/headnoval")
+    get(larder, url)
+    time.sleep(2.2)
+    resp = get(larder, url, method="HEAD")
+    assert methods(origin, "headnoval") == ["GET", "HEAD"]
+    assert resp.status == 200 and resp.header("Content-Length") == "3"
+    assert "detail=revalidated-head-changed" in cache_status(resp), cache_status(resp)
+    # Nothing could confirm it: invalidated.
+    assert "fwd=uri-miss" in cache_status(get(larder, url))
+
+
+def test_client_head_for_an_unchanged_entry_freshens_it(larder, origin, workdir):
+    script(workdir, "headsame", headers=[("Cache-Control", "max-age=0"), ("ETag", '"s"'), ("X-Version", "1")],
+           body="same body")
+    url = origin.url("/res/headsame")
+    get(larder, url)
+    # Same validator, new fields and lifetime: the HEAD's 200 freshens the stored head.
+    script(workdir, "headsame", headers=[("Cache-Control", "max-age=60"), ("ETag", '"s"'), ("X-Version", "2")],
+           body="same body")
+    resp = get(larder, url, method="HEAD")
+    assert resp.status == 200 and resp.header("X-Version") == "2" and resp.header("Content-Length") == "9"
+    assert "detail=revalidated-head" in cache_status(resp), cache_status(resp)
+    assert methods(origin, "headsame") == ["GET", "HEAD"]
+    hit = get(larder, url)
+    assert hit.body == b"same body" and hit.header("X-Version") == "2"
+    assert cache_status(hit).startswith("Larder; hit"), cache_status(hit)
+    assert methods(origin, "headsame") == ["GET", "HEAD"]
+
+
+# -- 3. A change found by HEAD: one HEAD, one GET, reported ---------------------------------------
+
+
+def test_change_found_by_head_is_one_head_one_get_and_reported(larder_factory, origin, workdir):
+    lr = larder_factory(config=ADMIN)
+    script(workdir, "hchg", headers=[("Cache-Control", "max-age=0"), ("ETag", '"v1"')], body="old", conditional=True)
+    url = origin.url("/res/hchg")
+    assert get(lr, url).body == b"old"
+    assert head_changed_count(lr) == 0
+    script(workdir, "hchg", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="new!",
+           conditional=True)
+    resp = get(lr, url)
+    assert resp.body == b"new!"
+    status = cache_status(resp)
+    assert "fwd=stale" in status and "fwd-status=200" in status and "stored" in status, status
+    assert "detail=revalidated-head-changed" in status, status
+    reqs = seen(origin, "hchg")
+    assert [m for m, _ in reqs] == ["GET", "HEAD", "GET"]
+    # The GET is plain: the client asked for nothing conditional.
+    assert "if-none-match" not in reqs[2][1]
+    assert head_changed_count(lr) == 1
+    # The new response is stored: no further HEAD or GET.
+    hit = get(lr, url)
+    assert hit.body == b"new!" and cache_status(hit).startswith("Larder; hit"), cache_status(hit)
+    assert methods(origin, "hchg") == ["GET", "HEAD", "GET"]
+
+
+def test_change_found_by_a_background_head_is_counted(larder_factory, origin, workdir):
+    lr = larder_factory(config=ADMIN)
+    script(workdir, "bgchg", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"v1"')],
+           body="v1 body", conditional=True)
+    url = origin.url("/res/bgchg")
+    get(lr, url)
+    time.sleep(2.2)
+    script(workdir, "bgchg", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="v2 body",
+           conditional=True)
+    assert "stale-while-revalidate" in cache_status(get(lr, url))
+    assert wait_for_methods(origin, "bgchg", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
+    deadline = time.monotonic() + 5
+    while head_changed_count(lr) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert head_changed_count(lr) == 1
