@@ -25,6 +25,22 @@ public enum RangeRequest {
         return headers.withBytes(headers.fields[rangeIndex].value) { decide($0, length: length) }
     }
 
+    /// Whether a ranged miss should fill the cache: the whole object is fetched (without the
+    /// client's `Range`), stored, and the client's one range answered from it as it streams, so the
+    /// next ranged request is a hit (RFC 9111 §3.4 lets a cache answer ranges from a whole response).
+    /// Only a GET with one well-formed `bytes=` range and no conditionals or `If-Range`; several
+    /// ranges or anything unusual go to the origin as they are.
+    public static func fillsCache(_ request: RequestHead, facts: RequestFacts) -> Bool {
+        guard request.method == .get, facts.hasRange, !facts.hasConditionals, !facts.hasPreconditions else { return false }
+        let headers = request.headers
+        guard !headers.has("if-range"), let rangeIndex = headers.firstIndex(of: "range") else { return false }
+        // Judged against an unknown, very large length: one satisfiable-looking spec is what counts.
+        switch headers.withBytes(headers.fields[rangeIndex].value, { decide($0, length: Int.max / 2) }) {
+        case .single: return true
+        case .full, .unsatisfiable, .passToOrigin: return false
+        }
+    }
+
     private static func ifRangeMatches(_ headers: HeaderBlock, _ entry: EntryFacts) -> Bool {
         headers.withFirstValue("if-range") { value -> Bool in
             if (value.count >= 1 && value[0] == asciiQuote) || EntityTag.isWeak(value) {

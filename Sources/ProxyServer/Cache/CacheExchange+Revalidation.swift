@@ -25,6 +25,8 @@ extension CacheExchange {
     /// The revalidation to write instead of the client's request line, if revalidating.
     /// The method is the phase's: CachePolicy chose it, HEAD for a client's HEAD (`Revalidation.method`).
     func outboundRevalidation(for clientMethod: HTTPMethod) -> OutboundHead.Revalidation? {
+        // Filling the cache from a ranged miss: the whole object, without the client's Range.
+        if rangeFill, case .fetching = phase { return OutboundHead.Revalidation(method: .get, conditionalFields: []) }
         guard case .revalidating(let m) = phase, let entry else { return nil }
         assert(clientMethod != .head || m == .head, "a client's HEAD is revalidated with HEAD")
         return OutboundHead.Revalidation(method: m == .head ? .head : .get,

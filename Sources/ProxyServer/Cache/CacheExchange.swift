@@ -49,6 +49,9 @@ final class CacheExchange {
     var responseTime: Int64 = 0
     /// The collapsed fetch this request leads, if any.
     var inFlight: InFlightFetch?
+    /// A ranged miss fetching the whole object to store (`RangeRequest.fillsCache`); the client's
+    /// range is cut from it as it streams (`RangeFill`).
+    var rangeFill = false
 
     init(primaryKey: [UInt8], scheme: String, host: [UInt8], path: [UInt8], origin: OriginKey,
          route: OutboundHead.Route, path pathRange: Range<Int>, phase: Phase) {
@@ -89,8 +92,12 @@ extension CacheExchange {
         endCollapse(failed: error != nil, table: table)
     }
 
-    /// No more followers will be served from this fetch.
+    /// No more followers will be served from this fetch (and a range fill's claim ends).
     func endCollapse(failed: Bool, table: InFlightTable) {
+        if rangeFill {
+            rangeFill = false
+            table.endFill(primaryKey)
+        }
         guard let f = inFlight else { return }
         inFlight = nil
         f.finish(failed: failed)

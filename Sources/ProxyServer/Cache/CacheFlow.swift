@@ -103,6 +103,10 @@ enum CacheFlow {
                 return false
             }
             c.noteLookup(.lookupMiss)
+            if reason != .request, RangeRequest.fillsCache(request, facts: facts), worker.inFlight.beginFill(primaryKey) {
+                exchange.rangeFill = true
+                return false
+            }
             if case .collapse = Collapse.eligibility(enabled: worker.settings.cache.collapseRequests, reason: reason,
                                                      request: facts, hasBody: request.framing != .none,
                                                      upgradeRequested: request.upgradeRequested) {

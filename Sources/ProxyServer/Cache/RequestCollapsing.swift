@@ -37,6 +37,8 @@ final class InFlightTable: Sendable {
     private let fetches = Locked<[ByteKey: InFlightFetch]>([:])
     /// URLs with a background refresh under way (stale-while-revalidate): one at a time per URL.
     private let refreshing = Locked<Set<ByteKey>>([])
+    /// URLs being fetched whole to fill the cache from a ranged miss.
+    private let filling = Locked<Set<ByteKey>>([])
     /// Pass markers: until when (monotonic seconds) a URL's requests fetch on their own.
     private let passes = Locked<[ByteKey: Double]>([:])
     /// Dates the pass markers.
@@ -85,6 +87,16 @@ final class InFlightTable: Sendable {
 
     func endRefresh(_ key: [UInt8]) {
         _ = refreshing.withLock { $0.remove(ByteKey(key)) }
+    }
+
+    /// Claims filling the cache from a ranged miss of `key` (`RangeFill`); false when one is under
+    /// way, and the range then goes to the origin as it is rather than fetching the object twice.
+    func beginFill(_ key: [UInt8]) -> Bool {
+        filling.withLock { $0.insert(ByteKey(key)).inserted }
+    }
+
+    func endFill(_ key: [UInt8]) {
+        _ = filling.withLock { $0.remove(ByteKey(key)) }
     }
 
     // MARK: - Pass markers

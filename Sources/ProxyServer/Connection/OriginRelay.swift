@@ -25,6 +25,8 @@ final class OriginRelay: SessionTaskDelegate {
     private var storePacer: WriterPacer?
     /// While paused for followers: detaches those that stopped reading; made on first need.
     private var stallWatch: Timer?
+    /// A ranged miss filling the cache: the client's range, cut from the whole object.
+    private var rangeFill: RangeFill?
 
     private init(connection: ClientConnection) {
         self.connection = connection
@@ -127,9 +129,10 @@ final class OriginRelay: SessionTaskDelegate {
         task = nil
         let c = connection
         if let exchange = c.context.cache, c.context.responseStarted,
-           exchange.inFlight?.hasFollowers ?? false || OriginRelay.worthFinishing(exchange, c.worker.settings.cache) {
+           exchange.inFlight?.hasFollowers ?? false || OriginRelay.worthFinishing(exchange, c.worker.settings.cache)
+               || (rangeFill?.clientDone == true && exchange.writer?.isAbandoned == false) {
             c.context.cache = nil
-            if exchange.inFlight?.hasFollowers != true {
+            if exchange.inFlight?.hasFollowers != true, rangeFill == nil {
                 c.worker.logger.info("client \(c.peer) left; finishing \(c.context.upstreamName)'s response for the cache")
             }
             c.worker.adopt(OrphanedFetch(worker: c.worker, task: t, exchange: exchange))
@@ -267,6 +270,24 @@ final class OriginRelay: SessionTaskDelegate {
             c.context.framing = .none
             return
         }
+        if let ex = c.context.cache, ex.rangeFill {
+            switch RangeFill.begin(head, exchange: ex, on: c) {
+            case .relayWhole:
+                break
+            case .cut(let fill):
+                rangeFill = fill
+                c.worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)
+                if fill.clientDone { c.send(.answered) }  // a 416: nothing of the body is the client's
+                return
+            case .askAgain:
+                // Too far in to read through for an object the cache will not keep.
+                self.task = nil
+                task.cancel()
+                ex.endCollapse(failed: true, table: c.worker.inFlight)  // ends the fill's claim
+                ex.phase = .bypass
+                return OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
+            }
+        }
         c.noteResponse(head.status)
         c.worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)
         // Answered before the client's body is all in: the connection closes after this answer
@@ -294,8 +315,20 @@ final class OriginRelay: SessionTaskDelegate {
             if exchange.tee(source, count: count) { waitForFollowers() }
             if let w = exchange.writer { paceStore(w) }
         }
-        c.noteBody(count, fromCache: false)
         let out = c.stream.output
+        if var fill = rangeFill {
+            let delivered = fill.deliver(source, count: count, to: out)
+            source.drain(count)
+            rangeFill = fill
+            c.noteBody(delivered, fromCache: false)
+            if fill.clientDone, delivered > 0 || fill.received == count {
+                c.send(.answered)  // the range is out; the fetch runs on for the store (`release`)
+            } else if out.count > ClientConnection.outputHighWater, !gate.contains(.client) {
+                pause(.client)
+            }
+            return
+        }
+        c.noteBody(count, fromCache: false)
         switch c.context.framing {
         case .chunked:
             c.chunkWriter.reset()
