@@ -10,6 +10,8 @@ final class CacheSetup: Sendable {
     let rules: CacheRules
     let store: CacheSettings
     let collapseRequests: Bool
+    /// `via_name` as Cache-Status names this cache, serialized once.
+    let cacheName: CacheName
 
     init(_ config: Config) {
         let c = config.cache
@@ -34,6 +36,7 @@ final class CacheSetup: Sendable {
             memoryCapacity: c.memoryCapacity, memoryObjectLimit: min(c.memoryMaxObjectSize, c.memoryCapacity),
             maxObjectSize: c.maxObjectSize)
         collapseRequests = c.collapseRequests
+        cacheName = CacheName(config.viaName)
     }
 }
 
