@@ -1,4 +1,18 @@
 import HTTPWire
+
+/// The name a cache gives itself in `Cache-Status` (RFC 9211 §2), serialized once per
+/// configuration: an sf-token when the name is one, else an sf-string (bytes an sf-string cannot
+/// hold, controls and non-ASCII, dropped), so responses append it without looking at it again.
+public struct CacheName: Sendable, Equatable {
+    public let serialized: [UInt8]
+
+    public init(_ name: String) {
+        var out: [UInt8] = []
+        CacheStatus.appendTokenOrString(name, to: &out)
+        serialized = out
+    }
+}
+
 /// The RFC 9211 `Cache-Status` value Larder adds to every response it forwards or serves.
 public struct CacheStatus: Sendable, Equatable {
     public enum Forward: String, Sendable, Equatable {
@@ -33,16 +47,15 @@ public struct CacheStatus: Sendable, Equatable {
         self.collapsed = collapsed; self.ttl = ttl; self.detail = detail
     }
 
-    /// `Larder; hit; ttl=42` or `Larder; fwd=stale; fwd-status=304; stored; detail=revalidated-head`.
-    /// `detail` is written as a token when it is one, otherwise as a quoted string.
+    /// `edge; hit; ttl=42` or `edge; fwd=stale; fwd-status=304; stored; detail=revalidated-head`,
+    /// for a cache named `edge`. `detail` is written as a token when it is one, otherwise as a
+    /// quoted string.
     ///
     /// Parameters in the order hit / fwd, fwd-status, stored, collapsed, ttl, detail (RFC 9211 §2).
-    /// The cache name follows the same token-or-string rule; bytes an sf-string cannot hold
-    /// (controls, non-ASCII) are dropped.
-    public func serialized(cacheName: String = "Larder") -> [UInt8] {
+    public func serialized(cacheName: CacheName) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)
-        Self.appendTokenOrString(cacheName, to: &out)
+        out.append(contentsOf: cacheName.serialized)
         if hit { Self.append("; hit", to: &out) }
         if let forward {
             Self.append("; fwd=", to: &out)
@@ -87,7 +100,7 @@ public struct CacheStatus: Sendable, Equatable {
     }
 
     /// RFC 8941 sf-token when `text` is one (`(ALPHA / "*") *(tchar / ":" / "/")`), else sf-string.
-    private static func appendTokenOrString(_ text: String, to out: inout [UInt8]) {
+    static func appendTokenOrString(_ text: String, to out: inout [UInt8]) {
         if isToken(text) {
             out.append(contentsOf: text.utf8)
             return

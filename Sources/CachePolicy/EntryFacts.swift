@@ -56,7 +56,7 @@ public struct EntryFacts: Sendable, Equatable {
         let lastModified = headers.withFirstValue("last-modified") { HTTPDate.parse($0, now: responseTime) } ?? nil
 
         // RFC 9111 §4.2.3, term by term.
-        let ageValue = headers.withFirstValue("age") { parseDeltaSeconds($0, 0, $0.count) } ?? nil
+        let ageValue = ageValue(headers)
         let apparentAge = max(0, responseTime - dateValue)
         let responseDelay = responseTime - requestTime
         let correctedAgeValue = (ageValue ?? 0) + responseDelay
@@ -129,6 +129,26 @@ public struct EntryFacts: Sendable, Equatable {
             }
         }
         return result
+    }
+
+    /// RFC 9111 §5.1 age_value: the first member of the first Age field (a list on one line, or
+    /// several Age lines, are read as one list); nil when that member is not delta-seconds, so an
+    /// invalid Age is ignored rather than let later members stand in for it.
+    static func ageValue(_ headers: HeaderBlock) -> Int64? {
+        headers.storage.withUnsafeBytes { all -> Int64? in
+            var found = false
+            var value: Int64?
+            for field in headers.fields
+            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, "age") {
+                forEachListElement(all, field.value.start, field.value.start + field.value.count) { s, e in
+                    found = true
+                    value = parseDeltaSeconds(all, s, e)
+                    return false
+                }
+                if found { break }
+            }
+            return value
+        }
     }
 
     /// Lowercased names listed in every Vary field, without repeats; `star` when `*` is among them.

@@ -32,20 +32,22 @@ enum ConnectionRefusal {
     case full
     case perClient
 
-    var response: [UInt8] {
+    /// The answer, with this configuration's Cache-Status (made once, in `LocalAnswers`).
+    func response(_ answers: LocalAnswers) -> [UInt8] {
         switch self {
-        case .full: return ConnectionRefusal.fullResponse
-        case .perClient: return ConnectionRefusal.perClientResponse
+        case .full: return answers.refusedFull
+        case .perClient: return answers.refusedPerClient
         }
     }
 
-    private static let fullResponse = canned(503, "Service Unavailable",
-                                             "this proxy has as many connections as it may serve; retry shortly")
-    private static let perClientResponse = canned(429, "Too Many Requests", "too many connections from your address")
-
-    private static func canned(_ status: Int, _ reason: String, _ message: String) -> [UInt8] {
+    func canned(cacheStatus: [UInt8]) -> [UInt8] {
+        let (status, reason, message) = switch self {
+        case .full: (503, "Service Unavailable", "this proxy has as many connections as it may serve; retry shortly")
+        case .perClient: (429, "Too Many Requests", "too many connections from your address")
+        }
         let body = message + "\n"
         return Array(("HTTP/1.1 \(status) \(reason)\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                      + "Content-Length: \(body.utf8.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body).utf8)
+                      + "Content-Length: \(body.utf8.count)\r\nRetry-After: 1\r\nCache-Status: ").utf8)
+            + cacheStatus + Array("\r\nConnection: close\r\n\r\n\(body)".utf8)
     }
 }

@@ -15,6 +15,8 @@ final class CacheSetup: Sendable {
     /// `cache.finish_aborted_fraction` (nil: off) and `cache.finish_aborted_max_size`.
     let finishAbortedFraction: Double?
     let finishAbortedMaxSize: Int
+    /// `via_name` as Cache-Status names this cache, serialized once.
+    let cacheName: CacheName
 
     init(_ config: Config) {
         let c = config.cache
@@ -45,6 +47,7 @@ final class CacheSetup: Sendable {
         case .auto: targetedFields = config.reverseOrigin == nil ? [] : [Array("cdn-cache-control".utf8)]
         case .fields(let names): targetedFields = names.map { Array($0.utf8) }
         }
+        cacheName = CacheName(config.viaName)
     }
 }
 

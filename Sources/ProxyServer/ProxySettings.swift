@@ -23,6 +23,8 @@ struct ProxySettings: Sendable {
     var clientIdleTimeout: Double
     var session: SessionConfiguration
     var cache: CacheSetup
+    /// Cache-Status values and canned answers for what Larder answers itself.
+    var localAnswers: LocalAnswers
     /// Where requests go, from the settings above (made once per configuration, not per request).
     var router: RequestRouter
 
@@ -86,6 +88,7 @@ struct ProxySettings: Sendable {
             caFile: config.session.caFile,
             trustExceptions: config.tls.trust.map { TrustException(hostPattern: $0.host, sha256: $0.sha256) })
         cache = CacheSetup(config)
+        localAnswers = LocalAnswers(cacheName: cache.cacheName)
         router = RequestRouter(reverseOrigin: reverseOrigin, reverseHost: reverseHost,
                                reverseAllowedHosts: reverseAllowedHosts, usesParentProxy: session.parentProxy != nil)
     }

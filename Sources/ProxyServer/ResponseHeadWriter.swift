@@ -83,16 +83,82 @@ enum ResponseHeadWriter {
     }
 }
 
+/// The `Cache-Status` of answers Larder makes itself (RFC 9211): the configured name, no `fwd` when
+/// the origin was not asked, and a `detail` saying why; `fwd` (the lookup's reason, or `method`)
+/// and `detail=origin-error` when Larder answers for an origin it could not get an answer from.
+/// Made once per configuration: the canned answers hold their Cache-Status already.
+final class LocalAnswers: Sendable {
+    let cacheName: CacheName
+    /// CONNECT answered after the tunnel to the destination opened, and for interception.
+    let connectEstablished: [UInt8]
+    let connectIntercepted: [UInt8]
+    /// Connections refused before a request is read (`ConnectionRefusal`).
+    let refusedFull: [UInt8]
+    let refusedPerClient: [UInt8]
+
+    init(cacheName: CacheName) {
+        self.cacheName = cacheName
+        func connect(_ status: CacheStatus) -> [UInt8] {
+            Array("HTTP/1.1 200 Connection Established\r\nCache-Status: ".utf8) + status.serialized(cacheName: cacheName)
+                + Array("\r\n\r\n".utf8)
+        }
+        connectEstablished = connect(CacheStatus(forward: .method, detail: "tunnel"))
+        connectIntercepted = connect(CacheStatus(detail: "intercepted"))
+        refusedFull = ConnectionRefusal.full.canned(cacheStatus: CacheStatus(detail: "overloaded")
+            .serialized(cacheName: cacheName))
+        refusedPerClient = ConnectionRefusal.perClient.canned(cacheStatus: CacheStatus(detail: "too-many-connections")
+            .serialized(cacheName: cacheName))
+    }
+
+    /// An answer made without asking the origin, with a detail for its status.
+    func local(_ status: Int) -> [UInt8] {
+        CacheStatus(detail: Self.detail(for: status)).serialized(cacheName: cacheName)
+    }
+
+    /// An error answer for a request that went to the origin and got no usable answer: the
+    /// lookup's forward reason (`method` for requests the cache does not look up).
+    func originError(after lookup: CacheStatus?) -> [UInt8] {
+        CacheStatus(forward: lookup?.forward ?? .method, detail: "origin-error").serialized(cacheName: cacheName)
+    }
+
+    /// The origin's answer to a request the cache does not look up (OPTIONS, TRACE).
+    func forwardedForMethod(originStatus: Int) -> [UInt8] {
+        CacheStatus(forward: .method, forwardStatus: originStatus).serialized(cacheName: cacheName)
+    }
+
+    static func detail(for status: Int) -> String {
+        switch status {
+        case 400, 411, 417, 505: return "bad-request"
+        case 403: return "denied"
+        case 404: return "not-found"
+        case 405: return "method-not-allowed"
+        case 407: return "auth-required"
+        case 408: return "head-timeout"
+        case 413: return "body-too-large"
+        case 414: return "uri-too-long"
+        case 429: return "too-many-requests"
+        case 431: return "head-too-large"
+        case 501: return "not-implemented"
+        case 502: return "origin-error"
+        case 503: return "overloaded"
+        case 504: return "only-if-cached"
+        default: return "local"
+        }
+    }
+}
+
 /// Responses the proxy makes itself: errors and the few requests it answers locally.
 enum LocalResponse {
     /// A short plain-text response naming the cause.
     static func error(_ status: Int, _ message: String, close: Bool, headOnly: Bool = false,
-                      extraField: String? = nil, into w: inout MessageWriter) {
+                      extraField: String? = nil, cacheStatus: [UInt8], into w: inout MessageWriter) {
         let body = message + "\n"
         w.appendStatusLine(status, reason: reasonPhrase(for: status))
         w.append("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
         w.appendDecimal(body.utf8.count)
-        w.append("\r\nCache-Control: no-store\r\n")
+        w.append("\r\nCache-Control: no-store\r\nCache-Status: ")
+        w.append(cacheStatus)
+        w.append("\r\n")
         if let extraField { w.appendString(extraField + "\r\n") }
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
@@ -101,7 +167,7 @@ enum LocalResponse {
 
     /// TRACE with `Max-Forwards: 0`: the request as received, as `message/http` (RFC 9110 §9.3.8),
     /// minus credentials.
-    static func trace(_ head: RequestHead, close: Bool, into w: inout MessageWriter) {
+    static func trace(_ head: RequestHead, close: Bool, cacheStatus: [UInt8], into w: inout MessageWriter) {
         var body = MessageWriter(capacity: head.headers.storage.count)
         let headers = head.headers
         headers.withBytes(head.methodRange) { body.append($0) }
@@ -117,6 +183,8 @@ enum LocalResponse {
         w.appendStatusLine(200, reason: "OK")
         w.append("Content-Type: message/http\r\nContent-Length: ")
         w.appendDecimal(body.bytes.count)
+        w.append("\r\nCache-Status: ")
+        w.append(cacheStatus)
         w.append("\r\n")
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
@@ -124,14 +192,16 @@ enum LocalResponse {
     }
 
     /// OPTIONS with `Max-Forwards: 0` (or `OPTIONS *`): what this proxy supports.
-    static func options(close: Bool, into w: inout MessageWriter) {
+    static func options(close: Bool, cacheStatus: [UInt8], into w: inout MessageWriter) {
         w.appendStatusLine(200, reason: "OK")
         w.append("Allow: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT\r\nContent-Length: 0\r\n")
+        w.append("Cache-Status: ")
+        w.append(cacheStatus)
+        w.append("\r\n")
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
     }
 
-    /// Interim response to `Expect: 100-continue` and CONNECT success.
+    /// Interim response to `Expect: 100-continue` (CONNECT's answers are `LocalAnswers`').
     static let continueHead: StaticString = "HTTP/1.1 100 Continue\r\n\r\n"
-    static let connectEstablished: StaticString = "HTTP/1.1 200 Connection Established\r\n\r\n"
 }

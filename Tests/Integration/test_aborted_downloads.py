@@ -45,7 +45,7 @@ def test_a_mostly_downloaded_object_is_finished_for_the_cache(larder, origin, wo
     assert retry_is_a_hit(larder, origin, "most", url)
     assert methods(origin, "most") == ["GET"]
     r = proxy_exchange(larder.port, "GET", url, timeout=15)
-    assert cache_status(r).startswith("Larder; hit") and r.body == pattern(SIZE)
+    assert cache_status(r).startswith("larder; hit") and r.body == pattern(SIZE)
 
 
 def test_an_object_barely_started_is_dropped_with_its_client(larder, origin, workdir):

@@ -58,8 +58,8 @@ def test_stats_count_what_the_proxy_did(larder_factory, origin, workdir):
     script(workdir, "st", headers=[("Cache-Control", "max-age=60")], body="x" * 1000)
     url = origin.url("/res/st")
     assert proxy_exchange(lr.port, "GET", url).status == 200           # miss, stored
-    assert cache_status(proxy_exchange(lr.port, "GET", url)).startswith("Larder; hit")
-    assert cache_status(proxy_exchange(lr.port, "GET", url)).startswith("Larder; hit")
+    assert cache_status(proxy_exchange(lr.port, "GET", url)).startswith("larder; hit")
+    assert cache_status(proxy_exchange(lr.port, "GET", url)).startswith("larder; hit")
     proxy_exchange(lr.port, "POST", origin.url("/echo"), body=b"hi")   # pass
     cold = origin.url("/res/never")
     assert proxy_exchange(lr.port, "GET", cold, headers=[("Cache-Control", "only-if-cached")]).status == 504

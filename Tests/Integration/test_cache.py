@@ -51,7 +51,7 @@ def test_fresh_response_is_served_from_cache(larder, origin, workdir):
     assert "fwd=uri-miss" in cache_status(first) and "stored" in cache_status(first)
     second = get(larder, url)
     assert second.status == 200 and second.body == b"fresh body"
-    assert cache_status(second).startswith("Larder; hit"), cache_status(second)
+    assert cache_status(second).startswith("larder; hit"), cache_status(second)
     assert second.header("Age") is not None and int(second.header("Age")) >= 0
     assert methods(origin, "fresh") == ["GET"]
 
@@ -150,7 +150,7 @@ def test_s_maxage_wins_over_max_age(larder, origin, workdir):
     script(workdir, "smax", headers=[("Cache-Control", "max-age=0, s-maxage=60")], body="shared")
     url = origin.url("/res/smax")
     get(larder, url)
-    assert cache_status(get(larder, url)).startswith("Larder; hit")
+    assert cache_status(get(larder, url)).startswith("larder; hit")
     assert methods(origin, "smax") == ["GET"]
 
 
@@ -161,7 +161,7 @@ def test_vary_keeps_variants_apart(larder, origin, workdir):
     get(larder, url, headers=[("Accept-Language", "fr")])
     en = get(larder, url, headers=[("Accept-Language", "en")])
     fr = get(larder, url, headers=[("Accept-Language", "fr")])
-    assert cache_status(en).startswith("Larder; hit") and cache_status(fr).startswith("Larder; hit")
+    assert cache_status(en).startswith("larder; hit") and cache_status(fr).startswith("larder; hit")
     reqs = seen(origin, "vary")
     assert [h.get("accept-language") for _, h in reqs] == ["en", "fr"]
 
@@ -170,7 +170,7 @@ def test_post_invalidates_the_stored_response(larder, origin, workdir):
     script(workdir, "inval", headers=[("Cache-Control", "max-age=600")], body="v")
     url = origin.url("/res/inval")
     get(larder, url)
-    assert cache_status(get(larder, url)).startswith("Larder; hit")
+    assert cache_status(get(larder, url)).startswith("larder; hit")
     post = proxy_exchange(larder.port, "POST", url, body=b"change", timeout=15)
     assert post.status == 200
     resp = get(larder, url)
@@ -183,7 +183,7 @@ def test_heuristic_freshness_from_last_modified(larder, origin, workdir):
     url = origin.url("/res/heur")
     get(larder, url)
     resp = get(larder, url)
-    assert cache_status(resp).startswith("Larder; hit"), cache_status(resp)
+    assert cache_status(resp).startswith("larder; hit"), cache_status(resp)
     assert methods(origin, "heur") == ["GET"]
 
 
@@ -205,7 +205,7 @@ def test_revalidation_refreshes_stored_headers(larder, origin, workdir):
     second = get(larder, url)
     assert second.header("X-Version") == "2"
     third = get(larder, url)
-    assert cache_status(third).startswith("Larder; hit"), cache_status(third)
+    assert cache_status(third).startswith("larder; hit"), cache_status(third)
     assert third.header("X-Version") == "2" and third.body == b"body"
     assert methods(origin, "refresh") == ["GET", "HEAD"]
 
@@ -250,7 +250,7 @@ def test_24_mib_object_is_stored_and_served_byte_exact(larder, origin, workdir):
     first = get(larder, url)
     assert len(first.body) == n and first.body == pattern(n)
     second = get(larder, url)
-    assert cache_status(second).startswith("Larder; hit"), cache_status(second)
+    assert cache_status(second).startswith("larder; hit"), cache_status(second)
     assert len(second.body) == n and second.body == pattern(n)
     assert methods(origin, "big") == ["GET"]
 
@@ -286,7 +286,7 @@ def test_entries_survive_a_restart(larder_factory, origin, workdir):
     lr.stop()
     lr2 = larder_factory(name=lr.name)
     resp = get(lr2, url)
-    assert resp.body == b"still here" and cache_status(resp).startswith("Larder; hit"), cache_status(resp)
+    assert resp.body == b"still here" and cache_status(resp).startswith("larder; hit"), cache_status(resp)
     assert methods(origin, "persist") == ["GET"]
 
 
@@ -330,7 +330,7 @@ def test_if_match_and_if_unmodified_since_go_to_the_origin(larder, origin, workd
         assert r.status == 200 and "fwd=bypass" in cache_status(r), cache_status(r)
     assert methods(origin, "precond") == ["GET", "GET", "GET"]
     # The entry is untouched by the bypassed requests.
-    assert cache_status(get(larder, url)).startswith("Larder; hit")
+    assert cache_status(get(larder, url)).startswith("larder; hit")
 
 
 def wait_for_methods(origin, name, expected, timeout=5.0):
@@ -360,7 +360,7 @@ def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(lar
         if fresh.body == b"v2 body" or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert fresh.body == b"v2 body" and cache_status(fresh).startswith("Larder; hit"), cache_status(fresh)
+    assert fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit"), cache_status(fresh)
     assert methods(origin, "swr") == ["GET", "HEAD", "GET"]
 
 
@@ -378,7 +378,7 @@ def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, wor
     time.sleep(0.2)
     again = get(larder, url)
     # Freshened by the background HEAD: a plain hit, no new origin request.
-    assert cache_status(again).startswith("Larder; hit") and "stale" not in cache_status(again), cache_status(again)
+    assert cache_status(again).startswith("larder; hit") and "stale" not in cache_status(again), cache_status(again)
     assert again.body == b"same body"
     assert methods(origin, "swr2") == ["GET", "HEAD"]
 
@@ -390,7 +390,7 @@ def test_memory_only_rule_keeps_entries_off_disk(larder_factory, origin, workdir
     for name in ("memonly", "ondisk"):
         get(lr, origin.url(f"/res/{name}"))
         hit = get(lr, origin.url(f"/res/{name}"))
-        assert cache_status(hit).startswith("Larder; hit"), cache_status(hit)
+        assert cache_status(hit).startswith("larder; hit"), cache_status(hit)
     time.sleep(1.5)  # let the writer commit the disk entry
     lr.stop()
     lr2 = larder_factory(name=lr.name)
@@ -407,7 +407,7 @@ def test_rule_policy_applies_per_url(larder_factory, origin, workdir):
     get(lr, url)
     resp = get(lr, url)
     # returnCacheDataElseLoad: the stale entry is served without asking the origin.
-    assert resp.body == b"ruled" and cache_status(resp).startswith("Larder; hit"), cache_status(resp)
+    assert resp.body == b"ruled" and cache_status(resp).startswith("larder; hit"), cache_status(resp)
     assert methods(origin, "ruled") == ["GET"]
 
 
@@ -417,7 +417,7 @@ def test_policy_header_else_load_and_revalidating(larder, origin, workdir):
     first = get(larder, url, headers=[("Larder-Cache-Policy", "return-cache-data-else-load")])
     assert first.body == b"h" and "fwd=uri-miss" in cache_status(first)
     hit = get(larder, url, headers=[("Larder-Cache-Policy", "return-cache-data-else-load")])
-    assert cache_status(hit).startswith("Larder; hit")
+    assert cache_status(hit).startswith("larder; hit")
     checked = get(larder, url, headers=[("Larder-Cache-Policy", "reload-revalidating-cache-data")])
     assert checked.body == b"h" and "fwd=stale" in cache_status(checked), cache_status(checked)
     assert methods(origin, "hdr") == ["GET", "HEAD"]

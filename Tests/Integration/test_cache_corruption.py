@@ -84,7 +84,7 @@ def test_flipped_bytes_in_the_cache_file_are_never_served_as_a_good_body(larder_
             assert status == 200, (n, status)
             if not whole:
                 # Cut mid-body: the client can tell the transfer failed. What did arrive is right.
-                assert cache_status.startswith("Larder; hit"), (n, cache_status)
+                assert cache_status.startswith("larder; hit"), (n, cache_status)
                 assert body == expected[:len(body)], f"entry {n}: wrong bytes before the cut (seed {seed})"
                 cut += 1
             elif body != expected:

@@ -51,7 +51,7 @@ def assert_serves_miss_then_hit(lr, origin, workdir, name="after"):
         time.sleep(0.05)
     second = proxy_exchange(lr.port, "GET", origin.url(f"/res/{name}"))
     assert second.body == pattern(50_000)
-    assert cache_status(second).startswith("Larder; hit"), cache_status(second)
+    assert cache_status(second).startswith("larder; hit"), cache_status(second)
     assert methods(origin, name) == ["GET"], methods(origin, name)
 
 

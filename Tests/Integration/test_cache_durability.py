@@ -117,7 +117,7 @@ def test_large_cacheable_download_is_stored_in_bounded_memory(larder_factory, or
     # time; the process's own memory is RssAnon.
     with RSSSampler(lr, field="RssAnon") as rss2:
         hit, digest2 = fetch()
-    assert (hit.header("Cache-Status") or "").startswith("Larder; hit"), hit.header("Cache-Status")
+    assert (hit.header("Cache-Status") or "").startswith("larder; hit"), hit.header("Cache-Status")
     assert digest2 == expected
     assert methods(origin, "huge") == ["GET"]
     assert peak_miss < 120 * 1024 and rss2.peak_kib < 120 * 1024, (peak_miss, rss2.peak_kib)

@@ -47,7 +47,7 @@ def test_twenty_concurrent_misses_make_one_origin_fetch(larder, origin, workdir)
     assert sum("stored" in s for s in statuses) == 1, statuses
     # And the entry is a plain hit afterwards.
     again = proxy_exchange(larder.port, "GET", url)
-    assert cache_status(again).startswith("Larder; hit") and again.body == expected
+    assert cache_status(again).startswith("larder; hit") and again.body == expected
 
 
 def test_followers_stream_while_the_fetch_is_still_running(larder, origin, workdir):
@@ -103,10 +103,10 @@ def test_followers_keep_their_response_when_the_leader_disconnects(larder, origi
     deadline = time.monotonic() + 5
     while True:
         again = proxy_exchange(larder.port, "GET", url)
-        if cache_status(again).startswith("Larder; hit") or time.monotonic() > deadline:
+        if cache_status(again).startswith("larder; hit") or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert cache_status(again).startswith("Larder; hit"), cache_status(again)
+    assert cache_status(again).startswith("larder; hit"), cache_status(again)
     assert again.body == pattern(200_000)
     assert methods(origin, "orphan") == ["GET"]
 
@@ -190,4 +190,4 @@ def test_a_large_object_is_a_hit_right_after_its_download(larder_factory, origin
     again = proxy_exchange(larder.port, "GET", url, timeout=30)
     assert again.status == 200 and again.body == pattern(size)
     assert methods(origin, "justdone") == ["GET"], cache_status(again)
-    assert cache_status(again).startswith("Larder; hit"), cache_status(again)
+    assert cache_status(again).startswith("larder; hit"), cache_status(again)

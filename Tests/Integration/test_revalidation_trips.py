@@ -46,7 +46,7 @@ def test_stale_entry_without_validators_is_revalidated_with_one_plain_get(larder
     assert "if-none-match" not in reqs[1][1] and "if-modified-since" not in reqs[1][1]
     # The 200 replaced the entry.
     hit = get(larder, url)
-    assert hit.body == b"v2 body" and cache_status(hit).startswith("Larder; hit"), cache_status(hit)
+    assert hit.body == b"v2 body" and cache_status(hit).startswith("larder; hit"), cache_status(hit)
     assert methods(origin, "noval") == ["GET", "GET"]
 
 
@@ -76,7 +76,7 @@ def test_background_refresh_without_validators_is_one_get(larder, origin, workdi
         if fresh.body == b"v2 body" or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert fresh.body == b"v2 body" and cache_status(fresh).startswith("Larder; hit"), cache_status(fresh)
+    assert fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit"), cache_status(fresh)
     assert methods(origin, "swrnoval") == ["GET", "GET"]
 
 
@@ -132,7 +132,7 @@ def test_client_head_for_an_unchanged_entry_freshens_it(larder, origin, workdir)
     assert methods(origin, "headsame") == ["GET", "HEAD"]
     hit = get(larder, url)
     assert hit.body == b"same body" and hit.header("X-Version") == "2"
-    assert cache_status(hit).startswith("Larder; hit"), cache_status(hit)
+    assert cache_status(hit).startswith("larder; hit"), cache_status(hit)
     assert methods(origin, "headsame") == ["GET", "HEAD"]
 
 
@@ -159,7 +159,7 @@ def test_change_found_by_head_is_one_head_one_get_and_reported(larder_factory, o
     assert head_changed_count(lr) == 1
     # The new response is stored: no further HEAD or GET.
     hit = get(lr, url)
-    assert hit.body == b"new!" and cache_status(hit).startswith("Larder; hit"), cache_status(hit)
+    assert hit.body == b"new!" and cache_status(hit).startswith("larder; hit"), cache_status(hit)
     assert methods(origin, "hchg") == ["GET", "HEAD", "GET"]
 
 

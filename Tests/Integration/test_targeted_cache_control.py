@@ -23,7 +23,7 @@ def test_cdn_cache_control_governs_larder_in_reverse_mode(larder_factory, origin
     first = get(lr, "/res/cdn")
     assert first.status == 200 and "stored" in cache_status(first), cache_status(first)
     again = get(lr, "/res/cdn")
-    assert again.body == b"for the edge" and cache_status(again).startswith("Larder; hit"), cache_status(again)
+    assert again.body == b"for the edge" and cache_status(again).startswith("larder; hit"), cache_status(again)
     # Both fields reach the client unchanged: browsers still obey Cache-Control.
     assert again.header("Cache-Control") == "no-store"
     assert again.header("CDN-Cache-Control") == "max-age=60"
@@ -44,7 +44,7 @@ def test_the_target_list_is_configurable_and_ordered(larder_factory, origin, wor
     lr = reverse(larder_factory, origin,
                  cache={"targeted_cache_control": ["Larder-Cache-Control", "CDN-Cache-Control"]})
     get(lr, "/res/ours")
-    assert cache_status(get(lr, "/res/ours")).startswith("Larder; hit")
+    assert cache_status(get(lr, "/res/ours")).startswith("larder; hit")
     assert methods(origin, "ours") == ["GET"]
 
 
@@ -52,7 +52,7 @@ def test_an_empty_targeted_field_falls_back_to_cache_control(larder_factory, ori
     script(workdir, "empty", headers=[("Cache-Control", "max-age=60"), ("CDN-Cache-Control", " ")], body="x")
     lr = reverse(larder_factory, origin)
     get(lr, "/res/empty")
-    assert cache_status(get(lr, "/res/empty")).startswith("Larder; hit")
+    assert cache_status(get(lr, "/res/empty")).startswith("larder; hit")
 
 
 def test_forward_mode_ignores_targeted_fields_by_default(larder, origin, workdir):

@@ -346,7 +346,7 @@ def test_interception_serves_the_second_fetch_from_the_cache(larder_factory, pki
         r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, url, "-D", "-")
         assert r.returncode == 0, r.stderr
         assert b"body of /intercepted" in r.stdout
-    assert b"Cache-Status: Larder; hit" in r.stdout, r.stdout
+    assert b"Cache-Status: larder; hit" in r.stdout, r.stdout
     assert origin.paths == ["/intercepted"], "the second fetch must be a cache hit"
 
     # The minted certificate names the destination and chains to Larder's CA.

@@ -208,7 +208,7 @@ enum CacheFlow {
         }
         worker.cache.touch(entry, now: now)
         let age = entry.facts.currentAge(now: now)
-        let statusBytes = ex.status.serialized()
+        let statusBytes = ex.status.serialized(cacheName: worker.settings.cache.cacheName)
         let keepAlive = c.context.keepAlive
         let viaName = worker.settings.viaName
         c.writer.reset()

@@ -39,7 +39,7 @@ struct RangeFill {
         if case .single(let start, _) = decision, ex.writer == nil, start > readThroughLimit { return .askAgain }
         let stored = StoredHead.make(response: head, bodyLength: total, omitFields: ex.omitFields)
         guard let storedHead = CachedResponseWriter.parse(stored) else { return .relayWhole }
-        let status = ex.status.serialized()
+        let status = ex.status.serialized(cacheName: worker.settings.cache.cacheName)
         let viaName = worker.settings.viaName
         c.writer.reset()
         let fill: RangeFill

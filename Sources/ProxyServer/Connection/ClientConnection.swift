@@ -73,7 +73,7 @@ final class ClientConnection: StreamDelegate {
     func start() {
         attach(stream)
         deadline = Timer(loop: worker.loop) { [unowned self] in self.send(.deadline) }
-        if let refusal { stream.output.append(refusal.response) }
+        if let refusal { stream.output.append(refusal.response(worker.settings.localAnswers)) }
         send(.opened(refused: refusal != nil))
     }
 
@@ -269,9 +269,11 @@ final class ClientConnection: StreamDelegate {
         writer.reset()
         noteResponse(200)
         if request.method == .trace {
-            LocalResponse.trace(request, close: !context.keepAlive, into: &writer)
+            LocalResponse.trace(request, close: !context.keepAlive,
+                                cacheStatus: worker.settings.localAnswers.local(200), into: &writer)
         } else {
-            LocalResponse.options(close: !context.keepAlive, into: &writer)
+            LocalResponse.options(close: !context.keepAlive, cacheStatus: worker.settings.localAnswers.local(200),
+                                  into: &writer)
         }
         stream.output.append(writer.bytes)
         send(.answered)
@@ -288,7 +290,8 @@ final class ClientConnection: StreamDelegate {
         }
         writer.reset()
         noteResponse(status)
-        LocalResponse.error(status, reason, close: true, into: &writer)
+        LocalResponse.error(status, reason, close: true, cacheStatus: worker.settings.localAnswers.local(status),
+                            into: &writer)
         stream.output.append(writer.bytes)
         send(.refused)
     }
@@ -299,8 +302,11 @@ final class ClientConnection: StreamDelegate {
         if bodyRead ? context.bodyPending : request.framing != .none { context.keepAlive = false }
         writer.reset()
         noteResponse(status)
+        // Once the request went to an origin (context.upstream), an error answer stands in for the origin's.
+        let answers = worker.settings.localAnswers
         LocalResponse.error(status, reason, close: !context.keepAlive, headOnly: request.method == .head,
-                            extraField: extraField, into: &writer)
+                            extraField: extraField, cacheStatus: context.upstream == nil ? answers.local(status)
+                                : answers.originError(after: context.cache?.status), into: &writer)
         stream.output.append(writer.bytes)
         send(.answered)
     }

@@ -60,7 +60,8 @@ final class CollapseFollower {
                 c.writer.reset()
                 ResponseHeadWriter.write(head, framing: framing, keepAlive: c.context.keepAlive,
                                          clientVersion: c.request.version, viaName: c.worker.settings.viaName,
-                                         upgrade: false, cacheStatus: exchange.status.serialized(),
+                                         upgrade: false,
+                                         cacheStatus: exchange.status.serialized(cacheName: c.worker.settings.cache.cacheName),
                                          sharedWithout: shared.omitFields, into: &c.writer)
                 c.stream.output.append(c.writer.bytes)
                 c.context.responseStarted = true

@@ -24,14 +24,15 @@ enum ConnectHandler {
             switch result {
             case .success(let upstream):
                 c.noteResponse(200)
-                c.stream.output.append(LocalResponse.connectEstablished)
+                c.stream.output.append(c.worker.settings.localAnswers.connectEstablished)
                 startTunnel(upstream, on: c)
             case .failure(let error):
                 c.worker.logger.warning("\(error.status) CONNECT from \(c.peer): \(error.message)")
                 c.writer.reset()
                 c.noteResponse(error.status)
                 c.worker.stats.add(Count.originError(error))
-                LocalResponse.error(error.status, error.message, close: true, into: &c.writer)
+                LocalResponse.error(error.status, error.message, close: true,
+                                    cacheStatus: c.worker.settings.localAnswers.originError(after: nil), into: &c.writer)
                 c.stream.output.append(c.writer.bytes)
                 c.send(.closeAfterAnswer)
             }
@@ -51,7 +52,7 @@ enum ConnectHandler {
         c.context.upstream = origin
         c.noteResponse(200)
         c.worker.stats.add(.connectsIntercepted)
-        c.stream.output.append(LocalResponse.connectEstablished)
+        c.stream.output.append(c.worker.settings.localAnswers.connectIntercepted)
         c.send(.intercepted)
     }
 

@@ -297,10 +297,11 @@ final class OriginRelay: SessionTaskDelegate {
             : ResponseHeadWriter.framing(for: head, clientVersion: c.request.version)
         c.context.framing = framing
         if framing == .untilClose { c.context.keepAlive = false }
+        let cacheStatus = c.context.cache?.status.serialized(cacheName: c.worker.settings.cache.cacheName)
+            ?? c.worker.settings.localAnswers.forwardedForMethod(originStatus: head.status)
         c.writer.reset()
         ResponseHeadWriter.write(head, framing: framing, keepAlive: c.context.keepAlive, clientVersion: c.request.version,
-                                 viaName: c.worker.settings.viaName, upgrade: false,
-                                 cacheStatus: c.context.cache?.status.serialized(), into: &c.writer)
+                                 viaName: c.worker.settings.viaName, upgrade: false, cacheStatus: cacheStatus, into: &c.writer)
         c.stream.output.append(c.writer.bytes)
         c.context.responseStarted = true
     }
