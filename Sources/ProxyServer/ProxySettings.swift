@@ -25,8 +25,6 @@ struct ProxySettings: Sendable {
     var cache: CacheSetup
     /// Where requests go, from the settings above (made once per configuration, not per request).
     var router: RequestRouter
-    /// `cache.offline`: nothing may leave Larder (see `NetworkAccess`).
-    var offline: Bool { cache.policy.offline }
 
     /// Reads `auth.users_file` too: a missing or malformed file is a start-up error, or a rejected reload.
     static func load(_ config: Config, ownListeners: OwnListeners) throws(ProxyServer.StartError) -> ProxySettings {

@@ -26,7 +26,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
 
     func start() {
         // Gone offline since the stale entry was served: the entry stays as it is.
-        guard !worker.settings.offline, let revalidation = exchange.outboundRevalidation(for: .get) else { return finish() }
+        guard !worker.settings.cache.policy.offline, let revalidation = exchange.outboundRevalidation(for: .get) else { return finish() }
         send(revalidation)
     }
 

@@ -17,7 +17,7 @@ enum ConnectHandler {
         }
         // An intercepted CONNECT opens no tunnel: offline, the requests inside are judged one by one.
         let intercepted = worker.interception?.matches(host: target.host) ?? false
-        if case .refused = OfflineGuard.access(c.request, intercepted: intercepted, on: c) { return }
+        guard OfflineGuard.admits(c.request, intercepted: intercepted, on: c) else { return }
         guard AccessCheck.admits(host: target.host, port: target.port, on: c) else { return }
         if intercepted {
             return intercept(OriginKey(scheme: .https, host: target.hostString, port: target.port), on: c)
