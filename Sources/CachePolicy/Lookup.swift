@@ -91,6 +91,8 @@ public struct RequestFacts: Sendable, Equatable {
             }
             policy = named
         }
+        // Offline overrides any policy asked for: none of them may reach the network.
+        if settings.offline { policy = .returnCacheDataDontLoad }
         return RequestFacts(method: head.method, directives: CacheDirectives.parse(headers, isRequest: true),
                             policy: policy, hasAuthorization: hasAuthorization, hasConditionals: hasConditionals,
                             hasRange: hasRange, hasPreconditions: hasPreconditions)
@@ -156,10 +158,12 @@ public enum Lookup {
     public static func decide(request: RequestFacts, entry: EntryFacts?, anyStored: Bool, now: Int64,
                               settings: PolicySettings) -> LookupDecision {
         // Only GET and HEAD read the cache; HEAD is answered from the stored GET.
-        guard request.method == .get || request.method == .head, !request.hasPreconditions else { return .fetch(.bypass) }
+        guard request.method == .get || request.method == .head, !request.hasPreconditions else {
+            return settings.offline ? .gatewayTimeout : .fetch(.bypass)
+        }
         let directives = request.directives
         // returnCacheDataDontLoad, or RFC 9111 §5.2.1.7 only-if-cached: never the network.
-        let offline = request.policy == .returnCacheDataDontLoad || directives.onlyIfCached
+        let offline = settings.offline || request.policy == .returnCacheDataDontLoad || directives.onlyIfCached
         if !offline, request.policy == .reloadIgnoringLocalCacheData { return .fetch(.request) }
 
         guard let entry, !entry.varyStar else {

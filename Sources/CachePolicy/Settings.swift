@@ -40,6 +40,8 @@ public struct PolicySettings: Sendable, Equatable {
     /// Policy for requests that name none (URLRequest's default: useProtocolCachePolicy;
     /// returnCacheDataDontLoad is "offline mode").
     public var defaultRequestPolicy: RequestCachePolicy = .useProtocolCachePolicy
+    /// `cache.offline`: every request is returnCacheDataDontLoad, whatever its header or a rule names.
+    public var offline = false
     public var revalidation: RevalidationMethod = .head
     /// Heuristic freshness: this fraction of (Date − Last-Modified), RFC 9111 §4.2.2 ...
     public var heuristicFraction: Double = 0.1

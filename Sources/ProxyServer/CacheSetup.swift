@@ -22,6 +22,7 @@ final class CacheSetup: Sendable {
         let c = config.cache
         var p = PolicySettings()
         p.defaultRequestPolicy = c.offline ? .returnCacheDataDontLoad : c.defaultPolicy
+        p.offline = c.offline
         p.revalidation = c.revalidation
         p.heuristicFraction = c.heuristicFraction
         p.heuristicCap = Int64(c.heuristicMax)

@@ -28,6 +28,7 @@ extension Count {
         case .invalidResponse, .responseHeadTooLarge: return .originErrorInvalidResponse
         case .prematureClose: return .originErrorPrematureClose
         case .destinationDenied: return .deniedDestination
+        case .offline: return .offlineRefusals
         }
     }
 }

@@ -71,6 +71,7 @@ final class Worker: @unchecked Sendable {
         session = try Session(loop: loop, configuration: settings.session)
         // Checked after DNS, with the settings in force then (a reload may change them).
         session.addressGate = { [unowned self] address in self.settings.destinations.refusal(address: address) }
+        session.offline = settings.cache.policy.offline
         let t = Timer(loop: loop, repeating: true) { [unowned self] in self.ticked() }
         tick = (t, clock.monotonic + Worker.tickInterval)
         t.schedule(after: Worker.tickInterval)
@@ -101,6 +102,7 @@ final class Worker: @unchecked Sendable {
     /// A reload's settings (on this worker's loop).
     func apply(_ new: ProxySettings) {
         settings = new
+        session.offline = new.cache.policy.offline
     }
 
     /// Before the worker's thread runs: the admin endpoint, served by this loop too.

@@ -23,6 +23,8 @@ final class Connector {
     }
 
     func start() {
+        // Tunnels and pooled connections alike: offline, not even a name is looked up.
+        if session.offline { return finish(.failure(.offline(upstream: target.description))) }
         let t = Timer(loop: session.loop) { [unowned self] in
             self.finish(.failure(.connectTimeout(upstream: self.target.description)))
         }

@@ -49,6 +49,10 @@ final class HostPool {
     }
 
     private func dispatch() {
+        // Tasks queued before the session went offline: not sent, even on a connection already open.
+        while session.offline, let task = popWaiting() {
+            task.failBeforeAttach(.offline(upstream: task.origin.description))
+        }
         while waitingCount > 0 {
             if let i = idle.lastIndex(where: { !$0.settling }) {
                 let conn = idle.remove(at: i)

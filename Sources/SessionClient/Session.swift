@@ -26,6 +26,9 @@ public final class Session {
     /// refuses it (deny-lists, the proxy's own listeners). Addresses refused are skipped; when
     /// none is left the task fails with `destinationDenied`.
     public var addressGate: ((SocketAddress) -> String?)?
+    /// `cache.offline`, kept current by the owner across reloads. While set nothing leaves: tasks
+    /// fail with `offline` when resumed or while they wait, and no connection is opened.
+    public var offline = false
     /// Counters for statistics and tests.
     public private(set) var connectionsOpened = 0
     public private(set) var connectionsReused = 0

@@ -19,12 +19,15 @@ public enum SessionError: Error, Sendable, Equatable {
     case cancelled
     /// Every address the name resolved to is one Larder must not contact (a deny-list, itself).
     case destinationDenied(upstream: String, reason: String)
+    /// The session is offline (`cache.offline`): nothing was sent.
+    case offline(upstream: String)
 
     /// 504 for timeouts, 502 for everything else the origin did wrong.
     public var status: Int {
         switch self {
         case .connectTimeout, .requestTimeout, .resourceTimeout: return 504
         case .destinationDenied: return 403
+        case .offline: return 503
         default: return 502
         }
     }
@@ -44,6 +47,7 @@ public enum SessionError: Error, Sendable, Equatable {
         case .prematureClose(let u): return "upstream \(u) closed the connection before the response was complete"
         case .cancelled: return "cancelled"
         case .destinationDenied(let u, let r): return "\(u) may not be reached through this proxy: \(r)"
+        case .offline(let u): return "Larder is offline (cache.offline): nothing is sent to upstream \(u)"
         }
     }
 }

@@ -75,6 +75,7 @@ public final class SessionTask {
 
     public func resume() {
         guard state == .created else { return }
+        if session.offline { return fail(.offline(upstream: origin.description)) }
         let t = Timer(loop: session.loop) { [unowned self] in
             self.fail(.resourceTimeout(upstream: self.origin.description))
         }

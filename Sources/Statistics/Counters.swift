@@ -19,6 +19,7 @@ public enum Count: Int, CaseIterable, Sendable {
     case connectionsRefusedFull, connectionsRefusedPerClient
     case authChecksRefusedQueueFull, authChecksRefusedPerClient
     case clientTLSHandshakes, clientTLSHandshakeFailures, connectsIntercepted
+    case offlineRefusals
 }
 
 /// What a worker reports about its state, refreshed by the worker itself.

@@ -130,6 +130,10 @@ public enum Metrics {
             ("max_pending_checks", .count(.authChecksRefusedQueueFull)),
             ("max_pending_checks_per_client", .count(.authChecksRefusedPerClient)),
         ]),
+        one("offline_refusals", .counter,
+            "Requests not forwarded because Larder is offline (cache.offline): tunnels, upgrades, unsafe methods and "
+            + "other requests the cache never answers (503), and reads the cache had to pass on (504). A plain cache "
+            + "miss is counted as a cache lookup with result only_if_cached_miss.", .count(.offlineRefusals)),
         labelled("tls_handshakes", .counter,
                  "TLS handshakes completed: with clients (HTTPS listener, interception), with origins, and how many "
                  + "of those resumed a session.", "peer", [

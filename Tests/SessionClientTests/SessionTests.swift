@@ -44,6 +44,45 @@ import Testing
         origin.close()
     }
 
+    @Test func offlineSessionSendsNothingAndOpensNoConnection() throws {
+        let loop = EventLoop()
+        var served = 0
+        let origin = try TestOrigin(loop: loop) { i, _ in served += 1; return response("r\(i)") }
+        let session = makeSession(loop)
+        let recorder = Recorder(loop: loop, expected: 1)
+        _ = start(session, recorder, port: origin.port, paths: ["/online"])
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors == [nil])
+        #expect(session.idleConnectionCount == 1)
+
+        // Offline: neither the idle connection nor a new one carries anything; the failure is
+        // reported at once.
+        session.offline = true
+        recorder.expected = 3
+        _ = start(session, recorder, port: origin.port, paths: ["/a", "/b"])
+        #expect(recorder.errors.dropFirst() == [.offline(upstream: "127.0.0.1:\(origin.port)"),
+                                                 .offline(upstream: "127.0.0.1:\(origin.port)")])
+        var tunnel: Result<Stream, SessionError>?
+        session.openTunnel(host: "127.0.0.1", port: origin.port) { tunnel = $0 }
+        guard case .failure(.offline) = tunnel else {
+            Issue.record("tunnel opened while offline: \(String(describing: tunnel))")
+            return
+        }
+        runLoop(loop, atMost: 0.3)
+        #expect(served == 1)
+        #expect(origin.acceptedConnections == 1)
+        #expect(session.connectionsReused == 0)
+
+        // Back online (a configuration reload): the pooled connection serves again.
+        session.offline = false
+        recorder.expected = 4
+        _ = start(session, recorder, port: origin.port, paths: ["/again"])
+        runLoop(loop, atMost: 5)
+        #expect(recorder.errors.last == .some(nil))
+        #expect(served == 2)
+        origin.close()
+    }
+
     @Test func connectionsPerHostAreCappedAndWaitersServedInOrder() throws {
         let loop = EventLoop()
         let origin = try TestOrigin(loop: loop) { i, _ in response("r\(i)") }

@@ -29,7 +29,8 @@ final class BackgroundRefresh: SessionTaskDelegate {
     }
 
     func start() {
-        guard let revalidation = exchange.outboundRevalidation(for: .get) else { return finish() }
+        // Gone offline since the stale entry was served: the entry stays as it is.
+        guard !worker.settings.cache.policy.offline, let revalidation = exchange.outboundRevalidation(for: .get) else { return finish() }
         send(revalidation)
     }
 

@@ -245,10 +245,12 @@ final class ClientConnection: StreamDelegate {
         case .purge(let target): Purge.handle(target, on: self)
         case .connect(let target): ConnectHandler.handle(target, on: self)
         case .forward(let destination):
+            if !OfflineGuard.admits(request, on: self) { return }
             if destination.checkAccess,
                !AccessCheck.admits(host: destination.accessHost, port: destination.origin.port, on: self) { return }
             worker.hosts.count(destination.keyedAs.host)
             if CacheFlow.answers(destination, request: request, on: self) { return }
+            if OfflineGuard.refusesUncached(on: self) { return }
             OriginRelay.forward(self, to: destination.origin, route: destination.route, path: destination.path)
         }
     }

@@ -15,8 +15,11 @@ enum ConnectHandler {
             worker.stats.add(.deniedConnectPort)
             return c.respond(403, "CONNECT to port \(target.port) is not allowed")
         }
+        // An intercepted CONNECT opens no tunnel: offline, the requests inside are judged one by one.
+        let intercepted = worker.interception?.matches(host: target.host) ?? false
+        guard OfflineGuard.admits(c.request, intercepted: intercepted, on: c) else { return }
         guard AccessCheck.admits(host: target.host, port: target.port, on: c) else { return }
-        if let interception = worker.interception, interception.matches(host: target.host) {
+        if intercepted {
             return intercept(OriginKey(scheme: .https, host: target.hostString, port: target.port), on: c)
         }
         c.context.upstream = OriginKey(scheme: .http, host: target.hostString, port: target.port)
