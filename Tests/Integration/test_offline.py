@@ -57,7 +57,7 @@ def test_cached_urls_are_served_fresh_and_stale_whatever_policy_is_asked(larder_
             headers = [("Larder-Cache-Policy", policy)] + extra
             fresh = get(lr, origin.url("/res/fresh"), headers=headers)
             assert fresh.status == 200 and fresh.body == b"fresh body", (policy, extra, fresh.status)
-            assert cache_status(fresh).startswith("Larder; hit"), (policy, cache_status(fresh))
+            assert cache_status(fresh).startswith("larder; hit"), (policy, cache_status(fresh))
             stale = get(lr, origin.url("/res/stale"), headers=headers)
             assert stale.status == 200 and stale.body == b"stale body", (policy, extra, stale.status)
             assert "detail=stale" in cache_status(stale), (policy, cache_status(stale))
@@ -114,7 +114,7 @@ def test_a_cache_rule_policy_cannot_reach_the_origin(larder_factory, origin, wor
     before = origin_paths(origin)
     resp = get(lr, origin.url("/res/ruled"))
     assert resp.status == 200 and resp.body == b"ruled body"
-    assert cache_status(resp).startswith("Larder; hit"), cache_status(resp)
+    assert cache_status(resp).startswith("larder; hit"), cache_status(resp)
     assert get(lr, origin.url("/res/elseload")).status == 504
     assert settle(origin, before) == []
 
@@ -143,7 +143,7 @@ def test_unsafe_methods_options_trace_and_bodies_are_refused_with_503(larder_fac
         assert c.request("GET", url).body == b"cached"
     assert settle(origin, before) == []
     # Nothing was invalidated by the refused unsafe requests.
-    assert cache_status(get(lr, url)).startswith("Larder; hit")
+    assert cache_status(get(lr, url)).startswith("larder; hit")
 
 
 def test_connect_is_refused_with_503(larder_factory, echo_server):

@@ -300,15 +300,17 @@ final class ClientConnection: StreamDelegate {
 
     /// An error answer after a well-formed head: the connection goes on if the request had no body
     /// (or, with `bodyRead`, none left unread).
-    func respond(_ status: Int, _ reason: String, extraField: String? = nil, bodyRead: Bool = false) {
+    func respond(_ status: Int, _ reason: String, extraField: String? = nil, bodyRead: Bool = false,
+                 cacheStatus: [UInt8]? = nil) {
         if bodyRead ? context.bodyPending : request.framing != .none { context.keepAlive = false }
         writer.reset()
         noteResponse(status)
         // Once the request went to an origin (context.upstream), an error answer stands in for the origin's.
         let answers = worker.settings.localAnswers
         LocalResponse.error(status, reason, close: !context.keepAlive, headOnly: request.method == .head,
-                            extraField: extraField, cacheStatus: context.upstream == nil ? answers.local(status)
-                                : answers.originError(after: context.cache?.status), into: &writer)
+                            extraField: extraField,
+                            cacheStatus: cacheStatus ?? (context.upstream == nil ? answers.local(status)
+                                : answers.originError(after: context.cache?.status)), into: &writer)
         stream.output.append(writer.bytes)
         send(.answered)
     }

@@ -29,9 +29,7 @@ enum OfflineGuard {
         c.worker.stats.add(.offlineRefusals)
         c.worker.logger.debug("\(status) to \(c.peer): \(reason)")
         c.context.cache = nil
-        c.respond(status, reason, extraField: cacheStatusField)
+        c.respond(status, reason, cacheStatus: CacheStatus(detail: "offline")
+            .serialized(cacheName: c.worker.settings.cache.cacheName))
     }
-
-    private static let cacheStatusField = "Cache-Status: "
-        + String(decoding: CacheStatus(detail: "offline").serialized(), as: UTF8.self)
 }
