@@ -15,16 +15,7 @@ extension ClientConnection {
 
     func noteLookup(_ result: Count) {
         worker.stats.add(result)
-        switch result {
-        case .lookupHit: context.log.cache = "hit"
-        case .lookupMiss: context.log.cache = "miss"
-        case .lookupRevalidatedUnchanged: context.log.cache = "revalidated"
-        case .lookupRevalidatedChanged: context.log.cache = "changed"
-        case .lookupStaleServed: context.log.cache = "stale"
-        case .lookupOnlyIfCachedMiss: context.log.cache = "offline-miss"
-        case .collapsedRequests: context.log.cache = "collapsed"
-        default: context.log.cache = "pass"
-        }
+        context.log.cache = RequestLog.cacheWord(for: result)
     }
 
     /// Writes the access log line of the current request, once. The duration comes from the

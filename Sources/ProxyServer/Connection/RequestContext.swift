@@ -1,5 +1,6 @@
 import HTTPWire
 import SessionClient
+import Statistics
 
 /// What is left of a request's body to read from the client.
 enum RequestBody: Equatable {
@@ -73,5 +74,19 @@ struct RequestLog {
     init(start: Double) {
         self.start = start
         written = false
+    }
+
+    /// The access log's word for a cache lookup's result.
+    static func cacheWord(for result: Count) -> StaticString {
+        switch result {
+        case .lookupHit: return "hit"
+        case .lookupMiss: return "miss"
+        case .lookupRevalidatedUnchanged: return "revalidated"
+        case .lookupRevalidatedChanged: return "changed"
+        case .lookupStaleServed: return "stale"
+        case .lookupOnlyIfCachedMiss: return "offline-miss"
+        case .collapsedRequests: return "collapsed"
+        default: return "pass"
+        }
     }
 }
