@@ -1,0 +1,59 @@
+"""A regression gate on what a forwarded request costs: user-space instructions per pass-through
+request (a `no-store` 1 KiB response, so every request goes to the origin and nothing is stored),
+counted by callgrind as for hits (`test_hit_path_cost.py`). The origin connection is pooled, as in
+steady use. The figure must stay within 10 % of FORWARD_PATH_BASELINE; lower the baseline when
+forwarding gets cheaper, so the gate keeps its edge.
+"""
+
+import http.client
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from helpers import larder_bin
+from test_hit_path_cost import dump, script
+
+# Instructions per forwarded 1 KiB request (release build, one worker), and the margin allowed.
+FORWARD_PATH_BASELINE = 59_100
+ALLOWED_GROWTH = 1.10
+REQUESTS = 1_000
+
+
+@pytest.mark.timeout_s(300)
+def test_forwarded_request_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+    if os.environ.get("SANITIZER_BUILD"):
+        pytest.skip("instruction counts are measured on the release build, not a sanitizer build")
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        pytest.fail("valgrind is missing (scripts/install-deps.sh installs it)")
+    out_prefix = str(workdir / "callgrind.out")
+    binary = workdir / "larder-nodebug"
+    subprocess.run(["objcopy", "--strip-debug", larder_bin(), str(binary)], check=True, timeout=60)
+    lr = larder_factory(
+        config={"workers": 1, "access_log": "off"},
+        wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_prefix}", "--dump-instr=no"),
+        binary=binary, start_timeout=120)
+    script(workdir, "pass", [("Cache-Control", "no-store")], "x" * 1024)
+    url = origin.url("/res/pass")
+    conn = http.client.HTTPConnection("127.0.0.1", lr.port, timeout=60)
+
+    def forwarded(n):
+        for _ in range(n):
+            conn.request("GET", url)
+            r = conn.getresponse()
+            body = r.read()
+            assert r.status == 200 and len(body) == 1024
+
+    forwarded(100)  # warms the path and the origin connection pool
+    subprocess.run(["callgrind_control", "-z", str(lr.pid)], check=True, capture_output=True, timeout=60)
+    forwarded(REQUESTS)
+    total = dump(lr.pid, out_prefix)
+    conn.close()
+    assert sum(1 for r in origin.requests() if r.get("path") == "/res/pass") == 100 + REQUESTS
+    per_request = total / REQUESTS
+    report_metric(f"forwarded path: {per_request:,.0f} instructions per 1 KiB pass-through request "
+                  f"(baseline {FORWARD_PATH_BASELINE:,})")
+    assert per_request <= FORWARD_PATH_BASELINE * ALLOWED_GROWTH, (
+        f"a forwarded request now costs {per_request:,.0f} instructions, over 110 % of the baseline "
+        f"{FORWARD_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
