@@ -140,15 +140,36 @@ public enum ConfigLoader {
                 settings.append(Setting(name: field.environmentName, key: field.key, value: text))
             }
         }
-        var problems = apply(settings, source: "environment", to: &config)
+        return apply(settings, source: "environment", to: &config)
+    }
+
+    /// `LARDER_…` variables that set nothing: one warning each (with a suggestion when a setting is
+    /// spelled nearly so), never a reason not to start — a Kubernetes Service named `larder` puts
+    /// `LARDER_PORT=tcp://…` and its kin into every pod, and those are ignored silently.
+    public static func environmentWarnings(_ environment: [String: String]) -> [String] {
         // Not settings: the configuration file, and the crash test hook (read by the larder command).
         let known = Set(ConfigSchema.fields.map(\.environmentName)).union(["LARDER_CONFIG", "LARDER_TEST_CRASH"])
-        for name in environment.keys.sorted() where name.hasPrefix("LARDER_") && !known.contains(name) {
+        var warnings: [String] = []
+        for name in environment.keys.sorted()
+        where name.hasPrefix("LARDER_") && !known.contains(name) && !isServiceLink(name) {
             let hint = suggestion(for: name, among: Array(known)).map { "; did you mean \($0)?" } ?? ""
-            problems.append(ConfigProblem(source: "environment", key: name, line: nil,
-                                          message: "unknown setting\(hint)"))
+            warnings.append("environment: \(name): unknown setting, ignored\(hint)")
         }
-        return problems
+        return warnings
+    }
+
+    /// The variables Kubernetes (and Docker links) derive from a service named `larder`:
+    /// `LARDER_PORT`, `LARDER_PORT_3128_TCP[_ADDR|_PORT|_PROTO]`, `LARDER_SERVICE_HOST`,
+    /// `LARDER_SERVICE_PORT[_NAME]`.
+    static func isServiceLink(_ name: String) -> Bool {
+        let rest = name.dropFirst("LARDER_".count)
+        if rest == "PORT" || rest == "SERVICE_HOST" || rest == "SERVICE_PORT" { return true }
+        if rest.hasPrefix("SERVICE_PORT_") { return true }
+        guard rest.hasPrefix("PORT_") else { return false }
+        let parts = rest.split(separator: "_")  // PORT, number, protocol[, ADDR|PORT|PROTO]
+        guard parts.count == 3 || parts.count == 4, parts[1].allSatisfy(\.isNumber),
+              ["TCP", "UDP", "SCTP"].contains(parts[2]) else { return false }
+        return parts.count == 3 || ["ADDR", "PORT", "PROTO"].contains(parts[3])
     }
 
     /// Where `key` was set last, spelled the way that layer spells it: (source, name).

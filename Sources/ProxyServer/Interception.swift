@@ -100,13 +100,22 @@ enum InterceptionAuthority {
 
     /// Writes a new CA certificate (0644) and key (0600) into `dir`.
     static func generate(into dir: String, keyType: CertificateKeyType = .ecP256) throws(CertificateError) -> CertificateAndKey {
-        mkdir(dir, 0o700)
+        makeDirectories(dir, mode: 0o700)
         let made = try Certificates.makeAuthority(commonName: "Larder interception CA", keyType: keyType)
         guard writeFileAtomically(dir + "/" + keyName, made.keyPEM, mode: 0o600),
               writeFileAtomically(dir + "/" + certificateName, made.certificatePEM, mode: 0o644) else {
             throw CertificateError("cannot write the CA into \(dir): \(String(cString: strerror(errno)))")
         }
         return made
+    }
+}
+
+/// `mkdir -p`: `dir` and any missing parents, each with `mode` (existing ones are left as they are).
+func makeDirectories(_ dir: String, mode: mode_t) {
+    var path = dir.hasPrefix("/") ? "" : "."
+    for part in dir.split(separator: "/") {
+        path += "/" + part
+        if mkdir(path, mode) != 0, errno != EEXIST { return }  // the write below reports why
     }
 }
 

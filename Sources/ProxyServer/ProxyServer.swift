@@ -128,7 +128,7 @@ public final class ProxyServer: @unchecked Sendable {
         do {
             opened = try Cache(settings: settings.cache.store, log: { log.warning("\($0)") })
             for note in opened.disk.startupNotes { logger.warning("\(note)") }
-            logger.info("cache in \(config.cacheDirectory): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
+            logger.info("cache in \(absolutePath(config.cacheDirectory)): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
         } catch {
             let problem = "cannot open the cache in \(config.cacheDirectory): \(error.description)"
             guard config.cache.onUnusableDirectory == .passThrough else { throw .cache(problem) }
@@ -301,4 +301,12 @@ extension CertificateKeyType {
         case .rsa2048: self = .rsa2048
         }
     }
+}
+
+/// `path` made absolute against the working directory, for log lines an operator acts on.
+func absolutePath(_ path: String) -> String {
+    if path.hasPrefix("/") { return path }
+    guard let cwd = getcwd(nil, 0) else { return path }
+    defer { free(cwd) }
+    return String(cString: cwd) + "/" + path
 }

@@ -19,6 +19,7 @@ struct RunCommand: ParsableCommand {
             throw ExitCode(2)
         }
         let logger = makeLogger(level: config.logLevel)
+        for warning in ConfigLoader.environmentWarnings(ProcessEnvironment.variables()) { logger.warning("\(warning)") }
 
         // Before any thread starts: workers inherit the blocked mask, this thread reads the signals.
         signal(SIGPIPE, SIG_IGN)

@@ -300,3 +300,19 @@ def test_20_mib_upload_streams_in_bounded_memory(larder, origin, report_metric, 
     assert echoed["body_len"] == total
     assert echoed["body_sha256"] == pattern_sha256(total)
     assert rss.peak_kib < RSS_LIMIT_KIB, f"peak VmRSS {rss.peak_kib} KiB"
+
+
+def test_kubernetes_service_variables_do_not_stop_larder(larder_factory):
+    # A Service named `larder` puts these into every pod of its namespace.
+    links = {"LARDER_PORT": "tcp://10.0.0.1:3128", "LARDER_PORT_3128_TCP": "tcp://10.0.0.1:3128",
+             "LARDER_PORT_3128_TCP_ADDR": "10.0.0.1", "LARDER_PORT_3128_TCP_PORT": "3128",
+             "LARDER_PORT_3128_TCP_PROTO": "tcp", "LARDER_SERVICE_HOST": "10.0.0.1",
+             "LARDER_SERVICE_PORT": "3128", "LARDER_SERVICE_PORT_PROXY": "3128",
+             "LARDER_WORKER": "2"}
+    lr = larder_factory(env=links)
+    log = lr.log_text()
+    # Service links are ignored silently; an unknown variable is a warning with a suggestion.
+    assert "LARDER_PORT" not in log and "LARDER_SERVICE" not in log, log
+    assert "LARDER_WORKER: unknown setting, ignored; did you mean LARDER_WORKERS?" in log, log
+    # The cache directory is named absolutely in the start-up line.
+    assert re.search(r"cache in /\S+: ", log), log

@@ -409,3 +409,13 @@ def test_ca_init_writes_a_ca_and_will_not_overwrite_it(workdir):
     assert fingerprint(cert) == before
     assert run("--force").returncode == 0
     assert fingerprint(cert) != before
+
+
+def test_ca_init_creates_missing_parent_directories_private(workdir):
+    target = workdir / "not" / "there" / "yet"
+    r = subprocess.run([larder_bin(), "ca", "init", "--dir", str(target)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (target / "larder-ca.pem").exists()
+    for d in (workdir / "not", workdir / "not" / "there", target):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
