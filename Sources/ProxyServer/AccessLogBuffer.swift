@@ -22,6 +22,8 @@ final class AccessLogBuffer {
         var request: RequestHead
         var status: Int
         var bodyBytes: Int
+        /// Bytes the client sent through a tunnel (CONNECT, WebSocket); 0 otherwise.
+        var bytesFromClient = 0
         var cache: StaticString
         var seconds: Double
         var time: Int64
@@ -81,6 +83,10 @@ final class AccessLogBuffer {
         decimal(e.status)
         append(",\"bytes\":")
         decimal(e.bodyBytes)
+        if e.bytesFromClient > 0 {
+            append(",\"bytes_from_client\":")
+            decimal(e.bytesFromClient)
+        }
         append(",\"referer\":\"")
         if let i = h.firstIndex(of: "referer") { h.withBytes(h.fields[i].value) { jsonEscaped($0) } }
         append("\",\"user_agent\":\"")

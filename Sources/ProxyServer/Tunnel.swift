@@ -8,12 +8,15 @@ final class Tunnel {
     private let b: Stream
     private var aEnded = false
     private var bEnded = false
-    private var onClose: (() -> Void)?
+    private var onClose: ((Tunnel) -> Void)?
     private var sides: [TunnelSide] = []
     /// Output bytes beyond which the sending side stops reading.
     private let highWater = 1 << 20
+    /// Bytes relayed from `a` to `b`, and from `b` to `a`, for the access log.
+    private(set) var bytesFromA = 0
+    private(set) var bytesFromB = 0
 
-    init(_ a: Stream, _ b: Stream, onClose: @escaping () -> Void) {
+    init(_ a: Stream, _ b: Stream, onClose: @escaping (Tunnel) -> Void) {
         self.a = a
         self.b = b
         self.onClose = onClose
@@ -63,7 +66,10 @@ final class Tunnel {
 
     private func pump(from: Stream, to: Stream) {
         let n = from.input.count
-        if n > 0 { to.output.moveAll(from: from.input) }
+        if n > 0 {
+            if from === a { bytesFromA += n } else { bytesFromB += n }
+            to.output.moveAll(from: from.input)
+        }
         if to.output.count > highWater { from.disableReading() }
     }
 
@@ -77,7 +83,7 @@ final class Tunnel {
         sides.removeAll()
         let c = onClose
         onClose = nil
-        c?()
+        c?(self)
     }
 }
 

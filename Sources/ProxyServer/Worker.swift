@@ -117,7 +117,7 @@ final class Worker: @unchecked Sendable {
             self.served.admin[ObjectIdentifier(conn)] = conn
             conn.start()
         }
-        served.listeners.append(l)
+        served.adminListeners.append(l)
         return l.boundAddress
     }
 
@@ -217,6 +217,8 @@ final class Worker: @unchecked Sendable {
         tick?.timer.cancel()
         tick = nil
         background.cancelAll()
+        for l in served.adminListeners { l.close() }
+        served.adminListeners.removeAll()
         session.closeIdleConnections()
     }
 }
@@ -252,9 +254,11 @@ private struct BackgroundFetches {
     }
 }
 
-/// A worker's listeners and the connections they accepted.
+/// A worker's listeners and the connections they accepted. The admin endpoint keeps listening
+/// while the proxy drains, so `/readyz` can say 503 to a load balancer until the end.
 private struct Served {
     var listeners: [Listener] = []
+    var adminListeners: [Listener] = []
     var clients: [ObjectIdentifier: ClientConnection] = [:]
     var admin: [ObjectIdentifier: AdminConnection] = [:]
 }

@@ -5,9 +5,10 @@ import json
 import os
 import re
 import signal
+import socket
 import time
 
-from helpers import proxy_exchange
+from helpers import RawClient, build_request, proxy_exchange
 from test_cache import script
 
 # The combined log format, then our two fields: cache result and seconds.
@@ -86,3 +87,25 @@ def test_access_log_off_writes_nothing(larder_factory, origin, workdir):
     time.sleep(1.2)
     assert not list(workdir.glob("*.log"))
     assert 'GET ' not in lr.log_text()
+
+
+def test_local_answers_and_tunnels_log_the_bytes_they_sent(larder_factory, echo_server, workdir):
+    log = workdir / "access.jsonl"
+    lr = larder_factory(config={"access_log": str(log), "access_log_format": "json",
+                                "connect_ports": [echo_server.port]})
+    r = proxy_exchange(lr.port, "GET", "/relative", headers=[("Host", "x")])
+    assert r.status == 400
+    c = RawClient(lr.port, 10)
+    c.send(build_request("CONNECT", f"127.0.0.1:{echo_server.port}", [("Host", f"127.0.0.1:{echo_server.port}")]))
+    assert c.response("CONNECT").status == 200
+    c.sock.sendall(b"x" * 1000)
+    assert c.reader.read_exact(1000) == b"x" * 1000
+    c.sock.shutdown(socket.SHUT_WR)
+    rest = c.reader.read_to_eof()  # the echo server's own closing words
+    c.close()
+    records = [json.loads(line) for line in read_lines(log, 2)]
+    local = next(r for r in records if r["status"] == 400)
+    assert local["bytes"] == len(r.body) > 0, (local, len(r.body))
+    tunnel = next(r for r in records if r["method"] == "CONNECT")
+    assert tunnel["status"] == 200 and tunnel["bytes"] == 1000 + len(rest), tunnel
+    assert tunnel["bytes_from_client"] == 1000, tunnel

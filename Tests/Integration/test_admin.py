@@ -3,12 +3,14 @@ inspection and purging, the bearer token."""
 
 import http.client
 import json
+import os
+import signal
 import time
 import urllib.parse
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import proxy_exchange
+from helpers import RawClient, proxy_exchange, std_request
 from test_cache import cache_status, methods, script
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
@@ -135,6 +137,9 @@ def test_inspect_and_purge_entries(larder_factory, origin, workdir):
 
     status, _, body = admin(lr, "DELETE", f"/cache?url={q}")
     assert status == 200 and json.loads(body)["purged"] == ua
+    # Nothing stored: 404, as PURGE answers.
+    status, _, body = admin(lr, "DELETE", f"/cache?url={q}")
+    assert status == 404 and json.loads(body)["variants"] == 0
     only = [("Cache-Control", "only-if-cached")]
     assert proxy_exchange(lr.port, "GET", ua, headers=only).status == 504
     assert proxy_exchange(lr.port, "GET", ub, headers=only).status == 200
@@ -196,3 +201,19 @@ def test_purge_is_refused_from_other_addresses(larder_factory, origin, workdir):
     proxy_exchange(lr.port, "GET", url)
     assert proxy_exchange(lr.port, "PURGE", url).status == 403
     assert proxy_exchange(lr.port, "GET", url, headers=[("Cache-Control", "only-if-cached")]).status == 200
+
+
+def test_readyz_says_503_while_the_proxy_drains(larder_factory, origin):
+    lr = larder_factory(config={**ADMIN, "shutdown_grace": "10s"})
+    assert admin(lr, "GET", "/readyz")[0] == 200
+    # A download that keeps the proxy draining for a while after SIGTERM.
+    c = RawClient(lr.port, 15)
+    c.send(std_request("GET", origin.url("/unique/1/65536?delay=3")))
+    time.sleep(0.3)
+    os.kill(lr.pid, signal.SIGTERM)
+    time.sleep(0.3)
+    # The proxy no longer accepts, but the admin endpoint still answers, to say it is not ready.
+    assert admin(lr, "GET", "/readyz")[0] == 503
+    assert admin(lr, "GET", "/healthz")[0] == 200
+    c.close()
+    assert lr.wait_exit(15) == 0

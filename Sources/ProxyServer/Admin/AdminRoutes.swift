@@ -222,7 +222,10 @@ extension AdminContext {
             case .success(let key):
                 let count = cache.makeReader().variants(primaryKey: key).count
                 cache.invalidate(primaryKey: key)
-                return .json(200, "{\"purged\":\(jsonString(String(decoding: key, as: UTF8.self))),\"variants\":\(count)}")
+                let url = jsonString(String(decoding: key, as: UTF8.self))
+                // As PURGE answers: 404 when nothing was stored, so scripts can tell.
+                if count == 0 { return .json(404, "{\"error\":\"not in the cache\",\"url\":\(url),\"variants\":0}") }
+                return .json(200, "{\"purged\":\(url),\"variants\":\(count)}")
             case .failure(let e):
                 return e.response
             }

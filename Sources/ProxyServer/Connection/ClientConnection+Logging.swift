@@ -26,7 +26,8 @@ extension ClientConnection {
         guard let buffer = worker.accessLog else { return }
         let clock = worker.clock
         buffer.append(AccessLogBuffer.Entry(client: clientAddress, request: request, status: context.log.status,
-                                            bodyBytes: context.log.bytes, cache: context.log.cache,
-                                            seconds: clock.monotonic - context.log.start, time: clock.wallSeconds))
+                                            bodyBytes: context.log.bytes, bytesFromClient: context.log.bytesFromClient,
+                                            cache: context.log.cache, seconds: clock.monotonic - context.log.start,
+                                            time: clock.wallSeconds))
     }
 }

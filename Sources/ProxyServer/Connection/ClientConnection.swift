@@ -295,6 +295,7 @@ final class ClientConnection: StreamDelegate {
         LocalResponse.error(status, reason, close: true, cacheStatus: worker.settings.localAnswers.local(status),
                             into: &writer)
         stream.output.append(writer.bytes)
+        context.log.bytes += reason.utf8.count + 1  // the body: the reason and a newline
         send(.refused)
     }
 
@@ -312,6 +313,7 @@ final class ClientConnection: StreamDelegate {
                             cacheStatus: cacheStatus ?? (context.upstream == nil ? answers.local(status)
                                 : answers.originError(after: context.cache?.status)), into: &writer)
         stream.output.append(writer.bytes)
+        if request.method != .head { context.log.bytes += reason.utf8.count + 1 }
         send(.answered)
     }
 

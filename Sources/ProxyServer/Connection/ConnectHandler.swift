@@ -46,7 +46,12 @@ enum ConnectHandler {
 
     /// Bytes pumped both ways from now on; the tunnel owns both streams.
     static func startTunnel(_ upstream: Stream, on c: ClientConnection) {
-        let tunnel = Tunnel(c.stream, upstream) { [unowned c] in c.send(.tunnelClosed) }
+        // Logged when it ends, with the bytes it carried each way.
+        let tunnel = Tunnel(c.stream, upstream) { [unowned c] t in
+            c.context.log.bytes += t.bytesFromB
+            c.context.log.bytesFromClient = t.bytesFromA
+            c.send(.tunnelClosed)
+        }
         c.send(.tunnelStarted(tunnel))
         tunnel.start()
     }

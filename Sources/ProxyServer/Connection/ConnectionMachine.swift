@@ -371,11 +371,12 @@ struct ConnectionMachine<R: ConnectionResources> {
         case .tunnelStarted(let t):
             leaveExchange(&a)
             state = .tunnelling(t)
-            a.insert(.endRequest)
             a.insert(.cancelDeadline)
         case .tunnelClosed:
+            // Logged now, with the bytes the tunnel carried.
             guard case .tunnelling = state else { break }
             state = .closed
+            a.insert(.endRequest)
             a.insert(.closed)
         case .intercepted:
             state = .intercepting

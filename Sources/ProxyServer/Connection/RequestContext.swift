@@ -66,6 +66,8 @@ struct RequestLog {
     var start = 0.0
     var status = 0
     var bytes = 0
+    /// Bytes the client sent through a tunnel.
+    var bytesFromClient = 0
     var cache: StaticString = "-"
     var written = true
 
