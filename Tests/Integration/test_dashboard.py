@@ -135,3 +135,17 @@ def check_dashboard(lr, workdir):
     keep = os.environ.get("LARDER_DASHBOARD_SCREENSHOT")
     if keep:
         shutil.copy(shot, keep)
+
+
+def test_an_idle_dashboard_labels_small_rates_and_draws_both_series(larder_factory):
+    lr = larder_factory(config=ADMIN)
+    deadline = time.monotonic() + 30
+    while len(json.loads(admin(lr, "GET", "/stats/history")[2])["points"]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    dom = run_chromium(["--dump-dom", f"http://127.0.0.1:{lr.admin_port}/"]).stdout.decode()
+    rps = dom.split('id="chart-rps"')[1].split("</svg>")[0]
+    labels = re.findall(r'<text class="label" x="2" y="[^"]*">([^<]*)</text>', rps)
+    assert labels == ["0", "0.5", "1"], labels
+    # No traffic yet: the hit-ratio series is still drawn from the first sample, not left empty.
+    lines = [d for d in re.findall(r'<path class="line" d="([^"]*)"', dom) if "$" not in d]
+    assert len(lines) == 2 and all(d.count("L") >= 2 for d in lines), lines

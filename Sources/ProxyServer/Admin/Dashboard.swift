@@ -77,6 +77,19 @@ const $ = (id) => document.getElementById(id);
 const fmtBytes = (n) => { const u = ["B","KiB","MiB","GiB","TiB"]; let i = 0; while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; } return (i ? n.toFixed(1) : n) + " " + u[i]; };
 const fmtNum = (n) => n >= 1e6 ? (n / 1e6).toFixed(1) + "M" : n >= 1e4 ? (n / 1e3).toFixed(1) + "k" : String(Math.round(n));
 const pct = (x) => (x * 100).toFixed(1) + "%";
+// Axis values: small ones keep their decimals (0, 0.5, 1 rather than 0, 1, 1).
+const fmtAxis = (n) => n >= 10 ? fmtNum(n) : String(Number(n.toPrecision(2)));
+// The chart's top: the smallest 1, 2 or 5 times a power of ten at or above the largest value.
+const niceTop = (v) => { const p = Math.pow(10, Math.floor(Math.log10(Math.max(v, 1e-9))));
+  return [1, 2, 5, 10].map((m) => m * p).find((t) => t >= v); };
+// Samples without a value (no cacheable lookups in them) carry the last one on; those before
+// the first take it too, so a series is drawn from the first sample.
+function filled(points, value) {
+  const vs = points.map(value);
+  const first = vs.find((v) => v !== null && v !== undefined);
+  let last = first === undefined ? 0 : first;
+  return vs.map((v) => (v === null || v === undefined) ? last : (last = v));
+}
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({"&":"&amp;","<":"&lt;",">":"&gt;","\"":"&quot;"}[c]));
 const sum = (o) => Object.values(o || {}).reduce((a, b) => a + b, 0);
 const colors = { hit:"#5ad18a", stale_served:"#9fdc6a", revalidated_unchanged:"#4fb3ff", revalidated_changed:"#b48cff",
@@ -140,8 +153,10 @@ async function refresh() {
     $("k-collapsed").textContent = fmtNum(s.collapsed_requests);
     const lag = Math.max(0, ...Object.values(s.loop_lag_seconds || {}));
     $("k-lag").textContent = "loop lag " + (lag * 1000).toFixed(1) + " ms";
-    drawChart("chart-rps", pts, (p) => p.rps, (ps) => Math.max(...ps.map((p) => p.rps), 1), fmtNum);
-    drawChart("chart-hit", pts, (p) => p.hit_ratio, () => 1, (v) => Math.round(v * 100) + "%");
+    drawChart("chart-rps", pts, (p) => p.rps, (ps) => niceTop(Math.max(...ps.map((p) => p.rps), 1)), fmtAxis);
+    const hits = filled(pts, (p) => p.hit_ratio);
+    const hitOf = new Map(pts.map((p, i) => [p, hits[i]]));
+    drawChart("chart-hit", pts, (p) => hitOf.get(p), () => 1, (v) => Math.round(v * 100) + "%");
     $("tiers").innerHTML = bar("Memory tier", s.cache_bytes.memory, s.cache_capacity_bytes.memory) +
         bar("Disk tier", s.cache_bytes.disk, s.cache_capacity_bytes.disk) +
         bar("LMDB map", s.lmdb_map_used_bytes, s.lmdb_map_size_bytes);
