@@ -23,3 +23,22 @@ public enum StoredHead {
         return w.bytes
     }
 }
+
+extension StoredHead {
+    /// A stored (or rebuilt) head parsed for its fields; the final empty line may be left out.
+    public static func parse(_ bytes: [UInt8]) -> ResponseHead? {
+        var full = bytes
+        let ends = full.count >= 4 && full[(full.count - 4)...].elementsEqual([13, 10, 13, 10])
+        if !ends { full.append(contentsOf: [13, 10]) }
+        var head = ResponseHead()
+        let parsed = full.withUnsafeBytes { raw -> Int? in
+            do throws(HTTPWireError) {
+                return try ResponseParser.parse(raw, into: &head, requestMethod: .get,
+                                                limits: HeadLimits(maxHeadBytes: 1 << 20, maxHeaderCount: 1_000))
+            } catch {
+                return nil
+            }
+        }
+        return parsed == nil ? nil : head
+    }
+}

@@ -20,16 +20,7 @@ public enum TargetedCacheControl {
         w.append("Cache-Control: ")
         w.append(chosen)
         w.append("\r\n\r\n")
-        var head = ResponseHead()
-        let parsed = w.bytes.withUnsafeBytes { raw -> Int? in
-            do throws(HTTPWireError) {
-                return try ResponseParser.parse(raw, into: &head, requestMethod: .get,
-                                                limits: HeadLimits(maxHeadBytes: 1 << 20, maxHeaderCount: 1_000))
-            } catch {
-                return nil
-            }
-        }
-        return parsed == nil ? nil : head
+        return StoredHead.parse(w.bytes)
     }
 
     /// The value of the first listed field present with a non-empty value (all its lines, joined

@@ -6,14 +6,11 @@ forwarding gets cheaper, so the gate keeps its edge.
 """
 
 import http.client
-import os
-import shutil
 import subprocess
 
 import pytest
 
-from helpers import larder_bin
-from test_hit_path_cost import dump, script
+from test_hit_path_cost import dump, larder_under_callgrind, script
 
 # Instructions per forwarded 1 KiB request (release build, one worker), and the margin allowed.
 FORWARD_PATH_BASELINE = 59_100
@@ -23,17 +20,7 @@ REQUESTS = 1_000
 
 @pytest.mark.timeout_s(300)
 def test_forwarded_request_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
-    if os.environ.get("SANITIZER_BUILD"):
-        pytest.skip("instruction counts are measured on the release build, not a sanitizer build")
-    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
-        pytest.fail("valgrind is missing (scripts/install-deps.sh installs it)")
-    out_prefix = str(workdir / "callgrind.out")
-    binary = workdir / "larder-nodebug"
-    subprocess.run(["objcopy", "--strip-debug", larder_bin(), str(binary)], check=True, timeout=60)
-    lr = larder_factory(
-        config={"workers": 1, "access_log": "off"},
-        wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_prefix}", "--dump-instr=no"),
-        binary=binary, start_timeout=120)
+    lr, out_prefix = larder_under_callgrind(larder_factory, workdir)
     script(workdir, "pass", [("Cache-Control", "no-store")], "x" * 1024)
     url = origin.url("/res/pass")
     conn = http.client.HTTPConnection("127.0.0.1", lr.port, timeout=60)

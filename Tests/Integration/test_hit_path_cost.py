@@ -54,8 +54,9 @@ def dump(pid, out_prefix):
     raise AssertionError("callgrind wrote no dump")
 
 
-@pytest.mark.timeout_s(240)
-def test_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+def larder_under_callgrind(larder_factory, workdir):
+    """One worker of the release build under callgrind (costs zeroed and dumped by `dump`); returns
+    (the process, the dump files' prefix)."""
     if os.environ.get("SANITIZER_BUILD"):
         pytest.skip("instruction counts are measured on the release build, not a sanitizer build")
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
@@ -68,6 +69,12 @@ def test_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, 
         config={"workers": 1, "access_log": "off"},
         wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_prefix}", "--dump-instr=no"),
         binary=binary, start_timeout=120)
+    return lr, out_prefix
+
+
+@pytest.mark.timeout_s(240)
+def test_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+    lr, out_prefix = larder_under_callgrind(larder_factory, workdir)
     script(workdir, "hit", [("Cache-Control", "max-age=3600")], "x" * 1024)
     url = origin.url("/res/hit")
     conn = http.client.HTTPConnection("127.0.0.1", lr.port, timeout=60)

@@ -83,20 +83,7 @@ enum CachedResponseWriter {
     }
 
     /// A stored head parsed for its fields (revalidation, 304 and 206 only; hits send the bytes).
-    static func parse(_ bytes: [UInt8]) -> ResponseHead? {
-        var full = bytes
-        if !bytes.hasSuffix(blankLine) { full.append(contentsOf: [13, 10]) }
-        var head = ResponseHead()
-        let parsed = full.withUnsafeBytes { raw -> Int? in
-            do throws(HTTPWireError) {
-                return try ResponseParser.parse(raw, into: &head, requestMethod: .get,
-                                                limits: HeadLimits(maxHeadBytes: 1 << 20, maxHeaderCount: 1_000))
-            } catch {
-                return nil
-            }
-        }
-        return parsed == nil ? nil : head
-    }
+    static func parse(_ bytes: [UInt8]) -> ResponseHead? { StoredHead.parse(bytes) }
 
     private static let blankLine: [UInt8] = [13, 10, 13, 10]
 
