@@ -1,5 +1,6 @@
 import EventLoop
 import Glibc
+import HTTPWire
 
 /// Resolves a name and connects to the first address that accepts, within the connect timeout.
 final class Connector {
@@ -178,19 +179,146 @@ private final class ConnectWatcher: StreamDelegate {
     func stream(_ stream: Stream, event: StreamEvent) { owner.attemptEnded(stream, event) }
 }
 
-/// An outstanding CONNECT-tunnel connection attempt.
+/// An outstanding CONNECT-tunnel connection attempt: a TCP connection to the destination, or —
+/// with a parent proxy configured — to the parent, which is then asked to `CONNECT` on.
 public final class TunnelOpener {
+    private unowned let session: Session
+    private let target: OriginKey
+    private var completion: ((Result<Stream, SessionError>) -> Void)?
     private var connector: Connector?
+    private var handshake: ParentHandshake?
 
     init(session: Session, target: OriginKey, completion: @escaping (Result<Stream, SessionError>) -> Void) {
-        connector = Connector(session: session, target: target) { result in completion(result) }
+        self.session = session
+        self.target = target
+        self.completion = completion
     }
 
-    func start() { connector?.start() }
+    func start() {
+        guard let parent = session.configuration.parentProxy else {
+            connector = Connector(session: session, target: target) { [weak self] result in self?.finish(result) }
+            connector?.start()
+            return
+        }
+        let parentKey = OriginKey(scheme: .http, host: parent.host, port: parent.port)
+        connector = Connector(session: session, target: parentKey) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .failure(let error):
+                self.finish(.failure(error))
+            case .success(let stream):
+                let h = ParentHandshake(stream: stream, target: self.target, parent: parentKey,
+                                        timeout: self.session.configuration.timeoutIntervalForRequest) { [weak self] r in
+                    self?.finish(r)
+                }
+                self.handshake = h
+                h.start()
+            }
+        }
+        connector?.start()
+    }
+
+    private func finish(_ result: Result<Stream, SessionError>) {
+        connector = nil
+        handshake = nil
+        let c = completion
+        completion = nil
+        c?(result)
+    }
 
     /// The completion will not run; a half-open connection is closed.
     public func cancel() {
+        completion = nil
         connector?.cancel()
         connector = nil
+        handshake?.cancel()
+        handshake = nil
+    }
+}
+
+/// `CONNECT target` to a parent proxy on a fresh connection to it; a 2xx answer makes the
+/// connection the tunnel (bytes after the answer stay in its input for the tunnel to relay).
+private final class ParentHandshake: StreamDelegate {
+    private let stream: Stream
+    private let target: OriginKey
+    private let parent: OriginKey
+    private let timeout: Double
+    private var completion: ((Result<Stream, SessionError>) -> Void)?
+    private var response = ResponseHead()
+
+    static let maxHeadBytes = 64 * 1024
+
+    init(stream: Stream, target: OriginKey, parent: OriginKey, timeout: Double,
+         completion: @escaping (Result<Stream, SessionError>) -> Void) {
+        self.stream = stream
+        self.target = target
+        self.parent = parent
+        self.timeout = timeout
+        self.completion = completion
+    }
+
+    func start() {
+        stream.delegate = self
+        let authority = target.description  // host:port, an IPv6 address in brackets
+        var w = MessageWriter(capacity: 64 + 2 * authority.utf8.count)
+        w.append("CONNECT ")
+        w.appendString(authority)
+        w.append(" HTTP/1.1\r\nHost: ")
+        w.appendString(authority)
+        w.append("\r\n\r\n")
+        stream.output.append(w.bytes)
+        // The parent's answer is awaited as long as an origin's would be.
+        stream.setTimeouts(read: timeout, write: timeout)
+        stream.enableReading()
+    }
+
+    func cancel() {
+        completion = nil
+        stream.close()
+    }
+
+    func streamReadable(_ stream: Stream) {
+        let input = stream.input
+        let parsed: Int?
+        do {
+            parsed = try input.withContiguousPrefix(maxBytes: ParentHandshake.maxHeadBytes) { bytes throws(HTTPWireError) in
+                try ResponseParser.parse(bytes, into: &response, requestMethod: .connect,
+                                         limits: HeadLimits(maxHeadBytes: ParentHandshake.maxHeadBytes))
+            }
+        } catch {
+            return fail(.invalidResponse(upstream: parent.description, error))
+        }
+        guard let length = parsed else {
+            if input.count >= ParentHandshake.maxHeadBytes { fail(.responseHeadTooLarge(upstream: parent.description)) }
+            return
+        }
+        input.drain(length)
+        if response.isInformational { return }  // e.g. 100: the final answer follows
+        guard (200..<300).contains(response.status) else {
+            return fail(.connectFailed(upstream: parent.description,
+                                       reason: "the parent proxy answered CONNECT \(target) with \(response.status)"))
+        }
+        stream.disableReading()
+        stream.setTimeouts(read: nil, write: nil)
+        let c = completion
+        completion = nil
+        c?(.success(stream))
+    }
+
+    func streamDrained(_ stream: Stream) {}
+
+    func stream(_ stream: Stream, event: StreamEvent) {
+        switch event {
+        case .connected: break
+        case .timeout: fail(.requestTimeout(upstream: parent.description))
+        case .endOfStream, .error: fail(.prematureClose(upstream: parent.description))
+        }
+    }
+
+    private func fail(_ error: SessionError) {
+        stream.close()
+        let c = completion
+        completion = nil
+        c?(.failure(error))
     }
 }

@@ -436,3 +436,39 @@ def test_parent_proxy_chain_adds_two_via_entries(larder_factory, origin):
     body = curl("-x", child.proxy_url, origin.url("/bytes/50000"))
     assert body.returncode == 0, body.stderr
     assert body.stdout == pattern(50000)
+
+
+def connect_through(lr, port, payload=b"through the chain"):
+    c = RawClient(lr.port, 15)
+    c.send(build_request("CONNECT", f"127.0.0.1:{port}", [("Host", f"127.0.0.1:{port}")]))
+    resp = c.response("CONNECT")
+    if resp.status != 200:
+        c.close()
+        return resp, None
+    c.sock.sendall(payload)
+    echoed = c.reader.read_exact(len(payload))
+    c.close()
+    return resp, echoed
+
+
+def test_connect_tunnels_go_through_the_parent_proxy(larder_factory, echo_server, workdir):
+    log = workdir / "parent.jsonl"
+    parent = larder_factory(config={"connect_ports": [echo_server.port], "access_log": str(log),
+                                    "access_log_format": "json"}, name="parent")
+    child = larder_factory(config={"connect_ports": [echo_server.port], "session": {"proxy": parent.proxy_url}},
+                           name="child")
+    resp, echoed = connect_through(child, echo_server.port)
+    assert resp.status == 200 and echoed == b"through the chain"
+    # The parent carried the tunnel: its access log has the CONNECT (written when the tunnel ended).
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and "CONNECT" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.1)
+    assert any(json.loads(line)["method"] == "CONNECT" for line in log.read_text().splitlines())
+
+
+def test_a_parent_refusing_the_connect_is_a_502_that_says_so(larder_factory, echo_server):
+    parent = larder_factory(config={"connect_ports": [443]}, name="parent")
+    child = larder_factory(config={"connect_ports": [echo_server.port], "session": {"proxy": parent.proxy_url}},
+                           name="child")
+    resp, _ = connect_through(child, echo_server.port)
+    assert resp.status == 502 and b"parent proxy answered CONNECT" in resp.body and b"403" in resp.body, resp.body
