@@ -191,3 +191,15 @@ def test_a_large_object_is_a_hit_right_after_its_download(larder_factory, origin
     assert again.status == 200 and again.body == pattern(size)
     assert methods(origin, "justdone") == ["GET"], cache_status(again)
     assert cache_status(again).startswith("larder; hit"), cache_status(again)
+
+
+def test_a_conditional_miss_does_not_stop_collapsing(larder, origin, workdir):
+    # A client revalidating its own copy (If-None-Match) on a Larder miss gets a 304, which is not
+    # stored; that must not mark a cacheable URL uncacheable for 30 s.
+    script(workdir, "pm304", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v1"')],
+           body_bytes=100_000, conditional=True)
+    url = origin.url("/res/pm304?delay=1")
+    r = proxy_exchange(larder.port, "GET", url, headers=[("If-None-Match", '"v1"')], timeout=20)
+    assert r.status == 304
+    statuses = [cache_status(x) for x in concurrently(5, lambda i: proxy_exchange(larder.port, "GET", url, timeout=20))]
+    assert sum("collapsed" in s for s in statuses) == 4, statuses

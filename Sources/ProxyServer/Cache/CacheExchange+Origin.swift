@@ -41,8 +41,9 @@ extension CacheExchange {
             if let f = inFlight {
                 if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
             }
-            if request.method == .get {
-                // Whether the URL's next misses may wait on each other (see `InFlightTable`).
+            if collapsible {
+                // Whether the URL's next misses may wait on each other (see `InFlightTable`). Only a
+                // fetch that could have been shared says so: a 304 or 206 a client asked for does not.
                 if shared == nil { table.markPass(primaryKey) } else { table.clearPass(primaryKey) }
             }
             return .forward

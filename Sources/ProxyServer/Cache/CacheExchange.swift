@@ -52,6 +52,9 @@ final class CacheExchange {
     /// A ranged miss fetching the whole object to store (`RangeRequest.fillsCache`); the client's
     /// range is cut from it as it streams (`RangeFill`).
     var rangeFill = false
+    /// A plain fetch of the whole response, one that could have been shared (`Collapse.eligibility`):
+    /// only its answer says whether the URL is worth collapsing (pass markers).
+    var collapsible = false
 
     init(primaryKey: [UInt8], scheme: String, host: [UInt8], path: [UInt8], origin: OriginKey,
          route: OutboundHead.Route, path pathRange: Range<Int>, phase: Phase) {

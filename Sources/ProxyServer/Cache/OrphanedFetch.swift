@@ -65,6 +65,11 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
+        // Nobody left to read it and nothing being stored (given up, e.g. the disk filled): stop.
+        if exchange.writer.map({ $0.isAbandoned }) ?? true, !(exchange.inFlight?.hasFollowers ?? false) {
+            source.drain(count)
+            return cancel()
+        }
         if exchange.tee(source, count: count) {
             pause(.followers)
             stallWatch.schedule(after: InFlightTable.stallTimeout)

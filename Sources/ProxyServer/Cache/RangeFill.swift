@@ -15,8 +15,8 @@ struct RangeFill {
     /// Body bytes received from the origin so far.
     var received = 0
 
-    /// A range that starts further in than this into an object the cache will not keep is asked of
-    /// the origin as the client sent it, rather than read through to its start.
+    /// A range that starts further in than this is asked of the origin as the client sent it, rather
+    /// than read through to its start; the whole object is still fetched for the store.
     static let readThroughLimit = 1 << 20
 
     enum Start {
@@ -24,7 +24,7 @@ struct RangeFill {
         case relayWhole
         /// The 206 or 416 head is written; cut the body with this.
         case cut(RangeFill)
-        /// Not worth reading through: ask the origin again with the client's `Range`.
+        /// Too far in to read through: ask the origin again with the client's `Range`.
         case askAgain
     }
 
@@ -36,8 +36,11 @@ struct RangeFill {
         let facts = EntryFacts.make(response: head, requestTime: ex.requestTime, responseTime: now, bodyLength: total,
                                     settings: worker.settings.cache.policy, override: nil)
         let decision = RangeRequest.decide(request: c.request, length: total, entry: facts)
-        if case .single(let start, _) = decision, ex.writer == nil, start > readThroughLimit { return .askAgain }
-        let stored = StoredHead.make(response: head, bodyLength: total, omitFields: ex.omitFields)
+        // Far in: the client gets its range from the origin at once rather than waiting for the
+        // read-through (a store goes on in the background).
+        if case .single(let start, _) = decision, start > readThroughLimit { return .askAgain }
+        // This client's own answer: none of the fields kept out of the shared entry are kept out here.
+        let stored = StoredHead.make(response: head, bodyLength: total, omitFields: [])
         guard let storedHead = CachedResponseWriter.parse(stored) else { return .relayWhole }
         let status = ex.status.serialized(cacheName: worker.settings.cache.cacheName)
         let viaName = worker.settings.viaName
@@ -46,7 +49,8 @@ struct RangeFill {
         switch decision {
         case .single(let start, let end):
             c.noteResponse(206)
-            CachedResponseWriter.partial(storedHead: storedHead, start: start, end: end, length: total, age: 0,
+            CachedResponseWriter.partial(storedHead: storedHead, start: start, end: end, length: total,
+                                         age: facts.currentAge(now: now),
                                          cacheStatus: status, keepAlive: c.context.keepAlive,
                                          clientVersion: c.request.version, viaName: viaName,
                                          personal: SetCookieLines.of(head), into: &c.writer)

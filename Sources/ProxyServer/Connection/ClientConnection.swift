@@ -248,7 +248,7 @@ final class ClientConnection: StreamDelegate {
             if !OfflineGuard.admits(request, on: self) { return }
             if destination.checkAccess,
                !AccessCheck.admits(host: destination.accessHost, port: destination.origin.port, on: self) { return }
-            worker.hosts.count(destination.keyedAs.host)
+            if !context.commitWaited { worker.hosts.count(destination.keyedAs.host) }  // once, if routed again
             if CacheFlow.answers(destination, request: request, on: self) { return }
             if OfflineGuard.refusesUncached(on: self) { return }
             OriginRelay.forward(self, to: destination.origin, route: destination.route, path: destination.path)

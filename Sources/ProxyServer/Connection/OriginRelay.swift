@@ -280,11 +280,16 @@ final class OriginRelay: SessionTaskDelegate {
                 if fill.clientDone { c.send(.answered) }  // a 416: nothing of the body is the client's
                 return
             case .askAgain:
-                // Too far in to read through for an object the cache will not keep.
+                // Too far in to read through: the client's range is asked for on its own, and a
+                // whole response being stored runs on without the client.
                 self.task = nil
-                task.cancel()
-                ex.endCollapse(failed: true, table: c.worker.inFlight)  // ends the fill's claim
-                ex.phase = .bypass
+                c.context.cache = nil
+                if let w = ex.writer, !w.isAbandoned {
+                    c.worker.adopt(OrphanedFetch(worker: c.worker, task: task, exchange: ex))
+                } else {
+                    task.cancel()
+                    ex.endCollapse(failed: true, table: c.worker.inFlight)  // ends the fill's claim
+                }
                 return OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
             }
         }
