@@ -4,30 +4,19 @@ import Logging
 import SessionClient
 import Statistics
 
-typealias ByteTunnel = Tunnel
-
 /// One client connection: the shell around `ConnectionMachine`. It turns stream callbacks into
 /// events, carries out the actions the machine answers with, and reads request heads. What
 /// answers a request lives elsewhere: `RequestRouter` (where it goes), `AccessCheck` (whether it
 /// may), `CacheFlow` (the cache's part), `OriginRelay`, `StoredBodySender` and `CollapseFollower`
 /// (the three ways an answer arrives), `ConnectHandler` (CONNECT and interception).
 final class ClientConnection: StreamDelegate {
-    /// The resources the machine's states own, for a live connection.
-    enum Live: ConnectionResources {
-        typealias Origin = OriginRelay
-        typealias StoredBody = StoredBodySender
-        typealias Follower = CollapseFollower
-        typealias Opener = TunnelOpener
-        typealias Tunnel = ByteTunnel
-    }
-
     /// The worker owns its connections and closes them all before it goes, so the reference needs
     /// no checking (a checked `unowned` costs an atomic pair on every use, many per request).
     unowned(unsafe) let worker: Worker
     /// Replaced once at most: by the TLS stream on the same socket when a CONNECT is intercepted.
     private(set) var stream: Stream
     let peer: SocketAddress
-    private(set) var machine: ConnectionMachine<Live>
+    private(set) var machine: ConnectionMachine<LiveConnection>
     var writer = MessageWriter(capacity: 2_048)
     var chunkWriter = MessageWriter(capacity: 16)
     private var deadline: Timer?
@@ -88,7 +77,7 @@ final class ClientConnection: StreamDelegate {
 
     // MARK: - Events and actions
 
-    func send(_ event: ConnectionEvent<Live>) {
+    func send(_ event: ConnectionEvent<LiveConnection>) {
         // A closed stream's buffers are gone (a tunnel closes it before it reports back).
         let levels = stream.isClosed ? Levels(input: 0, output: 0)
             : Levels(input: stream.input.count, output: stream.output.count)
