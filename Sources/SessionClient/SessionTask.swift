@@ -147,6 +147,9 @@ public final class SessionTask {
         stream.output.append(head)
         if !paused { stream.enableReading() }
         if hasBody { delegate?.taskCanSendBody(self) }
+        // The delegate may have cancelled the task (a request body it refused): the connection is
+        // closed and gone, and nothing more of it may be read.
+        guard state == .awaitingHead, connection === conn else { return }
         // Bytes that arrived while the connection sat idle were handled by the pool; anything in the
         // input now is an early answer.
         if stream.input.count > 0 { originReadable() }
