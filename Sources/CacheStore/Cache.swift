@@ -245,6 +245,7 @@ public final class CacheReader {
                 return .found(StoredResponse(key: key, record: o.record, body: .memory(o), tier: o.tier))
             }
         }
+        let removalsBefore = cache.pendingRemovals.snapshot()
         guard let spec = disk.spec(primary), spec.primaryKey == primaryKey else { return .uriMiss }
         let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
         let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
@@ -259,7 +260,10 @@ public final class CacheReader {
             guard r.primaryKey == primaryKey, r.secondaryKey == secondary else { return .varyMiss }
             record = r
         }
-        if cache.pendingRemovals.hides(primary: primary, storedAt: record.storedAt) { return .uriMiss }
+        if cache.pendingRemovals.hides(primary: primary, storedAt: record.storedAt)
+            || removalsBefore.map({ PendingRemovals.hides($0, primary: primary, storedAt: record.storedAt) }) == true {
+            return .uriMiss
+        }
         let found = StoredResponse(key: key, record: record,
                                    body: .disk(id: record.bodyID, length: record.bodyLength, chunkSize: record.chunkSize),
                                    tier: .allowed)

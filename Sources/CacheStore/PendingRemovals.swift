@@ -30,15 +30,25 @@ final class PendingRemovals: Sendable {
     /// Whether a record stored at `storedAt` under `primary` is about to be removed.
     func hides(primary: KeyDigest, storedAt: Int64) -> Bool {
         guard pending.load(ordering: .acquiring) > 0 else { return false }
-        return removals.withLock { table in
-            for r in table.keys {
-                switch r {
-                case .all: return true
-                case .url(let d): if d == primary { return true }
-                case .storedSince(let t): if storedAt >= t { return true }
-                }
+        return removals.withLock { table in PendingRemovals.hides(Array(table.keys), primary: primary, storedAt: storedAt) }
+    }
+
+    /// The removals pending now, nil when there are none. A lookup takes this before it reads the
+    /// disk and judges what it read against it too: a removal committed (and so no longer pending)
+    /// while the record was being read must still hide it, as the snapshot read was older.
+    func snapshot() -> [Removal]? {
+        guard pending.load(ordering: .acquiring) > 0 else { return nil }
+        return removals.withLock { Array($0.keys) }
+    }
+
+    static func hides(_ removals: [Removal], primary: KeyDigest, storedAt: Int64) -> Bool {
+        for r in removals {
+            switch r {
+            case .all: return true
+            case .url(let d): if d == primary { return true }
+            case .storedSince(let t): if storedAt >= t { return true }
             }
-            return false
         }
+        return false
     }
 }
