@@ -5,29 +5,10 @@ Each test runs the real binary against a scripted origin (``/res/NAME`` answers 
 ``res-NAME.json`` in the test's directory).
 """
 
-import json
-
 import pytest
 
-from helpers import RawClient, free_port, proxy_exchange
-
-
-def script(workdir, name, status=200, headers=(), body="hello", **extra):
-    spec = {"status": status, "headers": [list(h) for h in headers], "body": body}
-    spec.update(extra)
-    (workdir / f"res-{name}.json").write_text(json.dumps(spec))
-
-
-def get(lr, url, headers=(), method="GET"):
-    return proxy_exchange(lr.port, method, url, headers=headers, timeout=15)
-
-
-def fetches(origin, name):
-    return [r["method"] for r in origin.requests() if r.get("path", "").startswith(f"/res/{name}")]
-
-
-def cache_status(resp):
-    return resp.header("Cache-Status") or ""
+from helpers import RawClient, free_port
+from test_cache import cache_status, get, methods, script
 
 
 # --- Age -------------------------------------------------------------------------------------
@@ -42,7 +23,7 @@ def test_age_list_is_read_by_its_first_member_stale_on_arrival(larder, origin, w
     second = get(larder, url)
     assert second.body == b"aged"
     assert "fwd=stale" in cache_status(second), cache_status(second)
-    assert fetches(origin, "agelist") == ["GET", "HEAD"]
+    assert methods(origin, "agelist") == ["GET", "HEAD"]
 
 
 def test_age_list_with_a_small_first_member_is_fresh(larder, origin, workdir):
@@ -52,7 +33,7 @@ def test_age_list_with_a_small_first_member_is_fresh(larder, origin, workdir):
     second = get(larder, url)
     assert second.body == b"young" and "; hit" in cache_status(second), cache_status(second)
     assert int(second.header("Age")) < 60
-    assert fetches(origin, "agelow") == ["GET"]
+    assert methods(origin, "agelow") == ["GET"]
 
 
 def test_first_of_two_age_lines_wins(larder, origin, workdir):
@@ -84,7 +65,7 @@ def test_vary_accept_encoding_spellings_share_a_variant(larder, origin, workdir,
     assert "fwd=uri-miss" in cache_status(first)
     second = get(larder, url, headers=[("Accept-Encoding", second_spelling)])
     assert second.body == b"coded" and "; hit" in cache_status(second), cache_status(second)
-    assert fetches(origin, "vae") == ["GET"]
+    assert methods(origin, "vae") == ["GET"]
 
 
 def test_vary_accept_language_order_and_case_share_a_variant(larder, origin, workdir):
@@ -95,7 +76,7 @@ def test_vary_accept_language_order_and_case_share_a_variant(larder, origin, wor
     assert "; hit" in cache_status(second), cache_status(second)
     different = get(larder, url, headers=[("Accept-Language", "en-GB, fr;q=0.9")])
     assert "; hit" not in cache_status(different), cache_status(different)
-    assert fetches(origin, "val") == ["GET", "GET"]
+    assert methods(origin, "val") == ["GET", "GET"]
 
 
 def test_vary_on_an_unknown_field_keeps_order_and_case_significant(larder, origin, workdir):
@@ -105,7 +86,7 @@ def test_vary_on_an_unknown_field_keeps_order_and_case_significant(larder, origi
     assert "; hit" in cache_status(get(larder, url, headers=[("X-Flavour", "a,b")]))
     assert "; hit" not in cache_status(get(larder, url, headers=[("X-Flavour", "b, a")]))
     assert "; hit" not in cache_status(get(larder, url, headers=[("X-Flavour", "A, B")]))
-    assert fetches(origin, "vxo") == ["GET", "GET", "GET"]
+    assert methods(origin, "vxo") == ["GET", "GET", "GET"]
 
 
 def test_collapsed_follower_with_another_spelling_shares_the_fetch(larder, origin, workdir):
@@ -119,7 +100,7 @@ def test_collapsed_follower_with_another_spelling_shares_the_fetch(larder, origi
         b.send(f"GET {url} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: BR,gzip\r\n\r\n".encode())
         ra, rb = a.response(), b.response()
     assert ra.body == b"slow" and rb.body == b"slow"
-    assert fetches(origin, "vcol") == ["GET"], cache_status(rb)
+    assert methods(origin, "vcol") == ["GET"], cache_status(rb)
 
 
 # --- Cache-Status on every response, under via_name ------------------------------------------
@@ -192,7 +173,7 @@ def test_only_if_cached_miss_504_carries_cache_status(larder_factory, origin, wo
     r = get(lr, origin.url("/res/oic"), headers=[("Cache-Control", "only-if-cached")])
     assert r.status == 504
     assert cache_status(r) == "edge-7; detail=only-if-cached", r.headers
-    assert fetches(origin, "oic") == []
+    assert methods(origin, "oic") == []
 
 
 def test_bad_cache_policy_header_400_carries_cache_status(larder_factory, origin):
