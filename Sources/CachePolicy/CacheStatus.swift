@@ -19,6 +19,20 @@ public struct CacheStatus: Sendable, Equatable {
         case bypass, method, uriMiss = "uri-miss", varyMiss = "vary-miss", miss, request, stale, partial
 
         /// The `fwd` value for a lookup that decided to fetch.
+        /// The raw value, without going through `String`.
+        var token: StaticString {
+            switch self {
+            case .bypass: return "bypass"
+            case .method: return "method"
+            case .uriMiss: return "uri-miss"
+            case .varyMiss: return "vary-miss"
+            case .miss: return "miss"
+            case .request: return "request"
+            case .stale: return "stale"
+            case .partial: return "partial"
+            }
+        }
+
         public init(_ reason: FetchReason) {
             switch reason {
             case .uriMiss: self = .uriMiss
@@ -53,49 +67,38 @@ public struct CacheStatus: Sendable, Equatable {
     ///
     /// Parameters in the order hit / fwd, fwd-status, stored, collapsed, ttl, detail (RFC 9211 §2).
     public func serialized(cacheName: CacheName) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(64)
-        out.append(contentsOf: cacheName.serialized)
-        if hit { Self.append("; hit", to: &out) }
+        var w = MessageWriter(capacity: 64)
+        write(cacheName: cacheName, into: &w)
+        return w.bytes
+    }
+
+    /// `serialized(cacheName:)` written straight into a head.
+    public func write(cacheName: CacheName, into w: inout MessageWriter) {
+        w.append(cacheName.serialized)
+        if hit { w.append("; hit") }
         if let forward {
-            Self.append("; fwd=", to: &out)
-            out.append(contentsOf: forward.rawValue.utf8)
+            w.append("; fwd=")
+            w.append(forward.token)
         }
         if let forwardStatus {
-            Self.append("; fwd-status=", to: &out)
-            Self.appendInteger(Int64(forwardStatus), to: &out)
+            w.append("; fwd-status=")
+            w.appendDecimal(forwardStatus)
         }
-        if stored { Self.append("; stored", to: &out) }
-        if collapsed { Self.append("; collapsed", to: &out) }
+        if stored { w.append("; stored") }
+        if collapsed { w.append("; collapsed") }
         if let ttl {
-            Self.append("; ttl=", to: &out)
-            Self.appendInteger(ttl, to: &out)
+            w.append("; ttl=")
+            w.appendDecimal(Int(ttl))
         }
         if let detail {
-            Self.append("; detail=", to: &out)
-            Self.appendTokenOrString(detail, to: &out)
-        }
-        return out
-    }
-
-    private static func append(_ text: StaticString, to out: inout [UInt8]) {
-        text.withUTF8Buffer { out.append(contentsOf: $0) }
-    }
-
-    private static func appendInteger(_ value: Int64, to out: inout [UInt8]) {
-        if value < 0 { out.append(0x2D) }
-        var magnitude = value.magnitude
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            var i = buffer.count
-            repeat {
-                i -= 1
-                buffer[i] = 0x30 + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[i...]))
+            w.append("; detail=")
+            if Self.isToken(detail) {
+                w.appendString(detail)
+            } else {
+                var quoted: [UInt8] = []
+                Self.appendTokenOrString(detail, to: &quoted)
+                w.append(quoted)
+            }
         }
     }
 

@@ -443,9 +443,9 @@ public final class DiskReader {
     }
 
     public func spec(_ primary: KeyDigest) -> VariantSpec? {
-        var k: [UInt8] = []
-        primary.append(to: &k)
-        return read { txn in lookUp(txn, store.variants, k).flatMap { RecordCodec.variant($0.bytes) } }
+        primary.withBytes { k in
+            read { txn in lookUp(txn, store.variants, k).flatMap { RecordCodec.variant($0.bytes) } }
+        }
     }
 
     /// What is stored under `key`: a record, nothing, or bytes that fail to decode (damaged: the

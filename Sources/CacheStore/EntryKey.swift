@@ -34,6 +34,12 @@ public struct KeyDigest: Hashable, Sendable {
         out.appendBigEndian(high)
         out.appendBigEndian(low)
     }
+
+    /// The bytes `append(to:)` writes, on the stack: a lookup key without an allocation.
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        var bigEndian = (high.bigEndian, low.bigEndian)
+        return withUnsafeBytes(of: &bigEndian) { body($0) }
+    }
 }
 
 /// Identifies one stored variant: the URL's digest and the Vary-selected request fields' digest.

@@ -105,11 +105,13 @@ struct WriteTransaction: ~Copyable {
 
 /// The value under `key`, pointing into the map: valid until `txn` ends or writes again.
 func lookUp(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) -> MDB_val? {
-    key.withUnsafeBytes { raw -> MDB_val? in
-        var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
-        var v = MDB_val()
-        return mdb_get(txn, dbi, &k, &v) == 0 ? v : nil
-    }
+    key.withUnsafeBytes { lookUp(txn, dbi, $0) }
+}
+
+func lookUp(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: UnsafeRawBufferPointer) -> MDB_val? {
+    var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+    var v = MDB_val()
+    return mdb_get(txn, dbi, &k, &v) == 0 ? v : nil
 }
 
 /// Cursor walk shared by read and write transactions.

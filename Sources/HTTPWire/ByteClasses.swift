@@ -64,18 +64,64 @@ func isSubDelim(_ b: UInt8) -> Bool {
 func isFieldVChar(_ b: UInt8) -> Bool { b > 0x20 && b != 0x7F }
 
 /// Whether `buffer[start..<end]` equals `literal`, ASCII case-insensitively on both sides.
+/// Eight bytes at a time: field names and tokens are compared on every head.
 @inlinable
 public func equalsIgnoringCase(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
     let count = end - start
     guard count == literal.utf8CodeUnitCount else { return false }
-    return literal.withUTF8Buffer { lit in
-        var i = 0
-        while i < count {
-            if asciiLower(buffer[start + i]) != asciiLower(lit[i]) { return false }
-            i += 1
+    guard count > 0, let base = buffer.baseAddress else { return count == 0 }
+    guard literal.hasPointerRepresentation else {
+        return literal.withUTF8Buffer { lit in
+            (0..<count).allSatisfy { asciiLower(buffer[start + $0]) == asciiLower(lit[$0]) }
         }
-        return true
     }
+    let a = base + start
+    let b = UnsafeRawPointer(literal.utf8Start)
+    if count >= 8 {
+        var i = 0
+        while true {
+            // The last word overlaps the one before when count is not a multiple of 8.
+            let at = Swift.min(i, count - 8)
+            let x = a.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+            let y = b.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+            if x != y, asciiLowered(x) != asciiLowered(y) { return false }
+            i += 8
+            if i >= count { return true }
+        }
+    }
+    var i = 0
+    while i < count {
+        let x = a.load(fromByteOffset: i, as: UInt8.self)
+        let y = b.load(fromByteOffset: i, as: UInt8.self)
+        if x != y, asciiLower(x) != asciiLower(y) { return false }
+        i += 1
+    }
+    return true
+}
+
+/// `asciiLower` of each of the eight bytes of `word`: bytes `A`...`Z` get bit 0x20 set, no other
+/// byte changes (none carries into its neighbour: each sum stays below 0x100).
+@inlinable
+func asciiLowered(_ word: UInt64) -> UInt64 {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let low7 = word & (0x7F &* ones)
+    let atLeastA = low7 &+ (0x80 &- 0x41) &* ones   // high bit set where the byte is >= "A"
+    let aboveZ = low7 &+ (0x80 &- 0x5B) &* ones     // high bit set where the byte is > "Z"
+    let upper = atLeastA & ~aboveZ & ~word & (0x80 &* ones)
+    return word | (upper >> 2)
+}
+
+/// Whether any of the eight bytes of `word` is below 0x20 (HTAB, CR and LF included) or DEL: a
+/// word without one is all field-value bytes and spaces. Exact (borrows only ever spill into
+/// bytes above one that already answers yes).
+@inlinable
+func hasControlByte(_ word: UInt64) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let high: UInt64 = 0x80 &* ones
+    let below20 = (word &- 0x20 &* ones) & ~word & high
+    let del = word ^ (0x7F &* ones)
+    let isDel = (del &- ones) & ~del & high
+    return (below20 | isDel) != 0
 }
 
 /// Walks a comma-separated list (RFC 9110 §5.6.1) in `buffer[start..<end]`, calling `body` with each

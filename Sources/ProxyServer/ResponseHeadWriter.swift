@@ -13,6 +13,13 @@ enum ClientFraming: Equatable {
     case untilClose
 }
 
+/// The `Cache-Status` of a forwarded head: serialized already, or written from the status as the
+/// head is (no array of its own on the forwarding path).
+enum CacheStatusField {
+    case bytes([UInt8])
+    case status(CacheStatus, CacheName)
+}
+
 /// Writes response heads towards clients: the origin's fields minus hop-by-hop ones, plus our own
 /// framing, `Connection` and `Via`.
 enum ResponseHeadWriter {
@@ -28,7 +35,7 @@ enum ResponseHeadWriter {
     /// `sharedWithout`: the response is another client's, shared (request collapsing): its
     /// `Set-Cookie` fields and these qualified fields stay out.
     static func write(_ response: ResponseHead, framing: ClientFraming, keepAlive: Bool,
-                      clientVersion: HTTPVersion, viaName: [UInt8], upgrade: Bool, cacheStatus: [UInt8]? = nil,
+                      clientVersion: HTTPVersion, viaName: [UInt8], upgrade: Bool, cacheStatus: CacheStatusField? = nil,
                       sharedWithout: [[UInt8]]? = nil, into w: inout MessageWriter) {
         let headers = response.headers
         w.append("HTTP/1.1 ")
@@ -55,9 +62,12 @@ enum ResponseHeadWriter {
         w.append(response.version == .http10 ? "1.0 " : "1.1 ")
         w.append(viaName)
         w.append("\r\n")
-        if let cs = cacheStatus {
+        if let cacheStatus {
             w.append("Cache-Status: ")
-            w.append(cs)
+            switch cacheStatus {
+            case .bytes(let serialized): w.append(serialized)
+            case .status(let status, let name): status.write(cacheName: name, into: &w)
+            }
             w.append("\r\n")
         }
         if framing == .chunked { w.append("Transfer-Encoding: chunked\r\n") }
@@ -182,13 +192,13 @@ enum LocalResponse {
         body.append("\r\n")
         w.appendStatusLine(200, reason: "OK")
         w.append("Content-Type: message/http\r\nContent-Length: ")
-        w.appendDecimal(body.bytes.count)
+        w.appendDecimal(body.count)
         w.append("\r\nCache-Status: ")
         w.append(cacheStatus)
         w.append("\r\n")
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
-        w.append(body.bytes)
+        body.withBytes { w.append($0) }
     }
 
     /// OPTIONS with `Max-Forwards: 0` (or `OPTIONS *`): what this proxy supports.

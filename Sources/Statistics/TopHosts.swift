@@ -13,21 +13,41 @@ public final class TopHosts: @unchecked Sendable {
     private var counts: [String: UInt64] = [:]
     private let snapshot = Locked<[(host: String, requests: UInt64)]>([])
 
+    /// Requests for the same host as the one before are added up here and counted in one step
+    /// when another host comes or the counts are published: a comparison instead of hashing the
+    /// name into the table on every request.
+    private var lastHost = ""
+    private var lastHostRequests: UInt64 = 0
+
     public init() {}
 
     public func count(_ host: String) {
-        if let n = counts[host] {
-            counts[host] = n &+ 1
+        if lastHostRequests > 0, host == lastHost {
+            lastHostRequests &+= 1
+            return
+        }
+        flushLastHost()
+        lastHost = host
+        lastHostRequests = 1
+    }
+
+    private func flushLastHost() {
+        guard lastHostRequests > 0 else { return }
+        let (host, n) = (lastHost, lastHostRequests)
+        lastHostRequests = 0
+        if let had = counts[host] {
+            counts[host] = had &+ n
         } else if counts.count < TopHosts.capacity {
-            counts[host] = 1
+            counts[host] = n
         } else if let least = counts.min(by: { $0.value < $1.value }) {
             counts[least.key] = nil
-            counts[host] = least.value &+ 1
+            counts[host] = least.value &+ n
         }
     }
 
     /// On the counting thread: makes the current top hosts readable elsewhere.
     public func publish() {
+        flushLastHost()
         let top = counts.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
             .prefix(TopHosts.published).map { (host: $0.key, requests: $0.value) }
         snapshot.withLock { $0 = Array(top) }

@@ -83,10 +83,31 @@ struct MessageWriterTests {
         wire("!").withUnsafeBytes { w.append($0) }
         w.append("\r\n")
         #expect(w.bytes == wire("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nX: abé!\r\n"))
-        let capacity = w.bytes.capacity
+        let capacity = w.capacity
         w.reset()
         #expect(w.bytes.isEmpty)
-        #expect(w.bytes.capacity == capacity)
+        #expect(w.capacity == capacity)
+    }
+
+    @Test("copies do not see each other's writes, and growth keeps what was written")
+    func copyOnWrite() {
+        var a = MessageWriter(capacity: 4)
+        a.append("abc")
+        var b = a
+        b.append("def")
+        a.append("X")
+        #expect(a.bytes == wire("abcX"))
+        #expect(b.bytes == wire("abcdef"))
+        var c = b
+        c.reset()
+        c.append("zz")
+        #expect(b.bytes == wire("abcdef"))
+        #expect(c.bytes == wire("zz"))
+        var big = MessageWriter(capacity: 1)
+        for i in 0..<1_000 { big.appendDecimal(i % 10) }
+        #expect(big.count == 1_000)
+        #expect(big.bytes == (0..<1_000).map { UInt8(0x30 + $0 % 10) })
+        big.withBytes { #expect($0.count == 1_000) }
     }
 
     @Test("chunk framing")

@@ -41,7 +41,8 @@ def callgrind_total(path):
 
 
 def dump(pid, out_prefix):
-    """Writes a callgrind dump of the costs since the last zeroing or dump; returns its total."""
+    """Writes a callgrind dump of the costs since the last zeroing or dump; returns its total.
+    With LARDER_PROFILE_DIR set, the dump is also copied there."""
     before = set(glob.glob(f"{out_prefix}*"))
     subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True, timeout=60)
     deadline = time.monotonic() + 30
@@ -49,6 +50,10 @@ def dump(pid, out_prefix):
         fresh = sorted(set(glob.glob(f"{out_prefix}*")) - before)
         if fresh:
             time.sleep(0.2)  # let callgrind finish writing it
+            keep = os.environ.get("LARDER_PROFILE_DIR")
+            if keep:  # for callgrind_annotate when a gate fails or a change is profiled
+                os.makedirs(keep, exist_ok=True)
+                shutil.copy(fresh[-1], keep)
             return callgrind_total(fresh[-1])
         time.sleep(0.1)
     raise AssertionError("callgrind wrote no dump")

@@ -16,13 +16,13 @@ enum CacheFlow {
         let worker = c.worker
         let named = destination.keyedAs
         let pathRange = destination.path
+        let host = Array(named.host.utf8)
         let (primaryKey, path) = request.headers.withBytes(request.target) { t -> ([UInt8], [UInt8]) in
             let p = UnsafeRawBufferPointer(rebasing: t[pathRange])
-            return (CacheKey.primary(scheme: named.scheme, host: Array(named.host.utf8), port: named.port, pathAndQuery: p),
-                    Array(p))
+            return (CacheKey.primary(scheme: named.scheme, host: host, port: named.port, pathAndQuery: p), Array(p))
         }
         let scheme = named.scheme == .https ? "https" : "http"
-        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: Array(named.host.utf8), path: path,
+        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, path: path,
                                      origin: destination.origin, route: destination.route, path: pathRange, phase: .fetching)
         let now = worker.clock.wallSeconds
         exchange.requestTime = now
@@ -220,7 +220,7 @@ enum CacheFlow {
             CachedResponseWriter.notModified(storedHead: stored, age: age, cacheStatus: statusBytes,
                                              keepAlive: keepAlive, clientVersion: request.version,
                                              viaName: viaName, personal: ex.personalFields, into: &c.writer)
-            c.stream.output.append(c.writer.bytes)
+            c.writer.withBytes { c.stream.output.append($0) }
             c.context.cache = nil
             c.send(.answered)
             return true
@@ -275,7 +275,7 @@ enum CacheFlow {
                                       clientVersion: request.version, viaName: viaName,
                                       personal: ex.personalFields, into: &c.writer)
         }
-        c.stream.output.append(c.writer.bytes)
+        c.writer.withBytes { c.stream.output.append($0) }
         c.context.cache = nil
         if request.method == .head || bodyCount == 0 {
             c.send(.answered)

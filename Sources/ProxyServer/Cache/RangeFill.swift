@@ -63,7 +63,7 @@ struct RangeFill {
         case .full, .passToOrigin:
             return .relayWhole
         }
-        c.stream.output.append(c.writer.bytes)
+        c.writer.withBytes { c.stream.output.append($0) }
         c.context.responseStarted = true
         c.context.framing = .contentLength
         return .cut(fill)

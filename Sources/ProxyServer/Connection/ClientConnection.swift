@@ -266,7 +266,7 @@ final class ClientConnection: StreamDelegate {
             LocalResponse.options(close: !context.keepAlive, cacheStatus: worker.settings.localAnswers.local(200),
                                   into: &writer)
         }
-        stream.output.append(writer.bytes)
+        writer.withBytes { stream.output.append($0) }
         send(.answered)
     }
 
@@ -283,7 +283,7 @@ final class ClientConnection: StreamDelegate {
         noteResponse(status)
         LocalResponse.error(status, reason, close: true, cacheStatus: worker.settings.localAnswers.local(status),
                             into: &writer)
-        stream.output.append(writer.bytes)
+        writer.withBytes { stream.output.append($0) }
         context.log.bytes += reason.utf8.count + 1  // the body: the reason and a newline
         send(.refused)
     }
@@ -301,7 +301,7 @@ final class ClientConnection: StreamDelegate {
                             extraField: extraField,
                             cacheStatus: cacheStatus ?? (context.upstream == nil ? answers.local(status)
                                 : answers.originError(after: context.cache?.status)), into: &writer)
-        stream.output.append(writer.bytes)
+        writer.withBytes { stream.output.append($0) }
         if request.method != .head { context.log.bytes += reason.utf8.count + 1 }
         send(.answered)
     }

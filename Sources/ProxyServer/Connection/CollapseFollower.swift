@@ -61,9 +61,9 @@ final class CollapseFollower {
                 ResponseHeadWriter.write(head, framing: framing, keepAlive: c.context.keepAlive,
                                          clientVersion: c.request.version, viaName: c.worker.settings.viaName,
                                          upgrade: false,
-                                         cacheStatus: exchange.status.serialized(cacheName: c.worker.settings.cache.cacheName),
+                                         cacheStatus: .status(exchange.status, c.worker.settings.cache.cacheName),
                                          sharedWithout: shared.omitFields, into: &c.writer)
-                c.stream.output.append(c.writer.bytes)
+                c.writer.withBytes { c.stream.output.append($0) }
                 c.context.responseStarted = true
                 c.noteResponse(head.status)
             }
@@ -78,7 +78,7 @@ final class CollapseFollower {
             if chunked {
                 c.chunkWriter.reset()
                 c.chunkWriter.appendChunkHeader(size: bytes.count)
-                out.append(c.chunkWriter.bytes)
+                c.chunkWriter.withBytes { out.append($0) }
                 out.append(bytes)
                 out.append(ChunkedFraming.chunkEnd)
             } else {

@@ -36,7 +36,7 @@ enum ConnectHandler {
                 c.worker.stats.add(Count.originError(error))
                 LocalResponse.error(error.status, error.message, close: true,
                                     cacheStatus: c.worker.settings.localAnswers.originError(after: nil), into: &c.writer)
-                c.stream.output.append(c.writer.bytes)
+                c.writer.withBytes { c.stream.output.append($0) }
                 c.send(.closeAfterAnswer)
             }
         }

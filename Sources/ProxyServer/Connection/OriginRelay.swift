@@ -199,7 +199,7 @@ final class OriginRelay: SessionTaskDelegate {
                     }
                     c.chunkWriter.reset()
                     c.chunkWriter.appendChunkHeader(size: n)
-                    out.append(c.chunkWriter.bytes)
+                    c.chunkWriter.withBytes { out.append($0) }
                     out.move(n, from: input)
                     out.append(ChunkedFraming.chunkEnd)
                 case .done(let n):
@@ -249,7 +249,7 @@ final class OriginRelay: SessionTaskDelegate {
         c.writer.reset()
         ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: c.request.version,
                                  viaName: c.worker.settings.viaName, upgrade: false, into: &c.writer)
-        c.stream.output.append(c.writer.bytes)
+        c.writer.withBytes { c.stream.output.append($0) }
     }
 
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
@@ -263,7 +263,7 @@ final class OriginRelay: SessionTaskDelegate {
             c.writer.reset()
             ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: c.request.version,
                                      viaName: c.worker.settings.viaName, upgrade: true, into: &c.writer)
-            c.stream.output.append(c.writer.bytes)
+            c.writer.withBytes { c.stream.output.append($0) }
             return ConnectHandler.startTunnel(upgraded, on: c)
         }
         if CacheFlow.takesResponse(head, on: c) {
@@ -302,12 +302,12 @@ final class OriginRelay: SessionTaskDelegate {
             : ResponseHeadWriter.framing(for: head, clientVersion: c.request.version)
         c.context.framing = framing
         if framing == .untilClose { c.context.keepAlive = false }
-        let cacheStatus = c.context.cache?.status.serialized(cacheName: c.worker.settings.cache.cacheName)
-            ?? c.worker.settings.localAnswers.forwardedForMethod(originStatus: head.status)
+        let cacheStatus: CacheStatusField = c.context.cache.map { .status($0.status, c.worker.settings.cache.cacheName) }
+            ?? .bytes(c.worker.settings.localAnswers.forwardedForMethod(originStatus: head.status))
         c.writer.reset()
         ResponseHeadWriter.write(head, framing: framing, keepAlive: c.context.keepAlive, clientVersion: c.request.version,
                                  viaName: c.worker.settings.viaName, upgrade: false, cacheStatus: cacheStatus, into: &c.writer)
-        c.stream.output.append(c.writer.bytes)
+        c.writer.withBytes { c.stream.output.append($0) }
         c.context.responseStarted = true
     }
 
@@ -339,7 +339,7 @@ final class OriginRelay: SessionTaskDelegate {
         case .chunked:
             c.chunkWriter.reset()
             c.chunkWriter.appendChunkHeader(size: count)
-            out.append(c.chunkWriter.bytes)
+            c.chunkWriter.withBytes { out.append($0) }
             out.move(count, from: source)
             out.append(ChunkedFraming.chunkEnd)
         case .contentLength, .untilClose:

@@ -1,0 +1,69 @@
+import Testing
+@testable import HTTPWire
+
+/// The word-at-a-time helpers against their byte-at-a-time definitions: every byte value in every
+/// position of a word, next to neighbours that could borrow or carry into it.
+@Suite("Byte classes, eight at a time")
+struct ByteClassesTests {
+    static let neighbours: [UInt8] = [0x00, 0x09, 0x1F, 0x20, 0x41, 0x5A, 0x5B, 0x61, 0x7E, 0x7F, 0x80, 0xC0, 0xFF]
+
+    static func words(_ check: (UInt64, [UInt8]) -> Void) {
+        for position in 0..<8 {
+            for fill in neighbours {
+                for b in 0...255 {
+                    var bytes = [UInt8](repeating: fill, count: 8)
+                    bytes[position] = UInt8(b)
+                    let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                    check(word, bytes)
+                }
+            }
+        }
+    }
+
+    @Test func lowersExactlyTheUppercaseLetters() {
+        Self.words { word, bytes in
+            let lowered = withUnsafeBytes(of: asciiLowered(word)) { Array($0) }
+            #expect(lowered == bytes.map(asciiLower))
+        }
+    }
+
+    @Test func findsEveryControlByteAndNothingElse() {
+        Self.words { word, bytes in
+            #expect(hasControlByte(word) == bytes.contains { $0 < 0x20 || $0 == 0x7F })
+        }
+    }
+
+    @Test("equalsIgnoringCase across lengths and word boundaries",
+          arguments: ["a", "host", "upgrade", "content-", "connection", "content-length", "transfer-encoding",
+                      "x-a-rather-long-field-name-1"])
+    func equalsIgnoringCaseAgreesWithByteComparison(_ name: String) {
+        let literal: StaticString
+        switch name {
+        case "a": literal = "a"
+        case "host": literal = "host"
+        case "upgrade": literal = "upgrade"
+        case "content-": literal = "content-"
+        case "connection": literal = "connection"
+        case "content-length": literal = "content-length"
+        case "transfer-encoding": literal = "transfer-encoding"
+        default: literal = "x-a-rather-long-field-name-1"
+        }
+        let exact = Array(name.utf8)
+        var candidates: [[UInt8]] = [exact, exact.map { $0 &- 0x41 < 26 || $0 &- 0x61 < 26 ? $0 ^ 0x20 : $0 },
+                                     Array(exact.dropLast()), exact + [0x61]]
+        for i in exact.indices {
+            for replacement: UInt8 in [0x00, 0x0D, 0x40, 0x60, 0x7B, 0xC1, exact[i] ^ 0x20, exact[i] ^ 0x01] {
+                var c = exact
+                c[i] = replacement
+                candidates.append(c)
+            }
+        }
+        for c in candidates {
+            let padded = [0x20] + c + [0x20]
+            let expected = c.count == exact.count && zip(c, exact).allSatisfy { asciiLower($0) == asciiLower($1) }
+            padded.withUnsafeBytes { p in
+                #expect(equalsIgnoringCase(p, 1, 1 + c.count, literal) == expected, "\(c)")
+            }
+        }
+    }
+}
