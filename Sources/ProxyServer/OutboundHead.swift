@@ -137,6 +137,7 @@ struct OutboundHead {
 /// The authority (`host[:port]`) for a target, brackets around IPv6, default ports elided.
 func authorityBytes(host: [UInt8], port: Int, scheme: URIScheme) -> [UInt8] {
     var out: [UInt8] = []
+    out.reserveCapacity(host.count + 8)  // brackets, ":" and five digits: one allocation
     let isV6 = host.contains(UInt8(ascii: ":"))
     if isV6 { out.append(UInt8(ascii: "[")) }
     out.append(contentsOf: host)
@@ -144,7 +145,14 @@ func authorityBytes(host: [UInt8], port: Int, scheme: URIScheme) -> [UInt8] {
     let defaultPort = scheme == .https ? 443 : 80
     if port != defaultPort {
         out.append(UInt8(ascii: ":"))
-        out.append(contentsOf: Array(String(port).utf8))
+        var divisor = 1
+        while divisor * 10 <= port { divisor *= 10 }
+        var rest = port
+        while divisor > 0 {
+            out.append(0x30 + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
     }
     return out
 }

@@ -162,11 +162,16 @@ import Testing
         let table = InFlightTable(clock: clock)
         let key = Array("http://a/x".utf8)
         table.markPass(key)
-        guard case .pass = table.join(key: key, participant: handle, now: 0) else {
-            Issue.record("a marked URL is fetched alone")
+        guard case .pass(renew: false) = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("a marked URL is fetched alone, its fresh marker not renewed")
             return
         }
-        clock.advance(by: InFlightTable.passFor)
+        clock.advance(by: InFlightTable.passRenewAfter + 1)
+        guard case .pass(renew: true) = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("an older marker is renewed by the next answer not stored")
+            return
+        }
+        clock.advance(by: InFlightTable.passFor - (InFlightTable.passRenewAfter + 1))
         guard case .lead(let fetch) = table.join(key: key, participant: handle, now: 0) else {
             Issue.record("an expired marker is forgotten")
             return

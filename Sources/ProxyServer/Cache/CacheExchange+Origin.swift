@@ -41,10 +41,11 @@ extension CacheExchange {
             if let f = inFlight {
                 if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
             }
-            if collapsible {
-                // Whether the URL's next misses may wait on each other (see `InFlightTable`). Only a
-                // fetch that could have been shared says so: a 304 or 206 a client asked for does not.
-                if shared == nil { table.markPass(primaryKey) } else { table.clearPass(primaryKey) }
+            // Whether the URL's next misses may wait on each other (see `InFlightTable`).
+            switch passMarking {
+            case .none: break
+            case .markOrClear: if shared == nil { table.markPass(primaryKey) } else { table.clearPass(primaryKey) }
+            case .clearIfStored: if shared != nil { table.clearPass(primaryKey) }
             }
             return .forward
         case .bypass:

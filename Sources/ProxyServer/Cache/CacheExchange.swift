@@ -52,9 +52,8 @@ final class CacheExchange {
     /// A ranged miss fetching the whole object to store (`RangeRequest.fillsCache`); the client's
     /// range is cut from it as it streams (`RangeFill`).
     var rangeFill = false
-    /// A plain fetch of the whole response, one that could have been shared (`Collapse.eligibility`):
-    /// only its answer says whether the URL is worth collapsing (pass markers).
-    var collapsible = false
+    /// What this fetch's answer does to the URL's pass marker (`InFlightTable`).
+    var passMarking = PassMarking.none
 
     init(primaryKey: [UInt8], scheme: String, host: [UInt8], path: [UInt8], origin: OriginKey,
          route: OutboundHead.Route, path pathRange: Range<Int>, phase: Phase) {
@@ -106,4 +105,15 @@ extension CacheExchange {
         f.finish(failed: failed)
         table.remove(f)
     }
+}
+
+/// A plain fetch of the whole response, one that could have been shared (`Collapse.eligibility`),
+/// says with its answer whether the URL is worth collapsing: not stored, it marks the URL pass;
+/// stored or shared, it clears the marker. Other fetches (a 304 or 206 a client asked for) say
+/// nothing.
+enum PassMarking {
+    case none
+    case markOrClear
+    /// The URL's marker is recent: an answer not stored leaves it as it is.
+    case clearIfStored
 }

@@ -105,13 +105,13 @@ enum CacheFlow {
             c.noteLookup(.lookupMiss)
             if reason != .request, RangeRequest.fillsCache(request, facts: facts), worker.inFlight.beginFill(primaryKey) {
                 exchange.rangeFill = true
-                exchange.collapsible = true
+                exchange.passMarking = .markOrClear
                 return false
             }
             if case .collapse = Collapse.eligibility(enabled: worker.settings.cache.collapseRequests, reason: reason,
                                                      request: facts, hasBody: request.framing != .none,
                                                      upgradeRequested: request.upgradeRequested) {
-                exchange.collapsible = true
+                exchange.passMarking = .markOrClear
                 return CollapseFollower.join(exchange, on: c)
             }
             return false

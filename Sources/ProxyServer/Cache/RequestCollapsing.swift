@@ -31,6 +31,9 @@ final class InFlightTable: Sendable {
 
     /// How long a URL stays marked uncacheable after a response that was not stored.
     static let passFor = 30.0
+    /// A marker younger than this is not renewed by another answer that was not stored: a URL
+    /// forwarded thousands of times a second writes its marker a few times a minute, not each time.
+    static let passRenewAfter = 5.0
     /// URLs remembered as uncacheable at most; expired markers go first, then any.
     static let passCapacity = 10_000
 
@@ -53,13 +56,14 @@ final class InFlightTable: Sendable {
         case follow(InFlightFetch, id: Int)
         /// A fetch for the URL is under way but too far along to join.
         case alone
-        /// The URL's last response was not stored: fetch on your own.
-        case pass
+        /// The URL's last response was not stored: fetch on your own. `renew`: the marker is old
+        /// enough that another answer not stored should write it again.
+        case pass(renew: Bool)
     }
 
     /// Leads a fetch of `key`, or follows the one under way.
     func join(key: [UInt8], participant: ParticipantHandle, now: Double) -> Role {
-        if isPass(key) { return .pass }
+        if let left = passLeft(key) { return .pass(renew: left < InFlightTable.passFor - InFlightTable.passRenewAfter) }
         return fetches.withLock { table in
             if let existing = table[ByteKey(key)] {
                 if let id = existing.addFollower(participant, now: now) { return .follow(existing, id: id) }
@@ -120,12 +124,16 @@ final class InFlightTable: Sendable {
         }
     }
 
-    func isPass(_ key: [UInt8]) -> Bool {
+    func isPass(_ key: [UInt8]) -> Bool { passLeft(key) != nil }
+
+    /// Seconds until `key`'s pass marker expires; nil when it has none (an expired one is dropped).
+    func passLeft(_ key: [UInt8]) -> Double? {
         passes.withLock { p in
-            guard !p.isEmpty, let until = p[ByteKey(key)] else { return false }
-            if until > clock.monotonic { return true }
+            guard !p.isEmpty, let until = p[ByteKey(key)] else { return nil }
+            let left = until - clock.monotonic
+            if left > 0 { return left }
             p[ByteKey(key)] = nil
-            return false
+            return nil
         }
     }
 }

@@ -28,7 +28,10 @@ final class CollapseFollower {
         case .lead(let fetch):
             exchange.inFlight = fetch
             return false
-        case .alone, .pass:
+        case .alone:
+            return false
+        case .pass(let renew):
+            if !renew { exchange.passMarking = .clearIfStored }
             return false
         case .follow(let fetch, let id):
             c.noteLookup(.collapsedRequests)
