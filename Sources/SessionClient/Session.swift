@@ -22,6 +22,8 @@ public final class Session {
     /// Client TLS settings for https origins.
     let tls: TLSClientContext
     private var pools: [OriginKey: HostPool] = [:]
+    /// Every task's `timeoutIntervalForResource`, under one timer.
+    let deadlines: ResourceDeadlines
     /// Consulted after DNS for every address about to be connected to: nil allows it, a reason
     /// refuses it (deny-lists, the proxy's own listeners). Addresses refused are skipped; when
     /// none is left the task fails with `destinationDenied`.
@@ -43,6 +45,7 @@ public final class Session {
     public init(loop: EventLoop, configuration: SessionConfiguration) throws(SetupError) {
         self.loop = loop
         self.configuration = configuration
+        deadlines = ResourceDeadlines(loop: loop, interval: configuration.timeoutIntervalForResource)
         do {
             tls = try TLSClientContext(minimumVersion: configuration.tlsMinimumVersion,
                                        maximumVersion: configuration.tlsMaximumVersion,

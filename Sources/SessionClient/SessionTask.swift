@@ -20,6 +20,8 @@ public final class SessionTask {
     }
 
     private unowned let session: Session
+    /// The session's, held so that a task freed after its session can still leave the list.
+    private let deadlines: ResourceDeadlines
     public let origin: OriginKey
     public let method: HTTPMethod
     private let head: [UInt8]
@@ -46,11 +48,16 @@ public final class SessionTask {
     private var framing = BodyFraming.none
     private var remaining = 0
     private var decoder = ChunkedDecoder()
-    private var resourceTimer: Timer?
+    /// `timeoutIntervalForResource`, kept by the session's `ResourceDeadlines`.
+    var hasDeadline = false
+    var deadline = 0.0
+    unowned(unsafe) var olderByDeadline: SessionTask?
+    unowned(unsafe) var newerByDeadline: SessionTask?
 
     init(session: Session, origin: OriginKey, method: HTTPMethod, head: [UInt8], hasBody: Bool,
          isIdempotent: Bool, expectsContinue: Bool, delegate: any SessionTaskDelegate) {
         self.session = session
+        deadlines = session.deadlines
         self.origin = origin
         self.method = method
         self.head = head
@@ -59,6 +66,16 @@ public final class SessionTask {
         self.awaitingContinue = hasBody && expectsContinue
         self.delegate = delegate
         bodyFinished = !hasBody
+    }
+
+    deinit {
+        // Freed without ending (its owner let it go unfinished): it must not stay listed.
+        if hasDeadline { deadlines.remove(self) }
+    }
+
+    /// The whole exchange took longer than `timeoutIntervalForResource`.
+    func resourceDeadlinePassed() {
+        fail(.resourceTimeout(upstream: origin.description))
     }
 
     /// Whether the response came over a connection that had served earlier requests.
@@ -76,11 +93,7 @@ public final class SessionTask {
     public func resume() {
         guard state == .created else { return }
         if session.offline { return fail(.offline(upstream: origin.description)) }
-        let t = Timer(loop: session.loop) { [unowned self] in
-            self.fail(.resourceTimeout(upstream: self.origin.description))
-        }
-        resourceTimer = t
-        t.schedule(after: session.configuration.timeoutIntervalForResource)
+        deadlines.add(self)
         let p = session.pool(for: origin)
         pool = p
         state = .waiting
@@ -109,7 +122,7 @@ public final class SessionTask {
         guard state != .finished else { return }
         let wasWaiting = state == .waiting
         state = .finished
-        resourceTimer?.cancel()
+        deadlines.remove(self)
         if let c = connection {
             connection = nil
             pool?.release(c, reusable: false)
@@ -237,7 +250,7 @@ public final class SessionTask {
         response.removeFieldsNominatedByConnection()
         if response.status == 101 {
             state = .upgraded
-            resourceTimer?.cancel()
+            deadlines.remove(self)
             delegate?.task(self, didReceiveResponse: response)
             return false
         }
@@ -329,7 +342,7 @@ public final class SessionTask {
     private func complete(reusable: Bool) {
         guard state != .finished else { return }
         state = .finished
-        resourceTimer?.cancel()
+        deadlines.remove(self)
         if let c = connection {
             connection = nil
             var reuse = reusable && bodyFinished && !paused
@@ -352,7 +365,7 @@ public final class SessionTask {
         guard state != .finished else { return }
         let wasWaiting = state == .waiting
         state = .finished
-        resourceTimer?.cancel()
+        deadlines.remove(self)
         if let c = connection {
             connection = nil
             pool?.release(c, reusable: false)

@@ -158,6 +158,33 @@ import Testing
         origin.close()
     }
 
+    @Test func resourceDeadlinesFollowEachTaskNotTheFirstOne() throws {
+        let loop = EventLoop()
+        // "/fast" is answered, anything else never.
+        let origin = try TestOrigin(loop: loop) { _, head in head.hasPrefix("GET /fast") ? response("ok") : nil }
+        let session = makeSession(loop) {
+            $0.timeoutIntervalForRequest = 10
+            $0.timeoutIntervalForResource = 0.4
+        }
+        let recorder = Recorder(loop: loop, expected: 3)
+        let started = loop.now
+        var tasks = start(session, recorder, port: origin.port, paths: ["/fast", "/slow-1"])
+        // A second slow task, resumed later: its deadline is its own, after the first slow one's.
+        var late: [SessionTask] = []
+        let later = Timer(loop: loop) { late = self.start(session, recorder, port: origin.port, paths: ["/slow-2"]) }
+        later.schedule(after: 0.25)
+        runLoop(loop, atMost: 5)
+        let elapsed = loop.now - started
+        tasks += late
+        #expect(recorder.errors.count == 3)
+        #expect(recorder.errors.first == .some(nil), "the answered task completes at once")
+        #expect(recorder.errors.dropFirst().allSatisfy { $0 == .some(.resourceTimeout(upstream: "127.0.0.1:\(origin.port)")) })
+        #expect(elapsed >= 0.6, "the late task timed out after its own 0.4 s, not with the first slow one")
+        #expect(session.deadlines.count == 0, "finished tasks leave no deadline behind")
+        withExtendedLifetime(tasks) {}
+        origin.close()
+    }
+
     @Test func refusedConnectionIsReported() throws {
         let loop = EventLoop()
         // Bind and close a listener to get a port nobody listens on.
