@@ -62,7 +62,8 @@ public final class Session {
         public let description: String
     }
 
-    /// Whether requests must be written in absolute form (they go to a parent proxy).
+    /// Whether a parent proxy carries requests: http:// ones in absolute form, https ones
+    /// through a CONNECT tunnel.
     public var usesParentProxy: Bool { configuration.parentProxy != nil }
 
     /// Makes a task that sends `head` (a complete request head, already in the right target form)
@@ -89,11 +90,14 @@ public final class Session {
         return opener
     }
 
-    /// The pool a task's connection comes from (the parent proxy's when one is configured).
+    /// The pool a task's connection comes from. With a parent proxy, http:// requests share the
+    /// parent's pool (each names its origin in absolute form), while https origins keep a pool
+    /// each: their connections are tunnels to one origin, TLS with it inside, never to be handed
+    /// to a request for another.
     func pool(for origin: OriginKey) -> HostPool {
         let key: OriginKey
-        if let parent = configuration.parentProxy {
-            key = OriginKey(scheme: .http, host: parent.host, port: parent.port)
+        if let parent = configuration.parentProxy, origin.scheme == .http {
+            key = parent.key
         } else {
             key = origin
         }
