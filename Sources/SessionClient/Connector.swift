@@ -39,7 +39,8 @@ final class Connector {
         // Tunnels and pooled connections alike: offline, not even a name is looked up.
         if session.offline { return finish(.failure(.offline(upstream: target.description))) }
         let t = Timer(loop: session.loop) { [unowned self] in
-            self.finish(.failure(.connectTimeout(upstream: self.target.description)))
+            let through = self.parent.map { " through parent proxy \($0.key)" } ?? ""
+            self.finish(.failure(.connectTimeout(upstream: self.target.description + through)))
         }
         timer = t
         t.schedule(after: session.configuration.connectTimeout)
@@ -154,8 +155,9 @@ final class Connector {
 
     /// Connected to the parent: it is asked for a tunnel to the target, and TLS starts inside.
     private func askParent(_ parent: ProxyAddress, over stream: Stream) {
+        // No timeout of its own: the connect timeout runs on over the whole setup.
         let h = ParentHandshake(stream: stream, target: target, parent: parent, tlsFollows: true,
-                                timeout: session.configuration.connectTimeout) { [weak self] result in
+                                timeout: nil) { [weak self] result in
             guard let self else { return }
             self.handshake = nil
             switch result {
@@ -295,11 +297,11 @@ private final class ParentHandshake: StreamDelegate {
     private let target: OriginKey
     private let parent: ProxyAddress
     private let tlsFollows: Bool
-    private let timeout: Double
+    private let timeout: Double?
     private var completion: ((Result<Stream, SessionError>) -> Void)?
     private var interimAnswers = 0
 
-    init(stream: Stream, target: OriginKey, parent: ProxyAddress, tlsFollows: Bool, timeout: Double,
+    init(stream: Stream, target: OriginKey, parent: ProxyAddress, tlsFollows: Bool, timeout: Double?,
          completion: @escaping (Result<Stream, SessionError>) -> Void) {
         self.stream = stream
         self.target = target
@@ -314,7 +316,7 @@ private final class ParentHandshake: StreamDelegate {
         // host:port, an IPv6 address in brackets
         stream.output.append(ParentConnect.request(authority: target.description, credentials: parent.credentials))
         // The parent's answer is awaited as long as an origin's would be.
-        stream.setTimeouts(read: timeout, write: timeout)
+        if let timeout { stream.setTimeouts(read: timeout, write: timeout) }
         stream.enableReading()
     }
 

@@ -59,11 +59,11 @@ public enum ParentConnect {
         }
         if head.status == 101 {
             // Switching protocols is no answer to CONNECT: the parent is not speaking HTTP to us.
-            return .failed(.parentRefused(parent: parent, target: target, status: 101))
+            return .failed(.parentRefused(parent: parent, request: "CONNECT \(target)", status: 101))
         }
         if head.isInformational { return .interim(length) }
         guard (200..<300).contains(head.status) else {
-            return .failed(.parentRefused(parent: parent, target: target, status: head.status))
+            return .failed(.parentRefused(parent: parent, request: "CONNECT \(target)", status: head.status))
         }
         if tlsFollows, bytes.count > length {
             return .failed(.parentSentEarlyBytes(parent: parent, target: target))

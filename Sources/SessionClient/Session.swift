@@ -90,13 +90,19 @@ public final class Session {
         return opener
     }
 
+    /// The parent proxy requests for `origin` are written to (http:// origins only: https ones
+    /// reach their origin through a tunnel, and what comes back is the origin's).
+    func parentCarrying(_ origin: OriginKey) -> ProxyAddress? {
+        origin.scheme == .http ? configuration.parentProxy : nil
+    }
+
     /// The pool a task's connection comes from. With a parent proxy, http:// requests share the
     /// parent's pool (each names its origin in absolute form), while https origins keep a pool
     /// each: their connections are tunnels to one origin, TLS with it inside, never to be handed
     /// to a request for another.
     func pool(for origin: OriginKey) -> HostPool {
         let key: OriginKey
-        if let parent = configuration.parentProxy, origin.scheme == .http {
+        if let parent = parentCarrying(origin) {
             key = parent.key
         } else {
             key = origin

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from helpers import LOCALHOST, RawClient, _ThreadedServer, build_request, proxy_exchange
+from helpers import LOCALHOST, RawClient, _ThreadedServer, build_request, curl, proxy_exchange
 from test_tls import PKI, HTTPSOrigin
 
 USER, PASSWORD = "larder-up", "pa:ss w0rd!"
@@ -250,7 +250,7 @@ def test_wrong_credentials_are_a_502_that_names_the_407(larder_factory, pki, ser
 
 @pytest.mark.parametrize("mode,status,said", [
     ("close", 502, b"closed the connection"),
-    ("stall", 504, b""),
+    ("stall", 504, b"through parent proxy 127.0.0.1:"),
     ("early", 502, b"sent data after its answer to CONNECT"),
     ("huge", 502, b"too large"),
 ])
@@ -292,6 +292,35 @@ def test_plain_http_requests_carry_the_parents_credentials_not_the_clients(larde
     assert line == "GET http://plain.example/page HTTP/1.1"
     assert fields["proxy-authorization"] == [GOOD]
     assert_no_secret(lr)
+
+
+def test_a_407_to_a_plain_request_is_a_502_not_the_parents_challenge(larder_factory, servers, workdir):
+    parent = start(servers, Parent())
+    lr = child_of(larder_factory, parent, None, workdir, credentials=f"{USER}:wrong")
+    resp = proxy_exchange(lr.port, "GET", "http://plain.example/page", timeout=15)
+    assert resp.status == 502, (resp.status, resp.body)
+    assert b"refused a request for http://plain.example:80 with 407" in resp.body, resp.body
+    assert resp.header("Proxy-Authenticate") is None
+    lr.wait_for_log("502 for .*parent proxy 127.0.0.1:[0-9]+ refused a request for http://plain.example:80 with 407")
+    assert "wrong" not in lr.log_text()
+
+
+def test_intercepted_https_goes_through_the_parent_inside_tls(larder_factory, pki, servers, workdir):
+    origin = start(servers, HTTPSOrigin(*pki.leaf("good")))
+    parent = start(servers, Parent())
+    lr = child_of(larder_factory, parent, pki, workdir, connect_ports=[origin.port],
+                  tls={"ca_file": str(pki.ca), "intercept": ["localhost"]})
+    larder_ca = lr.cache_dir / "ca" / "larder-ca.pem"
+    url = f"https://localhost:{origin.port}/intercepted"
+    for _ in range(2):
+        r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, url, "-D", "-")
+        assert r.returncode == 0, r.stderr
+        assert b"body of /intercepted" in r.stdout
+    assert b"Cache-Status: larder; hit" in r.stdout, r.stdout
+    assert origin.paths == ["/intercepted"]
+    # Larder's fetch went as a CONNECT to the parent, never as a request the parent could read.
+    assert [line for line, _ in parent.heads] == [f"CONNECT localhost:{origin.port} HTTP/1.1"]
+    assert parent.heads[0][1]["proxy-authorization"] == [GOOD]
 
 
 def test_client_connect_tunnels_carry_the_parents_credentials(larder_factory, servers, workdir):

@@ -1,3 +1,4 @@
+import EventLoop
 import HTTPWire
 import Testing
 @testable import SessionClient
@@ -32,16 +33,16 @@ import Testing
         Row(name: "nothing yet", answer: "", expected: .needMore),
         Row(name: "100 first: read on", answer: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", expected: .interim(25)),
         Row(name: "101 is no answer to CONNECT", answer: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
-            expected: .failed(.parentRefused(parent: parent, target: target, status: 101))),
+            expected: .failed(.parentRefused(parent: parent, request: "CONNECT \(target)", status: 101))),
         Row(name: "407: credentials wanted", answer: "HTTP/1.1 407 Proxy Authentication Required\r\n"
                 + "Proxy-Authenticate: Basic realm=\"parent\"\r\nContent-Length: 0\r\n\r\n",
-            expected: .failed(.parentRefused(parent: parent, target: target, status: 407))),
+            expected: .failed(.parentRefused(parent: parent, request: "CONNECT \(target)", status: 407))),
         Row(name: "403", answer: "HTTP/1.1 403 Forbidden\r\n\r\n",
-            expected: .failed(.parentRefused(parent: parent, target: target, status: 403))),
+            expected: .failed(.parentRefused(parent: parent, request: "CONNECT \(target)", status: 403))),
         Row(name: "500", answer: "HTTP/1.1 500 Oops\r\nContent-Length: 3\r\n\r\nbad",
-            expected: .failed(.parentRefused(parent: parent, target: target, status: 500))),
+            expected: .failed(.parentRefused(parent: parent, request: "CONNECT \(target)", status: 500))),
         Row(name: "302 is not a tunnel either", answer: "HTTP/1.1 302 Found\r\nLocation: /\r\n\r\n",
-            expected: .failed(.parentRefused(parent: parent, target: target, status: 302))),
+            expected: .failed(.parentRefused(parent: parent, request: "CONNECT \(target)", status: 302))),
         Row(name: "bytes behind the 2xx before TLS: the parent speaking for the origin",
             answer: established + "\u{16}\u{03}\u{03}fake server hello",
             expected: .failed(.parentSentEarlyBytes(parent: parent, target: target))),
@@ -81,10 +82,10 @@ import Testing
     }
 
     @Test func messagesNameTheParentAndTheStatus() {
-        let refused = SessionError.parentRefused(parent: Self.parent, target: Self.target, status: 407)
+        let refused = SessionError.parentRefused(parent: Self.parent, request: "CONNECT \(Self.target)", status: 407)
         #expect(refused.status == 502)
         #expect(refused.message.contains("407") && refused.message.contains(Self.parent))
-        #expect(SessionError.parentRefused(parent: Self.parent, target: Self.target, status: 500).status == 502)
+        #expect(SessionError.parentRefused(parent: Self.parent, request: "CONNECT \(Self.target)", status: 500).status == 502)
         #expect(SessionError.parentSentEarlyBytes(parent: Self.parent, target: Self.target).status == 502)
     }
 }
@@ -136,5 +137,29 @@ import Testing
         let address = ProxyAddress(host: "parent.test", port: 3128, credentials: c)
         #expect(!"\(address)".contains("s3cret"))
         #expect(!"\(address)".contains(c.authorization.dropFirst(6)))
+    }
+}
+
+/// Which pool a request's connection comes from through a parent proxy.
+@Suite struct ParentPoolTests {
+    @Test func httpsOriginsKeepAPoolEachWhilePlainHTTPSharesTheParents() throws {
+        let loop = EventLoop()
+        var c = SessionConfiguration.forTests
+        c.parentProxy = ProxyAddress(host: "127.0.0.1", port: 3128)
+        let session = try Session(loop: loop, configuration: c)
+        let a = OriginKey(scheme: .https, host: "a.test", port: 443)
+        let b = OriginKey(scheme: .https, host: "b.test", port: 443)
+        // A tunnel reaches one origin, with TLS for that origin inside: never to be shared.
+        #expect(session.pool(for: a) !== session.pool(for: b))
+        #expect(session.pool(for: a).key == a)
+        #expect(session.pool(for: a) === session.pool(for: a))
+        // Plain requests name their origin in absolute form: one pool, the parent's.
+        let x = OriginKey(scheme: .http, host: "a.test", port: 80)
+        let y = OriginKey(scheme: .http, host: "b.test", port: 80)
+        #expect(session.pool(for: x) === session.pool(for: y))
+        #expect(session.pool(for: x).key == OriginKey(scheme: .http, host: "127.0.0.1", port: 3128))
+        // The parent's own address as an https origin is still an origin, reached through the parent.
+        let parentAsOrigin = OriginKey(scheme: .https, host: "127.0.0.1", port: 3128)
+        #expect(session.pool(for: parentAsOrigin) !== session.pool(for: x))
     }
 }
