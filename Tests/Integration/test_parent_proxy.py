@@ -383,3 +383,34 @@ def test_an_unreadable_or_malformed_credentials_file_stops_the_start(larder_fact
                              wait=False, name="missing")
     assert missing.wait_exit(15) != 0
     assert "cannot read" in missing.log_text()
+
+
+# --- numbers -------------------------------------------------------------------------------------
+
+
+def test_tunnels_are_reused_and_cost_little_per_request(larder_factory, pki, servers, workdir, report_metric):
+    origin = start(servers, HTTPSOrigin(*pki.leaf("good")))
+    parent = start(servers, Parent())
+    lr = child_of(larder_factory, parent, pki, workdir)
+    direct = larder_factory(config={"workers": 1, "tls": {"ca_file": str(pki.ca)}}, name="direct")
+    n = 50
+
+    def fetch_all(port, prefix, headers):
+        times = []
+        with RawClient(port, timeout=15) as c:
+            for i in range(n):
+                began = time.monotonic()
+                resp = c.request("GET", f"https://localhost:{origin.port}/{prefix}/{i}", headers=headers)
+                times.append(time.monotonic() - began)
+                assert resp.status == 200, resp.body
+        return sorted(times)[n // 2] * 1000
+
+    through = fetch_all(lr.port, "through", [("Cache-Control", "no-cache")])
+    hits = fetch_all(lr.port, "through", [])
+    alone = fetch_all(direct.port, "direct", [("Cache-Control", "no-cache")])
+    assert len([p for p in origin.paths if p.startswith("/through/")]) == n, "the second round is all hits"
+    # All of them over one tunnel, asked of the parent once.
+    assert parent.connects() == [f"localhost:{origin.port}"]
+    assert origin.handshakes == 2, "one TLS connection through the parent, one direct"
+    report_metric(f"{n} https fetches on one client connection: median {through:.2f} ms through the parent "
+                  f"(1 CONNECT, 1 TLS handshake), {alone:.2f} ms direct; cache hits {hits:.2f} ms")
