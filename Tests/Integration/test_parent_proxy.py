@@ -30,8 +30,8 @@ CLIENT_CREDENTIALS = "Basic " + base64.b64encode(b"client:for-larder-only").deco
 
 class Parent(_ThreadedServer):
     """A parent proxy. ``required``: the Proxy-Authorization it wants (None: any). ``mode`` for
-    CONNECT: "tunnel", an int status, "close", "stall", "early" (200 then bytes of its own) or
-    "huge" (an answer head that never ends). Absolute-form requests are answered "from parent"."""
+    CONNECT: "tunnel", an int status, "close", "stall", "early" (200 then bytes of its own),
+    "interims" (1xx answers without end) or "huge" (an answer head that never ends). Absolute-form requests are answered "from parent"."""
 
     def __init__(self, required=GOOD, mode="tunnel"):
         self.required = required
@@ -85,6 +85,10 @@ class Parent(_ThreadedServer):
             return
         if mode == "early":
             sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n\x16\x03\x03\x00\x05hello")
+            time.sleep(1)
+            return
+        if mode == "interims":
+            sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" * 20)
             time.sleep(1)
             return
         if mode == "huge":
@@ -165,7 +169,7 @@ def assert_no_secret(lr):
 def test_https_through_the_parent_is_tunnelled_verified_and_cached(larder_factory, pki, servers, workdir):
     origin = start(servers, HTTPSOrigin(*pki.leaf("good")))
     parent = start(servers, Parent())
-    lr = child_of(larder_factory, parent, pki, workdir)
+    lr = child_of(larder_factory, parent, pki, workdir, log_level="debug")
     url = f"https://localhost:{origin.port}/cached"
     first = proxy_exchange(lr.port, "GET", url, headers=[("Proxy-Authorization", CLIENT_CREDENTIALS)], timeout=15)
     assert first.status == 200, first.body
@@ -253,6 +257,7 @@ def test_wrong_credentials_are_a_502_that_names_the_407(larder_factory, pki, ser
     ("stall", 504, b"through parent proxy 127.0.0.1:"),
     ("early", 502, b"sent data after its answer to CONNECT"),
     ("huge", 502, b"too large"),
+    ("interims", 502, b"more than 8 interim answers to CONNECT"),
 ])
 def test_a_misbehaving_parent_is_a_5xx_within_the_timeouts(larder_factory, pki, servers, workdir, mode, status, said):
     origin = start(servers, HTTPSOrigin(*pki.leaf("good")))
@@ -284,7 +289,7 @@ def test_without_credentials_configured_none_are_sent(larder_factory, pki, serve
 
 def test_plain_http_requests_carry_the_parents_credentials_not_the_clients(larder_factory, servers, workdir):
     parent = start(servers, Parent())
-    lr = child_of(larder_factory, parent, None, workdir)
+    lr = child_of(larder_factory, parent, None, workdir, log_level="debug")
     resp = proxy_exchange(lr.port, "GET", "http://plain.example/page",
                           headers=[("Proxy-Authorization", CLIENT_CREDENTIALS)], timeout=15)
     assert resp.status == 200 and resp.body == b"from parent http://plain.example/page", resp.body
