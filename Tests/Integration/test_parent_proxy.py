@@ -15,12 +15,13 @@ or babbling parent is a 502 or 504 with a log line; the credentials never reach 
 import base64
 import select
 import socket
-import threading
+import subprocess
 import time
 
 import pytest
 
-from helpers import LOCALHOST, RawClient, _ThreadedServer, build_request, curl, proxy_exchange
+from helpers import (LOCALHOST, RawClient, _ThreadedServer, build_request, child_env, curl, larder_bin,
+                     proxy_exchange)
 from test_tls import PKI, HTTPSOrigin
 
 USER, PASSWORD = "larder-up", "pa:ss w0rd!"
@@ -388,6 +389,46 @@ def test_an_unreadable_or_malformed_credentials_file_stops_the_start(larder_fact
                              wait=False, name="missing")
     assert missing.wait_exit(15) != 0
     assert "cannot read" in missing.log_text()
+
+
+def test_a_chain_of_two_larders_with_authentication(larder_factory, pki, servers, workdir):
+    origin = start(servers, HTTPSOrigin(*pki.leaf("good")))
+    parent = larder_factory(config={"workers": 1, "via_name": "parent", "connect_ports": [origin.port],
+                                    "auth": {"users_file": str(users_file(workdir, (USER, PASSWORD)))}},
+                            name="parent")
+    credentials = workdir / "parent-credentials"
+    credentials.write_text(f"{USER}:{PASSWORD}\n")
+    child = larder_factory(config={"workers": 1, "tls": {"ca_file": str(pki.ca)},
+                                   "session": {"proxy": parent.proxy_url,
+                                               "proxy_credentials_file": str(credentials)}}, name="child")
+    url = f"https://localhost:{origin.port}/chained"
+    for _ in range(2):
+        resp = proxy_exchange(child.port, "GET", url, headers=[("Proxy-Authorization", CLIENT_CREDENTIALS)],
+                              timeout=15)
+        assert resp.status == 200 and resp.body == b"body of /chained\n", (resp.status, resp.body)
+    assert "hit" in resp.header("Cache-Status")
+    assert origin.paths == ["/chained"]
+    for lr in (parent, child):
+        assert_no_secret(lr)
+    # Without the credentials the parent challenges, and the child says so with a 502.
+    bare = larder_factory(config={"workers": 1, "tls": {"ca_file": str(pki.ca)},
+                                  "session": {"proxy": parent.proxy_url}}, name="bare")
+    resp = proxy_exchange(bare.port, "GET", f"https://localhost:{origin.port}/refused", timeout=15)
+    assert resp.status == 502 and b"with 407" in resp.body, (resp.status, resp.body)
+    assert resp.header("Proxy-Authenticate") is None
+
+
+def users_file(workdir, *entries):
+    """A users file made with `larder passwd`."""
+    lines = []
+    for user, password in entries:
+        r = subprocess.run([larder_bin(), "passwd", user, "--scheme", "sha512", "--cost", "1000"],
+                           input=password.encode() + b"\n", capture_output=True, timeout=30, env=child_env())
+        assert r.returncode == 0, r.stderr
+        lines.append(r.stdout.decode().strip())
+    path = workdir / "users"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 # --- numbers -------------------------------------------------------------------------------------
