@@ -205,6 +205,27 @@ def test_two_origins_never_share_a_tunnel(larder_factory, pki, servers, workdir)
     assert sorted(parent.connects()) == sorted([f"localhost:{a.port}", f"localhost:{b.port}"])
 
 
+def test_an_https_reverse_origin_is_reached_through_the_parent(larder_factory, pki, servers, workdir):
+    origin = start(servers, HTTPSOrigin(*pki.leaf("good")))
+    parent = start(servers, Parent())
+    lr = child_of(larder_factory, parent, pki, workdir, reverse_origin=f"https://localhost:{origin.port}")
+    for _ in range(2):
+        with RawClient(lr.port, timeout=15) as c:
+            resp = c.request("GET", "/reverse", headers=[("Host", "www.example")])
+        assert resp.status == 200 and resp.body == b"body of /reverse\n", resp.body
+    assert origin.paths == ["/reverse"]
+    assert [line for line, _ in parent.heads] == [f"CONNECT localhost:{origin.port} HTTP/1.1"]
+
+
+def test_denied_https_destinations_are_never_asked_of_the_parent(larder_factory, pki, servers, workdir):
+    parent = start(servers, Parent())
+    lr = child_of(larder_factory, parent, pki, workdir, deny_destinations=["127.0.0.3/32"])
+    for url in ("https://127.0.0.3/", f"https://127.0.0.1:{lr.port}/"):
+        resp = proxy_exchange(lr.port, "GET", url, timeout=15)
+        assert resp.status == 403, (url, resp.status, resp.body)
+    assert parent.heads == []
+
+
 def test_the_origin_certificate_is_verified_inside_the_tunnel(larder_factory, pki, servers, workdir):
     # A certificate for another name: the parent's tunnel changes nothing about verification.
     origin = start(servers, HTTPSOrigin(*pki.leaf("other", sans="DNS:other.example")))
