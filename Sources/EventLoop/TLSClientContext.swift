@@ -130,6 +130,24 @@ extension Stream {
         return .success(stream)
     }
 
+    /// Starts a TLS handshake as a client on a connected socket (a tunnel a parent proxy opened);
+    /// `.connected` follows once it is done. The socket becomes the stream's, also on failure.
+    public static func startTLS(loop: EventLoop, socket fd: Int32, context: TLSClientContext,
+                                serverName: String, origin: String) -> Result<Stream, StreamConnectError> {
+        guard let ssl = context.makeSSL(serverName: serverName, origin: origin) else {
+            Glibc.close(fd)
+            return .failure(StreamConnectError(errno: ENOMEM))
+        }
+        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                                       Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else {
+            SSL_free(ssl)
+            Glibc.close(fd)
+            return .failure(StreamConnectError(errno: ENOMEM))
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
+        return .success(Stream(bev: bev, isTLS: true))
+    }
+
     /// SHA-256 (lowercase hex) of the certificate the peer presented, if any.
     public var peerCertificateSHA256: String? {
         guard isTLS, let b = rawBufferevent, let ssl = bufferevent_openssl_get_ssl(b),

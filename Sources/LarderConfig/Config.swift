@@ -182,6 +182,8 @@ public struct Config: Sendable, Equatable {
         public var idleConnectionTimeout: Double = ConfigSchema.defaultValue(\.session.idleConnectionTimeout)
         /// `session.proxy` (connectionProxyDictionary)
         public var parentProxy: OriginURL? = ConfigSchema.defaultValue(\.session.parentProxy)
+        /// `session.proxy_credentials_file`: `user:password` for the parent proxy.
+        public var parentProxyCredentialsFile: String? = ConfigSchema.defaultValue(\.session.parentProxyCredentialsFile)
         /// `session.tls_minimum_version`
         public var tlsMinimumVersion: TLSVersion = ConfigSchema.defaultValue(\.session.tlsMinimumVersion)
         /// `session.tls_maximum_version`

@@ -194,12 +194,12 @@ public enum ConfigSchema {
                     .boolean),
         ConfigField("session.idle_connection_timeout", \.session.idleConnectionTimeout, 60, .restart,
                     "idle pooled connections close after this", .positiveDuration),
-        ConfigField("session.proxy", \.session.parentProxy, nil, .restart, "parent proxy, `http://host:port`",
-                    .optional(.origin.checked { url throws(ValueError) in
-                        guard url.scheme == .http else {
-                            throw ValueError("a parent proxy is reached over plain http://, got \"\(url)\"")
-                        }
-                    })),
+        ConfigField("session.proxy", \.session.parentProxy, nil, .restart,
+                    "parent proxy, `http://host:port`: http:// requests in absolute form, https and CONNECT tunnelled",
+                    .optional(.parentProxy)),
+        ConfigField("session.proxy_credentials_file", \.session.parentProxyCredentialsFile, nil, .restart,
+                    "file with `user:password` for the parent proxy (`Proxy-Authorization: Basic`); none: no credentials",
+                    .optionalText),
         ConfigField("session.tls_minimum_version", \.session.tlsMinimumVersion, .tls12, .restart,
                     "lowest TLS version allowed towards https origins", .choice),
         ConfigField("session.tls_maximum_version", \.session.tlsMaximumVersion, .tls13, .restart,

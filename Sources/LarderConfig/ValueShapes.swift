@@ -127,6 +127,26 @@ extension ValueShape where T == OriginURL {
     }
 }
 
+extension ValueShape where T == OriginURL {
+    /// `session.proxy`: an http:// origin. Credentials in it are refused without quoting the text,
+    /// which would carry them into the error and the log: they go in a file of their own.
+    static var parentProxy: ValueShape<OriginURL> {
+        ValueShape(parse: { n throws(ValueError) in
+            let text = try ConfigSchema.scalar(n)
+            // No host or port holds an `@`: wherever it stands, what precedes it may be a password.
+            if text.contains("@") {
+                throw ValueError("credentials do not belong in the parent proxy's address (it is shown and logged): "
+                                 + "put `user:password` in the file session.proxy_credentials_file names")
+            }
+            let url = try ConfigLoader.parseOriginURL(text)
+            guard url.scheme == .http else {
+                throw ValueError("a parent proxy is reached over plain http://, got \"\(url)\"")
+            }
+            return url
+        }, render: { ConfigText.scalar($0.description) })
+    }
+}
+
 extension ValueShape where T == AddressRange {
     static var addressRange: ValueShape<AddressRange> {
         ValueShape(parse: { n throws(ValueError) in try ConfigLoader.parseAddressRange(try ConfigSchema.nonEmpty(n)) },

@@ -28,8 +28,11 @@ struct OutboundHead {
 
     /// `body` is the body Larder will send after the head: `.none` (nothing, whatever the client
     /// announced), `.contentLength(n)` or `.chunked` (re-chunked as it is relayed).
+    /// `parentCredentials` go with a request in absolute form (to the parent proxy) only; the
+    /// client's own `Proxy-Authorization` (for Larder) is never passed on, being hop-by-hop.
     static func write(_ head: RequestHead, targetPath: UnsafeRawBufferPointer, route: Route, viaName: [UInt8],
-                      additionalHeaders: [AdditionalHeader], upgrading: Bool, revalidation: Revalidation? = nil,
+                      additionalHeaders: [AdditionalHeader], parentCredentials: ProxyCredentials? = nil,
+                      upgrading: Bool, revalidation: Revalidation? = nil,
                       body: BodyFraming, into w: inout MessageWriter) {
         let headers = head.headers
         if let r = revalidation { w.append(r.method == .head ? "HEAD" : "GET") } else { headers.withBytes(head.methodRange) { w.append($0) } }
@@ -72,6 +75,11 @@ struct OutboundHead {
             w.append("\r\n")
         }
         if let r = revalidation { w.append(r.conditionalFields) }
+        if route.absoluteForm, let credentials = parentCredentials {
+            w.append("Proxy-Authorization: ")
+            w.appendString(credentials.authorization)
+            w.append("\r\n")
+        }
         w.append("Via: ")
         w.append(head.version == .http10 ? "1.0 " : "1.1 ")
         w.append(viaName)

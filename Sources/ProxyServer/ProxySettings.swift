@@ -28,7 +28,8 @@ struct ProxySettings: Sendable {
     /// Where requests go, from the settings above (made once per configuration, not per request).
     var router: RequestRouter
 
-    /// Reads `auth.users_file` too: a missing or malformed file is a start-up error, or a rejected reload.
+    /// Reads `auth.users_file` and `session.proxy_credentials_file` too: a missing or malformed
+    /// file is a start-up error, or a rejected reload.
     static func load(_ config: Config, ownListeners: OwnListeners) throws(ProxyServer.StartError) -> ProxySettings {
         var users: UsersFile?
         if let path = config.auth.usersFile {
@@ -41,10 +42,24 @@ struct ProxySettings: Sendable {
                 throw .config("auth.users_file \(path): \(error.description)")
             }
         }
-        return ProxySettings(config, ownListeners: ownListeners, users: users)
+        var parentCredentials: ProxyCredentials?
+        if let path = config.session.parentProxyCredentialsFile {
+            guard config.session.parentProxy != nil else {
+                throw .config("session.proxy_credentials_file is set but session.proxy is not")
+            }
+            guard let text = ConfigLoader.readFile(path) else {
+                throw .config("session.proxy_credentials_file: cannot read \(path)")
+            }
+            do {
+                parentCredentials = try ProxyCredentials.parse(text)
+            } catch {
+                throw .config("session.proxy_credentials_file \(path): \(error.description)")
+            }
+        }
+        return ProxySettings(config, ownListeners: ownListeners, users: users, parentCredentials: parentCredentials)
     }
 
-    init(_ config: Config, ownListeners: OwnListeners, users: UsersFile?) {
+    init(_ config: Config, ownListeners: OwnListeners, users: UsersFile?, parentCredentials: ProxyCredentials? = nil) {
         headLimits = HeadLimits(maxHeadBytes: config.limits.maxHeadBytes,
                                 maxHeaderCount: config.limits.maxHeaderCount,
                                 maxRequestLineBytes: config.limits.maxURIBytes)
@@ -80,7 +95,9 @@ struct ProxySettings: Sendable {
             reuseAfterBodylessAnswers: config.session.reuseAfterBodylessAnswers,
             refuseThisMachine: config.protectThisHost.applies(allowClients: config.allowClients),
             idleConnectionTimeout: config.session.idleConnectionTimeout,
-            parentProxy: config.session.parentProxy.map { ProxyAddress(host: $0.host, port: $0.port) },
+            parentProxy: config.session.parentProxy.map {
+                ProxyAddress(host: $0.host, port: $0.port, credentials: parentCredentials)
+            },
             nameServers: config.session.dnsServers.map(\.description),
             maxResponseHeadBytes: config.limits.maxResponseHeadBytes,
             tlsMinimumVersion: config.session.tlsMinimumVersion.rawValue,

@@ -22,10 +22,10 @@ extension Count {
         switch error {
         case .dnsFailure: return .originErrorDNS
         case .connectionRefused: return .originErrorRefused
-        case .connectFailed, .cancelled: return .originErrorConnect
+        case .connectFailed, .cancelled, .parentRefused: return .originErrorConnect
         case .connectTimeout, .requestTimeout, .resourceTimeout: return .originErrorTimeout
         case .tlsFailure: return .originErrorTLS
-        case .invalidResponse, .responseHeadTooLarge: return .originErrorInvalidResponse
+        case .invalidResponse, .responseHeadTooLarge, .parentSentEarlyBytes: return .originErrorInvalidResponse
         case .prematureClose: return .originErrorPrematureClose
         case .destinationDenied: return .deniedDestination
         case .offline: return .offlineRefusals

@@ -3,6 +3,9 @@ import Glibc
 import HTTPWire
 
 /// Resolves a name and connects to the first address that accepts, within the connect timeout.
+/// An https origin with a parent proxy configured is reached through a tunnel: the parent's name
+/// is resolved and connected to, asked to `CONNECT` to the origin, and TLS with the origin starts
+/// inside, verified as on a direct connection. The timeout covers all of it.
 final class Connector {
     /// Unowned like every session reference: the session outlives what it starts, and a strong one
     /// here would tie the session to the pool that keeps its connectors.
@@ -15,28 +18,38 @@ final class Connector {
     private var timer: Timer?
     private var lastError: Int32 = 0
     private var attemptAddress: SocketAddress?
+    /// The parent proxy the tunnel goes through; nil for a direct connection.
+    private let parent: ProxyAddress?
+    private var handshake: ParentHandshake?
+    /// The TLS handshake with the origin runs inside the parent's tunnel: its failure is final.
+    private var insideTunnel = false
     private(set) var isFinished = false
 
     init(session: Session, target: OriginKey, completion: @escaping (Result<Stream, SessionError>) -> Void) {
         self.session = session
         self.target = target
         self.completion = completion
+        parent = target.scheme == .https ? session.configuration.parentProxy : nil
     }
+
+    /// What is connected to first: the parent for a tunnel, else the target itself.
+    private var firstHop: OriginKey { parent?.key ?? target }
 
     func start() {
         // Tunnels and pooled connections alike: offline, not even a name is looked up.
         if session.offline { return finish(.failure(.offline(upstream: target.description))) }
         let t = Timer(loop: session.loop) { [unowned self] in
-            self.finish(.failure(.connectTimeout(upstream: self.target.description)))
+            let through = self.parent.map { " through parent proxy \($0.key)" } ?? ""
+            self.finish(.failure(.connectTimeout(upstream: self.target.description + through)))
         }
         timer = t
         t.schedule(after: session.configuration.connectTimeout)
-        resolveRequest = session.resolver.resolve(host: target.host, port: target.port) { [weak self] result in
+        resolveRequest = session.resolver.resolve(host: firstHop.host, port: firstHop.port) { [weak self] result in
             guard let self else { return }
             self.resolveRequest = nil
             switch result {
             case .failure(.notFound(let reason)):
-                self.finish(.failure(.dnsFailure(host: self.target.host, reason: reason)))
+                self.finish(.failure(.dnsFailure(host: self.firstHop.host, reason: reason)))
             case .success(let list):
                 self.addresses = list
                 if let gate = self.session.addressGate {
@@ -47,7 +60,7 @@ final class Connector {
                         return true
                     }
                     if self.addresses.isEmpty, let refusal {
-                        self.finish(.failure(.destinationDenied(upstream: self.target.description, reason: refusal)))
+                        self.finish(.failure(.destinationDenied(upstream: self.firstHop.description, reason: refusal)))
                         return
                     }
                 }
@@ -63,6 +76,8 @@ final class Connector {
         resolveRequest = nil
         attempt?.close()
         attempt = nil
+        handshake?.cancel()
+        handshake = nil
         timer?.cancel()
         timer = nil
     }
@@ -70,7 +85,7 @@ final class Connector {
     private func tryNext() {
         guard completion != nil else { return }
         guard !addresses.isEmpty else {
-            let upstream = target.description
+            let upstream = firstHop.description
             if lastError == ECONNREFUSED || lastError == 0 {
                 finish(.failure(.connectionRefused(upstream: upstream)))
             } else {
@@ -81,7 +96,7 @@ final class Connector {
         }
         let address = addresses.removeFirst()
         attemptAddress = address
-        let started = target.scheme == .https
+        let started = target.scheme == .https && parent == nil
             ? Stream.connectTLS(loop: session.loop, to: address, context: session.tls, serverName: target.host,
                                 origin: target.description)
             : Stream.connect(loop: session.loop, to: address)
@@ -101,6 +116,7 @@ final class Connector {
         if event == .connected {
             attempt = nil
             stream.delegate = nil
+            if let parent, !stream.isTLS { return askParent(parent, over: stream) }
             if reachesThisMachine(stream) {
                 stream.close()
                 let host = attemptAddress?.host ?? target.host
@@ -124,7 +140,8 @@ final class Connector {
                 if session.tls.resumedSession(stream) { session.tlsResumptions += 1 }
             }
             finish(.success(stream))
-        } else if stream.isTLS, event != .error(ECONNREFUSED), let reason = stream.tlsFailureReason ?? handshakeCut(event) {
+        } else if stream.isTLS, insideTunnel || event != .error(ECONNREFUSED),
+                  let reason = stream.tlsFailureReason ?? handshakeCut(event) ?? (insideTunnel ? "TLS handshake failed" : nil) {
             attempt = nil
             stream.close()
             finish(.failure(.tlsFailure(upstream: target.description, reason: reason)))
@@ -133,6 +150,41 @@ final class Connector {
             attempt = nil
             stream.close()
             tryNext()
+        }
+    }
+
+    /// Connected to the parent: it is asked for a tunnel to the target, and TLS starts inside.
+    private func askParent(_ parent: ProxyAddress, over stream: Stream) {
+        // No timeout of its own: the connect timeout runs on over the whole setup.
+        let h = ParentHandshake(stream: stream, target: target, parent: parent, tlsFollows: true,
+                                timeout: nil) { [weak self] result in
+            guard let self else { return }
+            self.handshake = nil
+            switch result {
+            case .failure(let error):
+                self.finish(.failure(error))
+            case .success(let tunnel):
+                self.startTLS(inside: tunnel)
+            }
+        }
+        handshake = h
+        h.start()
+    }
+
+    private func startTLS(inside tunnel: Stream) {
+        guard let fd = tunnel.detachSocket() else {
+            tunnel.close()
+            return finish(.failure(.tlsFailure(upstream: target.description, reason: "the tunnel closed before TLS started")))
+        }
+        insideTunnel = true
+        switch Stream.startTLS(loop: session.loop, socket: fd, context: session.tls, serverName: target.host,
+                               origin: target.description) {
+        case .failure(let e):
+            finish(.failure(.tlsFailure(upstream: target.description, reason: String(cString: strerror(e.errno)))))
+        case .success(let stream):
+            attempt = stream
+            stream.delegate = ConnectWatcher(owner: self)
+            stream.enableReading()
         }
     }
 
@@ -160,6 +212,8 @@ final class Connector {
         timer = nil
         resolveRequest?.cancel()
         resolveRequest = nil
+        handshake?.cancel()
+        handshake = nil
         if case .failure = result { attempt?.close(); attempt = nil }
         guard let c = completion else {
             if case .success(let s) = result { s.close() }
@@ -200,14 +254,13 @@ public final class TunnelOpener {
             connector?.start()
             return
         }
-        let parentKey = OriginKey(scheme: .http, host: parent.host, port: parent.port)
-        connector = Connector(session: session, target: parentKey) { [weak self] result in
+        connector = Connector(session: session, target: parent.key) { [weak self] result in
             guard let self else { return }
             switch result {
             case .failure(let error):
                 self.finish(.failure(error))
             case .success(let stream):
-                let h = ParentHandshake(stream: stream, target: self.target, parent: parentKey,
+                let h = ParentHandshake(stream: stream, target: self.target, parent: parent, tlsFollows: false,
                                         timeout: self.session.configuration.timeoutIntervalForRequest) { [weak self] r in
                     self?.finish(r)
                 }
@@ -236,39 +289,34 @@ public final class TunnelOpener {
     }
 }
 
-/// `CONNECT target` to a parent proxy on a fresh connection to it; a 2xx answer makes the
-/// connection the tunnel (bytes after the answer stay in its input for the tunnel to relay).
+/// `CONNECT target` to a parent proxy on a fresh connection to it, with the parent's credentials;
+/// a 2xx answer makes the connection the tunnel (for a raw tunnel, bytes after the answer stay in
+/// its input to be relayed). `ParentConnect` judges the answer.
 private final class ParentHandshake: StreamDelegate {
     private let stream: Stream
     private let target: OriginKey
-    private let parent: OriginKey
-    private let timeout: Double
+    private let parent: ProxyAddress
+    private let tlsFollows: Bool
+    private let timeout: Double?
     private var completion: ((Result<Stream, SessionError>) -> Void)?
-    private var response = ResponseHead()
+    private var interimAnswers = 0
 
-    static let maxHeadBytes = 64 * 1024
-
-    init(stream: Stream, target: OriginKey, parent: OriginKey, timeout: Double,
+    init(stream: Stream, target: OriginKey, parent: ProxyAddress, tlsFollows: Bool, timeout: Double?,
          completion: @escaping (Result<Stream, SessionError>) -> Void) {
         self.stream = stream
         self.target = target
         self.parent = parent
+        self.tlsFollows = tlsFollows
         self.timeout = timeout
         self.completion = completion
     }
 
     func start() {
         stream.delegate = self
-        let authority = target.description  // host:port, an IPv6 address in brackets
-        var w = MessageWriter(capacity: 64 + 2 * authority.utf8.count)
-        w.append("CONNECT ")
-        w.appendString(authority)
-        w.append(" HTTP/1.1\r\nHost: ")
-        w.appendString(authority)
-        w.append("\r\n\r\n")
-        stream.output.append(w.bytes)
+        // host:port, an IPv6 address in brackets
+        stream.output.append(ParentConnect.request(authority: target.description, credentials: parent.credentials))
         // The parent's answer is awaited as long as an origin's would be.
-        stream.setTimeouts(read: timeout, write: timeout)
+        if let timeout { stream.setTimeouts(read: timeout, write: timeout) }
         stream.enableReading()
     }
 
@@ -279,30 +327,37 @@ private final class ParentHandshake: StreamDelegate {
 
     func streamReadable(_ stream: Stream) {
         let input = stream.input
-        let parsed: Int?
-        do {
-            parsed = try input.withContiguousPrefix(maxBytes: ParentHandshake.maxHeadBytes) { bytes throws(HTTPWireError) in
-                try ResponseParser.parse(bytes, into: &response, requestMethod: .connect,
-                                         limits: HeadLimits(maxHeadBytes: ParentHandshake.maxHeadBytes))
+        while completion != nil, input.count > 0 {
+            let step = input.withContiguousPrefix(maxBytes: ParentConnect.maxHeadBytes) { bytes in
+                ParentConnect.judge(bytes, target: target.description, parent: parent.key.description,
+                                    tlsFollows: tlsFollows)
             }
-        } catch {
-            return fail(.invalidResponse(upstream: parent.description, error))
+            switch step {
+            case .needMore:
+                return
+            case .failed(let error):
+                return fail(error)
+            case .interim(let length):
+                input.drain(length)
+                interimAnswers += 1
+                if interimAnswers > ParentConnect.maxInterimAnswers {
+                    return fail(.connectFailed(upstream: parent.key.description,
+                                               reason: "more than \(ParentConnect.maxInterimAnswers) interim answers to CONNECT"))
+                }
+            case .open(let length):
+                input.drain(length)
+                // Larder's CONNECT must be out whole before the socket changes hands.
+                if tlsFollows, stream.output.count > 0 {
+                    return fail(.parentSentEarlyBytes(parent: parent.key.description, target: target.description))
+                }
+                stream.disableReading()
+                stream.setTimeouts(read: nil, write: nil)
+                let c = completion
+                completion = nil
+                c?(.success(stream))
+                return
+            }
         }
-        guard let length = parsed else {
-            if input.count >= ParentHandshake.maxHeadBytes { fail(.responseHeadTooLarge(upstream: parent.description)) }
-            return
-        }
-        input.drain(length)
-        if response.isInformational { return }  // e.g. 100: the final answer follows
-        guard (200..<300).contains(response.status) else {
-            return fail(.connectFailed(upstream: parent.description,
-                                       reason: "the parent proxy answered CONNECT \(target) with \(response.status)"))
-        }
-        stream.disableReading()
-        stream.setTimeouts(read: nil, write: nil)
-        let c = completion
-        completion = nil
-        c?(.success(stream))
     }
 
     func streamDrained(_ stream: Stream) {}
@@ -310,8 +365,8 @@ private final class ParentHandshake: StreamDelegate {
     func stream(_ stream: Stream, event: StreamEvent) {
         switch event {
         case .connected: break
-        case .timeout: fail(.requestTimeout(upstream: parent.description))
-        case .endOfStream, .error: fail(.prematureClose(upstream: parent.description))
+        case .timeout: fail(.requestTimeout(upstream: parent.key.description))
+        case .endOfStream, .error: fail(.prematureClose(upstream: parent.key.description))
         }
     }
 

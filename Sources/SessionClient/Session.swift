@@ -65,7 +65,8 @@ public final class Session {
         public let description: String
     }
 
-    /// Whether requests must be written in absolute form (they go to a parent proxy).
+    /// Whether a parent proxy carries requests: http:// ones in absolute form, https ones
+    /// through a CONNECT tunnel.
     public var usesParentProxy: Bool { configuration.parentProxy != nil }
 
     /// Makes a task that sends `head` (a complete request head, already in the right target form)
@@ -92,11 +93,20 @@ public final class Session {
         return opener
     }
 
-    /// The pool a task's connection comes from (the parent proxy's when one is configured).
+    /// The parent proxy requests for `origin` are written to (http:// origins only: https ones
+    /// reach their origin through a tunnel, and what comes back is the origin's).
+    func parentCarrying(_ origin: OriginKey) -> ProxyAddress? {
+        origin.scheme == .http ? configuration.parentProxy : nil
+    }
+
+    /// The pool a task's connection comes from. With a parent proxy, http:// requests share the
+    /// parent's pool (each names its origin in absolute form), while https origins keep a pool
+    /// each: their connections are tunnels to one origin, TLS with it inside, never to be handed
+    /// to a request for another.
     func pool(for origin: OriginKey) -> HostPool {
         let key: OriginKey
-        if let parent = configuration.parentProxy {
-            key = OriginKey(scheme: .http, host: parent.host, port: parent.port)
+        if let parent = parentCarrying(origin) {
+            key = parent.key
         } else {
             key = origin
         }

@@ -76,11 +76,16 @@ public struct AdditionalHeader: Sendable, Equatable {
     public init(name: String, value: String) { self.name = name; self.value = value }
 }
 
-/// A parent proxy's address.
+/// A parent proxy: its address, and the credentials it wants, if any.
 public struct ProxyAddress: Sendable, Equatable {
     public var host: String
     public var port: Int
-    public init(host: String, port: Int) { self.host = host; self.port = port }
+    public var credentials: ProxyCredentials?
+    public init(host: String, port: Int, credentials: ProxyCredentials? = nil) {
+        self.host = host; self.port = port; self.credentials = credentials
+    }
+    /// The parent as a connection target (plain TCP: parents are reached over http://).
+    public var key: OriginKey { OriginKey(scheme: .http, host: host, port: port) }
 }
 
 /// Accept the certificate with SHA-256 `sha256` (lowercase hex) for hosts matching `hostPattern`

@@ -21,6 +21,12 @@ public enum SessionError: Error, Sendable, Equatable {
     case destinationDenied(upstream: String, reason: String)
     /// The session is offline (`cache.offline`): nothing was sent.
     case offline(upstream: String)
+    /// The parent proxy refused `request` (`CONNECT host:port`, or a request for an http origin)
+    /// with `status`: any non-2xx answer to CONNECT, and a 407 to anything (it wants other
+    /// credentials than `session.proxy_credentials_file` gave it).
+    case parentRefused(parent: String, request: String, status: Int)
+    /// The parent proxy sent bytes of its own behind its 2xx answer, before Larder started TLS.
+    case parentSentEarlyBytes(parent: String, target: String)
 
     /// 504 for timeouts, 502 for everything else the origin did wrong.
     public var status: Int {
@@ -48,6 +54,13 @@ public enum SessionError: Error, Sendable, Equatable {
         case .cancelled: return "cancelled"
         case .destinationDenied(let u, let r): return "\(u) may not be reached through this proxy: \(r)"
         case .offline(let u): return "Larder is offline (cache.offline): nothing is sent to upstream \(u)"
+        case .parentRefused(let p, let r, 407):
+            return "parent proxy \(p) refused \(r) with 407: it wants credentials "
+                + "(session.proxy_credentials_file missing or not accepted)"
+        case .parentRefused(let p, let r, let status):
+            return "parent proxy \(p) refused \(r) with \(status)"
+        case .parentSentEarlyBytes(let p, let t):
+            return "parent proxy \(p) sent data after its answer to CONNECT \(t), before TLS started"
         }
     }
 }

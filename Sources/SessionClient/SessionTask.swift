@@ -254,6 +254,12 @@ public final class SessionTask {
             delegate?.task(self, didReceiveResponse: response)
             return false
         }
+        if response.status == 407, let parent = session.parentCarrying(origin) {
+            // The parent's challenge for its own credentials: not an answer to pass on, where a
+            // client would take it for Larder's.
+            fail(.parentRefused(parent: parent.key.description, request: "a request for http://\(origin)", status: 407))
+            return false
+        }
         if response.isInformational {
             if response.status == 100 { awaitingContinue = false }
             delegate?.task(self, didReceiveInformational: response)

@@ -471,4 +471,4 @@ def test_a_parent_refusing_the_connect_is_a_502_that_says_so(larder_factory, ech
     child = larder_factory(config={"connect_ports": [echo_server.port], "session": {"proxy": parent.proxy_url}},
                            name="child")
     resp, _ = connect_through(child, echo_server.port)
-    assert resp.status == 502 and b"parent proxy answered CONNECT" in resp.body and b"403" in resp.body, resp.body
+    assert resp.status == 502 and b"refused CONNECT" in resp.body and b"403" in resp.body, resp.body

@@ -242,6 +242,14 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
                  lines: ["t.yaml:2: session.connect_timeout: must be longer than zero"]),
         ErrorRow(name: "bad header name", yaml: "session:\n  http_additional_headers:\n    \"Bad Name\": x\n",
                  lines: ["t.yaml:3: session.http_additional_headers: \"Bad Name\" is not a valid header field name"]),
+        ErrorRow(name: "credentials in the parent proxy's address, never quoted",
+                 yaml: "session:\n  proxy: http://alice:s3cret@p:3128\n",
+                 lines: ["t.yaml:2: session.proxy: credentials do not belong in the parent proxy's address (it is shown "
+                         + "and logged): put `user:password` in the file session.proxy_credentials_file names"]),
+        ErrorRow(name: "credentials before a parent proxy without a scheme, never quoted",
+                 yaml: "session:\n  proxy: alice:s3cret@p:3128\n",
+                 lines: ["t.yaml:2: session.proxy: credentials do not belong in the parent proxy's address (it is shown "
+                         + "and logged): put `user:password` in the file session.proxy_credentials_file names"]),
         ErrorRow(name: "https parent proxy", yaml: "session:\n  proxy: https://p:3128\n",
                  lines: ["t.yaml:2: session.proxy: a parent proxy is reached over plain http://, got \"https://p:3128\""]),
         ErrorRow(name: "tls versions crossed", yaml: "session:\n  tls_minimum_version: \"1.3\"\n  tls_maximum_version: \"1.2\"\n",

@@ -53,6 +53,7 @@ session:
   reuse_after_bodyless_answers: false
   idle_connection_timeout: 30s
   proxy: http://parent:3128
+  proxy_credentials_file: /etc/larder/parent-credentials
   tls_minimum_version: "1.3"
   tls_maximum_version: "1.2"
   dns_servers: [127.0.0.1:5353, 10.0.0.1, "::1"]

@@ -27,7 +27,7 @@ import Testing
     /// `clientHost`: reverse mode passing the client's Host on. The body declared is the one the
     /// request announces, as the connection sends it.
     private func outbound(_ text: String, absolute: Bool = false, clientHost: String? = nil,
-                          additional: [AdditionalHeader] = [], upgrading: Bool = false,
+                          additional: [AdditionalHeader] = [], parent: ProxyCredentials? = nil, upgrading: Bool = false,
                           revalidation: OutboundHead.Revalidation? = nil) throws -> String {
         var head = try request(text)
         head.removeFieldsNominatedByConnection()
@@ -45,7 +45,8 @@ import Testing
         target.withUnsafeBytes { raw in
             let path = UnsafeRawBufferPointer(rebasing: raw[parsed.pathRange(targetLength: raw.count)])
             OutboundHead.write(head, targetPath: path, route: route, viaName: Array("larder".utf8),
-                               additionalHeaders: additional, upgrading: upgrading, revalidation: revalidation,
+                               additionalHeaders: additional, parentCredentials: parent, upgrading: upgrading,
+                               revalidation: revalidation,
                                body: body, into: &w)
         }
         return String(decoding: w.bytes, as: UTF8.self)
@@ -72,6 +73,18 @@ import Testing
     func absoluteFormToParent() throws {
         let out = try outbound("GET http://a.test:81/p HTTP/1.1\r\nHost: a.test:81\r\n\r\n", absolute: true)
         #expect(out.hasPrefix("GET http://a.test:81/p HTTP/1.1\r\nHost: a.test:81\r\n"))
+    }
+
+    @Test("Parent proxy: its own credentials replace the client's, which were for Larder")
+    func parentCredentialsReplaceTheClients() throws {
+        let parent = ProxyCredentials(user: "up", password: "stream")
+        let text = "GET http://a.test/p HTTP/1.1\r\nHost: a.test\r\nProxy-Authorization: Basic Y2xpZW50OnNlY3JldA==\r\n\r\n"
+        let toParent = try outbound(text, absolute: true, parent: parent)
+        #expect(toParent == "GET http://a.test/p HTTP/1.1\r\nHost: a.test\r\nProxy-Authorization: Basic dXA6c3RyZWFt\r\n"
+                + "Via: 1.1 larder\r\n\r\n")
+        // In origin form the request goes to the origin itself (https through the parent's tunnel): no credentials.
+        let toOrigin = try outbound(text, parent: parent)
+        #expect(!toOrigin.lowercased().contains("proxy-authorization"))
     }
 
     @Test("Reverse mode sends the Host it was given, whatever the client's field says")

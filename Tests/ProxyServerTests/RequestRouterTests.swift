@@ -76,12 +76,31 @@ import Testing
         #expect(Self.summary(router.route(Self.head(row.head), interceptedOrigin: nil, isPurge: row.purge)) == row.expected)
     }
 
-    @Test func httpsThroughAParentProxyIsNotSupportedYet() {
+    /// Through a parent proxy http:// goes in absolute form; https:// in origin form, inside TLS
+    /// with the origin through the parent's tunnel (the parent must not see it in the clear).
+    @Test(arguments: [("GET http://a.example/x HTTP/1.1\r\nHost: a.example", true),
+                      ("GET https://a.example/x HTTP/1.1\r\nHost: a.example", false)])
+    func throughAParentProxy(_ text: String, absolute: Bool) {
         var router = Self.forward
         router.usesParentProxy = true
-        #expect(Self.summary(router.route(Self.head("GET https://a.example/ HTTP/1.1\r\nHost: a.example"),
-                                          interceptedOrigin: nil, isPurge: false))
-                == "respond 501")
+        guard case .forward(let d) = router.route(Self.head(text), interceptedOrigin: nil, isPurge: false) else {
+            Issue.record("not forwarded")
+            return
+        }
+        #expect(d.route.absoluteForm == absolute)
+        #expect(d.checkAccess)
+    }
+
+    @Test func anHTTPSReverseOriginThroughAParentProxyIsAskedInOriginForm() {
+        var router = Self.reverse
+        router.reverseOrigin = OriginKey(scheme: .https, host: "10.0.0.9", port: 8443)
+        router.usesParentProxy = true
+        guard case .forward(let d) = router.route(Self.head("GET /x HTTP/1.1\r\nHost: site.example"),
+                                                  interceptedOrigin: nil, isPurge: false) else {
+            Issue.record("not forwarded")
+            return
+        }
+        #expect(!d.route.absoluteForm)
     }
 
     @Test func originFormInsideAnInterceptedConnectGoesToItsDestination() {

@@ -48,6 +48,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
             let path = UnsafeRawBufferPointer(rebasing: target[exchange.pathRange])
             OutboundHead.write(request, targetPath: path, route: exchange.route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
+                               parentCredentials: worker.session.configuration.parentProxy?.credentials,
                                upgrading: false, revalidation: revalidation, body: .none, into: &writer)
         }
         exchange.requestTime = worker.clock.wallSeconds

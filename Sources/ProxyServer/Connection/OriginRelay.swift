@@ -55,6 +55,7 @@ final class OriginRelay: SessionTaskDelegate {
             let path = UnsafeRawBufferPointer(rebasing: target[pathRange])
             OutboundHead.write(request, targetPath: path, route: route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
+                               parentCredentials: worker.session.configuration.parentProxy?.credentials,
                                upgrading: c.context.upgrading, revalidation: revalidation, body: body, into: &c.writer)
         }
         let idempotent: Bool

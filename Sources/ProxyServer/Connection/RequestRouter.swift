@@ -83,17 +83,20 @@ struct RequestRouter {
         case .absolute:
             // A reverse proxy serves its one origin: an absolute URI names a Host, never a destination.
             if let reverse = reverseOrigin { return reverseRoute(to: reverse, request: request, target: target, path: path) }
-            if target.scheme == .https, usesParentProxy {
-                return .respond(501, "https:// requests through a parent proxy are not supported yet", extraField: nil)
-            }
             let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
             let route = OutboundHead.Route(scheme: target.scheme,
                                            authority: authorityBytes(host: target.host, port: target.port,
                                                                      scheme: target.scheme),
-                                           absoluteForm: usesParentProxy)
+                                           absoluteForm: toParentInAbsoluteForm(target.scheme))
             return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin,
                                         checkAccess: true, accessHost: target.host))
         }
+    }
+
+    /// http:// requests go to a parent proxy in absolute form; https ones go in origin form,
+    /// inside TLS with the origin through the parent's tunnel, the parent seeing none of it.
+    private func toParentInAbsoluteForm(_ scheme: URIScheme) -> Bool {
+        usesParentProxy && scheme == .http
     }
 
     static func parseTarget(_ request: RequestHead) -> Result<RequestTarget, HTTPWireError> {
@@ -126,7 +129,7 @@ struct RequestRouter {
             }
         }
         let originAuthority = authorityBytes(host: Array(reverse.host.utf8), port: reverse.port, scheme: reverse.scheme)
-        var route = OutboundHead.Route(scheme: reverse.scheme, authority: originAuthority, absoluteForm: usesParentProxy)
+        var route = OutboundHead.Route(scheme: reverse.scheme, authority: originAuthority, absoluteForm: toParentInAbsoluteForm(reverse.scheme))
         var keyedAs = reverse
         if reverseHost == .client, let named {
             // Key and forward the same spelling: the default port elided in both (`site:80` is `site`).
