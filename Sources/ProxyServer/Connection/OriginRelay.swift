@@ -50,13 +50,14 @@ final class OriginRelay: SessionTaskDelegate {
             body = .contentLength(0)  // an empty POST or PUT says so (RFC 9110 §8.6), some origins need it
         }
         let worker = c.worker
+        let upgrading = c.context.upgrading
         c.writer.reset()
         request.headers.withBytes(request.target) { target in
             let path = UnsafeRawBufferPointer(rebasing: target[pathRange])
             OutboundHead.write(request, targetPath: path, route: route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
                                parentCredentials: worker.session.configuration.parentProxy?.credentials,
-                               upgrading: c.context.upgrading, revalidation: revalidation, body: body, into: &c.writer)
+                               upgrading: upgrading, revalidation: revalidation, body: body, into: &c.writer)
         }
         let idempotent: Bool
         switch request.method {
