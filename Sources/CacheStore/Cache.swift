@@ -99,10 +99,12 @@ public final class Cache: Sendable {
         return EntryWriter(cache: self, key: key, record: record, tier: tier, expectedLength: expectedLength)
     }
 
-    /// Installs a freshened head (after a 304 or an unchanged HEAD) on the stored variant.
-    public func freshen(_ entry: StoredResponse, facts: EntryFacts, head: [UInt8]) {
-        memory.replaceHead(entry.key, facts: facts, head: head)
-        if entry.tier == .allowed {
+    /// Installs a freshened head (after a 304 or an unchanged HEAD) on the stored variant: in the
+    /// memory tier at once, on disk when the memory tier does not hold it or its disk copy is due
+    /// (`MemoryTier.headPersistInterval`).
+    public func freshen(_ entry: StoredResponse, facts: EntryFacts, head: [UInt8], now: Int64) {
+        let persist = memory.replaceHead(entry.key, facts: facts, head: head, now: now)
+        if entry.tier == .allowed, persist {
             disk.enqueue(.replaceHead(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head))
         }
     }

@@ -12,10 +12,13 @@ public final class CachedObject: Sendable {
     public let tier: StoragePolicy
     /// When a hit last asked the disk to note an access (the record keeps the time it was stored).
     let lastTouched: Atomic<Int64>
+    /// When the head the disk holds for this entry was written (`MemoryTier.replaceHead`).
+    let headPersistedAt: Int64
 
-    public init(key: EntryKey, record: EntryRecord, body: [UInt8], tier: StoragePolicy) {
+    public init(key: EntryKey, record: EntryRecord, body: [UInt8], tier: StoragePolicy, headPersistedAt: Int64? = nil) {
         self.key = key; self.record = record; self.body = body; self.tier = tier
         lastTouched = Atomic(record.lastAccess)
+        self.headPersistedAt = headPersistedAt ?? record.storedAt
     }
 
     var footprint: Int { body.count + record.head.count + record.primaryKey.count + record.secondaryKey.count + 256 }
@@ -131,16 +134,27 @@ final class MemoryTier: Sendable {
         if evicted > 0 { evictions.add(evicted, ordering: .relaxed) }
     }
 
-    /// Swaps in a freshened head (RFC 9111 §3.2) keeping the body.
-    func replaceHead(_ key: EntryKey, facts: EntryFacts, head: [UInt8]) {
+    /// A freshened head of an entry held here reaches the disk at most this often (seconds): a URL
+    /// revalidated on every request would otherwise cost a disk transaction each time, for a head
+    /// only the memory copy serves while it is held. Until then the disk keeps the older head; an
+    /// entry that leaves memory (or a restart) is at worst revalidated once more.
+    static let headPersistInterval: Int64 = 5
+
+    /// Swaps in a freshened head (RFC 9111 §3.2) keeping the body. Returns whether the disk should
+    /// get the head too: always when the entry is not held here, else once `headPersistInterval`
+    /// has passed since the disk's copy was written.
+    func replaceHead(_ key: EntryKey, facts: EntryFacts, head: [UInt8], now: Int64) -> Bool {
         state.withLock { s in
-            guard let i = s.index[key], let old = s.nodes[i].object else { return }
+            guard let i = s.index[key], let old = s.nodes[i].object else { return true }
             var r = old.record
             r.facts = facts
             r.head = head
-            let o = CachedObject(key: key, record: r, body: old.body, tier: old.tier)
+            let persist = now - old.headPersistedAt >= MemoryTier.headPersistInterval || now < old.headPersistedAt
+            let o = CachedObject(key: key, record: r, body: old.body, tier: old.tier,
+                                 headPersistedAt: persist ? now : old.headPersistedAt)
             s.bytes += o.footprint - old.footprint
             s.nodes[i].object = o
+            return persist
         }
     }
 

@@ -85,6 +85,42 @@ import Locking
         gate.signal()
     }
 
+    @Test func freshenedHeadsOfAMemoryEntryReachTheDiskAtMostEveryFewSeconds() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try Cache(settings: CacheSettings(disk: DiskStoreSettings(directory: dir, capacity: 64 << 20),
+                                                      memoryObjectLimit: 1 << 20),
+                              log: { _ in })
+        defer { cache.close() }
+        storeEntry(cache, url: "http://a/reval", storedAt: 1_000)
+        cache.flush()
+        func lookUp() -> StoredResponse? {
+            if case .found(let e) = cache.makeReader().lookup(primaryKey: Array("http://a/reval".utf8),
+                                                              request: HeaderBlock()) { return e }
+            return nil
+        }
+        guard let entry = lookUp(), case .memory = entry.body else {
+            Issue.record("not found in the memory tier")
+            return
+        }
+        let gate = stallWriter(cache)
+        let queued = { cache.disk.writer.queuedCount }
+        let before = queued()
+        let interval = MemoryTier.headPersistInterval
+        func head(_ n: Int) -> [UInt8] { Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-N: \(n)\r\n".utf8) }
+        cache.freshen(entry, facts: facts(), head: head(1), now: 1_000 + interval - 1)
+        #expect(queued() == before, "the disk's head is younger than the interval: memory only")
+        #expect(lookUp()?.head == head(1), "lookups see the freshened head at once")
+        cache.freshen(entry, facts: facts(), head: head(2), now: 1_000 + interval)
+        #expect(queued() == before + 1, "due: written to disk")
+        cache.freshen(entry, facts: facts(), head: head(3), now: 1_000 + interval + 1)
+        #expect(queued() == before + 1)
+        #expect(lookUp()?.head == head(3))
+        gate.signal()
+        cache.flush()
+        #expect(cache.makeReader().disk.record(entry.key)?.head == head(2), "the disk holds the last head written")
+    }
+
     @Test func removalsHideEntriesBeforeTheWriterCommitsThem() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }

@@ -67,7 +67,7 @@ extension CacheExchange {
         let policyHead = TargetedCacheControl.policyHead(of: parsed, targets: setup.targetedFields) ?? parsed
         let facts = EntryFacts.make(response: policyHead, requestTime: requestTime, responseTime: now,
                                     bodyLength: entry.bodyLength, settings: setup.policy, override: override)
-        cache.freshen(entry, facts: facts, head: newHead)
+        cache.freshen(entry, facts: facts, head: newHead, now: now)
         var record = entry.record
         record.facts = facts
         record.head = newHead
