@@ -20,6 +20,10 @@ public struct PathGlob: Sendable, Hashable, CustomStringConvertible {
     }
 
     let tokens: [Token]
+    /// The literal bytes before the first `*` and after the last: every match starts and ends with
+    /// them, so most paths are turned away by a comparison or two before the states run.
+    let literalPrefix: [UInt8]
+    let literalSuffix: [UInt8]
     /// The pattern as written.
     public let description: String
 
@@ -54,6 +58,16 @@ public struct PathGlob: Sendable, Hashable, CustomStringConvertible {
             tokens.append(stars == 2 ? .any : .segment)
         }
         self.tokens = tokens
+        func literal(_ run: some Sequence<Token>) -> [UInt8] {
+            var bytes: [UInt8] = []
+            for token in run {
+                guard case .byte(let b) = token else { break }
+                bytes.append(b)
+            }
+            return bytes
+        }
+        literalPrefix = literal(tokens)
+        literalSuffix = literal(tokens.reversed()).reversed()
         description = text
     }
 
@@ -61,6 +75,10 @@ public struct PathGlob: Sendable, Hashable, CustomStringConvertible {
     /// from the first `?`, takes no part.
     public func matches(_ path: UnsafeRawBufferPointer) -> Bool {
         let end = path.firstIndex(of: UInt8(ascii: "?")) ?? path.count
+        guard literalPrefix.count <= end, literalSuffix.count <= end,
+              literalPrefix.indices.allSatisfy({ path[$0] == literalPrefix[$0] }),
+              literalSuffix.indices.allSatisfy({ path[end - literalSuffix.count + $0] == literalSuffix[$0] })
+        else { return false }
         // active[i]: the pattern's first i tokens match the bytes read so far.
         let count = tokens.count
         return withUnsafeTemporaryAllocation(of: Bool.self, capacity: 2 * (count + 1)) { states in

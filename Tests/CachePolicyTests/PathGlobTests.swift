@@ -34,6 +34,12 @@ enum GlobTable {
         yes("/a*b*c", "/aXXbYYc"),
         yes("/a*b*c", "/abc"),
         no("/a*b*c", "/aXc"),
+        // The literal start and end may overlap in a short path: the whole pattern still decides.
+        no("/ab*ab", "/ab"),
+        no("/ab*ab", "/aba"),
+        yes("/ab*ab", "/abab"),
+        yes("/ab*ab", "/abXab"),
+        no("/x**", "/"),
         // ** crosses segments, matches the empty run too.
         yes("**/pool/**.deb", "/debian/pool/main/h/hello/hello_2.10_amd64.deb"),
         yes("**/pool/**.deb", "/pool/x.deb"),
