@@ -207,8 +207,8 @@ rules:
 """#),
         ("docker", #"""
 # Container images (docker, podman, containerd) over the registry API v2, on any registry host.
-# Registries that answer blobs with a redirect to a signed storage URL (Docker Hub among them)
-# gain only their manifests; see the README.
+# Registries that want a token even for public images (Docker Hub, GHCR) gain little: answers to
+# requests with Authorization are not stored unless they say public; see the README.
 description: Container images from any registry API v2 (docker, podman)
 rules:
   # The API's version check and the token services: never kept.
