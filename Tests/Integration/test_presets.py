@@ -65,25 +65,15 @@ def static_origin_factory(workdir):
         o.stop()
 
 
-def access_records(path, n, timeout=5.0):
-    """The JSON access log's records once there are at least n (workers hand lines over about once a second)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = path.read_text().splitlines() if path.exists() else []
-        if len(lines) >= n or time.monotonic() > deadline:
-            return [json.loads(line) for line in lines]
-        time.sleep(0.1)
-
-
-def settled_records(path, timeout=5.0):
-    """Every record, once no new one has arrived for 1.5 s (the log is handed over about once a second)."""
+def settled_records(path, timeout=8.0):
+    """Every record, once no new one has arrived for 2.5 s (the log is handed over about once a second)."""
     deadline = time.monotonic() + timeout
     count, since = -1, time.monotonic()
     while time.monotonic() < deadline:
         n = len(path.read_text().splitlines()) if path.exists() else 0
         if n != count:
             count, since = n, time.monotonic()
-        elif time.monotonic() - since > 1.5:
+        elif time.monotonic() - since > 2.5:
             break
         time.sleep(0.1)
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
