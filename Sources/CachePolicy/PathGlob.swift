@@ -79,7 +79,8 @@ public struct PathGlob: Sendable, Hashable, CustomStringConvertible {
               literalPrefix.indices.allSatisfy({ path[$0] == literalPrefix[$0] }),
               literalSuffix.indices.allSatisfy({ path[end - literalSuffix.count + $0] == literalSuffix[$0] })
         else { return false }
-        // active[i]: the pattern's first i tokens match the bytes read so far.
+        // Two rows of states, current and next: state i holds when the pattern's first i tokens
+        // match the bytes read so far; the path matches when the last state holds at its end.
         let count = tokens.count
         return withUnsafeTemporaryAllocation(of: Bool.self, capacity: 2 * (count + 1)) { states in
             states.initialize(repeating: false)
