@@ -1,5 +1,5 @@
 # Conveniences over scripts/; the scripts are what the README and CI run.
-.PHONY: run test build unit integration bench clean
+.PHONY: run test build unit integration bench clean presets
 
 run:
 	bash scripts/run.sh
@@ -19,6 +19,10 @@ integration: build
 # The peer benchmark (Benchmarks/README.md): make bench, or make bench BENCH_ARGS=--quick
 bench: build
 	python3 Benchmarks/bench.py $(BENCH_ARGS)
+
+# After editing Config/presets/*.yaml: the copy built into the binary (PresetTests checks it).
+presets:
+	python3 scripts/embed-presets.py
 
 clean:
 	rm -rf .build

@@ -7,6 +7,8 @@ public struct CacheRule: Sendable, Equatable {
     public var host: HostPattern?
     /// Path prefix, e.g. `/static/`; nil matches all.
     public var pathPrefix: String?
+    /// Whole-path pattern (`**/pool/**.deb`, see `PathGlob`); nil matches all.
+    public var path: PathGlob?
     /// Response statuses this rule's storage policy applies to; empty matches all.
     public var statuses: [Int]
     /// Response Content-Type prefix (`image/`); nil matches all.
@@ -16,10 +18,10 @@ public struct CacheRule: Sendable, Equatable {
     public var storagePolicy: StoragePolicy?
     public var freshness: FreshnessOverride?
 
-    public init(scheme: String? = nil, host: HostPattern? = nil, pathPrefix: String? = nil, statuses: [Int] = [],
-                contentTypePrefix: String? = nil, requestPolicy: RequestCachePolicy? = nil,
+    public init(scheme: String? = nil, host: HostPattern? = nil, pathPrefix: String? = nil, path: PathGlob? = nil,
+                statuses: [Int] = [], contentTypePrefix: String? = nil, requestPolicy: RequestCachePolicy? = nil,
                 storagePolicy: StoragePolicy? = nil, freshness: FreshnessOverride? = nil) {
-        self.scheme = scheme; self.host = host; self.pathPrefix = pathPrefix; self.statuses = statuses
+        self.scheme = scheme; self.host = host; self.pathPrefix = pathPrefix; self.path = path; self.statuses = statuses
         self.contentTypePrefix = contentTypePrefix; self.requestPolicy = requestPolicy
         self.storagePolicy = storagePolicy; self.freshness = freshness
     }
@@ -56,7 +58,7 @@ public struct CacheRules: Sendable, Equatable {
 }
 
 extension CacheRule {
-    /// Scheme (case-insensitive), host pattern, path prefix (byte-exact).
+    /// Scheme (case-insensitive), host pattern, path prefix (byte-exact), path pattern (byte-exact, query left out).
     func matchesURL(scheme: String, host: [UInt8], path: UnsafeRawBufferPointer) -> Bool {
         if let ruleScheme = self.scheme, !Self.equalIgnoringCase(ruleScheme.utf8, scheme.utf8) { return false }
         if let pattern = self.host, !pattern.matches(host) { return false }
@@ -67,6 +69,7 @@ extension CacheRule {
                 i += 1
             }
         }
+        if let pattern = self.path, !pattern.matches(path) { return false }
         return true
     }
 

@@ -1,3 +1,4 @@
+import CachePolicy
 import HTTPWire
 
 /// Everything Larder can be told. Each property is one key of `ConfigSchema.fields`, which holds
@@ -131,6 +132,8 @@ public struct Config: Sendable, Equatable {
         public var onUnusableDirectory: UnusableCacheDirectory = ConfigSchema.defaultValue(\.cache.onUnusableDirectory)
         /// `cache.rules`
         public var rules: [CacheRuleConfig] = ConfigSchema.defaultValue(\.cache.rules)
+        /// `cache.presets`: names of shipped rule sets (`Presets`), applied after `rules`, in this order.
+        public var presets: [String] = ConfigSchema.defaultValue(\.cache.presets)
         /// `cache.targeted_cache_control`
         public var targetedCacheControl: TargetedFields = ConfigSchema.defaultValue(\.cache.targetedCacheControl)
         /// `cache.finish_aborted_fraction`: an aborted download is finished for the store from this
@@ -296,6 +299,7 @@ public struct CacheRuleConfig: Sendable, Equatable {
     public var scheme: URIScheme?
     public var host: HostPattern?
     public var pathPrefix: String?
+    public var path: PathGlob?
     public var statuses: [Int] = []
     public var contentType: String?
     public var policy: Config.RequestPolicy?

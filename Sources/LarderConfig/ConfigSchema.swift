@@ -1,3 +1,4 @@
+import CachePolicy
 import HTTPWire
 import Yams
 
@@ -269,6 +270,10 @@ public enum ConfigSchema {
                         + "`larder_cache_disabled` 1)", .choice),
         ConfigField("cache.rules", \.cache.rules, [], .live,
                     "per-URL `policy`, `storage`, `freshness` (see `Config/larder.yaml`)", .cacheRules),
+        ConfigField("cache.presets", \.cache.presets, [], .live,
+                    "shipped rule sets for package registries, applied after `rules` in the order listed: "
+                        + Presets.names.map { "`\($0)`" }.joined(separator: ", ")
+                        + " (`larder presets show NAME`)", presetNames),
         ConfigField("cache.targeted_cache_control", \.cache.targetedCacheControl, .auto, .live,
                     "RFC 9213 fields that govern Larder's own caching instead of `Cache-Control`, first present wins: "
                         + "`auto` (`CDN-Cache-Control` in reverse mode, none in forward mode) or a list, e.g. "
@@ -297,6 +302,20 @@ public enum ConfigSchema {
         case .fields(let names): return "[" + names.map(ConfigText.scalar).joined(separator: ", ") + "]"
         }
     })
+
+    /// Names of shipped presets, each once.
+    static let presetNames = ValueShape<[String]>(parse: { n throws(ValueError) in
+        var names: [String] = []
+        for item in try list(n) {
+            let name = try nonEmpty(item)
+            guard Presets.names.contains(name) else {
+                throw ValueError("unknown preset \"\(name)\" (known: \(Presets.names.joined(separator: ", ")))")
+            }
+            guard !names.contains(name) else { throw ValueError("preset \"\(name)\" is listed twice") }
+            names.append(name)
+        }
+        return names
+    }, render: { "[" + $0.map(ConfigText.scalar).joined(separator: ", ") + "]" })
 
     /// Host patterns: `example.com`, `*.example.com` (any subdomain) or `*` (any host).
     static let hostPatterns = ValueShape<[HostPattern]>(parse: { n throws(ValueError) in
@@ -421,7 +440,7 @@ public enum ConfigSchema {
         }
     }
 
-    static let ruleKeys = ["scheme", "host", "path_prefix", "status", "content_type", "policy", "storage", "freshness"]
+    static let ruleKeys = ["scheme", "host", "path_prefix", "path", "status", "content_type", "policy", "storage", "freshness"]
     static let freshnessKeys = ["forced", "maximum", "default"]
 
     /// `cache.rules`: a list of mappings, each a match and what it sets.
@@ -477,6 +496,11 @@ public enum ConfigSchema {
                         let p = try nonEmpty(v)
                         guard p.hasPrefix("/") else { throw ValueError("must start with /, got \"\(p)\"") }
                         r.pathPrefix = p
+                    case "path":
+                        let text = try nonEmpty(v)
+                        do throws(PathGlobError) { r.path = try PathGlob(parsing: text) } catch {
+                            throw ValueError("\(error.reason), got \"\(text)\"")
+                        }
                     case "status":
                         r.statuses = []
                         for s in try list(v) { r.statuses.append(try integer(s, in: 100...999, what: "a status code")) }

@@ -255,6 +255,7 @@ enum ConfigText {
         if let s = r.scheme { parts.append("scheme: \(s.name)") }
         if let h = r.host { parts.append("host: \(scalar(h.description))") }
         if let p = r.pathPrefix { parts.append("path_prefix: \(scalar(p))") }
+        if let p = r.path { parts.append("path: \(scalar(p.description))") }
         if !r.statuses.isEmpty { parts.append("status: [\(r.statuses.map(String.init).joined(separator: ", "))]") }
         if let t = r.contentType { parts.append("content_type: \(scalar(t))") }
         if let p = r.policy { parts.append("policy: \(p.rawValue)") }

@@ -27,12 +27,13 @@ final class CacheSetup: Sendable {
         p.heuristicFraction = c.heuristicFraction
         p.heuristicCap = Int64(c.heuristicMax)
         policy = p
-        rules = CacheRules(c.rules.map { r in
+        // The user's own rules first (they win), then the presets' in the order listed.
+        rules = CacheRules(c.effectiveRules.map { r in
             let f: FreshnessOverride? = (r.forcedLifetime ?? r.maximumLifetime ?? r.defaultLifetime) == nil ? nil
                 : FreshnessOverride(forcedLifetime: r.forcedLifetime.map { Int64($0) },
                                     maximumLifetime: r.maximumLifetime.map { Int64($0) },
                                     defaultLifetime: r.defaultLifetime.map { Int64($0) })
-            return CacheRule(scheme: r.scheme?.name, host: r.host, pathPrefix: r.pathPrefix, statuses: r.statuses,
+            return CacheRule(scheme: r.scheme?.name, host: r.host, pathPrefix: r.pathPrefix, path: r.path, statuses: r.statuses,
                              contentTypePrefix: r.contentType, requestPolicy: r.policy,
                              storagePolicy: r.storage, freshness: f)
         })

@@ -6,6 +6,6 @@ struct LarderCommand: ParsableCommand {
         commandName: "larder",
         abstract: "A caching forward HTTP proxy.",
         subcommands: [RunCommand.self, CheckConfigCommand.self, ConfigKeysCommand.self, MetricsCommand.self,
-                      HealthcheckCommand.self, PasswdCommand.self, CACommand.self],
+                      HealthcheckCommand.self, PasswdCommand.self, CACommand.self, PresetsCommand.self],
         defaultSubcommand: RunCommand.self)
 }

@@ -93,6 +93,8 @@ cache:
       freshness: {maximum: 1h, default: 10m}
     - {scheme: https, policy: reload-revalidating-cache-data}
     - {path_prefix: "/a, b: c", freshness: {forced: 90s}}
+    - {path: "**/pool/**.deb", status: [200], freshness: {forced: 365d}}
+  presets: [pypi, debian]
   targeted_cache_control: [Larder-Cache-Control, CDN-Cache-Control]
   finish_aborted_fraction: off
   finish_aborted_max_size: 1GiB
