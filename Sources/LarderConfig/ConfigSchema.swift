@@ -78,7 +78,7 @@ public enum ConfigSchema {
                     "admin endpoint (below), `off` to disable; never a proxy port",
                     .optional(.endpoint, off: ["off", "false"], unset: "off")),
         ConfigField("admin_token", \.adminToken, nil, .live,
-                    "bearer token the admin endpoint requires (all but `/healthz`); required off loopback",
+                    "bearer token the admin endpoint requires (all but `/healthz` and `/readyz`); required off loopback",
                     .optional(.text.checked { s throws(ValueError) in
                         if s.contains(where: { $0 == " " || $0.isNewline || !$0.isASCII }) {
                             throw ValueError("must be printable ASCII without spaces")
