@@ -12,6 +12,8 @@ final class ProxyHeaderReader {
         /// The header's client, or the socket's own peer for LOCAL, UNKNOWN and non-IP headers.
         case client(SocketAddress)
         case failed(String)
+        /// Shutdown came first.
+        case abandoned
     }
 
     let fd: Int32
@@ -69,8 +71,8 @@ final class ProxyHeaderReader {
         f(self, outcome)
     }
 
-    /// Shutdown: closes the socket unread.
+    /// Shutdown: the socket is closed unread.
     func abandon() {
-        end(.failed("shutting down"))
+        end(.abandoned)
     }
 }

@@ -164,16 +164,16 @@ final class Worker: @unchecked Sendable {
     private func readProxyHeader(_ fd: Int32, _ peer: SocketAddress, tls: Bool) {
         let lb = peer.addressBytes
         guard settings.proxyProtocolFrom.contains(where: { $0.contains(lb) }) else {
-            Glibc.close(fd)
             stats.add(.connectionsRefusedProxyUntrusted)
             if let count = untrustedLog.note(now: clock.monotonic) {
                 logger.warning("closed \(count) connection(s) to a proxy_protocol listener from outside proxy_protocol_from, latest from \(peer.host)")
             }
+            Glibc.close(fd)
             return
         }
         guard served.headerReaders.count < settings.maxConnectionsPerWorker else {
-            Glibc.close(fd)
             stats.add(.connectionsRefusedFull)
+            Glibc.close(fd)
             return
         }
         let reader = ProxyHeaderReader(fd: fd, peer: peer, tls: tls)
@@ -184,9 +184,11 @@ final class Worker: @unchecked Sendable {
             case .client(let client):
                 if self.draining { Glibc.close(reader.fd) } else { self.accept(reader.fd, client, tls: reader.tls) }
             case .failed(let why):
-                Glibc.close(reader.fd)
                 self.stats.add(.connectionsRefusedProxyHeader)
                 self.logger.notice("closed a connection from load balancer \(reader.peer): \(why)")
+                Glibc.close(reader.fd)
+            case .abandoned:
+                Glibc.close(reader.fd)
             }
         }
     }

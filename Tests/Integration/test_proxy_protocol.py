@@ -164,7 +164,7 @@ def test_allow_clients_and_purge_judge_the_headers_client(larder_factory, origin
     with Client(lr.port) as c:
         c.send(v1(source="127.0.0.1"))
         assert c.get(url, method="PURGE").status in (200, 404)  # 404: nothing was stored
-    assert "403 to 192.0.2.7:51234" in lr.log_text()
+    assert lr.wait_for_log("403 to 192.0.2.7:51234")
 
 
 def test_per_client_limits_count_the_headers_client(larder_factory, origin, workdir):
@@ -188,7 +188,7 @@ def test_headers_from_outside_proxy_protocol_from_are_never_read(larder_factory,
             c.send(header + std_request("GET", origin.url("/bytes/1")))
             assert c.closed_without_answer()
     assert stats(lr)["client_connections_refused"]["proxy_untrusted"] == 3
-    assert "from outside proxy_protocol_from, latest from 127.0.0.1" in lr.log_text()
+    assert lr.wait_for_log("from outside proxy_protocol_from, latest from 127.0.0.1")
     assert origin.requests() == []
 
 
@@ -275,3 +275,14 @@ def test_behind_haproxy_with_send_proxy_v2_the_log_shows_the_real_client(larder_
         assert clients_logged(log, 1) == ["127.0.0.2"]
     finally:
         haproxy.stop()
+
+
+def test_shutdown_closes_connections_still_sending_their_header(larder_factory, workdir):
+    lr, _ = start(larder_factory, workdir, {"limits": {"client_header_timeout": "30s"}})
+    with Client(lr.port) as waiting:
+        waiting.send(b"PROXY TCP4 10.1.")
+        time.sleep(0.2)
+        began = time.monotonic()
+        assert lr.stop() == 0
+        assert time.monotonic() - began < 5
+        assert waiting.closed_without_answer(2)
