@@ -41,6 +41,8 @@ final class ProxyHeaderReader {
         t.schedule(after: timeout)
         deadline = t
         watch = SocketWatch(loop: loop, socket: fd) { [unowned self] in self.readable() }
+        // The header often came with the connection: one look now saves a loop turn.
+        readable()
     }
 
     private func readable() {
