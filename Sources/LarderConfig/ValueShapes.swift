@@ -107,6 +107,28 @@ extension ValueShape where T == Endpoint {
                    render: { ConfigText.scalar($0.description) })
     }
 
+    /// A proxy listener: `host:port`, or `{address: host:port, proxy_protocol: true}`.
+    static var listener: ValueShape<Endpoint> {
+        ValueShape(parse: { n throws(ValueError) in
+            guard case .mapping(let m) = n else { return try ConfigLoader.parseEndpoint(try ConfigSchema.scalar(n)) }
+            var endpoint: Endpoint?
+            var proxyProtocol = false
+            for (k, v) in m {
+                switch try ConfigSchema.scalar(k) {
+                case "address": endpoint = try ConfigLoader.parseEndpoint(try ConfigSchema.scalar(v))
+                case "proxy_protocol": proxyProtocol = try ConfigSchema.boolean(v)
+                case let other: throw ValueError("unknown key \"\(other)\" in a listener (known: address, proxy_protocol)")
+                }
+            }
+            guard var endpoint else { throw ValueError("a listener written as a mapping needs address: HOST:PORT") }
+            endpoint.proxyProtocol = proxyProtocol
+            return endpoint
+        }, render: { e in
+            let address = ConfigText.scalar(Endpoint(host: e.host, port: e.port).description)
+            return e.proxyProtocol ? "{address: \(address), proxy_protocol: true}" : address
+        })
+    }
+
     /// A name server: `host:port`, or a bare address or name meaning port 53.
     static var dnsServer: ValueShape<Endpoint> {
         ValueShape(parse: { n throws(ValueError) in

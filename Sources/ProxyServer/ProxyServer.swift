@@ -207,14 +207,14 @@ public final class ProxyServer: @unchecked Sendable {
             for w in workers {
                 do {
                     // Port 0: the first worker's bind picks the port; the others share it (SO_REUSEPORT).
-                    address = try w.listen(on: address, tls: isTLS)
+                    address = try w.listen(on: address, tls: isTLS, proxyProtocol: endpoint.proxyProtocol)
                 } catch {
                     throw .listen(error.description)
                 }
             }
             if isTLS { tlsBoundAddresses.append(address.description) } else { boundAddresses.append(address.description) }
             ownListeners.add(address)
-            logger.info("proxy listening on \(address)\(isTLS ? " (TLS)" : "")")
+            logger.info("proxy listening on \(address)\(isTLS ? " (TLS)" : "")\(endpoint.proxyProtocol ? " (PROXY protocol)" : "")")
         }
         if let endpoint = config.adminListen {
             let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: opened, inFlight: inFlight,

@@ -9,6 +9,8 @@ struct ProxySettings: Sendable {
     var connectPorts: Set<Int>
     var purgeAllowedFrom: [AddressRange]
     var allowClients: [AddressRange]
+    /// Load balancers whose PROXY protocol headers are believed.
+    var proxyProtocolFrom: [AddressRange]
     var destinations: DestinationRules
     /// nil when `auth.users_file` is not set.
     var authenticator: ProxyAuthenticator?
@@ -67,6 +69,7 @@ struct ProxySettings: Sendable {
         connectPorts = Set(config.connectPorts)
         purgeAllowedFrom = config.purgeAllowedFrom
         allowClients = config.allowClients
+        proxyProtocolFrom = config.proxyProtocolFrom
         destinations = DestinationRules(config.denyDestinations, ownListeners: ownListeners,
                                         protectThisHost: config.protectThisHost.applies(allowClients: config.allowClients))
         authenticator = users.map {

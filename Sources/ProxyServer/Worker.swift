@@ -90,10 +90,12 @@ final class Worker: @unchecked Sendable {
         hosts.publish()
     }
 
-    /// Before the worker's thread runs. With `tls`, clients speak TLS to the proxy (the HTTPS listener).
-    func listen(on address: SocketAddress, tls: Bool = false) throws(Listener.Failure) -> SocketAddress {
+    /// Before the worker's thread runs. With `tls`, clients speak TLS to the proxy (the HTTPS listener);
+    /// with `proxyProtocol`, a load balancer's PROXY header names each client first.
+    func listen(on address: SocketAddress, tls: Bool = false,
+                proxyProtocol: Bool = false) throws(Listener.Failure) -> SocketAddress {
         let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
-            self.accept(fd, peer, tls: tls)
+            if proxyProtocol { self.readProxyHeader(fd, peer, tls: tls) } else { self.accept(fd, peer, tls: tls) }
         }
         served.listeners.append(l)
         return l.boundAddress
@@ -157,7 +159,42 @@ final class Worker: @unchecked Sendable {
         conn.start()
     }
 
+    /// A `proxy_protocol` listener's connection: believed only from `proxy_protocol_from`, and
+    /// admitted (limits, then the connection) as the client its header names.
+    private func readProxyHeader(_ fd: Int32, _ peer: SocketAddress, tls: Bool) {
+        let lb = peer.addressBytes
+        guard settings.proxyProtocolFrom.contains(where: { $0.contains(lb) }) else {
+            stats.add(.connectionsRefusedProxyUntrusted)
+            if let count = untrustedLog.note(now: clock.monotonic) {
+                logger.warning("closed \(count) connection(s) to a proxy_protocol listener from outside proxy_protocol_from, latest from \(peer.host)")
+            }
+            Glibc.close(fd)
+            return
+        }
+        guard served.headerReaders.count < settings.maxConnectionsPerWorker else {
+            stats.add(.connectionsRefusedFull)
+            Glibc.close(fd)
+            return
+        }
+        let reader = ProxyHeaderReader(fd: fd, peer: peer, tls: tls)
+        served.headerReaders[ObjectIdentifier(reader)] = reader
+        reader.start(loop: loop, timeout: settings.clientHeaderTimeout) { [unowned self] reader, outcome in
+            self.served.headerReaders[ObjectIdentifier(reader)] = nil
+            switch outcome {
+            case .client(let client):
+                if self.draining { Glibc.close(reader.fd) } else { self.accept(reader.fd, client, tls: reader.tls) }
+            case .failed(let why):
+                self.stats.add(.connectionsRefusedProxyHeader)
+                self.logger.notice("closed a connection from load balancer \(reader.peer): \(why)")
+                Glibc.close(reader.fd)
+            case .abandoned:
+                Glibc.close(reader.fd)
+            }
+        }
+    }
+
     private var refusals = RefusalTally()
+    private var untrustedLog = LogThrottle()
 
     private func refuse(_ peer: SocketAddress, _ refusal: ConnectionRefusal, _ counter: Count) -> ConnectionRefusal {
         stats.add(counter)
@@ -203,6 +240,7 @@ final class Worker: @unchecked Sendable {
         draining = true
         for l in served.listeners { l.close() }
         served.listeners.removeAll()
+        for reader in Array(served.headerReaders.values) { reader.abandon() }
         tick?.timer.cancel()
         for conn in Array(served.clients.values) { conn.drain() }
         for conn in Array(served.admin.values) { conn.drain() }
@@ -260,5 +298,7 @@ private struct Served {
     var listeners: [Listener] = []
     var adminListeners: [Listener] = []
     var clients: [ObjectIdentifier: ClientConnection] = [:]
+    /// Connections of `proxy_protocol` listeners whose header is still being read.
+    var headerReaders: [ObjectIdentifier: ProxyHeaderReader] = [:]
     var admin: [ObjectIdentifier: AdminConnection] = [:]
 }

@@ -20,6 +20,9 @@ public enum Count: Int, CaseIterable, Sendable {
     case authChecksRefusedQueueFull, authChecksRefusedPerClient
     case clientTLSHandshakes, clientTLSHandshakeFailures, connectsIntercepted
     case offlineRefusals
+    /// `proxy_protocol` listeners: connections from outside `proxy_protocol_from`, and ones whose
+    /// header was missing, malformed or late.
+    case connectionsRefusedProxyUntrusted, connectionsRefusedProxyHeader
 }
 
 /// What a worker reports about its state, refreshed by the worker itself.

@@ -115,9 +115,12 @@ public enum Metrics {
             ("premature_close", .count(.originErrorPrematureClose)),
         ]),
         labelled("client_connections_refused", .counter,
-                 "Client connections turned away at accept, by limit.", "reason", [
+                 "Client connections turned away at accept, by limit, or on a proxy_protocol listener for coming from "
+                 + "outside proxy_protocol_from or without a valid PROXY header.", "reason", [
             ("max_connections", .count(.connectionsRefusedFull)),
             ("max_connections_per_client", .count(.connectionsRefusedPerClient)),
+            ("proxy_untrusted", .count(.connectionsRefusedProxyUntrusted)),
+            ("proxy_header", .count(.connectionsRefusedProxyHeader)),
         ]),
         labelled("requests_denied", .counter, "Requests refused by access rules, by reason.", "reason", [
             ("client", .count(.deniedClient)), ("destination", .count(.deniedDestination)),

@@ -7,6 +7,8 @@ public func larderFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> In
     guard let data, size > 0 else { return 0 }
     let selector = data[0]
     let input = UnsafeRawBufferPointer(start: data + 1, count: size - 1)
+    // 0xFF: the PROXY protocol header (kept apart so the older selectors keep their meaning).
+    if selector == 0xFF { fuzzProxyHeader(Array(input)); return 0 }
     switch selector % 3 {
     case 0: fuzzRequestHead(input)
     case 1: fuzzResponseHead(input, method: [.get, .head, .connect, .post][Int(selector / 3) % 4])
@@ -130,4 +132,24 @@ private func fuzzChunked(_ input: UnsafeRawBufferPointer, piece: Int) {
     let pieces = decodeChunked(input, piece: piece)
     check(whole.0 == pieces.0, "same outcome whatever the split")
     check(whole.1 == pieces.1, "same payload whatever the split")
+}
+
+/// A parsed PROXY header lies within its input, its own bytes parse to the same header, and one
+/// byte fewer is incomplete; an incomplete input stays incomplete however it is cut shorter.
+private func fuzzProxyHeader(_ input: [UInt8]) {
+    switch ProxyProtocolHeader.parse(input) {
+    case .parsed(let header):
+        check(header.length > 0 && header.length <= input.count, "PROXY header length within the input")
+        check(header.length <= ProxyProtocolHeader.maxLength, "PROXY header within its bound")
+        check(ProxyProtocolHeader.parse(Array(input.prefix(header.length))) == .parsed(header),
+              "the header's own bytes parse to the same header")
+        check(ProxyProtocolHeader.parse(Array(input.prefix(header.length - 1))) == .needMore,
+              "one byte fewer is not a complete PROXY header")
+        if let a = header.source { check((a.address.count == 4 || a.address.count == 16) && a.port <= 65_535, "a client address") }
+    case .needMore:
+        check(input.count < ProxyProtocolHeader.maxLength, "an incomplete PROXY header is shorter than the bound")
+        check(ProxyProtocolHeader.parse(Array(input.dropLast())) == .needMore, "a shorter incomplete header stays incomplete")
+    case .invalid(let why):
+        check(!why.isEmpty, "a refusal says why")
+    }
 }

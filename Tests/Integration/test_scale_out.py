@@ -123,8 +123,11 @@ def origin_counts(origin):
 @pytest.mark.timeout_s(180)
 def test_three_larders_behind_haproxy_share_urls_by_consistent_hashing(larder_factory, origin, workdir):
     script(workdir, "item", headers=[("Cache-Control", "max-age=3600")], body="y" * 2048)
-    larders = {name: larder_factory(name=name, config={"admin_listen": "127.0.0.1:0", "via_name": name,
-                                                        "workers": 1, "access_log": "off"})
+    # HAProxy sends a PROXY protocol v2 header first (send-proxy-v2 in haproxy.cfg).
+    listen = [{"address": "127.0.0.1:0", "proxy_protocol": True}]
+    larders = {name: larder_factory(name=name, listen_flag=False,
+                                    config={"listen": listen, "admin_listen": "127.0.0.1:0", "via_name": name,
+                                            "workers": 1, "access_log": "off"})
                for name in NAMES}
     haproxy = HAProxy(workdir, list(larders.values()))
     try:
@@ -203,6 +206,9 @@ def test_compose_file_matches_the_haproxy_configuration():
         assert f'"${{{name.upper()}_ADMIN_PORT-9090}}"' in cfg
         env = services[name]["environment"]
         assert env["LARDER_VIA_NAME"] == name and "LARDER_ADMIN_TOKEN" in env
+        # HAProxy sends PROXY protocol headers, so each Larder's listener must expect them.
+        assert yaml.safe_load(env["LARDER_LISTEN"]) == [{"address": "0.0.0.0:3128", "proxy_protocol": True}]
+        assert env["LARDER_PROXY_PROTOCOL_FROM"]
     volumes = [services[name]["volumes"][0].split(":")[0] for name in larders]
     assert len(set(volumes)) == len(larders), "each instance needs its own cache volume"
     assert "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in services["haproxy"]["volumes"]

@@ -233,6 +233,17 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         ErrorRow(name: "bad endpoint in list", yaml: "listen:\n  - 127.0.0.1:3128\n  - nowhere\n",
                  lines: ["t.yaml:2: listen: expected HOST:PORT, got \"nowhere\""]),
         ErrorRow(name: "empty listen", yaml: "listen: []\n", lines: ["t.yaml:1: listen: needs at least one HOST:PORT"]),
+        ErrorRow(name: "listener mapping with an unknown key", yaml: "listen:\n  - {address: 127.0.0.1:1, proxy: true}\n",
+                 lines: ["t.yaml:2: listen: unknown key \"proxy\" in a listener (known: address, proxy_protocol)"]),
+        ErrorRow(name: "listener mapping without an address", yaml: "listen:\n  - {proxy_protocol: true}\n",
+                 lines: ["t.yaml:2: listen: a listener written as a mapping needs address: HOST:PORT"]),
+        ErrorRow(name: "listener mapping with a bad flag", yaml: "listen:\n  - {address: 127.0.0.1:1, proxy_protocol: sure}\n",
+                 lines: ["t.yaml:2: listen: expected true or false, got \"sure\""]),
+        ErrorRow(name: "listener mapping with a bad address", yaml: "tls:\n  listen:\n    - {address: nowhere, proxy_protocol: true}\n",
+                 lines: ["t.yaml:3: tls.listen: expected HOST:PORT, got \"nowhere\""]),
+        ErrorRow(name: "PROXY protocol listener nobody may reach",
+                 yaml: "listen:\n  - {address: 127.0.0.1:1, proxy_protocol: true}\nproxy_protocol_from: []\n",
+                 lines: ["t.yaml: proxy_protocol_from: is empty, so no load balancer may connect to the proxy_protocol listeners"]),
         ErrorRow(name: "mapping where a value belongs", yaml: "workers:\n  a: 1\n",
                  lines: ["t.yaml:2: workers: expected a single value, got a mapping"]),
         ErrorRow(name: "section given a value", yaml: "session: 5\n",
@@ -454,6 +465,18 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         #expect(c.session.httpAdditionalHeaders == [HeaderPair(name: "X-A", value: "b"), HeaderPair(name: "X-C", value: "d")])
         #expect(c.connectPorts == [443, 563])
         #expect(c.reverseOrigin == OriginURL(scheme: .http, host: "127.0.0.1", port: 9000))
+    }
+
+    /// A PROXY protocol listener in the environment's flow form (how compose files set it).
+    @Test func listenerMappingsInTheEnvironment() throws {
+        var c = Config()
+        try ConfigLoader.applyEnvironment([
+            "LARDER_LISTEN": "[127.0.0.1:3128, {address: \"0.0.0.0:3129\", proxy_protocol: true}]",
+            "LARDER_PROXY_PROTOCOL_FROM": "10.0.0.0/8,fc00::/7",
+        ], to: &c)
+        #expect(c.listen == [Endpoint(host: "127.0.0.1", port: 3128),
+                             Endpoint(host: "0.0.0.0", port: 3129, proxyProtocol: true)])
+        #expect(c.proxyProtocolFrom.map(\.description) == ["10.0.0.0/8", "fc00:0:0:0:0:0:0:0/7"])
     }
 
     @Test func emptyVariableClearsAnOptionalSetting() throws {

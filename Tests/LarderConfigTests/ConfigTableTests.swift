@@ -6,7 +6,8 @@ import Foundation
 /// back (quoting, IPv6, units, nested rules). Not checked between keys: no valid configuration
 /// moves both TLS versions.
 private let everyKeyChangedText = """
-listen: ["0.0.0.0:3128", "[::1]:3129"]
+listen: ["0.0.0.0:3128", {address: "[::1]:3129", proxy_protocol: true}]
+proxy_protocol_from: [10.0.0.5, "fd00::/64"]
 admin_listen: "[::1]:9091"
 admin_token: s3cret#token
 admin_hosts: [larder.internal, "fd00::1"]
@@ -61,7 +62,7 @@ tls:
   ca_file: /etc/ssl/origins.pem
   trust:
     - {host: "*.lab.example", sha256: "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89"}
-  listen: ["0.0.0.0:3130"]
+  listen: ["0.0.0.0:3130", {proxy_protocol: yes, address: "127.0.0.1:3131"}]
   certificate_file: /etc/larder/proxy.pem
   key_file: /etc/larder/proxy.key
   admin: true

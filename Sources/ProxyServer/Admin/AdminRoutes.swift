@@ -98,6 +98,14 @@ extension AdminContext {
             return method == .get || method == .head ? AdminResponse(status: 200, contentType: "text/plain", body: "ok\n")
                 : notAllowed("GET, HEAD")
         }
+        // Readiness needs no token either: orchestrators' probes cannot send one (a Kubernetes
+        // httpGet probe cannot read a Secret), and it says only "ready" or not.
+        if target.path == "/readyz" {
+            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
+            return ready.load(ordering: .relaxed)
+                ? AdminResponse(status: 200, contentType: "text/plain", body: "ready\n")
+                : AdminResponse(status: 503, contentType: "text/plain", body: "not ready\n")
+        }
         // The token may also come as ?token=, so a browser can open the dashboard.
         if let token = token.withLock({ $0 }), !authorized(authorization, token),
            !authorized(target.value("token").map { "Bearer " + $0 }, token) {
@@ -106,11 +114,6 @@ extension AdminContext {
             return r
         }
         switch target.path {
-        case "/readyz":
-            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
-            return ready.load(ordering: .relaxed)
-                ? AdminResponse(status: 200, contentType: "text/plain", body: "ready\n")
-                : AdminResponse(status: 503, contentType: "text/plain", body: "not ready\n")
         case "/", "/dashboard":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return AdminResponse(status: 200, contentType: "text/html; charset=utf-8", body: Dashboard.html)
