@@ -127,8 +127,13 @@ public final class ProxyServer: @unchecked Sendable {
         let log = logger
         do {
             opened = try Cache(settings: settings.cache.store, log: { log.warning("\($0)") })
-            for note in opened.disk.startupNotes { logger.warning("\(note)") }
-            logger.info("cache in \(absolutePath(config.cacheDirectory)): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
+            if let disk = opened.disk {
+                for note in disk.startupNotes { logger.warning("\(note)") }
+                logger.info("cache in \(absolutePath(config.cacheDirectory)): \(disk.entryCount) entries, \(disk.storedBytes) bytes")
+            } else {
+                let store = settings.cache.store
+                logger.notice("ephemeral cache (cache.ephemeral): memory only, \(store.memoryCapacity) bytes, responses up to \(store.memoryObjectLimit) bytes; nothing is written to disk and a restart starts empty")
+            }
         } catch {
             let problem = "cannot open the cache in \(config.cacheDirectory): \(error.description)"
             guard config.cache.onUnusableDirectory == .passThrough else { throw .cache(problem) }
@@ -182,7 +187,8 @@ public final class ProxyServer: @unchecked Sendable {
                 interception = Interception(patterns: tls.intercept, authority: authority,
                                             keyType: CertificateKeyType(tls.interceptKeyType),
                                             lifetime: Int(tls.interceptCertificateLifetime),
-                                            directory: config.cacheDirectory + "/certificates", logger: logger)
+                                            directory: config.cache.ephemeral ? nil : config.cacheDirectory + "/certificates",
+                                            logger: logger)
                 logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
             } catch {
                 throw .tls("interception CA: \(error)")

@@ -35,6 +35,7 @@ public enum Sample: String, CaseIterable, Sendable {
     case diskEntries, diskBytes, diskCapacityBytes, diskEvictions
     case checksumFailures
     case cacheDisabled
+    case cacheEphemeral
     case mapUsedBytes, mapSizeBytes
     case pendingWriteBytes
     case collapsedFetchesInFlight
@@ -98,6 +99,9 @@ public enum Metrics {
         one("cache_disabled", .gauge,
             "1 while Larder serves without a cache (cache.on_unusable_dir: pass-through and an unusable cache_dir).",
             .sampled(.cacheDisabled)),
+        one("cache_ephemeral", .gauge,
+            "1 when the cache is memory only (cache.ephemeral): nothing is written to disk and a restart starts empty.",
+            .sampled(.cacheEphemeral)),
         one("lmdb_map_used_bytes", .gauge, "Bytes of the LMDB map in use.", .sampled(.mapUsedBytes)),
         one("lmdb_map_size_bytes", .gauge, "Size of the LMDB map.", .sampled(.mapSizeBytes)),
         one("cache_pending_write_bytes", .gauge, "Bytes queued for the disk writer.", .sampled(.pendingWriteBytes)),

@@ -51,7 +51,7 @@ final class AdminContext: Sendable {
 
     func snapshot() -> StatisticsSnapshot {
         let s = cache.statistics
-        let map = cache.disk.mapUsage
+        let map = cache.disk?.mapUsage ?? (used: 0, size: 0)
         let uptime = clock.monotonic - started
         let collapsing = inFlight.count
         let settings = cache.settings
@@ -68,6 +68,7 @@ final class AdminContext: Sendable {
             case .diskEvictions: return Double(s.diskEvictions)
             case .checksumFailures: return Double(s.checksumFailures)
             case .cacheDisabled: return cache.isDisabled ? 1 : 0
+            case .cacheEphemeral: return cache.isEphemeral ? 1 : 0
             case .mapUsedBytes: return Double(map.used)
             case .mapSizeBytes: return Double(map.size)
             case .pendingWriteBytes: return Double(s.pendingWriteBytes)
