@@ -1,0 +1,175 @@
+"""Warming the cache: ``larder warm FILE|-`` through a running Larder or straight into a cache
+directory. Hostile lists (garbage bytes, huge lines, other schemes, denied destinations)
+are failures in the report, never crashes; warming meets the same access rules as clients."""
+
+import os
+import pty
+import re
+import select
+import socket
+import subprocess
+import time
+
+from helpers import child_env, larder_bin, proxy_exchange, spawn, stop_process
+from test_cache import cache_status
+
+
+def warm(*args, stdin=None, timeout=60, env=None):
+    """Runs ``larder warm``; returns (exit code, stdout, stderr)."""
+    proc = spawn([larder_bin(), "warm", *args], stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**child_env(), **(env or {})})
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_process(proc, timeout=5)
+        raise AssertionError(f"larder warm {args} did not end within {timeout} s")
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def unique_urls(origin, n, size=2048, first=1):
+    return [origin.url(f"/unique/{i}/{size}") for i in range(first, first + n)]
+
+
+def write_list(workdir, lines, name="urls.txt"):
+    path = workdir / name
+    data = lines if isinstance(lines, bytes) else ("\n".join(lines) + "\n").encode()
+    path.write_bytes(data)
+    return path
+
+
+def summary_counts(text):
+    m = re.search(r"warmed (\d+) of (\d+) URLs in \S+: (\d+) stored, (\d+) already fresh, (\d+) revalidated, "
+                  r"(\d+) not stored, (\d+) failed", text)
+    assert m, text
+    keys = ["done", "total", "stored", "fresh", "revalidated", "not_stored", "failed"]
+    return dict(zip(keys, map(int, m.groups())))
+
+
+def test_warm_stores_then_finds_everything_fresh(larder, origin, workdir):
+    urls = unique_urls(origin, 40)
+    path = write_list(workdir, ["# build artefacts", ""] + urls)
+    rc, out, err = warm(str(path), "--proxy", larder.proxy_url, "--concurrency", "4")
+    assert rc == 0, (out, err)
+    assert summary_counts(out) == dict(done=40, total=40, stored=40, fresh=0, revalidated=0, not_stored=0, failed=0)
+    assert "80.0 KiB" in out
+    assert len(origin.wait_requests(40)) == 40
+
+    rc, out, err = warm(str(path), "--proxy", larder.proxy_url)
+    assert rc == 0, (out, err)
+    assert summary_counts(out)["fresh"] == 40
+    # A client now gets hits, and the origin is not asked again.
+    r = proxy_exchange(larder.port, "GET", urls[7])
+    assert r.status == 200 and "hit" in cache_status(r) and len(r.body) == 2048
+    assert len(origin.requests()) == 40
+
+
+def test_failures_are_reported_with_reasons_and_exit_1(larder, origin, workdir):
+    huge = "http://127.0.0.1/" + "a" * 20000
+    lines = [origin.url("/unique/1/100"), origin.url("/status/404"), origin.url("/headers?Cache-Control=no-store"),
+             "ftp://example.com/file", "http://exa mple.com/", huge, "http://169.254.169.254/latest/meta-data/",
+             f"http://127.0.0.1:{larder.port}/loop", "not a url at all"]
+    data = ("\n".join(lines) + "\n").encode() + b"\xff\xfe\x00\x1b[31m\n" + origin.url("/unique/2/100").encode() + b"\n"
+    path = write_list(workdir, data)
+    rc, out, err = warm(str(path), "--proxy", larder.proxy_url)
+    assert rc == 1, (out, err)
+    counts = summary_counts(out)
+    assert counts == dict(done=11, total=11, stored=2, fresh=0, revalidated=0, not_stored=1, failed=8), out
+    assert "1 × no-store" in out
+    assert "HTTP 404 Not Found" in out
+    assert "not an http:// or https:// URL" in out
+    assert "longer than 8192 bytes" in out
+    assert "spaces, control characters or non-ASCII bytes" in out
+    assert re.search(r"169\.254\.169\.254/latest/meta-data/: HTTP 403", out), out
+    # Nothing but the valid, allowed URLs reached the origin; Larder never forwarded to itself.
+    paths = sorted(r["path"] for r in origin.wait_requests(4))
+    assert paths == ["/headers", "/status/404", "/unique/1/100", "/unique/2/100"], paths
+    assert larder.proc.poll() is None
+
+
+def test_standard_input_and_usage_errors(larder, origin, workdir):
+    data = ("\n".join(unique_urls(origin, 3)) + "\n").encode()
+    rc, out, err = warm("-", "--proxy", f"127.0.0.1:{larder.port}", stdin=data)
+    assert rc == 0 and summary_counts(out)["stored"] == 3, (out, err)
+
+    for args in (["-", "--concurrency", "0"], ["-", "--concurrency", "65"], ["-", "--proxy", "https://127.0.0.1:1"],
+                 ["-", "--proxy", "127.0.0.1"], [str(workdir / "missing.txt"), "--proxy", larder.proxy_url],
+                 ["-", "--proxy", larder.proxy_url, "--cache-dir", str(workdir / "x")], []):
+        rc, out, err = warm(*args, stdin=b"")
+        assert rc == 2, (args, rc, out, err)
+        assert err.strip(), args
+
+
+def test_an_unreachable_proxy_fails_every_url(origin, workdir):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connections are refused
+        path = write_list(workdir, unique_urls(origin, 3))
+        rc, out, err = warm(str(path), "--proxy", f"http://127.0.0.1:{port}", timeout=30)
+    assert rc == 1
+    assert summary_counts(out)["failed"] == 3
+    assert "cannot connect to the proxy 127.0.0.1" in out
+    assert origin.requests() == []
+
+
+def test_progress_is_plain_lines_off_a_terminal_and_one_redrawn_line_on_one(larder, origin, workdir):
+    path = write_list(workdir, unique_urls(origin, 20))
+    rc, out, err = warm(str(path), "--proxy", larder.proxy_url)
+    assert rc == 0
+    assert "\r" not in err and "\x1b" not in err
+    assert re.search(r"^progress \[20/20\] 100%  .*/s  ETA -  stored 20 ", err, re.M), err
+
+    # Standard error on a terminal: the line is redrawn in place.
+    master, slave = pty.openpty()
+    try:
+        path = write_list(workdir, unique_urls(origin, 20, first=100), name="more.txt")
+        proc = spawn([larder_bin(), "warm", str(path), "--proxy", larder.proxy_url],
+                     stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        slave = None
+        seen = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    piece = os.read(master, 4096)
+                except OSError:
+                    break
+                if not piece:
+                    break
+                seen += piece
+            elif proc.poll() is not None:
+                break
+        out = proc.stdout.read().decode()
+        assert proc.wait(10) == 0
+    finally:
+        os.close(master)
+        if slave is not None:
+            os.close(slave)
+    text = seen.decode(errors="replace")
+    assert "\r\x1b[K[20/20] 100%" in text, text
+    assert "progress " not in text
+    assert summary_counts(out)["stored"] == 20
+
+
+def test_warming_a_cache_directory_that_no_larder_uses(larder_factory, origin, workdir):
+    cache_dir = workdir / "larder1-cache"  # the directory larder_factory() gives its first Larder
+    urls = unique_urls(origin, 30, size=300_000)
+    path = write_list(workdir, urls)
+    rc, out, err = warm(str(path), "--cache-dir", str(cache_dir), timeout=120)
+    assert rc == 0, (out, err)
+    assert summary_counts(out)["stored"] == 30
+    assert (cache_dir / "data.mdb").exists()
+    assert len(origin.wait_requests(30)) == 30
+
+    lr = larder_factory()
+    for u in urls[:5]:
+        r = proxy_exchange(lr.port, "GET", u)
+        assert r.status == 200 and "hit" in cache_status(r), cache_status(r)
+    assert len(origin.requests()) == 30
+
+    # The directory is now held by that Larder: warming it directly is refused, clearly.
+    rc, out, err = warm(str(path), "--cache-dir", str(cache_dir))
+    assert rc == 2
+    assert "in use by another Larder" in err, err
+    assert lr.proc.poll() is None
