@@ -39,6 +39,7 @@ public enum Sample: String, CaseIterable, Sendable {
     case mapUsedBytes, mapSizeBytes
     case pendingWriteBytes
     case collapsedFetchesInFlight
+    case warmRunning, warmTotal, warmDone, warmStored, warmFresh, warmRevalidated, warmNotStored, warmFailed, warmBytes
 }
 
 public enum Metrics {
@@ -148,6 +149,14 @@ public enum Metrics {
             .count(.clientTLSHandshakeFailures)),
         one("connects_intercepted", .counter, "CONNECT tunnels decrypted by interception (tls.intercept).",
             .count(.connectsIntercepted)),
+        one("warm_running", .gauge, "1 while a warm job (POST /warm) runs.", .sampled(.warmRunning)),
+        labelled("warm_urls", .gauge, "URLs of the running or last warm job, by what became of them (total: in its list).",
+                 "state", [
+            ("total", .sampled(.warmTotal)), ("done", .sampled(.warmDone)), ("stored", .sampled(.warmStored)),
+            ("fresh", .sampled(.warmFresh)), ("revalidated", .sampled(.warmRevalidated)),
+            ("not_stored", .sampled(.warmNotStored)), ("failed", .sampled(.warmFailed)),
+        ]),
+        one("warm_bytes", .gauge, "Response body bytes the running or last warm job has read.", .sampled(.warmBytes)),
         Metric(name: "loop_lag_seconds", kind: .gauge, help: "How late each worker's event loop ran its last tick.",
                label: "worker", series: [("", .perWorker(.loopLagMicroseconds, divisor: 1e6))]),
     ]

@@ -1,7 +1,9 @@
 """Warming the cache: ``larder warm FILE|-`` through a running Larder or straight into a cache
-directory. Hostile lists (garbage bytes, huge lines, other schemes, denied destinations)
-are failures in the report, never crashes; warming meets the same access rules as clients."""
+directory, and the admin endpoint's ``POST /warm`` with its progress in /stats, /metrics and
+the dashboard. Hostile lists (garbage bytes, huge lines, other schemes, denied destinations)
+are failures in the report, never crashes; a warm job meets the same access rules as clients."""
 
+import json
 import os
 import pty
 import re
@@ -12,6 +14,9 @@ import time
 
 from helpers import child_env, larder_bin, proxy_exchange, spawn, stop_process
 from test_cache import cache_status
+from test_security_admin import ask
+
+ADMIN = {"admin_listen": "127.0.0.1:0"}
 
 
 def warm(*args, stdin=None, timeout=60, env=None):
@@ -173,3 +178,134 @@ def test_warming_a_cache_directory_that_no_larder_uses(larder_factory, origin, w
     assert rc == 2
     assert "in use by another Larder" in err, err
     assert lr.proc.poll() is None
+
+
+def admin_post_warm(lr, body, headers=(), query=""):
+    return ask(lr.admin_port, "POST", "/warm" + query, headers=[("Content-Type", "text/uri-list"), *headers], body=body)
+
+
+def admin_json(lr, path, headers=()):
+    r = ask(lr.admin_port, "GET", path, headers=headers)
+    assert r.status == 200, r
+    return json.loads(r.body)
+
+
+def wait_job(lr, headers=(), timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        w = admin_json(lr, "/warm", headers)
+        if w["state"] != "running" or time.monotonic() > deadline:
+            return w
+        time.sleep(0.1)
+
+
+def test_post_warm_runs_in_the_background_and_reports_progress(larder_factory, origin):
+    lr = larder_factory(config=ADMIN)
+    assert admin_json(lr, "/warm") == {"state": "idle"}
+    urls = unique_urls(origin, 50, size=1000)
+    body = ("# list\n" + "\n".join(urls) + "\nftp://nope/\n" + origin.url("/status/500") + "\n").encode()
+    r = admin_post_warm(lr, body, query="?concurrency=4")
+    assert r.status == 202, r
+    started = json.loads(r.body)
+    assert started == {"job": 1, "state": "running", "total": 52, "invalid": 1, "concurrency": 4}
+    w = wait_job(lr)
+    assert w["state"] == "finished"
+    assert (w["total"], w["done"], w["stored"], w["failed"], w["bytes"]) == (52, 52, 50, 2, 50_000 + len(b"status 500\n"))
+    reasons = {x["reason"] for x in w["failure_reasons"]}
+    assert "not an http:// or https:// URL" in reasons and any(x.startswith("HTTP 500") for x in reasons), reasons
+
+    s = admin_json(lr, "/stats")
+    assert s["warm"]["job"] == 1 and s["warm"]["stored"] == 50
+    assert s["warm_running"] == 0 and s["warm_urls"]["done"] == 52 and s["warm_urls"]["failed"] == 2
+    metrics = ask(lr.admin_port, "GET", "/metrics").body.decode()
+    assert 'larder_warm_urls{state="stored"} 50' in metrics and "larder_warm_running 0" in metrics
+    assert lr.wait_for_log(r"warm job 1 finished: warmed 52 of 52 URLs")
+
+    # A second job finds them fresh.
+    assert admin_post_warm(lr, "\n".join(urls).encode()).status == 202
+    w = wait_job(lr)
+    assert (w["job"], w["fresh"], w["stored"]) == (2, 50, 0)
+
+
+def test_one_job_at_a_time_and_delete_stops_it(larder_factory, origin):
+    lr = larder_factory(config=ADMIN)
+    slow = [origin.url(f"/unique/{i}/100?delay=1") for i in range(40)]
+    assert admin_post_warm(lr, "\n".join(slow).encode(), query="?concurrency=2").status == 202
+    r = admin_post_warm(lr, origin.url("/unique/999/10").encode())
+    assert r.status == 409 and b"is running" in r.body, r
+    assert admin_json(lr, "/stats")["warm_running"] == 1
+    r = ask(lr.admin_port, "DELETE", "/warm")
+    assert r.status == 200 and json.loads(r.body)["state"] == "cancelled"
+    w = wait_job(lr, timeout=10)
+    assert w["state"] == "cancelled" and w["done"] == 40 and w["stored"] < 40
+    assert ask(lr.admin_port, "DELETE", "/warm").status == 404
+    assert admin_post_warm(lr, origin.url("/unique/999/10").encode()).status == 202
+    assert wait_job(lr)["stored"] == 1
+
+
+def test_post_warm_refuses_bad_requests(larder_factory, origin):
+    lr = larder_factory(config=ADMIN)
+    # Empty lists, bad parameters, bodies too large or without a length.
+    assert admin_post_warm(lr, b"").status == 411
+    assert admin_post_warm(lr, b"# nothing\n\n").status == 400
+    assert admin_post_warm(lr, b"http://h/\n", query="?concurrency=0").status == 400
+    assert admin_post_warm(lr, b"http://h/\n", query="?concurrency=999").status == 400
+    assert admin_post_warm(lr, ("http://h/x\n" * 100_001).encode()).status == 413
+    with socket.create_connection(("127.0.0.1", lr.admin_port), timeout=10) as s:
+        s.sendall(f"POST /warm HTTP/1.1\r\nHost: 127.0.0.1:{lr.admin_port}\r\nContent-Length: 9000000\r\n\r\n".encode())
+        assert s.recv(100).startswith(b"HTTP/1.1 413")
+    with socket.create_connection(("127.0.0.1", lr.admin_port), timeout=10) as s:
+        s.sendall(f"POST /warm HTTP/1.1\r\nHost: 127.0.0.1:{lr.admin_port}\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "0\r\n\r\n".encode())
+        assert s.recv(100).startswith(b"HTTP/1.1 411")
+    # A cross-site form is refused before anything is read.
+    r = ask(lr.admin_port, "POST", "/warm", headers=[("Content-Type", "application/x-www-form-urlencoded")],
+            body=origin.url("/unique/1/10").encode())
+    assert r.status == 403 and b"text/uri-list" in r.body
+    assert ask(lr.admin_port, "PUT", "/warm").status == 405
+    assert admin_json(lr, "/warm") == {"state": "idle"}
+    assert origin.requests() == []
+    # A body sent slowly, in pieces, on a kept-alive connection, then another request on it.
+    with socket.create_connection(("127.0.0.1", lr.admin_port), timeout=10) as s:
+        body = (origin.url("/unique/5/10") + "\n").encode()
+        s.sendall(f"POST /warm HTTP/1.1\r\nHost: 127.0.0.1:{lr.admin_port}\r\n"
+                  f"Content-Type: text/uri-list\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        for i in range(0, len(body), 7):
+            s.sendall(body[i:i + 7])
+            time.sleep(0.01)
+        s.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{lr.admin_port}\r\n\r\n".encode())
+        got = b""
+        deadline = time.monotonic() + 10
+        while got.count(b"HTTP/1.1 ") < 2 and time.monotonic() < deadline:
+            got += s.recv(4096)
+        assert got.startswith(b"HTTP/1.1 202") and b"HTTP/1.1 200" in got, got
+    assert wait_job(lr)["stored"] == 1
+
+
+def test_post_warm_needs_the_token(larder_factory, origin):
+    token = "warm-secret-token"
+    lr = larder_factory(config={**ADMIN, "admin_token": token})
+    body = origin.url("/unique/1/10").encode()
+    assert admin_post_warm(lr, body).status == 401
+    auth = [("Authorization", f"Bearer {token}")]
+    assert admin_post_warm(lr, body, headers=auth).status == 202
+    assert wait_job(lr, headers=auth)["stored"] == 1
+    assert ask(lr.admin_port, "GET", "/warm").status == 401
+
+
+def test_a_warm_job_meets_the_access_rules_clients_meet(larder_factory, origin):
+    # This machine's own services are off limits to clients here, so to warm jobs too.
+    lr = larder_factory(config={**ADMIN, "protect_this_host": "on"})
+    lines = [origin.url("/unique/1/10"), "http://169.254.169.254/latest/meta-data/",
+             f"http://127.0.0.1:{lr.admin_port}/stats", "http://localhost:22/"]
+    assert admin_post_warm(lr, "\n".join(lines).encode()).status == 202
+    w = wait_job(lr)
+    assert (w["failed"], w["stored"]) == (4, 0), w
+    assert all(x["reason"].startswith("HTTP 403") for x in w["failure_reasons"]), w
+    assert origin.requests() == []
+
+
+def test_the_dashboard_shows_warming(larder_factory):
+    lr = larder_factory(config=ADMIN)
+    html = ask(lr.admin_port, "GET", "/").body.decode()
+    assert 'id="warm"' in html and "s.warm" in html

@@ -35,6 +35,7 @@ enum Dashboard {
   #chart-hit .line { stroke: var(--good); } #chart-hit .area { fill: var(--good); }
   .tiers, .lookups { grid-column: span 6; }
   .hosts, .responses { grid-column: span 6; }
+  .warm { grid-column: span 12; }
   .bar { margin: 8px 0 12px; }
   .bar .name { display: flex; justify-content: space-between; font-size: 13px; }
   .bar .track { height: 10px; background: #0b1016; border-radius: 5px; overflow: hidden; margin-top: 4px; }
@@ -47,7 +48,7 @@ enum Dashboard {
   td.n { text-align: right; color: var(--dim); width: 90px; font-variant-numeric: tabular-nums; }
   td .hb { height: 4px; background: var(--accent); border-radius: 2px; margin-top: 3px; opacity: .7; }
   .empty { color: var(--dim); font-style: italic; }
-  @media (max-width: 1000px) { .kpi { grid-column: span 4; } .chart, .tiers, .lookups, .hosts, .responses { grid-column: span 12; } }
+  @media (max-width: 1000px) { .kpi { grid-column: span 4; } .chart, .tiers, .lookups, .hosts, .responses, .warm { grid-column: span 12; } }
 </style>
 </head>
 <body>
@@ -69,6 +70,7 @@ enum Dashboard {
   <section class="panel lookups"><h2>What the cache did</h2><div class="stack" id="stack"></div><div class="legend" id="legend"></div></section>
   <section class="panel hosts"><h2>Top hosts</h2><table id="hosts"><tr><td class="empty">no requests yet</td></tr></table></section>
   <section class="panel responses"><h2>Responses and origin errors</h2><div id="responses"></div></section>
+  <section class="panel warm"><h2>Warming</h2><div id="warm"><div class="empty">no warm job yet (POST /warm)</div></div></section>
 </main>
 <script>
 "use strict";
@@ -173,6 +175,18 @@ async function refresh() {
              `<div class="track"><div class="fill" style="width:${(n / answered * 100).toFixed(1)}%;background:${c}"></div></div></div>`;
     }).join("") + `<div class="legend">` + Object.entries(s.origin_errors || {}).map(([k, n]) =>
         `<span>${k.replace(/_/g, " ")} ${fmtNum(n)}</span>`).join("") + `</div>`;
+    const w = s.warm || { state: "idle" };
+    if (w.state !== "idle") {
+      const f = w.total > 0 ? w.done / w.total : 1;
+      const eta = w.state === "running" && w.done > 0 ? " · ETA " + Math.round(w.elapsed_seconds / w.done * (w.total - w.done)) + " s" : "";
+      const reasons = (w.failure_reasons || []).slice(0, 5).map((r) => `<span>${esc(r.reason)} ${fmtNum(r.count)}</span>`).join("");
+      $("warm").innerHTML = `<div class="bar"><div class="name"><span>job ${w.job} · ${esc(w.state)}</span>` +
+          `<span>${fmtNum(w.done)} of ${fmtNum(w.total)} · ${fmtBytes(w.bytes)} · ${w.elapsed_seconds.toFixed(1)} s${eta}</span></div>` +
+          `<div class="track"><div class="fill" style="width:${(f * 100).toFixed(1)}%"></div></div></div>` +
+          `<div class="legend"><span>stored ${fmtNum(w.stored)}</span><span>already fresh ${fmtNum(w.fresh)}</span>` +
+          `<span>revalidated ${fmtNum(w.revalidated)}</span><span>not stored ${fmtNum(w.not_stored)}</span>` +
+          `<span>failed ${fmtNum(w.failed)}</span></div>` + (reasons ? `<div class="legend">${reasons}</div>` : "");
+    }
     const hosts = s.top_hosts || [];
     const most = hosts.length ? hosts[0].requests : 1;
     $("hosts").innerHTML = hosts.length ? hosts.slice(0, 10).map((x) =>
