@@ -14,9 +14,10 @@ public enum WarmFormat {
         return fixed(value, places: 1) + " " + units[unit]
     }
 
-    /// `0.4s`, `42s`, `3m05s`, `2h07m`.
+    /// `37ms`, `4.2s`, `42s`, `3m05s`, `2h07m`.
     public static func duration(_ seconds: Double) -> String {
         guard seconds.isFinite, seconds >= 0 else { return "?" }
+        if seconds < 0.9995 { return "\(Int((seconds * 1_000).rounded()))ms" }
         if seconds < 10 { return fixed(seconds, places: 1) + "s" }
         let s = Int(seconds.rounded())
         if s < 60 { return "\(s)s" }

@@ -92,9 +92,14 @@ struct WarmCommand: ParsableCommand {
         let progress = WarmProgressPrinter(terminal: isatty(2) == 1)
         job.start()
         // Progress until done, redrawn every 0.2 s; bounded by the job, whose reads time out.
+        var drawn = 0.0
         while job.isRunning {
-            usleep(200_000)
-            progress.update(job.tally, elapsed: job.elapsed)
+            usleep(10_000)
+            let elapsed = job.elapsed
+            if elapsed - drawn >= 0.2 {
+                drawn = elapsed
+                progress.update(job.tally, elapsed: elapsed)
+            }
         }
         job.wait()
         progress.finish(job.tally, elapsed: job.elapsed)

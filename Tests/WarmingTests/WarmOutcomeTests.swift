@@ -112,7 +112,7 @@ import Testing
         #expect(WarmFormat.bytes(n) == text)
     }
 
-    @Test(arguments: [(0, "0.0s"), (0.44, "0.4s"), (9.96, "10.0s"), (42.4, "42s"), (65, "1m05s"), (3_599, "59m59s"),
+    @Test(arguments: [(0, "0ms"), (0.0374, "37ms"), (0.9994, "999ms"), (0.9996, "1.0s"), (4.24, "4.2s"), (9.96, "10.0s"), (42.4, "42s"), (65, "1m05s"), (3_599, "59m59s"),
                       (7_620, "2h07m"), (-1, "?"), (Double.infinity, "?")] as [(Double, String)])
     func duration(seconds: Double, text: String) {
         #expect(WarmFormat.duration(seconds) == text)
