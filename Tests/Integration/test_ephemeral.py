@@ -42,6 +42,7 @@ def test_hits_work_and_nothing_reaches_the_disk(larder_factory, origin, workdir)
     assert s["lmdb_map_size_bytes"] == 0
     metrics = ask(lr.admin_port, "GET", "/metrics").body.decode()
     assert "larder_cache_ephemeral 1" in metrics
+    assert "s.cache_ephemeral" in ask(lr.admin_port, "GET", "/").body.decode()
 
     # Purging works without a disk.
     assert ask(lr.admin_port, "DELETE", "/cache?url=" + url).status == 200

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 
-from helpers import child_env, larder_bin, proxy_exchange, spawn, stop_process
+from helpers import _ThreadedServer, child_env, larder_bin, proxy_exchange, spawn, stop_process
 from test_cache import cache_status
 from test_security_admin import ask
 
@@ -114,6 +114,55 @@ def test_an_unreachable_proxy_fails_every_url(origin, workdir):
     assert summary_counts(out)["failed"] == 3
     assert "cannot connect to the proxy 127.0.0.1" in out
     assert origin.requests() == []
+
+
+class HostileProxy(_ThreadedServer):
+    """Answers each request by what its path asks for, the way a broken or hostile proxy might."""
+
+    ANSWERS = {
+        "garbage": b"\x00\xffnot http at all\r\n\r\n",
+        "bad-status": b"HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n",
+        "huge-head": b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"a" * 200_000 + b"\r\n\r\n",
+        "two-lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        "short": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nCache-Status: larder; fwd=miss; stored\r\n\r\nonly this",
+        "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+        "no-answer": b"",
+        "until-close": b"HTTP/1.1 200 OK\r\nCache-Status: larder; fwd=miss; stored\r\n\r\n" + b"b" * 100_000,
+        "interim-then-ok": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                           b"Cache-Status: larder; hit\r\n\r\nok",
+    }
+
+    def handle(self, sock, peer):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            piece = sock.recv(65536)
+            if not piece:
+                return
+            data += piece
+        name = data.split(b" ")[1].rsplit(b"/", 1)[1].decode()
+        if name == "silent":
+            time.sleep(3)  # longer than the client's --timeout
+            return
+        sock.sendall(self.ANSWERS[name])
+
+
+def test_a_hostile_proxy_gets_failures_never_a_hang(workdir):
+    proxy = HostileProxy()
+    try:
+        names = list(HostileProxy.ANSWERS) + ["silent"]
+        path = write_list(workdir, [f"http://origin.invalid/{n}" for n in names])
+        rc, out, err = warm(str(path), "--proxy", f"127.0.0.1:{proxy.port}", "--timeout", "1", "--concurrency", "3",
+                            timeout=30)
+    finally:
+        proxy.stop()
+    assert rc == 1, (out, err)
+    counts = summary_counts(out)
+    assert (counts["fresh"], counts["stored"], counts["failed"]) == (1, 1, 8), out
+    assert "invalid answer from the proxy" in out
+    assert "cut short after 9 of 100 bytes" in out
+    assert "invalid chunked body from the proxy" in out
+    assert "closed the connection without answering" in out
+    assert "no answer from the proxy for 1.0s" in out
 
 
 def test_progress_is_plain_lines_off_a_terminal_and_one_redrawn_line_on_one(larder, origin, workdir):

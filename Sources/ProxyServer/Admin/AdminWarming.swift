@@ -2,8 +2,8 @@ import Locking
 import Statistics
 import Warming
 
-/// `POST /warm`: one warm job at a time, fetched through this Larder's own proxy listener on
-/// loopback, so its requests meet every rule a client's meet (`allow_clients`,
+/// `POST /warm`: one warm job at a time, fetched through this Larder's own proxy listener (on
+/// loopback when it listens on every address), so its requests meet every rule a client's meet (`allow_clients`,
 /// `deny_destinations`, `protect_this_host`, authentication) and cannot reach anything a client
 /// could not. Its progress is in `/stats`, `/metrics` and the dashboard until the next job.
 final class AdminWarming: Sendable {

@@ -149,7 +149,8 @@ async function refresh() {
     $("k-conn").textContent = fmtNum(s.client_connections_open);
     $("k-conn-total").textContent = fmtNum(s.client_connections) + " accepted";
     $("k-entries").textContent = fmtNum(s.cache_entries.disk + s.cache_entries.memory);
-    $("k-bytes").textContent = fmtBytes(s.cache_bytes.disk) + " on disk";
+    $("k-bytes").textContent = s.cache_ephemeral ? fmtBytes(s.cache_bytes.memory) + " in memory only (ephemeral)"
+        : fmtBytes(s.cache_bytes.disk) + " on disk";
     $("k-origin").textContent = fmtNum(s.origin_connections_open);
     $("k-errors").textContent = fmtNum(sum(s.origin_errors)) + " errors";
     $("k-collapsed").textContent = fmtNum(s.collapsed_requests);
@@ -159,9 +160,11 @@ async function refresh() {
     const hits = filled(pts, (p) => p.hit_ratio);
     const hitOf = new Map(pts.map((p, i) => [p, hits[i]]));
     drawChart("chart-hit", pts, (p) => hitOf.get(p), () => 1, (v) => Math.round(v * 100) + "%");
-    $("tiers").innerHTML = bar("Memory tier", s.cache_bytes.memory, s.cache_capacity_bytes.memory) +
-        bar("Disk tier", s.cache_bytes.disk, s.cache_capacity_bytes.disk) +
-        bar("LMDB map", s.lmdb_map_used_bytes, s.lmdb_map_size_bytes);
+    // An ephemeral cache has no disk tier and no LMDB map.
+    $("tiers").innerHTML = bar("Memory tier", s.cache_bytes.memory, s.cache_capacity_bytes.memory) + (s.cache_ephemeral
+        ? `<div class="legend"><span>ephemeral: nothing is written to disk</span></div>`
+        : bar("Disk tier", s.cache_bytes.disk, s.cache_capacity_bytes.disk) +
+          bar("LMDB map", s.lmdb_map_used_bytes, s.lmdb_map_size_bytes));
     const total = sum(s.cache_lookups);
     $("stack").innerHTML = Object.entries(s.cache_lookups).filter(([, n]) => n > 0).map(([k, n]) =>
         `<div title="${k}: ${n}" style="width:${(n / total * 100).toFixed(2)}%;background:${colors[k] || "#888"}"></div>`).join("");
