@@ -87,9 +87,13 @@ public final class WarmJob: Sendable {
         sockets.cancelAll()
     }
 
-    /// Blocks until every thread has ended.
+    /// Blocks until every thread has ended. Each thread is joined once, by the first caller.
     public func wait() {
-        for t in state.withLock({ $0.threads }) { t.join() }
+        let threads = state.withLock { s -> [LoopThread] in
+            defer { s.threads = [] }
+            return s.threads
+        }
+        for t in threads { t.join() }
     }
 
     public var tally: WarmTally { state.withLock { $0.tally } }

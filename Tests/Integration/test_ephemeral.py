@@ -4,8 +4,9 @@ directory is created or locked, nothing is written to disk, responses up to
 
 import json
 import os
+import subprocess
 
-from helpers import proxy_exchange
+from helpers import larder_bin, proxy_exchange
 from test_cache import cache_status
 from test_security_admin import ask
 
@@ -83,4 +84,15 @@ def test_interception_needs_its_ca_given(larder_factory, workdir):
     lr = larder_factory(config={"tls": {"intercept": ["localhost"]}}, args=["--ephemeral"], wait=False)
     assert lr.wait_exit(15) == 2
     assert "cache.ephemeral writes nothing to disk, so interception needs its CA given" in lr.log_text()
+    assert not lr.cache_dir.exists()
+
+    # Given one, it starts, and still writes nothing under the cache directory.
+    ca = workdir / "ca"
+    made = subprocess.run([larder_bin(), "ca", "init", "--dir", str(ca)], capture_output=True, timeout=30)
+    assert made.returncode == 0, made.stderr
+    lr = larder_factory(name="given", args=["--ephemeral"], config={"tls": {
+        "intercept": ["localhost"], "intercept_ca_certificate": str(ca / "larder-ca.pem"),
+        "intercept_ca_key": str(ca / "larder-ca-key.pem")}})
+    assert lr.wait_for_log(r"interception on for localhost")
+    assert lr.stop() == 0
     assert not lr.cache_dir.exists()
