@@ -127,10 +127,13 @@ struct WarmCommand: ParsableCommand {
     }
 
     /// A Larder of this process on the directory, listening on a loopback port of its own, with the
-    /// configuration's cache settings; exits 2 when the directory is in use or unusable.
+    /// configuration's cache settings and destination rules; exits 2 when the directory is in use or
+    /// unusable. Only this process reaches it, so it admits loopback clients without credentials.
     static func startLocalLarder(cacheDirectory: String, config base: Config) throws -> ProxyServer {
         var c = base
         c.cacheDirectory = cacheDirectory
+        c.allowClients = AddressRange.loopback
+        c.auth.usersFile = nil
         c.cache.ephemeral = false
         c.cache.onUnusableDirectory = .exit
         c.listen = [Endpoint(host: "127.0.0.1", port: 0)]

@@ -229,6 +229,26 @@ def test_warming_a_cache_directory_that_no_larder_uses(larder_factory, origin, w
     assert lr.proc.poll() is None
 
 
+def test_warming_a_directory_takes_the_configurations_cache_and_destination_rules(origin, workdir):
+    # Clients and credentials of the configuration do not apply to the private instance; its
+    # cache settings and destination rules do.
+    config = workdir / "warm.yaml"
+    config.write_text("allow_clients: [10.0.0.0/8]\n"
+                      f"deny_destinations: [\"127.0.0.1/32\"]\n"
+                      "cache:\n  max_object_size: 1000\n")
+    lines = [origin.url("/unique/1/500"), f"http://localhost:{origin.port}/unique/2/5000"]
+    path = write_list(workdir, lines)
+    rc, out, err = warm(str(path), "--cache-dir", str(workdir / "c"), "--config", str(config))
+    assert rc == 1, (out, err)
+    assert "127.0.0.1 is in deny_destinations" in out
+    config.write_text("allow_clients: [10.0.0.0/8]\ncache:\n  max_object_size: 1000\n")
+    rc, out, err = warm(str(path), "--cache-dir", str(workdir / "c"), "--config", str(config))
+    assert rc == 0, (out, err)
+    counts = summary_counts(out)
+    assert (counts["stored"], counts["not_stored"]) == (1, 1), out
+    assert "1 × too-large" in out
+
+
 def admin_post_warm(lr, body, headers=(), query=""):
     return ask(lr.admin_port, "POST", "/warm" + query, headers=[("Content-Type", "text/uri-list"), *headers], body=body)
 
