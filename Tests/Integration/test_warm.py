@@ -234,7 +234,7 @@ def test_warming_a_directory_takes_the_configurations_cache_and_destination_rule
     # cache settings and destination rules do.
     config = workdir / "warm.yaml"
     config.write_text("allow_clients: [10.0.0.0/8]\n"
-                      f"deny_destinations: [\"127.0.0.1/32\"]\n"
+                      "deny_destinations: [\"127.0.0.1/32\"]\n"
                       "cache:\n  max_object_size: 1000\n")
     lines = [origin.url("/unique/1/500"), f"http://localhost:{origin.port}/unique/2/5000"]
     path = write_list(workdir, lines)
@@ -349,6 +349,31 @@ def test_post_warm_refuses_bad_requests(larder_factory, origin):
             got += s.recv(4096)
         assert got.startswith(b"HTTP/1.1 202") and b"HTTP/1.1 200" in got, got
     assert wait_job(lr)["stored"] == 1
+
+
+def test_post_warm_takes_a_large_list_and_answers_100_continue(larder_factory):
+    lr = larder_factory(config=ADMIN)
+    line = b"ftp://mirror.example/" + b"p" * 100 + b"\n"
+    count = (8 << 20) // len(line) - 10
+    body = line * count
+    assert len(body) < 8 << 20 and count < 100_000
+    with socket.create_connection(("127.0.0.1", lr.admin_port), timeout=20) as s:
+        s.sendall(f"POST /warm HTTP/1.1\r\nHost: 127.0.0.1:{lr.admin_port}\r\nContent-Type: text/uri-list\r\n"
+                  f"Expect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        started = time.monotonic()
+        s.sendall(body)
+        got = b""
+        while b"}" not in got:
+            piece = s.recv(4096)
+            assert piece, got
+            got += piece
+        assert got.startswith(b"HTTP/1.1 202"), got
+        assert time.monotonic() - started < 10
+    assert json.loads(got.split(b"\r\n\r\n", 1)[1])["invalid"] == count
+    w = wait_job(lr)
+    assert (w["failed"], w["done"]) == (count, count)
+    assert len(w["failed_urls"]) == 20
 
 
 def test_post_warm_needs_the_token(larder_factory, origin):

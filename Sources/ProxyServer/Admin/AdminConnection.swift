@@ -84,12 +84,13 @@ final class AdminConnection: StreamDelegate {
             switch request.framing {
             case .contentLength(let n) where n <= AdminWarming.maxBodyBytes:
                 warmBody = (bytes: [], length: n, target: target)
-                warmBody!.bytes.reserveCapacity(n)
+                // Reserved as far as a length claimed before any byte is cheap to hold.
+                warmBody!.bytes.reserveCapacity(min(n, 1 << 20))
                 // curl asks before sending a body of more than 1 MiB.
                 if n > 0, request.headers.containsToken("100-continue", inFieldsNamed: "expect") {
                     stream.output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
                 }
-                if n == 0 { finishWarmBody() }
+                if n == 0 { finishWarmBody(warmBody!) }
                 return
             case .contentLength:
                 response = .error(413, "the list is larger than \(AdminWarming.maxBodyBytes) bytes")
@@ -109,22 +110,25 @@ final class AdminConnection: StreamDelegate {
     /// Takes what has arrived of a `POST /warm` body; starts the job once it is whole. False when
     /// nothing could be taken.
     private func takeWarmBody(_ input: Buffer) -> Bool {
+        // Taken out while appending, so the array is not copied on every piece.
         guard var body = warmBody else { return false }
+        warmBody = nil
         let take = input.withFirstSegment { (segment: UnsafeRawBufferPointer) -> Int in
             let n = min(segment.count, body.length - body.bytes.count)
             body.bytes.append(contentsOf: segment.prefix(n))
             return n
         }
-        guard take > 0 else { return false }
         input.drain(take)
+        if body.bytes.count == body.length {
+            finishWarmBody(body)
+            return true
+        }
         warmBody = body
-        idle?.schedule(after: AdminConnection.idleTimeout)
-        if body.bytes.count == body.length { finishWarmBody() }
-        return true
+        if take > 0 { idle?.schedule(after: AdminConnection.idleTimeout) }
+        return take > 0
     }
 
-    private func finishWarmBody() {
-        guard let body = warmBody else { return }
+    private func finishWarmBody(_ body: (bytes: [UInt8], length: Int, target: AdminTarget)) {
         warmBody = nil
         let response = context.warming.start(body: body.bytes, concurrency: body.target.value("concurrency"),
                                              proxyAuthorization: request.headers.value(of: "proxy-authorization"))
