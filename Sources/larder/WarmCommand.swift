@@ -42,7 +42,7 @@ struct WarmCommand: ParsableCommand {
         if !(timeout > 0 && timeout <= 86_400) { problem = "--timeout must be above 0 and at most 86400" }
         if cacheDir != nil, proxy != nil { problem = "give --proxy or --cache-dir, not both" }
         if let problem {
-            printToStandardError("larder warm: \(problem)\n" + WarmCommand.usageString())
+            printToStandardError("larder warm: \(problem)\nusage: larder " + WarmCommand.usageString())
             throw ExitCode(2)
         }
     }
