@@ -44,13 +44,15 @@ let package = Package(
         .target(name: "LarderConfig", dependencies: ["HTTPWire", "CachePolicy", "Yams"], swiftSettings: strict),
         // Counters per worker and the one table of statistics they feed (JSON, Prometheus, docs).
         .target(name: "Statistics", dependencies: ["Locking"], swiftSettings: strict),
+        // Warming the cache: URL lists, outcomes and progress (pure), and a blocking client of a proxy.
+        .target(name: "Warming", dependencies: ["HTTPWire", "Locking", "EventLoop"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
                 dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt",
-                               "Statistics", "Locking", .product(name: "Logging", package: "swift-log")],
+                               "Statistics", "Locking", "Warming", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
-                          dependencies: ["ProxyServer", "LarderConfig", "Statistics", "CSignals", "EventLoop",
+                          dependencies: ["ProxyServer", "LarderConfig", "Statistics", "CSignals", "EventLoop", "Warming",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: strict),
@@ -67,5 +69,6 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: strict),
         .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),
+        .testTarget(name: "WarmingTests", dependencies: ["Warming"], swiftSettings: strict),
     ]
 )

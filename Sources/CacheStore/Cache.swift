@@ -19,20 +19,31 @@ public struct CacheSettings: Sendable, Equatable {
     /// Bytes queued for the disk writer beyond which origin reads that feed stores pause (see
     /// `EntryWriter.isBehind`); at four times this a store gives up and passes through.
     public var maxPendingWriteBytes: Int
+    /// The memory tier only (`cache.ephemeral`): no LMDB, `disk.directory` never touched; responses
+    /// up to `memoryObjectLimit` are kept.
+    public var ephemeral: Bool
 
     public init(disk: DiskStoreSettings, memoryCapacity: Int = 64 << 20, memoryObjectLimit: Int = 1 << 20,
-                maxObjectSize: Int = 256 << 20, maxPendingWriteBytes: Int = 16 << 20) {
+                maxObjectSize: Int = 256 << 20, maxPendingWriteBytes: Int = 16 << 20, ephemeral: Bool = false) {
         self.disk = disk; self.memoryCapacity = memoryCapacity; self.memoryObjectLimit = memoryObjectLimit
         self.maxObjectSize = maxObjectSize; self.maxPendingWriteBytes = maxPendingWriteBytes
+        self.ephemeral = ephemeral
+    }
+
+    /// The largest body kept in `tier`.
+    func storableSize(in tier: StoragePolicy) -> Int {
+        if ephemeral { return memoryObjectLimit }
+        return tier == .allowedInMemoryOnly ? memoryCapacity / 2 : storableObjectSize
     }
 }
 
 /// The composite cache NSURLCache describes: a memory tier in front of the LMDB disk store, with
 /// NSURLCache's purge primitives. Shared by all workers; each worker reads through its own
-/// `CacheReader`.
+/// `CacheReader`. An ephemeral cache has the memory tier alone.
 public final class Cache: Sendable {
     public let settings: CacheSettings
-    public let disk: DiskStore
+    /// nil for an ephemeral cache.
+    public let disk: DiskStore?
     let memory: MemoryTier
     let pendingRemovals = PendingRemovals()
     let pendingCommits = PendingCommits()
@@ -45,7 +56,7 @@ public final class Cache: Sendable {
 
     public init(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
         self.settings = settings
-        disk = try DiskStore(settings: settings.disk, log: log)
+        disk = settings.ephemeral ? nil : try DiskStore(settings: settings.disk, log: log)
         memory = MemoryTier(capacity: settings.memoryCapacity)
         damage = DamageReports(log: log)
         self.log = log
@@ -79,10 +90,14 @@ public final class Cache: Sendable {
     }
 
     public func close() {
+        guard let disk else { return }
         disk.close()
         guard isDisabled else { return }
         for failure in DiskStore.removeDirectory(disk.settings.directory) { log("stand-in cache: \(failure)") }
     }
+
+    /// Whether this cache keeps nothing on disk (`cache.ephemeral`).
+    public var isEphemeral: Bool { disk == nil && !isDisabled }
 
     public func makeReader() -> CacheReader { CacheReader(cache: self) }
 
@@ -90,10 +105,11 @@ public final class Cache: Sendable {
     public func beginStore(primaryKey: [UInt8], secondaryKey: [UInt8], facts: EntryFacts, head: [UInt8],
                            tier: StoragePolicy, expectedLength: Int?, now: Int64) -> EntryWriter? {
         guard tier != .notAllowed else { return nil }
-        if let n = expectedLength, n > settings.storableObjectSize { return nil }
-        if tier == .allowedInMemoryOnly, let n = expectedLength, n > settings.memoryCapacity / 2 { return nil }
+        // Without a disk every stored response is a memory-only one.
+        let tier: StoragePolicy = disk == nil ? .allowedInMemoryOnly : tier
+        if let n = expectedLength, n > settings.storableSize(in: tier) { return nil }
         let key = EntryKey(primary: KeyDigest(primaryKey), secondary: KeyDigest(secondaryKey))
-        let record = EntryRecord(bodyID: tier == .allowed ? disk.allocateBodyID() : 0, bodyLength: 0,
+        let record = EntryRecord(bodyID: tier == .allowed ? disk?.allocateBodyID() ?? 0 : 0, bodyLength: 0,
                                  chunkSize: settings.disk.chunkSize, storedAt: now, lastAccess: now,
                                  primaryKey: primaryKey, secondaryKey: secondaryKey, facts: facts, head: head)
         return EntryWriter(cache: self, key: key, record: record, tier: tier, expectedLength: expectedLength)
@@ -105,7 +121,7 @@ public final class Cache: Sendable {
     public func freshen(_ entry: StoredResponse, facts: EntryFacts, head: [UInt8], now: Int64) {
         let persist = memory.replaceHead(entry.key, facts: facts, head: head, now: now)
         if entry.tier == .allowed, persist {
-            disk.enqueue(.replaceHead(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head))
+            disk?.enqueue(.replaceHead(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head))
         }
     }
 
@@ -138,6 +154,7 @@ public final class Cache: Sendable {
 
     /// Queues a removal for the writer, hiding what it removes from lookups until it is committed.
     private func removeFromDisk(_ op: WriteOp, hiding removal: PendingRemovals.Removal) {
+        guard let disk else { return }
         let pending = pendingRemovals
         pending.add(removal)
         disk.enqueue(op)
@@ -164,11 +181,11 @@ public final class Cache: Sendable {
         } else if now - entry.record.lastAccess < 60 {
             return
         }
-        disk.enqueue(.touch(key: entry.key, time: now))
+        disk?.enqueue(.touch(key: entry.key, time: now))
     }
 
     /// Waits until queued writes are committed.
-    public func flush() { disk.flush() }
+    public func flush() { disk?.flush() }
 
     public struct Statistics: Sendable, Equatable {
         public var diskBytes: Int
@@ -183,11 +200,11 @@ public final class Cache: Sendable {
     }
 
     public var statistics: Statistics {
-        Statistics(diskBytes: disk.storedBytes, diskEntries: disk.entryCount,
-                   diskEvictions: disk.writer.evictions.load(ordering: .relaxed),
+        Statistics(diskBytes: disk?.storedBytes ?? 0, diskEntries: disk?.entryCount ?? 0,
+                   diskEvictions: disk?.writer.evictions.load(ordering: .relaxed) ?? 0,
                    memoryBytes: memory.bytes, memoryEntries: memory.count,
                    memoryEvictions: memory.evictions.load(ordering: .relaxed),
-                   pendingWriteBytes: disk.pendingBytes, checksumFailures: damage.count.load(ordering: .relaxed))
+                   pendingWriteBytes: disk?.pendingBytes ?? 0, checksumFailures: damage.count.load(ordering: .relaxed))
     }
 }
 
@@ -230,23 +247,26 @@ public enum CacheLookup: Sendable {
 /// One worker's view of the cache: memory first, then LMDB. Not thread-safe: one per loop.
 public final class CacheReader {
     let cache: Cache
-    let disk: DiskReader
+    /// nil for an ephemeral cache.
+    let disk: DiskReader?
 
     init(cache: Cache) {
         self.cache = cache
-        disk = cache.disk.makeReader()
+        disk = cache.disk?.makeReader()
     }
 
     /// The variant of `primaryKey` that `request`'s headers select.
     public func lookup(primaryKey: [UInt8], request: HeaderBlock) -> CacheLookup {
         let primary = KeyDigest(primaryKey)
-        if let spec = cache.memory.spec(primary), spec.primaryKey == primaryKey {
+        let inMemory = cache.memory.spec(primary).flatMap { $0.primaryKey == primaryKey ? $0 : nil }
+        if let spec = inMemory {
             let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
             let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
             if let o = cache.memory.get(key), o.record.secondaryKey == secondary {
                 return .found(StoredResponse(key: key, record: o.record, body: .memory(o), tier: o.tier))
             }
         }
+        guard let disk else { return inMemory == nil ? .uriMiss : .varyMiss }
         let removalsBefore = cache.pendingRemovals.snapshot()
         guard let spec = disk.spec(primary), spec.primaryKey == primaryKey else { return .uriMiss }
         let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
@@ -292,8 +312,8 @@ public final class CacheReader {
     /// evicted, replaced or purged meanwhile; nil for a body that is not on disk, or that is being
     /// deleted (the entry is gone: answer from the origin).
     public func pinBody(of entry: StoredResponse) -> BodyPin? {
-        guard case .disk = entry.body else { return nil }
-        return BodyPin(store: cache.disk, id: entry.record.bodyID)
+        guard case .disk = entry.body, let store = cache.disk else { return nil }
+        return BodyPin(store: store, id: entry.record.bodyID)
     }
 
     /// Calls `body` with chunk `index` of `entry`'s disk body. With `verify`, its checksum is
@@ -301,6 +321,7 @@ public final class CacheReader {
     /// reported. Each chunk needs checking once per response: stored chunks never change.
     public func withChunk(of entry: StoredResponse, index: Int, verify: Bool,
                           _ body: (UnsafeRawBufferPointer) -> Void) -> ChunkRead {
+        guard let disk else { return .missing }
         let read = disk.withChunk(id: entry.record.bodyID, index: index, expectedCount: entry.record.chunkLength(at: index),
                                   verify: verify, body)
         if read == .damaged {
@@ -315,7 +336,7 @@ public final class CacheReader {
         let digest = KeyDigest(primaryKey)
         var out: [(record: EntryRecord, tier: StoragePolicy)] = []
         var seen: Set<EntryKey> = []
-        for (k, r) in disk.variants(of: digest)
+        for (k, r) in disk?.variants(of: digest) ?? []
         where r.primaryKey == primaryKey && !cache.pendingRemovals.hides(primary: digest, storedAt: r.storedAt) {
             seen.insert(k)
             out.append((r, .allowed))
@@ -331,7 +352,7 @@ public final class CacheReader {
     public func allRecords() -> [EntryRecord] {
         var seen: Set<EntryKey> = []
         var out: [EntryRecord] = []
-        for (k, r) in disk.allRecords() { seen.insert(k); out.append(r) }
+        for (k, r) in disk?.allRecords() ?? [] { seen.insert(k); out.append(r) }
         for o in cache.memory.allObjects() where !seen.contains(o.key) { out.append(o.record) }
         return out
     }
@@ -369,7 +390,7 @@ public final class EntryWriter {
     public func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard !isAbandoned else { return false }
         length += bytes.count
-        let limit = tier == .allowedInMemoryOnly ? cache.settings.memoryCapacity / 2 : cache.settings.storableObjectSize
+        let limit = cache.settings.storableSize(in: tier)
         if length > limit || (expectedLength.map { length > $0 } ?? false) {
             abandon()
             return false
@@ -389,7 +410,7 @@ public final class EntryWriter {
             rest = UnsafeRawBufferPointer(rebasing: rest[take...])
             if pending.count == record.chunkSize { flushChunk() }
         }
-        if cache.disk.pendingBytes > 4 * cache.settings.maxPendingWriteBytes {
+        if (cache.disk?.pendingBytes ?? 0) > 4 * cache.settings.maxPendingWriteBytes {
             abandon()
             return false
         }
@@ -399,11 +420,11 @@ public final class EntryWriter {
     /// The disk writer has more queued than it should: the caller should stop reading the origin
     /// until this turns false, so stores keep up instead of being given up.
     public var isBehind: Bool {
-        tier == .allowed && !isAbandoned && cache.disk.pendingBytes > cache.settings.maxPendingWriteBytes
+        tier == .allowed && !isAbandoned && (cache.disk?.pendingBytes ?? 0) > cache.settings.maxPendingWriteBytes
     }
 
     private func flushChunk() {
-        cache.disk.enqueue(.chunk(id: record.bodyID, index: chunksWritten, bytes: pending))
+        cache.disk?.enqueue(.chunk(id: record.bodyID, index: chunksWritten, bytes: pending))
         chunksWritten += 1
         pending.removeAll(keepingCapacity: true)
     }
@@ -430,16 +451,16 @@ public final class EntryWriter {
             cache.memory.insert(CachedObject(key: key, record: record, body: body, tier: tier), spec: spec)
             inMemory = true
         }
-        if tier == .allowed {
+        if tier == .allowed, let disk = cache.disk {
             if !pending.isEmpty { flushChunk() }
-            cache.disk.enqueue(.commit(key: key, spec: spec, record: record))
+            disk.enqueue(.commit(key: key, spec: spec, record: record))
             if !inMemory {
                 // Not in the memory tier: lookups find it once committed; until then a request for
                 // it waits (`isCommitPending`) rather than fetching it again.
                 let commits = cache.pendingCommits
                 let primary = record.primaryKey
                 commits.add(primary)
-                cache.disk.enqueue(.barrier({ commits.remove(primary) }))
+                disk.enqueue(.barrier({ commits.remove(primary) }))
             }
         }
         return true
@@ -451,7 +472,7 @@ public final class EntryWriter {
         isAbandoned = true
         finished = true
         if tier == .allowed && chunksWritten > 0 {
-            cache.disk.enqueue(.discard(id: record.bodyID, chunks: chunksWritten))
+            cache.disk?.enqueue(.discard(id: record.bodyID, chunks: chunksWritten))
         }
         pending = []
         whole = nil

@@ -132,6 +132,8 @@ public struct Config: Sendable, Equatable {
         public var collapseRequests: Bool = ConfigSchema.defaultValue(\.cache.collapseRequests)
         /// `cache.on_unusable_dir`
         public var onUnusableDirectory: UnusableCacheDirectory = ConfigSchema.defaultValue(\.cache.onUnusableDirectory)
+        /// `cache.ephemeral`: the memory tier only, no directory, nothing on disk.
+        public var ephemeral: Bool = ConfigSchema.defaultValue(\.cache.ephemeral)
         /// `cache.rules`
         public var rules: [CacheRuleConfig] = ConfigSchema.defaultValue(\.cache.rules)
         /// `cache.presets`: names of shipped rule sets (`Presets`), applied after `rules`, in this order.

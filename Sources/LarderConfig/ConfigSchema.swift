@@ -273,6 +273,9 @@ public enum ConfigSchema {
         ConfigField("cache.on_unusable_dir", \.cache.onUnusableDirectory, .exit, .restart,
                     "a cache directory unusable at start: `exit` (status 2) or `pass-through` (serve uncached, "
                         + "`larder_cache_disabled` 1)", .choice),
+        ConfigField("cache.ephemeral", \.cache.ephemeral, false, .restart,
+                    "memory tier only: nothing written to disk, `cache_dir` neither created nor locked; responses "
+                        + "up to `memory_max_object_size` are kept (also `--ephemeral`)", .boolean),
         ConfigField("cache.rules", \.cache.rules, [], .live,
                     "per-URL `policy`, `storage`, `freshness` (see `Config/larder.yaml`)", .cacheRules),
         ConfigField("cache.presets", \.cache.presets, [], .live,
@@ -373,6 +376,11 @@ public enum ConfigSchema {
         if !c.tls.listen.isEmpty || c.tls.admin, c.tls.certificateFile == nil || c.tls.keyFile == nil {
             out.append((c.tls.listen.isEmpty ? "tls.admin" : "tls.listen",
                         "needs tls.certificate_file and tls.key_file (the certificate Larder presents)"))
+        }
+        if c.cache.ephemeral, !c.tls.intercept.isEmpty, c.tls.interceptCACertificate == nil {
+            // Larder's own CA would be generated into cache_dir/ca, which an ephemeral cache never writes.
+            out.append(("tls.intercept", "cache.ephemeral writes nothing to disk, so interception needs its CA "
+                        + "given: set tls.intercept_ca_certificate and tls.intercept_ca_key"))
         }
         if (c.tls.interceptCACertificate == nil) != (c.tls.interceptCAKey == nil) {
             out.append(("tls.intercept_ca_certificate", "give both tls.intercept_ca_certificate and tls.intercept_ca_key, or neither"))

@@ -41,7 +41,7 @@ final class CacheSetup: Sendable {
             disk: DiskStoreSettings(directory: config.cacheDirectory, capacity: c.diskCapacity,
                                     durability: Durability(c.durability), syncInterval: c.syncInterval),
             memoryCapacity: c.memoryCapacity, memoryObjectLimit: min(c.memoryMaxObjectSize, c.memoryCapacity),
-            maxObjectSize: c.maxObjectSize)
+            maxObjectSize: c.maxObjectSize, ephemeral: c.ephemeral)
         collapseRequests = c.collapseRequests
         finishAbortedFraction = c.finishAbortedFraction
         finishAbortedMaxSize = c.finishAbortedMaxSize

@@ -15,20 +15,21 @@ final class Interception: @unchecked Sendable {
     let keyType: CertificateKeyType
     /// Seconds a minted certificate is valid.
     let lifetime: Int
-    /// Minted certificates on disk, one PEM file (certificate and key) per name.
-    let directory: String
+    /// Minted certificates on disk, one PEM file (certificate and key) per name; nil: memory only
+    /// (an ephemeral cache writes nothing).
+    let directory: String?
     private let contexts = Locked<[String: TLSServerContext]>([:])
     private let logger: Logger
 
     init(patterns: [HostPattern], authority: CertificateAndKey, keyType: CertificateKeyType, lifetime: Int,
-         directory: String, logger: Logger) {
+         directory: String?, logger: Logger) {
         self.patterns = patterns
         self.authority = authority
         self.keyType = keyType
         self.lifetime = lifetime
         self.directory = directory
         self.logger = logger
-        mkdir(directory, 0o700)
+        if let directory { mkdir(directory, 0o700) }
     }
 
     func matches(host: [UInt8]) -> Bool {
@@ -54,21 +55,20 @@ final class Interception: @unchecked Sendable {
         return .success(made)
     }
 
-    private func path(for name: String) -> String {
+    private func path(for name: String) -> String? {
         // IPv6 literals have colons; nothing else outside [a-z0-9.-] reaches here (the host was parsed).
-        directory + "/" + String(name.map { $0 == ":" ? "_" : $0 }) + ".pem"
+        directory.map { $0 + "/" + String(name.map { $0 == ":" ? "_" : $0 }) + ".pem" }
     }
 
     private func storedCertificate(for name: String) -> CertificateAndKey? {
-        guard let text = ConfigLoader.readFile(path(for: name)), let stored = try? CertificateAndKey(pem: text),
+        guard let file = path(for: name), let text = ConfigLoader.readFile(file), let stored = try? CertificateAndKey(pem: text),
               stored.isIssued(by: authority), stored.secondsUntilExpiry > 86_400 else { return nil }
         return stored
     }
 
     private func mint(for name: String) throws(CertificateError) -> CertificateAndKey {
         let issued = try Certificates.issue(for: name, by: authority, keyType: keyType, lifetime: lifetime)
-        let file = path(for: name)
-        if !writeFileAtomically(file, issued.certificatePEM + issued.keyPEM, mode: 0o600) {
+        if let file = path(for: name), !writeFileAtomically(file, issued.certificatePEM + issued.keyPEM, mode: 0o600) {
             logger.warning("could not store the certificate for \(name) in \(file): \(String(cString: strerror(errno)))")
         }
         logger.info("interception: minted a certificate for \(name)")

@@ -4,6 +4,7 @@ import Glibc
 import LarderConfig
 import Logging
 import Locking
+import Warming
 
 /// The whole proxy: one worker (thread + event loop + listeners + session) per configured core.
 /// `start` binds every listener before any thread runs, so a bad address fails start-up cleanly.
@@ -127,8 +128,13 @@ public final class ProxyServer: @unchecked Sendable {
         let log = logger
         do {
             opened = try Cache(settings: settings.cache.store, log: { log.warning("\($0)") })
-            for note in opened.disk.startupNotes { logger.warning("\(note)") }
-            logger.info("cache in \(absolutePath(config.cacheDirectory)): \(opened.disk.entryCount) entries, \(opened.disk.storedBytes) bytes")
+            if let disk = opened.disk {
+                for note in disk.startupNotes { logger.warning("\(note)") }
+                logger.info("cache in \(absolutePath(config.cacheDirectory)): \(disk.entryCount) entries, \(disk.storedBytes) bytes")
+            } else {
+                let store = settings.cache.store
+                logger.notice("ephemeral cache (cache.ephemeral): memory only, \(store.memoryCapacity) bytes, responses up to \(store.memoryObjectLimit) bytes; nothing is written to disk and a restart starts empty")
+            }
         } catch {
             let problem = "cannot open the cache in \(config.cacheDirectory): \(error.description)"
             guard config.cache.onUnusableDirectory == .passThrough else { throw .cache(problem) }
@@ -182,7 +188,8 @@ public final class ProxyServer: @unchecked Sendable {
                 interception = Interception(patterns: tls.intercept, authority: authority,
                                             keyType: CertificateKeyType(tls.interceptKeyType),
                                             lifetime: Int(tls.interceptCertificateLifetime),
-                                            directory: config.cacheDirectory + "/certificates", logger: logger)
+                                            directory: config.cache.ephemeral ? nil : config.cacheDirectory + "/certificates",
+                                            logger: logger)
                 logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
             } catch {
                 throw .tls("interception CA: \(error)")
@@ -218,7 +225,8 @@ public final class ProxyServer: @unchecked Sendable {
         }
         if let endpoint = config.adminListen {
             let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: opened, inFlight: inFlight,
-                                       workerStats: workers.map(\.stats), hosts: workers.map(\.hosts), clock: clock) {
+                                       workerStats: workers.map(\.stats), hosts: workers.map(\.hosts),
+                                       warming: makeWarming(), clock: clock) {
                 [unowned self] in self.reload()
             }
             admin = context
@@ -250,6 +258,14 @@ public final class ProxyServer: @unchecked Sendable {
         logger.info("larder started with \(count) worker\(count == 1 ? "" : "s")")
     }
 
+    /// POST /warm's runner: through the first plain proxy listener, on loopback when it listens on
+    /// every address.
+    private func makeWarming() -> AdminWarming {
+        let listener = boundAddresses.first.flatMap(WarmProxyAddress.parse).map { (host: $0.host, port: $0.port) }
+        let log = logger
+        return AdminWarming(listener: listener, cacheName: config.viaName, log: { log.notice("\($0)") })
+    }
+
     /// Runs `job` on the first worker's loop after `seconds` (the way into a worker for the crash test hook).
     public func runOnFirstWorker(after seconds: Double, _ job: @escaping @Sendable () -> Void) {
         let loop = workers[0].loop
@@ -270,6 +286,7 @@ public final class ProxyServer: @unchecked Sendable {
     /// rest and stops every loop. Blocks until the worker threads have exited.
     public func shutdown(grace: Double) {
         admin?.ready.store(false, ordering: .relaxed)
+        admin?.warming.stopAndWait()
         for w in workers { w.loop.execute { w.beginDraining() } }
         var waited = 0.0
         while waited < grace {

@@ -35,9 +35,11 @@ public enum Sample: String, CaseIterable, Sendable {
     case diskEntries, diskBytes, diskCapacityBytes, diskEvictions
     case checksumFailures
     case cacheDisabled
+    case cacheEphemeral
     case mapUsedBytes, mapSizeBytes
     case pendingWriteBytes
     case collapsedFetchesInFlight
+    case warmRunning, warmTotal, warmDone, warmStored, warmFresh, warmRevalidated, warmNotStored, warmFailed, warmBytes
 }
 
 public enum Metrics {
@@ -98,6 +100,9 @@ public enum Metrics {
         one("cache_disabled", .gauge,
             "1 while Larder serves without a cache (cache.on_unusable_dir: pass-through and an unusable cache_dir).",
             .sampled(.cacheDisabled)),
+        one("cache_ephemeral", .gauge,
+            "1 when the cache is memory only (cache.ephemeral): nothing is written to disk and a restart starts empty.",
+            .sampled(.cacheEphemeral)),
         one("lmdb_map_used_bytes", .gauge, "Bytes of the LMDB map in use.", .sampled(.mapUsedBytes)),
         one("lmdb_map_size_bytes", .gauge, "Size of the LMDB map.", .sampled(.mapSizeBytes)),
         one("cache_pending_write_bytes", .gauge, "Bytes queued for the disk writer.", .sampled(.pendingWriteBytes)),
@@ -147,6 +152,14 @@ public enum Metrics {
             .count(.clientTLSHandshakeFailures)),
         one("connects_intercepted", .counter, "CONNECT tunnels decrypted by interception (tls.intercept).",
             .count(.connectsIntercepted)),
+        one("warm_running", .gauge, "1 while a warm job (POST /warm) runs.", .sampled(.warmRunning)),
+        labelled("warm_urls", .gauge, "URLs of the running or last warm job, by what became of them (total: in its list).",
+                 "state", [
+            ("total", .sampled(.warmTotal)), ("done", .sampled(.warmDone)), ("stored", .sampled(.warmStored)),
+            ("fresh", .sampled(.warmFresh)), ("revalidated", .sampled(.warmRevalidated)),
+            ("not_stored", .sampled(.warmNotStored)), ("failed", .sampled(.warmFailed)),
+        ]),
+        one("warm_bytes", .gauge, "Response body bytes the running or last warm job has read.", .sampled(.warmBytes)),
         Metric(name: "loop_lag_seconds", kind: .gauge, help: "How late each worker's event loop ran its last tick.",
                label: "worker", series: [("", .perWorker(.loopLagMicroseconds, divisor: 1e6))]),
     ]

@@ -32,6 +32,9 @@ struct ConfigOverrides: ParsableArguments {
     @Option(name: .customLong("ca-file"), help: "PEM CA bundle that verifies https origins (tls.ca_file).")
     var caFile: String?
 
+    @Flag(name: .long, help: "Memory-only cache (cache.ephemeral): nothing written to disk, no cache directory.")
+    var ephemeral = false
+
     /// Defaults, then the file, then `LARDER_…` variables, then flags; checked as a whole (start-up
     /// and every reload).
     func resolve() throws(ConfigErrors) -> Config {
@@ -49,6 +52,7 @@ struct ConfigOverrides: ParsableArguments {
         if let r = reverseOrigin { flags.append(.init(name: "--reverse-origin", key: "reverse_origin", value: r)) }
         if let l = logLevel { flags.append(.init(name: "--log-level", key: "log_level", value: l)) }
         if let a = accessLog { flags.append(.init(name: "--access-log", key: "access_log", value: a)) }
+        if ephemeral { flags.append(.init(name: "--ephemeral", key: "cache.ephemeral", value: "true")) }
         if let f = caFile { flags.append(.init(name: "--ca-file", key: "tls.ca_file", value: f)) }
         return flags
     }

@@ -5,7 +5,7 @@ struct LarderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "larder",
         abstract: "A caching forward HTTP proxy.",
-        subcommands: [RunCommand.self, CheckConfigCommand.self, ConfigKeysCommand.self, MetricsCommand.self,
+        subcommands: [RunCommand.self, CheckConfigCommand.self, ConfigKeysCommand.self, MetricsCommand.self, WarmCommand.self,
                       HealthcheckCommand.self, PasswdCommand.self, CACommand.self, PresetsCommand.self],
         defaultSubcommand: RunCommand.self)
 }

@@ -86,8 +86,8 @@ extension Logger.Level {
 }
 
 /// Writes a line to fd 2 (the C `stderr` global is not concurrency-safe to touch from Swift 6).
-func printToStandardError(_ line: String) {
-    var bytes = Array((line + "\n").utf8)
+func printToStandardError(_ line: String, newline: Bool = true) {
+    var bytes = Array((newline ? line + "\n" : line).utf8)
     var offset = 0
     while offset < bytes.count {
         let n = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }

@@ -31,7 +31,7 @@ import Locking
     func stallWriter(_ cache: Cache) -> Semaphore {
         let entered = Semaphore()
         let gate = Semaphore()
-        cache.disk.enqueue(.barrier({
+        cache.disk!.enqueue(.barrier({
             entered.signal()
             gate.wait()
         }))
@@ -72,7 +72,7 @@ import Locking
             return
         }
         let gate = stallWriter(cache)
-        let queued = { cache.disk.writer.queuedCount }
+        let queued = { cache.disk!.writer.queuedCount }
         let before = queued()
         for _ in 0..<1_000 { cache.touch(entry, now: 1_030) }   // within the minute: nothing
         #expect(queued() == before)

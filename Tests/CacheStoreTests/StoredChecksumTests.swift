@@ -145,7 +145,7 @@ import Testing
         let reader = cache.makeReader()
         for name in ["a", "b"] {
             let e = try #require(lookup(reader, "http://h/\(name)"))
-            try damage(cache.disk, cache.disk.chunks, DiskStore.chunkKey(e.record.bodyID, 2)) { var b = $0; b[0] ^= 1; return b }
+            try damage(cache.disk!, cache.disk!.chunks, DiskStore.chunkKey(e.record.bodyID, 2)) { var b = $0; b[0] ^= 1; return b }
             var sent = 0
             for i in 0..<2 { #expect(reader.withChunk(of: e, index: i, verify: true) { sent += $0.count } == .delivered) }
             #expect(reader.withChunk(of: e, index: 2, verify: true) { sent += $0.count } == .damaged)
@@ -169,9 +169,9 @@ import Testing
         cache.memory.removeAll()  // as after a restart: the entries are on disk only
         let reader = cache.makeReader()
         let key = { (url: String) in EntryKey(primary: KeyDigest(Array(url.utf8)), secondary: KeyDigest([])) }
-        try damage(cache.disk, cache.disk.entries, key("http://h/record").bytes) { var b = $0; b[b.count - 10] ^= 1; return b }
-        let bodyID = try #require(cache.disk.makeReader().record(key("http://h/body"))).bodyID
-        try damage(cache.disk, cache.disk.chunks, DiskStore.chunkKey(bodyID, 1)) { var b = $0; b[99] ^= 1; return b }
+        try damage(cache.disk!, cache.disk!.entries, key("http://h/record").bytes) { var b = $0; b[b.count - 10] ^= 1; return b }
+        let bodyID = try #require(cache.disk!.makeReader().record(key("http://h/body"))).bodyID
+        try damage(cache.disk!, cache.disk!.chunks, DiskStore.chunkKey(bodyID, 1)) { var b = $0; b[99] ^= 1; return b }
         for url in ["http://h/record", "http://h/body"] {
             guard case .uriMiss = reader.lookup(primaryKey: Array(url.utf8), request: HeaderBlock()) else {
                 Issue.record("\(url) was not a miss")

@@ -1,6 +1,7 @@
 """The dashboard, rendered by headless Chromium: the charts have data, the numbers are filled in,
 and the screenshot is a real picture (set LARDER_DASHBOARD_SCREENSHOT=path to keep a copy)."""
 
+import http.client
 import json
 import os
 import re
@@ -149,3 +150,30 @@ def test_an_idle_dashboard_labels_small_rates_and_draws_both_series(larder_facto
     # No traffic yet: the hit-ratio series is still drawn from the first sample, not left empty.
     lines = [d for d in re.findall(r'<path class="line" d="([^"]*)"', dom) if "$" not in d]
     assert len(lines) == 2 and all(d.count("L") >= 2 for d in lines), lines
+
+
+def test_the_warming_panel_and_an_ephemeral_cache_render(larder_factory, origin):
+    lr = larder_factory(config=ADMIN, args=["--ephemeral"])
+    body = "\n".join(origin.url(f"/unique/{i}/500") for i in range(12)) + "\nftp://nope/\n"
+    assert admin_post(lr, "/warm", body.encode()) == 202
+    deadline = time.monotonic() + 20
+    while json.loads(admin(lr, "GET", "/warm")[2])["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    dom = run_chromium(["--dump-dom", f"http://127.0.0.1:{lr.admin_port}/"]).stdout.decode()
+    warm = dom.split('id="warm"')[1][:3000]
+    assert "job 1 · finished" in warm and "13 of 13" in warm and "stored 12" in warm and "failed 1" in warm, warm
+    assert "not an http:// or https:// URL" in warm
+    assert "in memory only (ephemeral)" in dom
+    tiers = dom.split('id="tiers"')[1][:2000]
+    assert "Memory tier" in tiers and "Disk tier" not in tiers and "nothing is written to disk" in tiers
+
+
+def admin_post(lr, path, body):
+    conn = http.client.HTTPConnection("127.0.0.1", lr.admin_port, timeout=10)
+    try:
+        conn.request("POST", path, body=body, headers={"Content-Type": "text/uri-list"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()

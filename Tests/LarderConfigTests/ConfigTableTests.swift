@@ -85,6 +85,7 @@ cache:
   heuristic_max: 12h
   collapse_requests: false
   on_unusable_dir: pass-through
+  ephemeral: true
   rules:
     - host: "*.example.com"
       path_prefix: /static/

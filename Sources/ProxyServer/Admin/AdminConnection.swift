@@ -2,8 +2,9 @@ import EventLoop
 import HTTPWire
 import Logging
 
-/// One connection to the admin endpoint: small requests, answered at once, keep-alive. Bodies
-/// are not needed by any route; a request with one is answered and the connection closed.
+/// One connection to the admin endpoint: small requests, answered at once, keep-alive. Only
+/// `POST /warm` has a body (its URL list, with Content-Length, read once the request has passed
+/// the guard and the token); any other request with one is answered and the connection closed.
 final class AdminConnection: StreamDelegate {
     unowned let worker: Worker
     let stream: Stream
@@ -17,6 +18,8 @@ final class AdminConnection: StreamDelegate {
     private var closing = false
     private var closed = false
     private var idle: Timer?
+    /// The body of a `POST /warm` being read: its bytes so far and its length.
+    private var warmBody: (bytes: [UInt8], length: Int, target: AdminTarget)?
 
     static let idleTimeout = 30.0
 
@@ -43,6 +46,10 @@ final class AdminConnection: StreamDelegate {
         let input = stream.input
         let limits = HeadLimits(maxHeadBytes: 16 * 1024, maxHeaderCount: 64, maxRequestLineBytes: 8 * 1024)
         while !closing, input.count > 0 {
+            if warmBody != nil {
+                guard takeWarmBody(input) else { return }
+                continue
+            }
             let parsed: Int?
             do {
                 parsed = try input.withContiguousPrefix(maxBytes: limits.maxHeadBytes) { bytes throws(HTTPWireError) in
@@ -72,6 +79,25 @@ final class AdminConnection: StreamDelegate {
         if let refusal = requestGuard.refusal(guardFacts(path: target.path)) {
             response = .error(refusal.status, refusal.reason)
             worker.logger.warning("\(line) \(refusal.status) refused: \(refusal.reason)")
+        } else if request.method == .post, target.path == "/warm",
+                  context.tokenRefusal(target: target, authorization: request.headers.value(of: "authorization")) == nil {
+            switch request.framing {
+            case .contentLength(let n) where n <= AdminWarming.maxBodyBytes:
+                warmBody = (bytes: [], length: n, target: target)
+                // Reserved as far as a length claimed before any byte is cheap to hold.
+                warmBody!.bytes.reserveCapacity(min(n, 1 << 20))
+                // curl asks before sending a body of more than 1 MiB.
+                if n > 0, request.headers.containsToken("100-continue", inFieldsNamed: "expect") {
+                    stream.output.append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+                }
+                if n == 0 { finishWarmBody(warmBody!) }
+                return
+            case .contentLength:
+                response = .error(413, "the list is larger than \(AdminWarming.maxBodyBytes) bytes")
+            default:
+                response = .error(411, "POST /warm needs the list as its body, with Content-Length")
+            }
+            worker.logger.warning("\(line) \(response.status)")
         } else {
             response = context.respond(method: request.method, target: target,
                                        authorization: request.headers.value(of: "authorization"), reader: worker.cacheReader)
@@ -79,6 +105,35 @@ final class AdminConnection: StreamDelegate {
         }
         let hasBody = request.framing != .none
         send(response, close: hasBody || !request.keepAlive || worker.draining, headOnly: request.method == .head)
+    }
+
+    /// Takes what has arrived of a `POST /warm` body; starts the job once it is whole. False when
+    /// nothing could be taken.
+    private func takeWarmBody(_ input: Buffer) -> Bool {
+        // Taken out while appending, so the array is not copied on every piece.
+        guard var body = warmBody else { return false }
+        warmBody = nil
+        let take = input.withFirstSegment { (segment: UnsafeRawBufferPointer) -> Int in
+            let n = min(segment.count, body.length - body.bytes.count)
+            body.bytes.append(contentsOf: segment.prefix(n))
+            return n
+        }
+        input.drain(take)
+        if body.bytes.count == body.length {
+            finishWarmBody(body)
+            return true
+        }
+        warmBody = body
+        if take > 0 { idle?.schedule(after: AdminConnection.idleTimeout) }
+        return take > 0
+    }
+
+    private func finishWarmBody(_ body: (bytes: [UInt8], length: Int, target: AdminTarget)) {
+        warmBody = nil
+        let response = context.warming.start(body: body.bytes, concurrency: body.target.value("concurrency"),
+                                             proxyAuthorization: request.headers.value(of: "proxy-authorization"))
+        worker.logger.info("admin \(peer) POST /warm \(response.status)")
+        send(response, close: !request.keepAlive || worker.draining, headOnly: false)
     }
 
     /// With the `admin_hosts` in force now (a reload may change them).

@@ -72,7 +72,7 @@ struct AdminRequestGuard {
         }
         if let type = r.contentType.map(AdminRequestGuard.mediaType), AdminRequestGuard.formTypes.contains(type) {
             return Refusal(status: 403, reason: "a \(type) body is what a cross-site form sends; "
-                           + "state-changing admin requests need no body")
+                           + "state-changing admin requests need no body (POST /warm: send its list as text/uri-list)")
         }
         if let site = r.fetchSite.map({ String($0.trimmingOptionalWhitespace()).lowercased() }), site != "same-origin", site != "none" {
             return Refusal(status: 403, reason: "Sec-Fetch-Site: \(site): the browser says another site sent this "

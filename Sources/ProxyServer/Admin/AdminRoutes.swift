@@ -24,6 +24,8 @@ final class AdminContext: Sendable {
     let inFlight: InFlightTable
     let workerStats: [WorkerStatistics]
     let hosts: [TopHosts]
+    /// POST /warm's job.
+    let warming: AdminWarming
     let history = StatisticsHistory()
     /// The same clock the workers use.
     let clock: any ProxyClock
@@ -32,8 +34,10 @@ final class AdminContext: Sendable {
     let ready = Atomic<Bool>(false)
 
     init(token: String?, hostNames: [String], cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
-         hosts: [TopHosts], clock: any ProxyClock, reload: @escaping @Sendable () -> ReloadOutcome) {
+         hosts: [TopHosts], warming: AdminWarming, clock: any ProxyClock,
+         reload: @escaping @Sendable () -> ReloadOutcome) {
         self.clock = clock
+        self.warming = warming
         started = clock.monotonic
         self.hosts = hosts
         self.hostNames = Locked(hostNames)
@@ -51,7 +55,7 @@ final class AdminContext: Sendable {
 
     func snapshot() -> StatisticsSnapshot {
         let s = cache.statistics
-        let map = cache.disk.mapUsage
+        let map = cache.disk?.mapUsage ?? (used: 0, size: 0)
         let uptime = clock.monotonic - started
         let collapsing = inFlight.count
         let settings = cache.settings
@@ -68,10 +72,14 @@ final class AdminContext: Sendable {
             case .diskEvictions: return Double(s.diskEvictions)
             case .checksumFailures: return Double(s.checksumFailures)
             case .cacheDisabled: return cache.isDisabled ? 1 : 0
+            case .cacheEphemeral: return cache.isEphemeral ? 1 : 0
             case .mapUsedBytes: return Double(map.used)
             case .mapSizeBytes: return Double(map.size)
             case .pendingWriteBytes: return Double(s.pendingWriteBytes)
             case .collapsedFetchesInFlight: return Double(collapsing)
+            case .warmRunning, .warmTotal, .warmDone, .warmStored, .warmFresh, .warmRevalidated, .warmNotStored,
+                 .warmFailed, .warmBytes:
+                return warming.sample(sample)
             }
         }
     }
@@ -106,13 +114,7 @@ extension AdminContext {
                 ? AdminResponse(status: 200, contentType: "text/plain", body: "ready\n")
                 : AdminResponse(status: 503, contentType: "text/plain", body: "not ready\n")
         }
-        // The token may also come as ?token=, so a browser can open the dashboard.
-        if let token = token.withLock({ $0 }), !authorized(authorization, token),
-           !authorized(target.value("token").map { "Bearer " + $0 }, token) {
-            var r = AdminResponse.error(401, "this admin endpoint needs Authorization: Bearer <admin_token>")
-            r.extraFields = [("WWW-Authenticate", "Bearer realm=\"larder\"")]
-            return r
-        }
+        if let refusal = tokenRefusal(target: target, authorization: authorization) { return refusal }
         switch target.path {
         case "/", "/dashboard":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
@@ -120,7 +122,8 @@ extension AdminContext {
         case "/stats":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
-            return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "]"))
+            return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "],\"warm\":"
+                                              + warming.json))
         case "/stats/history":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return .json(200, history.json(now: clock.monotonic))
@@ -132,6 +135,14 @@ extension AdminContext {
             guard method == .post else { return notAllowed("POST") }
             let outcome = reload()
             return .json(outcome.isRejected ? 422 : 200, outcome.json)
+        case "/warm":
+            switch method {
+            case .get, .head: return .json(200, warming.json)
+            case .delete: return warming.stop()
+            // A POST carries the list: AdminConnection reads it and calls `warming.start`.
+            case .post: return .error(411, "POST /warm needs the list as its body, with Content-Length")
+            default: return notAllowed("GET, HEAD, POST, DELETE")
+            }
         case "/cache":
             switch method {
             case .get, .head: return inspect(target, reader: reader)
@@ -139,8 +150,18 @@ extension AdminContext {
             default: return notAllowed("GET, HEAD, DELETE")
             }
         default:
-            return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /cache?url=, /healthz, /readyz")
+            return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /cache?url=, /warm, /healthz, /readyz")
         }
+    }
+
+    /// 401 unless the request carries the token (when one is set). It may also come as ?token=, so
+    /// a browser can open the dashboard.
+    func tokenRefusal(target: AdminTarget, authorization: String?) -> AdminResponse? {
+        guard let token = token.withLock({ $0 }), !authorized(authorization, token),
+              !authorized(target.value("token").map { "Bearer " + $0 }, token) else { return nil }
+        var r = AdminResponse.error(401, "this admin endpoint needs Authorization: Bearer <admin_token>")
+        r.extraFields = [("WWW-Authenticate", "Bearer realm=\"larder\"")]
+        return r
     }
 
     private func notAllowed(_ allow: String) -> AdminResponse {

@@ -35,6 +35,7 @@ enum Dashboard {
   #chart-hit .line { stroke: var(--good); } #chart-hit .area { fill: var(--good); }
   .tiers, .lookups { grid-column: span 6; }
   .hosts, .responses { grid-column: span 6; }
+  .warm { grid-column: span 12; }
   .bar { margin: 8px 0 12px; }
   .bar .name { display: flex; justify-content: space-between; font-size: 13px; }
   .bar .track { height: 10px; background: #0b1016; border-radius: 5px; overflow: hidden; margin-top: 4px; }
@@ -47,7 +48,7 @@ enum Dashboard {
   td.n { text-align: right; color: var(--dim); width: 90px; font-variant-numeric: tabular-nums; }
   td .hb { height: 4px; background: var(--accent); border-radius: 2px; margin-top: 3px; opacity: .7; }
   .empty { color: var(--dim); font-style: italic; }
-  @media (max-width: 1000px) { .kpi { grid-column: span 4; } .chart, .tiers, .lookups, .hosts, .responses { grid-column: span 12; } }
+  @media (max-width: 1000px) { .kpi { grid-column: span 4; } .chart, .tiers, .lookups, .hosts, .responses, .warm { grid-column: span 12; } }
 </style>
 </head>
 <body>
@@ -69,6 +70,7 @@ enum Dashboard {
   <section class="panel lookups"><h2>What the cache did</h2><div class="stack" id="stack"></div><div class="legend" id="legend"></div></section>
   <section class="panel hosts"><h2>Top hosts</h2><table id="hosts"><tr><td class="empty">no requests yet</td></tr></table></section>
   <section class="panel responses"><h2>Responses and origin errors</h2><div id="responses"></div></section>
+  <section class="panel warm"><h2>Warming</h2><div id="warm"><div class="empty">no warm job yet (POST /warm)</div></div></section>
 </main>
 <script>
 "use strict";
@@ -147,7 +149,8 @@ async function refresh() {
     $("k-conn").textContent = fmtNum(s.client_connections_open);
     $("k-conn-total").textContent = fmtNum(s.client_connections) + " accepted";
     $("k-entries").textContent = fmtNum(s.cache_entries.disk + s.cache_entries.memory);
-    $("k-bytes").textContent = fmtBytes(s.cache_bytes.disk) + " on disk";
+    $("k-bytes").textContent = s.cache_ephemeral ? fmtBytes(s.cache_bytes.memory) + " in memory only (ephemeral)"
+        : fmtBytes(s.cache_bytes.disk) + " on disk";
     $("k-origin").textContent = fmtNum(s.origin_connections_open);
     $("k-errors").textContent = fmtNum(sum(s.origin_errors)) + " errors";
     $("k-collapsed").textContent = fmtNum(s.collapsed_requests);
@@ -157,9 +160,11 @@ async function refresh() {
     const hits = filled(pts, (p) => p.hit_ratio);
     const hitOf = new Map(pts.map((p, i) => [p, hits[i]]));
     drawChart("chart-hit", pts, (p) => hitOf.get(p), () => 1, (v) => Math.round(v * 100) + "%");
-    $("tiers").innerHTML = bar("Memory tier", s.cache_bytes.memory, s.cache_capacity_bytes.memory) +
-        bar("Disk tier", s.cache_bytes.disk, s.cache_capacity_bytes.disk) +
-        bar("LMDB map", s.lmdb_map_used_bytes, s.lmdb_map_size_bytes);
+    // An ephemeral cache has no disk tier and no LMDB map.
+    $("tiers").innerHTML = bar("Memory tier", s.cache_bytes.memory, s.cache_capacity_bytes.memory) + (s.cache_ephemeral
+        ? `<div class="legend"><span>ephemeral: nothing is written to disk</span></div>`
+        : bar("Disk tier", s.cache_bytes.disk, s.cache_capacity_bytes.disk) +
+          bar("LMDB map", s.lmdb_map_used_bytes, s.lmdb_map_size_bytes));
     const total = sum(s.cache_lookups);
     $("stack").innerHTML = Object.entries(s.cache_lookups).filter(([, n]) => n > 0).map(([k, n]) =>
         `<div title="${k}: ${n}" style="width:${(n / total * 100).toFixed(2)}%;background:${colors[k] || "#888"}"></div>`).join("");
@@ -173,6 +178,18 @@ async function refresh() {
              `<div class="track"><div class="fill" style="width:${(n / answered * 100).toFixed(1)}%;background:${c}"></div></div></div>`;
     }).join("") + `<div class="legend">` + Object.entries(s.origin_errors || {}).map(([k, n]) =>
         `<span>${k.replace(/_/g, " ")} ${fmtNum(n)}</span>`).join("") + `</div>`;
+    const w = s.warm || { state: "idle" };
+    if (w.state !== "idle") {
+      const f = w.total > 0 ? w.done / w.total : 1;
+      const eta = w.state === "running" && w.done > 0 ? " · ETA " + Math.round(w.elapsed_seconds / w.done * (w.total - w.done)) + " s" : "";
+      const reasons = (w.failure_reasons || []).slice(0, 5).map((r) => `<span>${esc(r.reason)} ${fmtNum(r.count)}</span>`).join("");
+      $("warm").innerHTML = `<div class="bar"><div class="name"><span>job ${w.job} · ${esc(w.state)}</span>` +
+          `<span>${fmtNum(w.done)} of ${fmtNum(w.total)} · ${fmtBytes(w.bytes)} · ${w.elapsed_seconds.toFixed(1)} s${eta}</span></div>` +
+          `<div class="track"><div class="fill" style="width:${(f * 100).toFixed(1)}%"></div></div></div>` +
+          `<div class="legend"><span>stored ${fmtNum(w.stored)}</span><span>already fresh ${fmtNum(w.fresh)}</span>` +
+          `<span>revalidated ${fmtNum(w.revalidated)}</span><span>not stored ${fmtNum(w.not_stored)}</span>` +
+          `<span>failed ${fmtNum(w.failed)}</span></div>` + (reasons ? `<div class="legend">${reasons}</div>` : "");
+    }
     const hosts = s.top_hosts || [];
     const most = hosts.length ? hosts[0].requests : 1;
     $("hosts").innerHTML = hosts.length ? hosts.slice(0, 10).map((x) =>
