@@ -2,7 +2,7 @@
 """Peer benchmark: Larder against Squid, Apache Traffic Server, Varnish and nginx proxy_cache, with
 wrk straight at the origin nginx as the ceiling.
 
-    python3 Benchmarks/bench.py                 # the full run (about 30 minutes on two cores)
+    python3 Benchmarks/bench.py                 # the full run (about 40 minutes on two cores)
     python3 Benchmarks/bench.py --quick         # 1 s runs, one round, 64 connections
     python3 Benchmarks/bench.py --peers larder,squid --scenarios hit-small,many-keys --connections 64
 
