@@ -2,7 +2,7 @@
 """Peer benchmark: Larder against Squid, Apache Traffic Server, Varnish and nginx proxy_cache, with
 wrk straight at the origin nginx as the ceiling.
 
-    python3 Benchmarks/bench.py                 # the full run (about 30 minutes on two cores)
+    python3 Benchmarks/bench.py                 # the full run (about 40 minutes on two cores)
     python3 Benchmarks/bench.py --quick         # 1 s runs, one round, 64 connections
     python3 Benchmarks/bench.py --peers larder,squid --scenarios hit-small,many-keys --connections 64
 
@@ -12,8 +12,11 @@ picked at run time, pins the servers to core 0 and wrk to core 1, checks that ea
 what it should before measuring it, interleaves the targets round by round and reports medians:
 a table on standard output, TSV files, a PNG of the ratios and machine.txt in the results
 directory. The scaling scenario measures Larder alone with one worker (pinned, as above) and with two
-(Larder and wrk -t2 both unpinned, sharing the cores). Every process it starts runs in its own process group and is stopped by that group's
-id at the end. See Benchmarks/README.md for the peers' settings."""
+(Larder and wrk -t2 both unpinned, sharing the cores). The tunnel scenarios use tunnel_load.c
+(compiled here) instead of wrk, which cannot CONNECT, against the proxies that tunnel (Larder,
+Squid, ATS); hit-disk runs Larder with a memory tier too small for its objects (larder-disk).
+Every process it starts runs in its own process group and is stopped by that group's id at the
+end. See Benchmarks/README.md for the peers' settings."""
 
 import argparse
 import contextlib
@@ -41,9 +44,15 @@ LARDER_BIN = REPO / ".build" / "release" / "larder"
 
 PEERS = ["larder", "squid", "ats", "varnish", "nginx"]   # the proxies, in run order
 OTHER_PEERS = ["squid", "ats", "varnish", "nginx"]       # "best peer" is the fastest of these
-FORWARD = {"larder", "larder-cget", "larder-1w", "larder-2w", "squid", "ats"}   # absolute-form
+FORWARD = {"larder", "larder-cget", "larder-disk", "larder-1w", "larder-2w", "squid", "ats"}
+TUNNELLING = {"larder", "squid", "ats"}   # forward proxies with CONNECT (Varnish, nginx: reverse only)
 CONNECTIONS = [1, 64, 1024]
 MANY_KEYS = 10_000
+# hit-disk: DISK_KEYS distinct 64 KiB objects at random, against larder-disk (Larder with a memory
+# tier far too small for them, so every hit is read from LMDB) in place of larder.
+DISK_KEYS = 2_000
+DISK_MEMORY_CAPACITY = "1MiB"
+DISK_MEMORY_MAX_OBJECT_SIZE = "16KiB"
 # The scaling scenario: Larder alone, hit-small at SCALING_CONNECTIONS, `--workers 1` pinned to
 # core 0 (wrk -t1 on core 1) against `--workers 2` unpinned (wrk -t2 unpinned too, so on a
 # two-core machine wrk takes its share of the same cores). SCALING_TARGET is the ratio aimed for.
@@ -52,7 +61,9 @@ SCALING_CONNECTIONS = 64
 SCALING_TARGET = 1.8
 
 # name -> (kind, origin path). kind: hit (stored once, then served), keys (MANY_KEYS URLs at
-# random), pass (no-store), reval (max-age=0 with validators), storm (a new URL every request).
+# random), disk (DISK_KEYS 64 KiB URLs at random, larder-disk for Larder), pass (no-store), reval
+# (max-age=0 with validators), storm (a new URL every request), tunnel (keep-alive GETs inside
+# CONNECT tunnels to the origin, by tunnel_load.c; the tunnelling peers only).
 # scaling is hit-small for the two Larder worker counts (SCALING) only.
 SCENARIOS = {
     "hit-small": ("hit", "/files/1k"),
@@ -60,19 +71,27 @@ SCENARIOS = {
     "hit-large": ("hit", "/files/256k"),
     "hit-4m": ("hit", "/files/4m"),
     "many-keys": ("keys", "/keys/"),
+    "hit-disk": ("disk", "/disk/"),
     "pass-through": ("pass", "/nostore/1k"),
     "revalidation": ("reval", "/reval/1k"),
     "miss-storm": ("storm", "/storm/1k"),
+    "tunnel-small": ("tunnel", "/files/1k"),
+    "tunnel-bulk": ("tunnel", "/files/4m"),
     "scaling": ("hit", "/files/1k"),
 }
-FILES = {"1k": 1024, "16k": 16 * 1024, "256k": 256 * 1024, "4m": 4 * 1024 * 1024}
-SIZE_OF = {"/files/1k": 1024, "/files/16k": 16384, "/files/256k": 262144, "/files/4m": 4194304,
-           "/keys/": 1024, "/nostore/1k": 1024, "/reval/1k": 1024, "/storm/1k": 1024}
+KEY_COUNT = {"keys": MANY_KEYS, "disk": DISK_KEYS}
+# Scenarios whose ratios (vs best, vs origin) compare MiB/s rather than requests/s: tunnel-bulk's
+# requests still on their way when a run ends are not counted, but their bytes are.
+RATIO_OF = {"tunnel-bulk": "mibs"}
+FILES = {"1k": 1024, "16k": 16 * 1024, "64k": 64 * 1024, "256k": 256 * 1024, "4m": 4 * 1024 * 1024}
+SIZE_OF = {"/files/1k": 1024, "/files/16k": 16384, "/files/64k": 65536, "/files/256k": 262144,
+           "/files/4m": 4194304, "/keys/": 1024, "/disk/": 65536, "/nostore/1k": 1024,
+           "/reval/1k": 1024, "/storm/1k": 1024}
 
 # What a measured run may send to the origin per request, by scenario kind: hits almost nothing,
-# pass-through, revalidation and misses one request each.
-ORIGIN_SHARE = {"hit": (0.0, 0.01), "keys": (0.0, 0.01), "pass": (0.9, 1.5),
-                "reval": (0.9, 1.5), "storm": (0.9, 1.5)}
+# pass-through, revalidation, misses and requests inside tunnels one request each.
+ORIGIN_SHARE = {"hit": (0.0, 0.01), "keys": (0.0, 0.01), "disk": (0.0, 0.01), "pass": (0.9, 1.5),
+                "reval": (0.9, 1.5), "storm": (0.9, 1.5), "tunnel": (0.9, 1.5)}
 
 APT = {"wrk": "wrk", "nginx": "nginx-light", "squid": "squid", "varnishd": "varnish",
        "traffic_server": "trafficserver"}
@@ -296,6 +315,7 @@ http {{
         root {www};
         location /files/ {{ add_header Cache-Control "max-age=3600"; }}
         location /keys/ {{ rewrite ^ /files/1k break; add_header Cache-Control "max-age=3600"; }}
+        location /disk/ {{ rewrite ^ /files/64k break; add_header Cache-Control "max-age=3600"; }}
         location /storm/ {{ rewrite ^ /files/1k break; add_header Cache-Control "max-age=3600"; }}
         location /nostore/ {{ rewrite ^ /files/1k break; add_header Cache-Control "no-store"; }}
         location /reval/ {{ rewrite ^ /files/1k break; add_header Cache-Control "max-age=0"; }}
@@ -307,7 +327,7 @@ http {{
     return ["nginx", "-c", str(conf)]
 
 
-def start_larder(work, name, port, admin, origin, nofile, cget, workers=1):
+def start_larder(work, name, port, admin, origin, nofile, cget, workers=1, disk=False):
     d = work / name
     d.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
@@ -316,15 +336,22 @@ def start_larder(work, name, port, admin, origin, nofile, cget, workers=1):
                LARDER_CACHE_MEMORY_CAPACITY="1GiB",
                LARDER_CACHE_MEMORY_MAX_OBJECT_SIZE="8MiB",
                LARDER_CACHE_DISK_CAPACITY="4GiB",
+               # CONNECT to the origin's plain HTTP port (the tunnel scenarios); 127.0.0.1 is
+               # allowed as a destination because allow_clients admits loopback only
+               # (protect_this_host: auto)
+               LARDER_CONNECT_PORTS=f"[443, {origin}]",
                LARDER_LOG_LEVEL="warning")
     if cget:
         env["LARDER_CACHE_REVALIDATION"] = "conditional-get"
+    if disk:   # hit-disk: a memory tier that holds none of the 64 KiB objects
+        env.update(LARDER_CACHE_MEMORY_CAPACITY=DISK_MEMORY_CAPACITY,
+                   LARDER_CACHE_MEMORY_MAX_OBJECT_SIZE=DISK_MEMORY_MAX_OBJECT_SIZE)
     argv = [str(LARDER_BIN), "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
             "--access-log", "off", "--cache-dir", str(d / "cache"), "--workers", str(workers)]
     return argv, env
 
 
-def write_squid(work, port, nofile):
+def write_squid(work, port, nofile, origin):
     d = work / "squid"
     d.mkdir()
     user = "proxy"
@@ -342,6 +369,10 @@ cache_store_log none
 logfile_rotate 0
 coredump_dir {d}
 visible_hostname bench
+# CONNECT to the origin's plain HTTP port (the tunnel scenarios): this configuration has none of
+# the default squid.conf's SSL_ports/Safe_ports denials, and says so explicitly
+acl bench_connect_port port {origin}
+http_access allow CONNECT bench_connect_port
 http_access allow all
 # memory cache only (no cache_dir): large enough for every scenario's working set
 cache_mem 1024 MB
@@ -360,7 +391,7 @@ shutdown_lifetime 1 seconds
     return ["squid", "-N", "-f", str(conf)]
 
 
-def write_ats(work, port, nofile):
+def write_ats(work, port, nofile, origin):
     d = work / "ats"
     for sub in ("etc", "run", "log", "cache", "var", "body_factory"):
         (d / sub).mkdir(parents=True)
@@ -376,6 +407,7 @@ def write_ats(work, port, nofile):
         "proxy.config.http.server_ports": ("STRING", f"{port}:ipv4:ip-in=127.0.0.1"),
         "proxy.config.admin.user_id": ("STRING", "#-1"),        # stay the user we are
         "proxy.config.url_remap.remap_required": ("INT", 0),      # forward proxy
+        "proxy.config.http.connect_ports": ("STRING", f"443 {origin}"),   # the tunnel scenarios
         "proxy.config.reverse_proxy.enabled": ("INT", 0),
         "proxy.config.http.cache.http": ("INT", 1),
         "proxy.config.http.cache.required_headers": ("INT", 0),
@@ -556,6 +588,43 @@ def fetch_many(target, origin_port, paths, threads=8):
     return problems
 
 
+def fetch_tunnelled(target, origin_port, path, count):
+    """CONNECT 127.0.0.1:origin_port through the target, then ``count`` keep-alive GETs of path
+    inside the tunnel; returns problems."""
+    conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=30)
+    conn.set_tunnel("127.0.0.1", origin_port)
+    problems = []
+    try:
+        for _ in range(count):
+            conn.request("GET", path)
+            r = conn.getresponse()
+            body = r.read()
+            if r.status != 200 or len(body) != SIZE_OF[path]:
+                problems.append(f"{path}: status {r.status}, {len(body)} bytes")
+    except (OSError, http.client.HTTPException) as e:
+        problems.append(f"{path}: {e!r}")
+    finally:
+        conn.close()
+    return problems
+
+
+def larder_stats(target):
+    c = http.client.HTTPConnection("127.0.0.1", target.admin, timeout=10)
+    try:
+        c.request("GET", "/stats")
+        return json.loads(c.getresponse().read())
+    finally:
+        c.close()
+
+
+def larder_memory_tier_bytes(target):
+    """Bytes Larder's memory tier holds (/stats cache_bytes.memory), or None."""
+    try:
+        return int(larder_stats(target)["cache_bytes"]["memory"])
+    except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException):
+        return None
+
+
 def origin_delta(origin, fn):
     before = origin.requests()
     result = fn()
@@ -578,8 +647,9 @@ def verify(target, origin, scenario, run_tag):
             return f"bad answers while warming {path}: {problems[:3]}"
         if n > 0:
             return f"does not cache {path}: {n} of 20 requests after warm-up reached the origin"
-    elif kind == "keys":
-        paths = [f"{path}{i}" for i in range(MANY_KEYS)]
+    elif kind in ("keys", "disk"):
+        count = KEY_COUNT[kind]
+        paths = [f"{path}{i}" for i in range(count)]
         problems = fetch_many(target, op, paths)
         time.sleep(0.5)
         # a second pass catches entries a proxy stored only after answering
@@ -588,9 +658,24 @@ def verify(target, origin, scenario, run_tag):
         n, problems2 = origin_delta(origin, lambda: fetch_many(target, op, sample))
         problems += problems2
         if problems:
-            return f"bad answers while warming {MANY_KEYS} keys: {problems[:3]}"
+            return f"bad answers while warming {count} keys: {problems[:3]}"
         if n > 0:
-            return f"does not keep {MANY_KEYS} keys: {n} of 500 warm keys reached the origin"
+            return f"does not keep {count} keys: {n} of 500 warm keys reached the origin"
+        if kind == "disk" and target.admin:
+            # larder-disk's hits must come from LMDB: its memory tier may hold next to nothing
+            held = larder_memory_tier_bytes(target)
+            total = count * SIZE_OF[path]
+            if held is None:
+                return "its /stats has no cache_bytes.memory"
+            if held > total / 100:
+                return (f"its memory tier holds {held / 2**20:.1f} MiB of the "
+                        f"{total / 2**20:.0f} MiB working set: hits would not all come from disk")
+    elif kind == "tunnel":
+        n, problems = origin_delta(origin, lambda: fetch_tunnelled(target, op, path, 5))
+        if problems:
+            return f"bad answers inside a CONNECT tunnel to 127.0.0.1:{op}: {problems[:3]}"
+        if n < 5:
+            return f"requests inside the tunnel did not reach the origin: {n} of 5"
     elif kind in ("pass", "reval"):
         fetch_many(target, op, [path] * 2, threads=1)
         n, problems = origin_delta(origin, lambda: fetch_many(target, op, [path] * 20, threads=1))
@@ -621,13 +706,14 @@ def lua_script(work, target, origin_port, scenario, tag):
     kind, path = SCENARIOS[scenario]
     prefix = f"http://127.0.0.1:{origin_port}" if target.forward else ""
     host = f'wrk.headers["Host"] = "127.0.0.1:{origin_port}"\n' if target.forward else ""
-    if kind == "keys":
+    if kind in ("keys", "disk"):
+        count = KEY_COUNT[kind]
         body = f"""{host}local reqs = {{}}
 init = function(args)
-    for i = 0, {MANY_KEYS - 1} do reqs[i + 1] = wrk.format("GET", "{prefix}{path}" .. i) end
+    for i = 0, {count - 1} do reqs[i + 1] = wrk.format("GET", "{prefix}{path}" .. i) end
     math.randomseed({random.randrange(1 << 30)})
 end
-request = function() return reqs[math.random({MANY_KEYS})] end
+request = function() return reqs[math.random({count})] end
 """
     elif kind == "storm":
         body = f"""{host}local n = 0
@@ -651,7 +737,7 @@ UNITS_SIZE = {"B": 1 / 1024 ** 2, "KB": 1 / 1024, "MB": 1.0, "GB": 1024.0, "TB":
 
 def parse_wrk(out):
     r = {"requests": 0, "rps": 0.0, "mibs": 0.0, "p50": None, "p99": None,
-         "non2xx": 0, "sockerr": 0, "sockerr_text": ""}
+         "non2xx": 0, "sockerr": 0, "sockerr_text": "", "complete": "Requests/sec" in out}
     m = re.search(r"(\d+) requests in ([\d.]+)(\w+), ([\d.]+)(\w+) read", out)
     if m:
         r["requests"] = int(m.group(1))
@@ -718,6 +804,52 @@ def run_wrk(target, script, conns, seconds, cpu_group, origin):
     pin = ["taskset", "-c", target.wrk_cpus] if target.wrk_cpus is not None else []
     argv = [*pin, "wrk", f"-t{target.wrk_threads}", f"-c{conns}", f"-d{seconds}s", "--latency",
             "--timeout", "10s", "-s", str(script), f"http://127.0.0.1:{target.port}/"]
+    return run_load(argv, seconds, cpu_group, origin, parse_wrk, "wrk")
+
+
+def parse_tunnel_load(out):
+    """tunnel_load's one line, in parse_wrk's terms (bytes over the run's seconds as MiB/s)."""
+    r = {"requests": 0, "rps": 0.0, "mibs": 0.0, "p50": None, "p99": None,
+         "non2xx": 0, "sockerr": 0, "sockerr_text": "", "complete": False}
+    m = re.search(r"requests (\d+) non2xx (\d+) errors (\d+) connects (\d+) bytes (\d+) "
+                  r"seconds ([\d.]+) p50_ms (-?[\d.]+) p90_ms (-?[\d.]+) p99_ms (-?[\d.]+)", out)
+    if not m:
+        return r
+    requests, non2xx, errors, connects, nbytes = (int(m.group(i)) for i in range(1, 6))
+    secs = float(m.group(6))
+    r.update(requests=requests, non2xx=non2xx, sockerr=errors, complete=True,
+             rps=requests / secs if secs > 0 else 0.0,
+             mibs=nbytes / secs / 2 ** 20 if secs > 0 else 0.0)
+    if errors:
+        r["sockerr_text"] = f"connection errors {errors} ({connects} connections opened)"
+    if requests:
+        r["p50"], r["p99"] = float(m.group(7)), float(m.group(9))
+    return r
+
+
+def run_tunnel_load(loader, target, origin_port, path, conns, seconds, cpu_group, origin):
+    """tunnel_load (tunnel_load.c): CONNECT through a forward proxy, or straight to the origin
+    for origin-direct, then keep-alive GETs of path; pinned like wrk."""
+    pin = ["taskset", "-c", target.wrk_cpus] if target.wrk_cpus is not None else []
+    proxy = 0 if target.name == "origin-direct" else target.port
+    argv = [*pin, str(loader), str(proxy), str(origin_port), path, str(seconds), str(conns)]
+    return run_load(argv, seconds, cpu_group, origin, parse_tunnel_load, "tunnel_load")
+
+
+def compile_tunnel_load(work):
+    """Compiles tunnel_load.c (next to this script) into the temporary directory."""
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not compiler:
+        sys.exit("no C compiler (cc) for tunnel_load.c, which the tunnel scenarios need")
+    loader = work / "tunnel_load"
+    subprocess.run([compiler, "-O2", "-o", str(loader), str(Path(__file__).resolve().parent /
+                                                              "tunnel_load.c")], check=True)
+    return loader
+
+
+def run_load(argv, seconds, cpu_group, origin, parse, tool):
+    """Runs one load generator (wrk or tunnel_load) and reads the target's CPU, the origin's
+    request counter and the generator's own CPU around it."""
     before_cpu = cpu_ticks(cpu_group)
     before_origin = origin.requests()
     before_wrk = children_cpu_s()
@@ -729,15 +861,15 @@ def run_wrk(target, script, conns, seconds, cpu_group, origin):
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
-        out += "\nwrk did not finish in time"
+        out += f"\n{tool} did not finish in time"
     wall = time.monotonic() - before_wall
     wrk_cpu = children_cpu_s() - before_wrk
     after_cpu = cpu_ticks(cpu_group)
     after_origin = origin.requests()
-    r = parse_wrk(out)
+    r = parse(out)
     r["settle_s"] = settle(cpu_group)
     r["out"] = out
-    r["ok"] = p.returncode == 0 and "Requests/sec" in out
+    r["ok"] = p.returncode == 0 and r.pop("complete")   # the generator printed its summary
     r["cpu_s"] = (after_cpu - before_cpu) / os.sysconf("SC_CLK_TCK")
     r["wrk_cpu_s"] = wrk_cpu
     r["cores"] = r["cpu_s"] / wall if wall > 0 else None        # cores the target kept busy
@@ -808,6 +940,8 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="for development: 1 s runs, 1 round, 64 connections (unless given)")
     ap.add_argument("--out", help="results directory (Benchmarks/results/DATE-HOSTNAME/)")
+    ap.add_argument("--larder-bin", help="the Larder executable to measure "
+                                         "(.build/release/larder, built if missing)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--origin-log", action="store_true",
                     help="debugging: the origin logs every request (method, URI, status, "
@@ -839,9 +973,19 @@ def main():
         scenarios.remove("scaling")
     if not scenarios:
         sys.exit("no scenario left to run")
-    regular = [s for s in scenarios if s != "scaling"]   # the scenarios with every peer
+    global LARDER_BIN
+    if args.larder_bin:
+        LARDER_BIN = Path(args.larder_bin).resolve()
+        if not os.access(LARDER_BIN, os.X_OK):
+            sys.exit(f"--larder-bin {args.larder_bin}: not an executable file")
+    tunnels = [s for s in scenarios if SCENARIOS[s][0] == "tunnel"]
+    untunnelled = [p for p in peers if p not in TUNNELLING]
 
-    install_missing(peers)
+    install_missing(peers)   # may run this script again under Debian's python3
+    if tunnels and untunnelled:
+        log(f"note: {', '.join(untunnelled)} "
+            f"{'is a reverse proxy' if len(untunnelled) == 1 else 'are reverse proxies'} "
+            f"without CONNECT: left out of {', '.join(tunnels)}")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -852,28 +996,36 @@ def main():
                        check=True)
     nofile = raise_nofile()
 
-    # Targets per scenario, in interleaving order.
-    def targets_for(scenario, live):
+    # Targets per scenario, in interleaving order: origin-direct and the peers; larder-cget next to
+    # larder for revalidation; larder-disk instead of larder for hit-disk; only the tunnelling
+    # peers for the tunnel scenarios; the two Larder worker counts alone for scaling.
+    def names_for(scenario):
         if scenario == "scaling":
-            return [live[n] for n in SCALING if n in live]
-        names = ["origin-direct"] + [p for p in peers]
+            return list(SCALING)
+        kind = SCENARIOS[scenario][0]
+        names = ["origin-direct"] + [p for p in peers if kind != "tunnel" or p in TUNNELLING]
         if scenario == "revalidation" and "larder" in peers:
             names.insert(names.index("larder") + 1, "larder-cget")
-        return [live[n] for n in names if n in live]
+        if kind == "disk" and "larder" in peers:
+            names[names.index("larder")] = "larder-disk"
+        return names
+
+    def targets_for(scenario, live):
+        return [live[n] for n in names_for(scenario) if n in live]
 
     def conns_for(scenario):
         return [SCALING_CONNECTIONS] if scenario == "scaling" else conn_list
 
-    n_targets = {s: len(SCALING) if s == "scaling" else
-                 1 + len(peers) + (1 if s == "revalidation" and "larder" in peers else 0)
-                 for s in scenarios}
+    n_targets = {s: len(names_for(s)) for s in scenarios}
     warm_secs = 1
     n_warm = sum(n_targets[s] * len(conns_for(s)) for s in scenarios)
     n_runs = n_warm * args.rounds
     # per run: wrk's start and the readings before and after; per peer: warming and checking
-    # (10,000 keys for many-keys); then starting and stopping the servers
+    # (10,000 keys for many-keys, 2,000 of 64 KiB for hit-disk); then starting and stopping the
+    # servers
     est = (n_runs * (args.seconds + 0.5) + n_warm * (warm_secs + 0.5)
            + (3 * len(peers) if "many-keys" in scenarios else 0)
+           + (2 * len(peers) if "hit-disk" in scenarios else 0)
            + 0.5 * sum(n_targets[s] - 1 for s in scenarios) + 15)
     log(f"{n_runs} measured runs of {args.seconds:g} s ({args.rounds} rounds), {n_warm} warm-up runs "
         f"of {warm_secs:g} s: expect about {est / 60:.1f} minutes")
@@ -902,17 +1054,17 @@ def main():
 
         def start(name):
             port = free_port()
-            if name in ("larder", "larder-cget", *SCALING):
+            if name in ("larder", "larder-cget", "larder-disk", *SCALING):
                 admin = free_port()
                 workers = 2 if name == "larder-2w" else 1
                 argv, env = start_larder(work, name, port, admin, origin_port, nofile,
-                                         name == "larder-cget", workers)
+                                         name == "larder-cget", workers, name == "larder-disk")
                 srv = Server(name, argv, work / f"{name}.log", env=env,
                              cpus=None if workers > 1 else "0")
             elif name == "squid":
-                srv = Server(name, write_squid(work, port, nofile), work / "squid.log")
+                srv = Server(name, write_squid(work, port, nofile, origin_port), work / "squid.log")
             elif name == "ats":
-                argv, d = write_ats(work, port, nofile)
+                argv, d = write_ats(work, port, nofile, origin_port)
                 srv = Server(name, argv, work / "ats.log", cwd=d)
             elif name == "varnish":
                 srv = Server(name, write_varnish(work, port, origin_port), work / "varnish.log")
@@ -930,12 +1082,10 @@ def main():
                 return
             live[name] = t
 
-        names = list(peers) if regular else []
-        if "revalidation" in scenarios and "larder" in peers:
-            names.insert(names.index("larder") + 1, "larder-cget")
-        if "scaling" in scenarios:
-            names += SCALING
-        for name in names:
+        needed = {n for s in scenarios for n in names_for(s)}
+        order = [n for p in peers for n in ([p, "larder-cget", "larder-disk"] if p == "larder"
+                                             else [p])] + SCALING
+        for name in [n for n in order if n in needed]:
             start(name)
         time.sleep(1)   # ATS opens its cache, Varnish its child, after they accept
 
@@ -943,8 +1093,13 @@ def main():
         runs = {}
         memory = {}
         verdicts = {}
+        loader = compile_tunnel_load(work) if tunnels else None
         for si, scenario in enumerate(scenarios):
+            kind = SCENARIOS[scenario][0]
             log(f"\n== {scenario}")
+            if kind == "tunnel" and untunnelled:
+                log(f"  {', '.join(untunnelled)}: reverse prox{'y' if len(untunnelled) == 1 else 'ies'}"
+                    f" without CONNECT, not part of this scenario")
             targets = targets_for(scenario, live)
             measured = []
             for t in targets:
@@ -972,14 +1127,22 @@ def main():
                                 warn(f"{t.name} died during {scenario}:\n{t.server.tail()}")
                             continue
                         tag = f"{t.name}-{conns}-{rnd}-{random.randrange(1 << 30)}"
-                        script = lua_script(work, t, origin_port, scenario, tag)
+                        if kind == "tunnel":   # tunnel_load: CONNECT, then GETs inside
+                            path = SCENARIOS[scenario][1]
+
+                            def load(secs, _tag):
+                                return run_tunnel_load(loader, t, origin_port, path, conns, secs,
+                                                       t.server.pgid, origin)
+                        else:
+                            def load(secs, tag):
+                                script = lua_script(work, t, origin_port, scenario, tag)
+                                return run_wrk(t, script, conns, secs, t.server.pgid, origin)
                         # Every other proxy is stopped (SIGSTOP) while this one runs: they all
                         # share core 0, and idle peers' housekeeping threads would steal from it.
                         with others_paused(servers, keep=(t.server, origin_srv)):
                             if rnd == 0:   # unmeasured: connections, threads and buffers come up
-                                run_wrk(t, script, conns, warm_secs, t.server.pgid, origin)
-                                script = lua_script(work, t, origin_port, scenario, tag + "m")
-                            r = run_wrk(t, script, conns, args.seconds, t.server.pgid, origin)
+                                load(warm_secs, tag)
+                            r = load(args.seconds, tag + "m")
                         runs.setdefault((scenario, conns, t.name), []).append(r)
                         flag = ""
                         if r["settle_s"] > 1:
@@ -991,13 +1154,17 @@ def main():
                             flag += (f"  <-- FLAGGED: non-2xx {r['non2xx']}, "
                                     f"{r['sockerr_text'] or 'no socket errors'}")
                             if not r["ok"]:
-                                flag += "; wrk failed:\n" + r["out"]
+                                flag += (f"; {'tunnel_load' if kind == 'tunnel' else 'wrk'} "
+                                         f"failed:\n" + r["out"])
                         log(f"  {conns:>5} conns  round {rnd + 1}  {t.name:<13} "
                             f"{r['rps']:>11.0f} req/s  {r['mibs']:>9.1f} MiB/s  "
                             f"origin/req {fmt(r['origin_share'], '.2f')}{flag}")
             if scenario == "many-keys":
                 for t in targets:
-                    memory[t.name] = memory_kib(t.server.pgid)
+                    rss, anon = memory_kib(t.server.pgid)
+                    # Larder: also the memory tier's bytes, to show its RSS without them
+                    tier = larder_memory_tier_bytes(t) if t.admin else None
+                    memory[t.name] = (rss, anon, tier)
         load_after = Path("/proc/loadavg").read_text().strip()
         elapsed = time.monotonic() - started
 
@@ -1009,7 +1176,9 @@ def main():
                 srows = [r for r in srows if r]
                 by = {r["target"]: r for r in srows}
                 valid_peers = [by[p] for p in OTHER_PEERS if p in by and not by[p]["flags"]]
-                best = max(valid_peers, key=lambda r: r["rps"], default=None)
+                # the ratios compare requests/s, or MiB/s where that is the figure to read
+                key = RATIO_OF.get(scenario, "rps")
+                best = max(valid_peers, key=lambda r: r[key] or 0, default=None)
                 ceiling = by.get("origin-direct")
                 one = by.get("larder-1w")
                 for r in srows:
@@ -1017,11 +1186,11 @@ def main():
                     r["vs_best"] = r["vs_origin"] = r["vs_1w"] = None
                     if r["target"] == "larder-2w" and r["rps"] and one and one["rps"]:
                         r["vs_1w"] = r["rps"] / one["rps"]
-                    if r["target"].startswith("larder") and r["rps"]:
-                        if best and best["rps"]:
-                            r["vs_best"] = r["rps"] / best["rps"]
-                        if ceiling and ceiling["rps"]:
-                            r["vs_origin"] = r["rps"] / ceiling["rps"]
+                    if r["target"].startswith("larder") and r[key]:
+                        if best and best[key]:
+                            r["vs_best"] = r[key] / best[key]
+                        if ceiling and ceiling[key]:
+                            r["vs_origin"] = r[key] / ceiling[key]
                 rows.extend(srows)
                 for t in targets_for(scenario, live):
                     if scenario in t.broken and t.name not in by:
@@ -1062,7 +1231,8 @@ def peer_versions(live):
         except (OSError, subprocess.TimeoutExpired):
             return "?"
     v = {"wrk": first_line(["wrk", "-v"]), "nginx": first_line(["nginx", "-v"])}
-    larder = next((live[n] for n in ("larder", *SCALING) if n in live), None)
+    larder = next((live[n] for n in ("larder", "larder-cget", "larder-disk", *SCALING)
+                   if n in live), None)
     if larder:
         try:
             c = http.client.HTTPConnection("127.0.0.1", larder.admin, timeout=10)
@@ -1105,13 +1275,18 @@ def print_table(rows, memory):
             f"{fmt(r['cpu_us'], '.1f'):>10} {fmt(r['origin_share'], '.2f'):>8} {vs_best:>16} "
             f"{fmt(r['vs_origin'], '.2f'):>9}  {r['flags']}")
     if memory:
-        log("\nresident memory after many-keys (MiB, summed over each target's processes)")
-        log(f"{'target':<13} {'VmRSS':>8} {'RssAnon':>8}")
-        for name, (rss, anon) in memory.items():
-            log(f"{name:<13} {rss / 1024:>8.1f} {anon / 1024:>8.1f}")
+        log("\nresident memory after many-keys (MiB, summed over each target's processes; "
+            "Larder: also its memory tier's bytes from /stats, and VmRSS and RssAnon without them)")
+        log(f"{'target':<13} {'VmRSS':>8} {'RssAnon':>8} {'mem tier':>8} {'RSS-tier':>8} "
+            f"{'Anon-tier':>9}")
+        for name, (rss, anon, tier) in memory.items():
+            tier_mib = None if tier is None else tier / 2 ** 20
+            log(f"{name:<13} {rss / 1024:>8.1f} {anon / 1024:>8.1f} {fmt(tier_mib, '.1f'):>8} "
+                f"{fmt(None if tier is None else rss / 1024 - tier_mib, '.1f'):>8} "
+                f"{fmt(None if tier is None else anon / 1024 - tier_mib, '.1f'):>9}")
     log("\ncpu: utime+stime of the target's processes per request (origin-direct: the origin's); "
         "orig/req: origin requests per request; vs best: Larder / fastest unflagged peer; "
-        "vs origin: Larder / origin-direct")
+        "vs origin: Larder / origin-direct (both of requests/s; tunnel-bulk: of MiB/s)")
 
 
 def print_scaling(rows, rounds):
@@ -1172,9 +1347,12 @@ def write_outputs(out_dir, rows, runs, memory, plt, scenarios, conn_list):
                                              r["wrk_cpu_us"]])) + "\n")
     if memory:
         with open(out_dir / "memory.tsv", "w") as f:
-            f.write("target\tvmrss_kib\trssanon_kib\n")
-            for name, (rss, anon) in memory.items():
-                f.write(f"{name}\t{rss}\t{anon}\n")
+            f.write("target\tvmrss_kib\trssanon_kib\tmemory_tier_kib\tvmrss_without_tier_kib\t"
+                    "rssanon_without_tier_kib\n")
+            for name, (rss, anon, tier) in memory.items():
+                extra = "\t\t\t" if tier is None else \
+                    f"\t{tier // 1024}\t{rss - tier // 1024}\t{anon - tier // 1024}"
+                f.write(f"{name}\t{rss}\t{anon}{extra}\n")
 
     # The ratios per scenario: one group of bars per scenario, one bar per connection count
     # (scaling has no peers and no origin-direct row; its ratio is in results.tsv, vs_1w).
@@ -1182,7 +1360,8 @@ def write_outputs(out_dir, rows, runs, memory, plt, scenarios, conn_list):
     for s in scenarios:
         if s == "scaling":
             continue
-        labels.append((s, "larder", s))
+        labels.append((s, "larder-disk", f"{s}\n(larder-disk)") if SCENARIOS[s][0] == "disk"
+                      else (s, "larder", s))
         if s == "revalidation" and any(r["target"] == "larder-cget" for r in rows):
             labels.append((s, "larder-cget", "revalidation\n(cget)"))
     if not labels:   # only the scaling scenario ran: nothing to plot
@@ -1190,8 +1369,9 @@ def write_outputs(out_dir, rows, runs, memory, plt, scenarios, conn_list):
     by = {(r["scenario"], r["connections"], r["target"]): r for r in rows}
     fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.3 * len(labels) + 2), 8), sharex=True)
     width = 0.8 / max(1, len(conn_list))
-    for ax, key, title in ((axes[0], "vs_best", "Larder / best peer (requests/s)"),
-                           (axes[1], "vs_origin", "Larder / origin direct (requests/s)")):
+    unit = "requests/s" + ("; tunnel-bulk: MiB/s" if any(s in RATIO_OF for s in scenarios) else "")
+    for ax, key, title in ((axes[0], "vs_best", f"Larder / best peer ({unit})"),
+                           (axes[1], "vs_origin", f"Larder / origin direct ({unit})")):
         for ci, conns in enumerate(conn_list):
             xs, ys, names = [], [], []
             for li, (s, target, _) in enumerate(labels):
@@ -1238,7 +1418,14 @@ def write_machine(out_dir, args, versions, load_before, load_after, nofile, elap
         "pinning: servers on core 0 (taskset -c 0), wrk -t1 on core 1 (taskset -c 1)",
     ] + ([f"scaling: larder-1w pinned as above; larder-2w (--workers 2) and wrk -t2 not pinned, "
           f"sharing all {os.cpu_count()} cores; {SCALING_CONNECTIONS} connections"]
-         if "scaling" in scenarios else []) + [
+         if "scaling" in scenarios else []) + (
+        ["tunnels: tunnel_load (tunnel_load.c, cc -O2, one epoll thread) on core 1 instead of wrk; "
+         "CONNECT 127.0.0.1:ORIGIN, then keep-alive GETs inside; origin-direct: the same GETs "
+         "without CONNECT"] if any(SCENARIOS[s][0] == "tunnel" for s in scenarios) else []) + (
+        [f"hit-disk: larder-disk with cache.memory_capacity {DISK_MEMORY_CAPACITY}, "
+         f"cache.memory_max_object_size {DISK_MEMORY_MAX_OBJECT_SIZE}; {DISK_KEYS} objects of 64 KiB"]
+        if "hit-disk" in scenarios else []) + [
+        f"larder: {LARDER_BIN}",
         "targets started: " + ", ".join(live),
         "versions:",
     ] + [f"  {k}: {v}" for k, v in versions.items()]
