@@ -47,7 +47,8 @@ public struct RequestFacts: Sendable, Equatable {
     /// Reads the directives and our policy header. `rulePolicy` comes from configuration rules
     /// matching the URL; `settings.defaultRequestPolicy` applies when neither names one.
     /// An unknown `Larder-Cache-Policy` value throws (the proxy answers 400).
-    public static func make(_ head: RequestHead, rulePolicy: RequestCachePolicy?,
+    /// `ignoreReload`: a rule says clients' reloads do not count for this URL (`CacheRule.ignoreReload`).
+    public static func make(_ head: RequestHead, rulePolicy: RequestCachePolicy?, ignoreReload: Bool = false,
                             settings: PolicySettings) throws(PolicyHeaderError) -> RequestFacts {
         let headers = head.headers
         var hasAuthorization = false
@@ -93,7 +94,15 @@ public struct RequestFacts: Sendable, Equatable {
         }
         // Offline overrides any policy asked for: none of them may reach the network.
         if settings.offline { policy = .returnCacheDataDontLoad }
-        return RequestFacts(method: head.method, directives: CacheDirectives.parse(headers, isRequest: true),
+        var directives = CacheDirectives.parse(headers, isRequest: true)
+        if ignoreReload {
+            // no-store and only-if-cached still hold; what asks for a fresher answer than the
+            // rules give does not (Pragma: no-cache is read as no-cache when parsed).
+            directives.noCache = false
+            directives.maxAge = nil
+            directives.minFresh = nil
+        }
+        return RequestFacts(method: head.method, directives: directives,
                             policy: policy, hasAuthorization: hasAuthorization, hasConditionals: hasConditionals,
                             hasRange: hasRange, hasPreconditions: hasPreconditions)
     }

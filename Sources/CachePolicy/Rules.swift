@@ -17,13 +17,17 @@ public struct CacheRule: Sendable, Equatable {
     public var requestPolicy: RequestCachePolicy?
     public var storagePolicy: StoragePolicy?
     public var freshness: FreshnessOverride?
+    /// A client's reload (`Cache-Control: no-cache` or `max-age`, `Pragma: no-cache`) does not
+    /// bypass or revalidate an entry the freshness rules call fresh (Squid's `ignore-reload`):
+    /// for package indexes whose clients ask for a reload every time.
+    public var ignoreReload: Bool?
 
     public init(scheme: String? = nil, host: HostPattern? = nil, pathPrefix: String? = nil, path: PathGlob? = nil,
                 statuses: [Int] = [], contentTypePrefix: String? = nil, requestPolicy: RequestCachePolicy? = nil,
-                storagePolicy: StoragePolicy? = nil, freshness: FreshnessOverride? = nil) {
+                storagePolicy: StoragePolicy? = nil, freshness: FreshnessOverride? = nil, ignoreReload: Bool? = nil) {
         self.scheme = scheme; self.host = host; self.pathPrefix = pathPrefix; self.path = path; self.statuses = statuses
         self.contentTypePrefix = contentTypePrefix; self.requestPolicy = requestPolicy
-        self.storagePolicy = storagePolicy; self.freshness = freshness
+        self.storagePolicy = storagePolicy; self.freshness = freshness; self.ignoreReload = ignoreReload
     }
 }
 
@@ -39,6 +43,14 @@ public struct CacheRules: Sendable, Equatable {
             return rule.requestPolicy
         }
         return nil
+    }
+
+    /// Request-side match → whether clients' reloads are ignored (the first rule that says so wins).
+    public func ignoresReload(scheme: String, host: [UInt8], path: UnsafeRawBufferPointer) -> Bool {
+        for rule in rules where rule.ignoreReload != nil && rule.matchesURL(scheme: scheme, host: host, path: path) {
+            return rule.ignoreReload!
+        }
+        return false
     }
 
     /// Response-side match → storage policy (`.allowed` when no rule sets one) and freshness override.

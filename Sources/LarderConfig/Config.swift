@@ -318,6 +318,8 @@ public struct CacheRuleConfig: Sendable, Equatable {
     public var forcedLifetime: Double?
     public var maximumLifetime: Double?
     public var defaultLifetime: Double?
+    /// Clients' reloads (`no-cache`, `max-age`, `Pragma: no-cache`) do not bypass fresh entries.
+    public var ignoreReload: Bool?
     public init() {}
 }
 

@@ -277,7 +277,7 @@ public enum ConfigSchema {
                     "memory tier only: nothing written to disk, `cache_dir` neither created nor locked; responses "
                         + "up to `memory_max_object_size` are kept (also `--ephemeral`)", .boolean),
         ConfigField("cache.rules", \.cache.rules, [], .live,
-                    "per-URL `policy`, `storage`, `freshness` (see `Config/larder.yaml`)", .cacheRules),
+                    "per-URL `policy`, `storage`, `freshness`, `ignore_reload` (see `Config/larder.yaml`)", .cacheRules),
         ConfigField("cache.presets", \.cache.presets, [], .live,
                     "shipped rule sets for package registries, applied after `rules` in the order listed: "
                         + Presets.names.map { "`\($0)`" }.joined(separator: ", ")
@@ -456,7 +456,7 @@ public enum ConfigSchema {
         }
     }
 
-    static let ruleKeys = ["scheme", "host", "path_prefix", "path", "status", "content_type", "policy", "storage", "freshness"]
+    static let ruleKeys = ["scheme", "host", "path_prefix", "path", "status", "content_type", "policy", "storage", "freshness", "ignore_reload"]
     static let freshnessKeys = ["forced", "maximum", "default"]
 
     /// `cache.rules`: a list of mappings, each a match and what it sets.
@@ -523,6 +523,7 @@ public enum ConfigSchema {
                     case "content_type": r.contentType = try nonEmpty(v).lowercased()
                     case "policy": r.policy = try choice(v)
                     case "storage": r.storage = try choice(v)
+                    case "ignore_reload": r.ignoreReload = try boolean(v)
                     case "freshness":
                         guard case .mapping(let f) = v else { throw ValueError("expected forced/maximum/default, got \(describe(v))") }
                         for (fk, fv) in f {
@@ -542,8 +543,8 @@ public enum ConfigSchema {
                 }
             }
             guard r.policy != nil || r.storage != nil || r.forcedLifetime != nil || r.maximumLifetime != nil
-                    || r.defaultLifetime != nil else {
-                throw ValueError("\(place): sets nothing (give policy, storage or freshness)")
+                    || r.defaultLifetime != nil || r.ignoreReload != nil else {
+                throw ValueError("\(place): sets nothing (give policy, storage, freshness or ignore_reload)")
             }
             rules.append(r)
         }

@@ -17,9 +17,11 @@ rules:
     status: [200]
     freshness: {forced: 365d}
   # Release, InRelease, Packages*, Sources*, Translation-*, Contents-*: kept a few minutes, then
-  # asked again, so new versions appear.
+  # asked again, so new versions appear. apt asks for them with max-age=0 every time: within
+  # those minutes that reload is ignored, so a farm of machines updating at once asks the mirror once.
   - path: "**/dists/**"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   # The pool's files: a name and version are never published twice with other content.
   - path: "**/pool/**.deb"
     status: [200]
@@ -62,8 +64,10 @@ rules:
   # The simple index (PEP 503, PEP 691) and the JSON API: kept a few minutes, so new releases appear.
   - path: "**/simple/**"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   - path: "/pypi/**/json"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
 
 """#),
         ("npm", #"""
@@ -89,8 +93,10 @@ rules:
   # Package documents (every version of a package) on the public registries: a few minutes.
   - host: registry.npmjs.org
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   - host: registry.yarnpkg.com
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
 
 """#),
         ("crates", #"""
@@ -114,6 +120,7 @@ rules:
   # The sparse index: a few minutes, so new versions appear.
   - host: index.crates.io
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
 
 """#),
         ("go", #"""
@@ -134,8 +141,10 @@ rules:
   # The version list and the latest version: a few minutes, so new versions appear.
   - path: "**/@v/list"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   - path: "**/@latest"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
 
 """#),
         ("maven", #"""
@@ -147,11 +156,14 @@ rules:
   # Snapshots are published again under the same names: a few minutes.
   - path: "**-SNAPSHOT/**"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   # The version lists and their checksums: a few minutes, so new versions appear.
   - path: "**/maven-metadata.xml"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   - path: "**/maven-metadata.xml.*"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   # Release artifacts with their checksums and signatures: a release is never published twice.
   - path: "**/*/*/*/*-*.jar"
     status: [200]
@@ -197,12 +209,16 @@ rules:
   # The compact index (/versions, /names, /info/NAME) and the spec lists: a few minutes.
   - path: "/versions"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   - path: "/names"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   - path: "**/info/*"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
   - path: "**/*specs.4.8.gz"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
 
 """#),
         ("docker", #"""
@@ -230,6 +246,7 @@ rules:
   # Manifests named by a tag (latest, 1.2): a few minutes, so a moved tag is seen.
   - path: "/v2/**/manifests/*"
     freshness: {maximum: 5m, default: 5m}
+    ignore_reload: true
 
 """#),
     ]

@@ -35,7 +35,7 @@ final class CacheSetup: Sendable {
                                     defaultLifetime: r.defaultLifetime.map { Int64($0) })
             return CacheRule(scheme: r.scheme?.name, host: r.host, pathPrefix: r.pathPrefix, path: r.path, statuses: r.statuses,
                              contentTypePrefix: r.contentType, requestPolicy: r.policy,
-                             storagePolicy: r.storage, freshness: f)
+                             storagePolicy: r.storage, freshness: f, ignoreReload: r.ignoreReload)
         })
         store = CacheSettings(
             disk: DiskStoreSettings(directory: config.cacheDirectory, capacity: c.diskCapacity,

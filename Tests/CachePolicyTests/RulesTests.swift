@@ -143,3 +143,42 @@ struct RulesTests {
         #expect(result.freshness == row.freshness)
     }
 }
+
+/// `ignore_reload`: the first matching rule that says either way decides; a client's reload then
+/// does not reach the lookup, while no-store and only-if-cached still do.
+@Suite("Ignoring clients' reloads")
+struct IgnoreReloadTests {
+    @Test func theFirstMatchingRuleThatSaysDecides() {
+        let rules = CacheRules([CacheRule(pathPrefix: "/dists/keep/", ignoreReload: false),
+                                CacheRule(pathPrefix: "/dists/", ignoreReload: true),
+                                CacheRule(pathPrefix: "/", storagePolicy: .allowed)])
+        func ignores(_ path: String) -> Bool {
+            withBytes(path) { rules.ignoresReload(scheme: "http", host: wire("mirror.test"), path: $0) }
+        }
+        #expect(ignores("/dists/stable/Release"))
+        #expect(!ignores("/dists/keep/Release"))
+        #expect(!ignores("/pool/a.deb"))
+        #expect(!CacheRules().ignoresReload(scheme: "http", host: wire("a"), path: UnsafeRawBufferPointer(start: nil, count: 0)))
+    }
+
+    @Test("reload directives dropped, others kept", arguments: [
+        (["Cache-Control: max-age=0"], false, false),
+        (["Cache-Control: no-cache"], false, false),
+        (["Pragma: no-cache"], false, false),
+        (["Cache-Control: min-fresh=60, max-age=0"], false, false),
+        (["Cache-Control: no-store, max-age=0"], true, false),
+        (["Cache-Control: only-if-cached, no-cache"], false, true),
+    ])
+    func reloadDirectivesAreDropped(_ fields: [String], noStore: Bool, onlyIfCached: Bool) throws {
+        let head = request(fields)
+        let honoured = try RequestFacts.make(head, rulePolicy: nil, settings: PolicySettings())
+        #expect(honoured.directives.noCache || honoured.directives.maxAge != nil || honoured.directives.noStore
+                || honoured.directives.onlyIfCached)
+        let facts = try RequestFacts.make(head, rulePolicy: nil, ignoreReload: true, settings: PolicySettings())
+        #expect(!facts.directives.noCache)
+        #expect(facts.directives.maxAge == nil)
+        #expect(facts.directives.minFresh == nil)
+        #expect(facts.directives.noStore == noStore)
+        #expect(facts.directives.onlyIfCached == onlyIfCached)
+    }
+}

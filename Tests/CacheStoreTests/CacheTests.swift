@@ -104,7 +104,7 @@ import Locking
             return
         }
         let gate = stallWriter(cache)
-        let queued = { cache.disk.writer.queuedCount }
+        let queued = { cache.disk!.writer.queuedCount }
         let before = queued()
         let interval = MemoryTier.headPersistInterval
         func head(_ n: Int) -> [UInt8] { Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-N: \(n)\r\n".utf8) }
@@ -118,7 +118,7 @@ import Locking
         #expect(lookUp()?.head == head(3))
         gate.signal()
         cache.flush()
-        #expect(cache.makeReader().disk.record(entry.key)?.head == head(2), "the disk holds the last head written")
+        #expect(cache.makeReader().disk!.record(entry.key)?.head == head(2), "the disk holds the last head written")
     }
 
     @Test func removalsHideEntriesBeforeTheWriterCommitsThem() throws {

@@ -51,7 +51,11 @@ enum CacheFlow {
         }
         let facts: RequestFacts
         do {
-            facts = try RequestFacts.make(request, rulePolicy: rulePolicy, settings: worker.settings.cache.policy)
+            let ignoreReload = !worker.settings.cache.rules.rules.isEmpty && path.withUnsafeBytes {
+                worker.settings.cache.rules.ignoresReload(scheme: scheme, host: exchange.host, path: $0)
+            }
+            facts = try RequestFacts.make(request, rulePolicy: rulePolicy, ignoreReload: ignoreReload,
+                                          settings: worker.settings.cache.policy)
         } catch {
             c.respond(400, "unknown Larder-Cache-Policy \"\(error.value)\"; expected one of "
                       + RequestCachePolicy.allCases.map(\.rawValue).joined(separator: ", "))
