@@ -98,16 +98,16 @@ public enum Revalidation {
             if old.isHopByHop(at: i) || old.nameEquals(at: i, "age") || old.nameIsListed(at: i, in: omitFields) {
                 continue
             }
-            let replacements = (0..<new.count).filter { updatable[$0] && old.nameEquals(at: i, fieldAt: $0, of: new) }
-            if replacements.isEmpty {
-                w.appendField(at: i, of: old)
-                continue
-            }
             // The first stored field of the name takes all of the update's values; later ones go.
-            for j in replacements where !written[j] {
-                w.appendField(at: j, of: new)
-                written[j] = true
+            var replaced = false
+            for j in 0..<new.count where updatable[j] && old.nameEquals(at: i, fieldAt: j, of: new) {
+                replaced = true
+                if !written[j] {
+                    w.appendField(at: j, of: new)
+                    written[j] = true
+                }
             }
+            if !replaced { w.appendField(at: i, of: old) }
         }
         for j in 0..<new.count where updatable[j] && !written[j] {
             w.appendField(at: j, of: new)
