@@ -68,11 +68,12 @@ public struct EntryKey: Hashable, Sendable {
 }
 
 extension Array where Element == UInt8 {
+    // One append of the value's big-endian bytes: a byte at a time cost a capacity check each.
     mutating func appendBigEndian(_ v: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: v >> UInt64(shift))) }
+        Swift.withUnsafeBytes(of: v.bigEndian) { append(contentsOf: $0) }
     }
     mutating func appendBigEndian(_ v: UInt32) {
-        for shift in stride(from: 24, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: v >> UInt32(shift))) }
+        Swift.withUnsafeBytes(of: v.bigEndian) { append(contentsOf: $0) }
     }
     mutating func appendBigEndian(_ v: UInt16) {
         append(UInt8(truncatingIfNeeded: v >> 8)); append(UInt8(truncatingIfNeeded: v))
