@@ -187,3 +187,20 @@ public struct EntryFacts: Sendable, Equatable {
     @inline(__always)
     public func timeToLive(now: Int64) -> Int64 { freshnessLifetime - currentAge(now: now) }
 }
+
+extension EntryFacts {
+    /// Whether these facts, of an older copy of an entry, are never fresher than `newer`'s (a
+    /// freshened head's): whenever the older copy could be served without asking the origin (fresh,
+    /// or stale within its stale-while-revalidate or stale-if-error), the newer could too, and both
+    /// revalidate with the same validators. The older copy can then stand on disk for a while
+    /// without ever allowing what the newer head forbids.
+    public func neverFresherThan(_ newer: EntryFacts) -> Bool {
+        // Its age is at least the newer one's at any moment: same or older response, no younger start.
+        correctedInitialAge - responseTime >= newer.correctedInitialAge - newer.responseTime
+            && freshnessLifetime <= newer.freshnessLifetime
+            && (noCache || !newer.noCache) && (mustRevalidate || !newer.mustRevalidate)
+            && staleWhileRevalidate <= newer.staleWhileRevalidate && staleIfError <= newer.staleIfError
+            && status == newer.status && etag == newer.etag && lastModified == newer.lastModified
+            && varyStar == newer.varyStar && varyFields == newer.varyFields
+    }
+}

@@ -12,13 +12,16 @@ public final class CachedObject: Sendable {
     public let tier: StoragePolicy
     /// When a hit last asked the disk to note an access (the record keeps the time it was stored).
     let lastTouched: Atomic<Int64>
-    /// When the head the disk holds for this entry was written (`MemoryTier.replaceHead`).
+    /// When the head the disk holds for this entry was written, and its facts (`MemoryTier.replaceHead`).
     let headPersistedAt: Int64
+    let persistedFacts: EntryFacts
 
-    public init(key: EntryKey, record: EntryRecord, body: [UInt8], tier: StoragePolicy, headPersistedAt: Int64? = nil) {
+    public init(key: EntryKey, record: EntryRecord, body: [UInt8], tier: StoragePolicy, headPersistedAt: Int64? = nil,
+                persistedFacts: EntryFacts? = nil) {
         self.key = key; self.record = record; self.body = body; self.tier = tier
         lastTouched = Atomic(record.lastAccess)
         self.headPersistedAt = headPersistedAt ?? record.storedAt
+        self.persistedFacts = persistedFacts ?? record.facts
     }
 
     var footprint: Int { body.count + record.head.count + record.primaryKey.count + record.secondaryKey.count + 256 }
@@ -141,8 +144,10 @@ final class MemoryTier: Sendable {
     static let headPersistInterval: Int64 = 5
 
     /// Swaps in a freshened head (RFC 9111 §3.2) keeping the body. Returns whether the disk should
-    /// get the head too: always when the entry is not held here, else once `headPersistInterval`
-    /// has passed since the disk's copy was written.
+    /// get the head too: always when the entry is not held here or the new head allows less than
+    /// the disk's (a shorter lifetime, `no-cache`, other validators: the disk's copy must never be
+    /// served where this one would not), else once `headPersistInterval` has passed since the
+    /// disk's copy was written.
     func replaceHead(_ key: EntryKey, facts: EntryFacts, head: [UInt8], now: Int64) -> Bool {
         state.withLock { s in
             guard let i = s.index[key], let old = s.nodes[i].object else { return true }
@@ -150,8 +155,10 @@ final class MemoryTier: Sendable {
             r.facts = facts
             r.head = head
             let persist = now - old.headPersistedAt >= MemoryTier.headPersistInterval || now < old.headPersistedAt
+                || !old.persistedFacts.neverFresherThan(facts)
             let o = CachedObject(key: key, record: r, body: old.body, tier: old.tier,
-                                 headPersistedAt: persist ? now : old.headPersistedAt)
+                                 headPersistedAt: persist ? now : old.headPersistedAt,
+                                 persistedFacts: persist ? facts : old.persistedFacts)
             s.bytes += o.footprint - old.footprint
             s.nodes[i].object = o
             return persist

@@ -46,11 +46,19 @@ public final class EventLoop: @unchecked Sendable {
         event_base_loopbreak(base)
     }
 
-    /// Seconds since an arbitrary start, from the loop's cached time (no syscall).
+    /// Wall-clock seconds, from the loop's cached time (no syscall): it moves when the system
+    /// clock is set, so not for deadlines (`monotonicNow`).
     public var now: Double {
         var tv = timeval()
         event_base_gettimeofday_cached(base, &tv)
         return Double(tv.tv_sec) + Double(tv.tv_usec) / 1_000_000
+    }
+
+    /// Seconds on the monotonic clock (not set with the date; read through the vDSO, no syscall).
+    public var monotonicNow: Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1_000_000_000
     }
 
     private func drainMailbox() {

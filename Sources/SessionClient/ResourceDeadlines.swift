@@ -25,7 +25,7 @@ final class ResourceDeadlines {
     func add(_ task: SessionTask) {
         guard !task.hasDeadline else { return }
         task.hasDeadline = true
-        task.deadline = loop.now + interval
+        task.deadline = loop.monotonicNow + interval
         task.newerByDeadline = nil
         task.olderByDeadline = last
         if let l = last { l.newerByDeadline = task } else { first = task }
@@ -52,8 +52,13 @@ final class ResourceDeadlines {
     }
 
     private func fire() {
+        // Held for the pass: a failed task's delegate may free the last task holding this list.
+        withExtendedLifetime(self) { fireExpired() }
+    }
+
+    private func fireExpired() {
         armed = false
-        let now = loop.now
+        let now = loop.monotonicNow
         while let oldest = first, oldest.deadline <= now {
             remove(oldest)
             oldest.resourceDeadlinePassed()

@@ -293,3 +293,40 @@ struct EntryFactsTests {
         #expect(row.check(facts), "\(facts)")
     }
 }
+
+/// An older copy of an entry may stay on disk only while it can never be served where the
+/// freshened head would not be (`MemoryTier.replaceHead`).
+@Suite("EntryFacts.neverFresherThan")
+struct NeverFresherThanTests {
+    static func base() -> EntryFacts {
+        EntryFacts(status: 200, requestTime: 1_000, responseTime: 1_001, dateValue: 1_001, correctedInitialAge: 1,
+                   freshnessLifetime: 60, heuristic: false, noCache: false, mustRevalidate: false,
+                   staleWhileRevalidate: 0, staleIfError: 0, etag: Array("\"v1\"".utf8), lastModified: 900,
+                   contentLength: nil, varyFields: [], varyStar: false)
+    }
+
+    static let rows: [(String, @Sendable (inout EntryFacts) -> Void, Bool)] = [
+        ("a later answer, same lifetime", { $0.responseTime += 30 }, true),
+        ("a longer lifetime", { $0.freshnessLifetime = 3_600 }, true),
+        ("a shorter lifetime", { $0.freshnessLifetime = 0 }, false),
+        ("no-cache now", { $0.noCache = true }, false),
+        ("must-revalidate now", { $0.mustRevalidate = true }, false),
+        ("a longer stale-if-error", { $0.staleIfError = 60 }, true),
+        ("another ETag", { $0.etag = Array("\"v2\"".utf8) }, false),
+        ("another Last-Modified", { $0.lastModified = 901 }, false),
+        ("a larger initial age (Age from the origin)", { $0.correctedInitialAge = 500 }, false),
+        ("Vary changed", { $0.varyFields = [Array("accept".utf8)] }, false),
+    ]
+
+    @Test func eachChangeAgainstTheOlderCopy() {
+        for (name, change, expected) in Self.rows {
+            var newer = Self.base()
+            change(&newer)
+            #expect(Self.base().neverFresherThan(newer) == expected, "\(name)")
+        }
+        var stricterOld = Self.base()
+        stricterOld.noCache = true
+        stricterOld.freshnessLifetime = 0
+        #expect(stricterOld.neverFresherThan(Self.base()), "an older copy stricter in every way may stay")
+    }
+}
