@@ -45,7 +45,7 @@ let package = Package(
         // Counters per worker and the one table of statistics they feed (JSON, Prometheus, docs).
         .target(name: "Statistics", dependencies: ["Locking"], swiftSettings: strict),
         // Warming the cache: URL lists, outcomes and progress (pure), and a blocking client of a proxy.
-        .target(name: "Warming", dependencies: ["HTTPWire", "Locking", "EventLoop"], swiftSettings: strict),
+        .target(name: "Warming", dependencies: ["HTTPWire", "Locking", "EventLoop", "Statistics"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
                 dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt",

@@ -17,25 +17,33 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     public init?(ipLiteral host: String, port: Int) {
         var v4 = sockaddr_in()
         if inet_pton(AF_INET, host, &v4.sin_addr) == 1 {
-            v4.sin_family = sa_family_t(AF_INET)
-            v4.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
-            withUnsafeMutableBytes(of: &storage) { dst in
-                withUnsafeBytes(of: v4) { dst.copyMemory(from: $0) }
-            }
-            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            self.init(ipv4: v4, port: port)
             return
         }
         var v6 = sockaddr_in6()
         if inet_pton(AF_INET6, host, &v6.sin6_addr) == 1 {
-            v6.sin6_family = sa_family_t(AF_INET6)
-            v6.sin6_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
-            withUnsafeMutableBytes(of: &storage) { dst in
-                withUnsafeBytes(of: v6) { dst.copyMemory(from: $0) }
-            }
-            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            self.init(ipv6: v6, port: port)
             return
         }
         return nil
+    }
+
+    /// `v4`, its address already set, with the family and `port` filled in.
+    private init(ipv4 v4: sockaddr_in, port: Int) {
+        var v4 = v4
+        v4.sin_family = sa_family_t(AF_INET)
+        v4.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+        withUnsafeMutableBytes(of: &storage) { dst in withUnsafeBytes(of: v4) { dst.copyMemory(from: $0) } }
+        length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    }
+
+    /// `v6`, its address already set, with the family and `port` filled in.
+    private init(ipv6 v6: sockaddr_in6, port: Int) {
+        var v6 = v6
+        v6.sin6_family = sa_family_t(AF_INET6)
+        v6.sin6_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+        withUnsafeMutableBytes(of: &storage) { dst in withUnsafeBytes(of: v6) { dst.copyMemory(from: $0) } }
+        length = socklen_t(MemoryLayout<sockaddr_in6>.size)
     }
 
     /// The address of a bound or connected socket.
@@ -111,18 +119,12 @@ extension SocketAddress {
         switch bytes.count {
         case 4:
             var v4 = sockaddr_in()
-            v4.sin_family = sa_family_t(AF_INET)
-            v4.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
             withUnsafeMutableBytes(of: &v4.sin_addr) { $0.copyBytes(from: bytes) }
-            withUnsafeMutableBytes(of: &storage) { dst in withUnsafeBytes(of: v4) { dst.copyMemory(from: $0) } }
-            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            self.init(ipv4: v4, port: port)
         case 16:
             var v6 = sockaddr_in6()
-            v6.sin6_family = sa_family_t(AF_INET6)
-            v6.sin6_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
             withUnsafeMutableBytes(of: &v6.sin6_addr) { $0.copyBytes(from: bytes) }
-            withUnsafeMutableBytes(of: &storage) { dst in withUnsafeBytes(of: v6) { dst.copyMemory(from: $0) } }
-            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            self.init(ipv6: v6, port: port)
         default:
             return nil
         }

@@ -1,3 +1,5 @@
+import Statistics
+
 /// What a warm run has done so far: counts by outcome, body bytes, and the reasons of what was
 /// not stored or failed (bounded, so a list of a million bad lines costs little).
 public struct WarmTally: Sendable, Equatable {
@@ -85,14 +87,14 @@ public struct WarmTally: Sendable, Equatable {
     /// The counts as JSON object members (no braces), for `/stats`.
     public func jsonMembers() -> String {
         func reasons(_ list: [ReasonCount]) -> String {
-            "[" + list.map { "{\"reason\":\(WarmFormat.jsonString($0.reason)),\"count\":\($0.count)}" }
+            "[" + list.map { "{\"reason\":\(jsonString($0.reason)),\"count\":\($0.count)}" }
                 .joined(separator: ",") + "]"
         }
         return "\"total\":\(total),\"done\":\(done),\"stored\":\(stored),\"fresh\":\(fresh),"
             + "\"revalidated\":\(revalidated),\"not_stored\":\(notStored),\"failed\":\(failed),\"bytes\":\(bytes),"
             + "\"not_stored_reasons\":\(reasons(notStoredReasons)),\"failure_reasons\":\(reasons(failureReasons)),"
             + "\"failed_urls\":[" + failedExamples.map {
-                "{\"url\":\(WarmFormat.jsonString($0.url)),\"reason\":\(WarmFormat.jsonString($0.reason))}"
+                "{\"url\":\(jsonString($0.url)),\"reason\":\(jsonString($0.reason))}"
             }.joined(separator: ",") + "]"
     }
 }

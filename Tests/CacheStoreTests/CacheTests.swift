@@ -7,10 +7,10 @@ import Locking
 /// The composite cache: removals must be invisible to lookups the moment they are asked for, even
 /// while the disk writer has not committed them yet.
 @Suite(.serialized) struct CacheTests {
-    func makeCache(_ dir: String) throws -> Cache {
-        // Memory tier off for bodies (limit 0) so lookups go to disk.
+    /// The memory tier is off for bodies by default (limit 0), so lookups go to disk.
+    func makeCache(_ dir: String, memoryObjectLimit: Int = 0) throws -> Cache {
         try Cache(settings: CacheSettings(disk: DiskStoreSettings(directory: dir, capacity: 64 << 20),
-                                          memoryObjectLimit: 0),
+                                          memoryObjectLimit: memoryObjectLimit),
                   log: { _ in })
     }
 
@@ -59,9 +59,7 @@ import Locking
     @Test func hitsOnAMemoryEntryNoteTheAccessOnDiskOncePerMinute() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        let cache = try Cache(settings: CacheSettings(disk: DiskStoreSettings(directory: dir, capacity: 64 << 20),
-                                                      memoryObjectLimit: 1 << 20),
-                              log: { _ in })
+        let cache = try makeCache(dir, memoryObjectLimit: 1 << 20)
         defer { cache.close() }
         storeEntry(cache, url: "http://a/hot", storedAt: 1_000)
         cache.flush()
@@ -88,9 +86,7 @@ import Locking
     @Test func freshenedHeadsOfAMemoryEntryReachTheDiskAtMostEveryFewSeconds() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
-        let cache = try Cache(settings: CacheSettings(disk: DiskStoreSettings(directory: dir, capacity: 64 << 20),
-                                                      memoryObjectLimit: 1 << 20),
-                              log: { _ in })
+        let cache = try makeCache(dir, memoryObjectLimit: 1 << 20)
         defer { cache.close() }
         storeEntry(cache, url: "http://a/reval", storedAt: 1_000)
         cache.flush()

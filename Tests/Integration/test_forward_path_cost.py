@@ -5,12 +5,10 @@ steady use. The figure must stay within 10 % of FORWARD_PATH_BASELINE; lower the
 forwarding gets cheaper, so the gate keeps its edge.
 """
 
-import http.client
-import subprocess
 
 import pytest
 
-from test_hit_path_cost import dump, larder_under_callgrind, script
+from test_hit_path_cost import instructions_for_gets, larder_under_callgrind, script
 
 # Instructions per forwarded 1 KiB request (release build, one worker), and the margin allowed.
 FORWARD_PATH_BASELINE = 50_000
@@ -23,20 +21,8 @@ def test_forwarded_request_instructions_stay_within_the_baseline(larder_factory,
     lr, out_prefix = larder_under_callgrind(larder_factory, workdir)
     script(workdir, "pass", [("Cache-Control", "no-store")], "x" * 1024)
     url = origin.url("/res/pass")
-    conn = http.client.HTTPConnection("127.0.0.1", lr.port, timeout=60)
-
-    def forwarded(n):
-        for _ in range(n):
-            conn.request("GET", url)
-            r = conn.getresponse()
-            body = r.read()
-            assert r.status == 200 and len(body) == 1024
-
-    forwarded(100)  # warms the path and the origin connection pool
-    subprocess.run(["callgrind_control", "-z", str(lr.pid)], check=True, capture_output=True, timeout=60)
-    forwarded(REQUESTS)
-    total = dump(lr.pid, out_prefix)
-    conn.close()
+    # The warm-up fills the origin connection pool.
+    total = instructions_for_gets(lr, out_prefix, url, warm_up=100, measured=REQUESTS)
     assert sum(1 for r in origin.requests() if r.get("path") == "/res/pass") == 100 + REQUESTS
     per_request = total / REQUESTS
     report_metric(f"forwarded path: {per_request:,.0f} instructions per 1 KiB pass-through request "
