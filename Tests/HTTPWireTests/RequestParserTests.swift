@@ -258,6 +258,15 @@ enum RequestTable {
         reject("§5.5 VT in field value", "GET / HTTP/1.1\r\n\(h)X-A: \u{0B}\r\n\r\n", .invalidFieldValue),
         reject("§5.5 ESC in field value", "GET / HTTP/1.1\r\n\(h)X-A: \u{1B}[31m\r\n\r\n", .invalidFieldValue),
         reject("§5.5 form feed in field value", "GET / HTTP/1.1\r\n\(h)X-A: a\u{0C}\r\n\r\n", .invalidFieldValue),
+        // Long values are checked eight bytes at a time: a bad byte deep inside, at and across
+        // word boundaries, is still found, and a bare LF or NUL after a long run still ends it.
+        reject("§5.5 DEL after 8 printable bytes", "GET / HTTP/1.1\r\n\(h)X-A: abcdefgh\u{7F}\r\n\r\n", .invalidFieldValue),
+        reject("§5.5 control at byte 17 of a value", "GET / HTTP/1.1\r\n\(h)X-A: 0123456789abcdef\u{01}x\r\n\r\n",
+               .invalidFieldValue),
+        reject("§5.5 VT after a HTAB in a long value", "GET / HTTP/1.1\r\n\(h)X-A: 01234567\t89abcdef\u{0B}\r\n\r\n",
+               .invalidFieldValue),
+        reject("§2.2 bare LF after a long value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: 0123456789abcdef\n\r\n", .bareLineFeed),
+        reject("§2.2 NUL after a long value", "GET / HTTP/1.1\r\n\(h)X-A: 0123456789abcdef\u{00}\r\n\r\n", .nulByte),
 
         // §2.2 line endings, NUL
         reject("§2.2 bare CR in field value", "GET / HTTP/1.1\r\n\(h)X-A: a\rb\r\n\r\n", .bareCarriageReturn),
