@@ -191,7 +191,7 @@ public enum ConfigSchema {
         ConfigField("session.http_maximum_connections_per_host", \.session.httpMaximumConnectionsPerHost, 64, .restart,
                     "per origin and worker; excess requests queue FIFO",
                     .integer(1...100_000, what: "a connection count")),
-        ConfigField("session.max_idle_connections_per_host", \.session.maxIdleConnectionsPerHost, 32, .restart,
+        ConfigField("session.max_idle_connections_per_host", \.session.maxIdleConnectionsPerHost, 64, .restart,
                     "idle keep-alive connections kept per origin and worker",
                     .integer(0...100_000, what: "a connection count")),
         ConfigField("session.reuse_after_bodyless_answers", \.session.reuseAfterBodylessAnswers, true, .restart,

@@ -3,6 +3,7 @@ pipelining, 100-continue, hop-by-hop fields, Via, Max-Forwards, 1xx, odd statuse
 
 import http.client
 import json
+import threading
 import time
 
 import pytest
@@ -222,6 +223,39 @@ def test_origin_connection_is_reused_for_sequential_requests(larder, origin):
     assert len({q["conn"] for q in reqs}) == 1, [(q["conn"], q["peer_port"]) for q in reqs]
     assert len({q["peer_port"] for q in reqs}) == 1
     assert [q["seq"] for q in reqs] == [1, 2, 3, 4, 5]
+
+
+def test_bursts_up_to_the_per_host_limit_reuse_their_origin_connections(larder_factory, origin):
+    # 48 clients ask together, three times over. The first burst opens 48 origin connections; they
+    # must all stay pooled for the next bursts (by default as many may idle as may be open), not
+    # be closed as they finish and opened again a moment later: a connect and a close cost far
+    # more than the request they carry. One worker, since pools are per worker.
+    larder = larder_factory(config={"workers": 1})
+    clients = 48
+    barrier = threading.Barrier(clients)
+    failures = []
+
+    def client(i):
+        try:
+            with RawClient(larder.port) as c:
+                for burst in range(3):
+                    barrier.wait(10)
+                    resp = c.request("GET", origin.url(f"/bytes/{100 + i}?delay=0.3&b={burst}"))
+                    if resp.status != 200 or resp.body != pattern(100 + i):
+                        failures.append((i, burst, resp.status))
+        except Exception as e:   # noqa: BLE001 - reported below, with the client's number
+            failures.append((i, repr(e)))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not failures, failures
+    reqs = origin.wait_requests(3 * clients)
+    assert len(reqs) == 3 * clients
+    conns = {q["conn"] for q in reqs}
+    assert len(conns) == clients, f"{len(conns)} origin connections for bursts of {clients}"
 
 
 def test_pipelined_requests_get_responses_in_order(larder, origin):
