@@ -30,3 +30,41 @@ def test_forwarded_request_instructions_stay_within_the_baseline(larder_factory,
     assert per_request <= FORWARD_PATH_BASELINE * ALLOWED_GROWTH, (
         f"a forwarded request now costs {per_request:,.0f} instructions, over 110 % of the baseline "
         f"{FORWARD_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
+
+
+# Instructions per revalidation of a stale 1 KiB entry that the origin says is unchanged (HEAD,
+# the default), and per stored miss (a new URL each time, 1 KiB kept for an hour; the disk
+# writer's work included).
+REVALIDATION_BASELINE = 78_000
+STORED_MISS_BASELINE = 133_000
+
+
+@pytest.mark.timeout_s(300)
+def test_revalidation_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+    lr, out_prefix = larder_under_callgrind(larder_factory, workdir)
+    script(workdir, "reval", [("Cache-Control", "max-age=0"), ("ETag", '"v1"')], "x" * 1024)
+    url = origin.url("/res/reval")
+    total = instructions_for_gets(lr, out_prefix, url, warm_up=100, measured=REQUESTS)
+    methods = [r["method"] for r in origin.requests() if r.get("path") == "/res/reval"]
+    assert methods.count("HEAD") == 100 + REQUESTS - 1, "every request after the first must be a HEAD revalidation"
+    per_request = total / REQUESTS
+    report_metric(f"revalidation: {per_request:,.0f} instructions per unchanged 1 KiB entry "
+                  f"(baseline {REVALIDATION_BASELINE:,})")
+    assert per_request <= REVALIDATION_BASELINE * ALLOWED_GROWTH, (
+        f"a revalidation now costs {per_request:,.0f} instructions, over 110 % of the baseline "
+        f"{REVALIDATION_BASELINE:,}: profile it before raising the baseline")
+
+
+@pytest.mark.timeout_s(300)
+def test_stored_miss_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+    lr, out_prefix = larder_under_callgrind(larder_factory, workdir)
+    script(workdir, "storm", [("Cache-Control", "max-age=3600")], "x" * 1024)
+    total = instructions_for_gets(lr, out_prefix, lambda n: origin.url(f"/res/storm?n={n}"), warm_up=100,
+                                  measured=REQUESTS, settle=2.0)
+    assert sum(1 for r in origin.requests() if r.get("path") == "/res/storm") == 100 + REQUESTS
+    per_request = total / REQUESTS
+    report_metric(f"stored miss: {per_request:,.0f} instructions per new 1 KiB URL, disk writer included "
+                  f"(baseline {STORED_MISS_BASELINE:,})")
+    assert per_request <= STORED_MISS_BASELINE * ALLOWED_GROWTH, (
+        f"a stored miss now costs {per_request:,.0f} instructions, over 110 % of the baseline "
+        f"{STORED_MISS_BASELINE:,}: profile it before raising the baseline")

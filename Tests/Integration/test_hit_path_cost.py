@@ -77,14 +77,19 @@ def larder_under_callgrind(larder_factory, workdir):
     return lr, out_prefix
 
 
-def instructions_for_gets(lr, out_prefix, url, warm_up, measured):
+def instructions_for_gets(lr, out_prefix, url, warm_up, measured, settle=0.0):
     """Sends `warm_up` keep-alive GETs of `url` (each a 200 with 1 KiB), zeroes the counters, sends
-    `measured` more and returns the instructions they cost (all of Larder's threads)."""
+    `measured` more and returns the instructions they cost (all of Larder's threads). `url` may be
+    a function of the request's number, for a new URL each time. `settle` seconds pass before the
+    dump, for work the requests left to other threads (the disk writer)."""
     conn = http.client.HTTPConnection("127.0.0.1", lr.port, timeout=60)
+    sent = 0
 
     def gets(n):
+        nonlocal sent
         for _ in range(n):
-            conn.request("GET", url)
+            sent += 1
+            conn.request("GET", url(sent) if callable(url) else url)
             r = conn.getresponse()
             body = r.read()
             assert r.status == 200 and len(body) == 1024
@@ -92,6 +97,7 @@ def instructions_for_gets(lr, out_prefix, url, warm_up, measured):
     gets(warm_up)
     subprocess.run(["callgrind_control", "-z", str(lr.pid)], check=True, capture_output=True, timeout=60)
     gets(measured)
+    time.sleep(settle)
     total = dump(lr.pid, out_prefix)
     conn.close()
     return total
