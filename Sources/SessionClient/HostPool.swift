@@ -70,8 +70,10 @@ final class HostPool {
                 continue
             }
             // What is left idle is settling and free in a moment: wait for it rather than open more.
+            // Settling connections count against the limit: opening past it would leave more
+            // connections than may idle once they all come back, closed and opened again next burst.
             let limit = session.configuration.httpMaximumConnectionsPerHost
-            if busy + opening < limit, opening + idle.count < waitingCount {
+            if openCount < limit, opening + idle.count < waitingCount {
                 open()
                 continue
             }

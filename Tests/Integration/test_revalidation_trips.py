@@ -10,6 +10,7 @@ when a stale entry is checked.
 """
 
 import re
+import threading
 import time
 
 from test_admin import admin
@@ -178,3 +179,41 @@ def test_change_found_by_a_background_head_is_counted(larder_factory, origin, wo
     while head_changed_count(lr) < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert head_changed_count(lr) == 1
+
+
+# -- 4. The per-origin connection limit holds while connections rest after HEAD answers --------
+
+
+def test_head_revalidations_under_load_stay_within_the_connection_limit(larder_factory, origin, workdir):
+    # After a HEAD answer a connection rests for one loop turn before reuse (stray bytes behind a
+    # body-less answer). Resting connections still count against http_maximum_connections_per_host:
+    # opening more meanwhile broke the limit, and the extra connections were closed again at once
+    # (more than may idle), a connect and a close per revalidation under load.
+    lr = larder_factory(config={"workers": 1, "session": {"http_maximum_connections_per_host": 4,
+                                                          "max_idle_connections_per_host": 4}})
+    script(workdir, "limit", headers=[("Cache-Control", "max-age=0"), ("ETag", '"v1"')], body="limited")
+    clients = 24
+    urls = [origin.url(f"/res/limit?c={i}&delay=0.02") for i in range(clients)]
+    for url in urls:
+        assert get(lr, url).body == b"limited"
+    failures = []
+
+    def client(url):
+        try:
+            for _ in range(4):
+                resp = get(lr, url)
+                if resp.status != 200 or resp.body != b"limited" or "revalidated" not in cache_status(resp):
+                    failures.append((url, resp.status, cache_status(resp)))
+        except Exception as e:   # noqa: BLE001 - reported below
+            failures.append((url, repr(e)))
+
+    threads = [threading.Thread(target=client, args=(u,)) for u in urls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures, failures[:5]
+    reqs = [r for r in origin.requests() if r.get("path") == "/res/limit"]
+    assert [r["method"] for r in reqs].count("HEAD") == 4 * clients
+    conns = {r["conn"] for r in reqs}
+    assert len(conns) <= 4, f"{len(conns)} origin connections with a limit of 4"
