@@ -7,15 +7,40 @@ import CLMDB
 /// about a fifth of an instruction per byte with the loop (xxHash64 needs about three quarters:
 /// a load, two multiplies, an add and a rotate per eight bytes), and no code of ours beyond a loop. A CRC also catches every error burst of up to
 /// 32 bits, so a flipped byte is always detected, not just with high probability. CPUs without
-/// SSE4.2 use a table-driven slicing-by-8 loop.
+/// SSE4.2 use a table-driven slicing-by-8 loop. Long inputs run three independent `crc32q` chains
+/// over adjacent blocks and join them, since one chain waits on each instruction's latency.
 public enum CRC32C {
     static let hardware = larder_crc32c_hardware_available() != 0
 
     /// The checksum of `bytes`, continuing `crc` (the checksum of the bytes before them).
     public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         guard bytes.count > 0 else { return crc }
-        return hardware ? larder_crc32c_sse42(crc, bytes.baseAddress, bytes.count) : portable(bytes, continuing: crc)
+        guard hardware else { return portable(bytes, continuing: crc) }
+        if bytes.count < 3 * Int(LARDER_CRC32C_BLOCK) { return larder_crc32c_sse42(crc, bytes.baseAddress, bytes.count) }
+        return shiftTables.withUnsafeBufferPointer { larder_crc32c_sse42_3way(crc, bytes.baseAddress, bytes.count, $0.baseAddress) }
     }
+
+    /// For the three-way hardware loop: what advancing a CRC state over one block of zero bytes
+    /// (the first 1,024 entries), and over two blocks (the next 1,024), does to each byte of the
+    /// state. The arithmetic is linear, so a byte's contribution is the advanced state of that
+    /// byte alone.
+    static let shiftTables: [UInt32] = {
+        let block = Int(LARDER_CRC32C_BLOCK)
+        let zeros = [UInt8](repeating: 0, count: 2 * block)
+        var t = [UInt32](repeating: 0, count: 2 * 1024)
+        zeros.withUnsafeBytes { z in
+            for (half, length) in [block, 2 * block].enumerated() {
+                for byte in 0..<4 {
+                    for value in 0..<256 {
+                        let state = UInt32(value) << (8 * UInt32(byte))
+                        // The C loop keeps the complement of a checksum as its state.
+                        t[half * 1024 + byte * 256 + value] = ~larder_crc32c_sse42(~state, z.baseAddress, length)
+                    }
+                }
+            }
+        }
+        return t
+    }()
 
     public static func checksum(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
         bytes.withUnsafeBytes { checksum($0, continuing: crc) }

@@ -32,6 +32,32 @@ import Testing
         }
     }
 
+    @Test func theThreeWayLoopAgreesWithPortableOnLongInputs() {
+        // Around each multiple of the three-block round, with every alignment of the start.
+        let round = 3 * 1_024
+        let data = (0..<(5 * round + 64)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+        data.withUnsafeBytes { all in
+            for start in [0, 1, 3, 8] {
+                for count in [round - 1, round, round + 1, round + 7, 2 * round, 3 * round + 100, 5 * round] {
+                    let slice = UnsafeRawBufferPointer(rebasing: all[start..<start + count])
+                    #expect(CRC32C.checksum(slice) == CRC32C.portable(slice), "start \(start), count \(count)")
+                    let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[0..<start]))
+                    #expect(CRC32C.checksum(slice, continuing: crc)
+                            == CRC32C.portable(UnsafeRawBufferPointer(rebasing: all[0..<start + count])),
+                            "continuing, start \(start), count \(count)")
+                }
+            }
+        }
+        // A flipped bit anywhere in a long input changes the checksum.
+        var flipped = data
+        let whole = CRC32C.checksum(data)
+        for position in stride(from: 0, to: data.count, by: 997) {
+            flipped[position] ^= 0x10
+            #expect(CRC32C.checksum(flipped) != whole, "bit flipped at \(position)")
+            flipped[position] ^= 0x10
+        }
+    }
+
     @Test func continuingEqualsOneChecksumOfTheWhole() {
         let data = Array("The quick brown fox jumps over the lazy dog, twice over.".utf8)
         for split in 0...data.count {
