@@ -16,3 +16,12 @@
 
 // Composite macros do not import into Swift.
 static const int larder_DNS_OPTIONS_ALL = DNS_OPTIONS_ALL;
+
+// splice(2) and pipe2(2) for tunnels. glibc declares them only when _GNU_SOURCE is set before
+// features.h, which the include order above rules out; these are glibc's own prototypes.
+extern __ssize_t splice(int __fdin, __off64_t *__offin, int __fdout, __off64_t *__offout,
+                        size_t __len, unsigned int __flags);
+extern int pipe2(int __pipedes[2], int __flags);
+static const unsigned int larder_SPLICE_F_MOVE = 1;
+static const unsigned int larder_SPLICE_F_NONBLOCK = 2;
+static const int larder_F_SETPIPE_SZ = 1031;

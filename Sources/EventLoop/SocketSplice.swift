@@ -1,0 +1,140 @@
+@preconcurrency import CLibevent
+import Glibc
+
+/// Moves bytes from one connected socket to another with splice(2) through a pipe, so they never
+/// pass through user space (a tunnel's bulk direction). One direction; the sockets stay the
+/// caller's: `close()` frees the events and the pipe, not them.
+///
+/// Back-pressure: the source is read only while the pipe is empty, and while the destination is
+/// full only the destination is watched, so at most one pipe's worth waits here.
+public final class SocketSplice {
+    public enum End: Sendable, Equatable {
+        /// The source's end of stream was relayed: all written, the destination's sending side shut down.
+        case finished
+        /// A socket failed (errno).
+        case failed(Int32)
+        /// splice(2) does not work on these sockets (ENOSYS or EINVAL at the first call); nothing moved.
+        case unsupported
+    }
+
+    /// Pipe capacity asked for: fewer calls per MiB than the default 64 KiB. The pages are held
+    /// only while bytes wait in the pipe; a refusal (the per-user pipe limit) leaves the default.
+    public static let pipeCapacity = 1 << 20
+    /// Source reads per callback, so one busy tunnel cannot hold the loop for long.
+    static let readsPerCallback = 4
+
+    /// Bytes taken from the source.
+    public private(set) var bytes = 0
+    private let source: Int32
+    private let destination: Int32
+    private var pipeRead: Int32 = -1
+    private var pipeWrite: Int32 = -1
+    /// Bytes read into the pipe and not yet written out.
+    private var inPipe = 0
+    private var sourceEnded = false
+    private var readEvent: OpaquePointer?
+    private var writeEvent: OpaquePointer?
+    private var readArmed = false
+    private var writeArmed = false
+    private var onEnd: ((End) -> Void)?
+
+    /// nil when no pipe can be made (ENOSYS, or out of descriptors): the caller relays another way.
+    public init?(loop: EventLoop, from source: Int32, to destination: Int32, onEnd: @escaping (End) -> Void) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe2(&fds, O_NONBLOCK | O_CLOEXEC) == 0 else { return nil }
+        _ = fcntl(fds[1], larder_F_SETPIPE_SZ, Int32(SocketSplice.pipeCapacity))
+        pipeRead = fds[0]
+        pipeWrite = fds[1]
+        self.source = source
+        self.destination = destination
+        self.onEnd = onEnd
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        readEvent = event_new(loop.base, source, Int16(EV_READ | EV_PERSIST), SocketSplice.ready, me)
+        writeEvent = event_new(loop.base, destination, Int16(EV_WRITE | EV_PERSIST), SocketSplice.ready, me)
+    }
+
+    deinit { close() }
+
+    /// Starts watching the source. Nothing moves before the loop reports it readable, so no
+    /// callback arrives from inside this call.
+    public func start() {
+        guard onEnd != nil else { return }
+        armRead(true)
+    }
+
+    /// Frees the events and the pipe (bytes in it are lost); no callback follows. The sockets are
+    /// left open.
+    public func close() {
+        onEnd = nil
+        if let e = readEvent { event_free(e); readEvent = nil }
+        if let e = writeEvent { event_free(e); writeEvent = nil }
+        readArmed = false
+        writeArmed = false
+        if pipeRead >= 0 { Glibc.close(pipeRead); pipeRead = -1 }
+        if pipeWrite >= 0 { Glibc.close(pipeWrite); pipeWrite = -1 }
+    }
+
+    private func pump() {
+        var reads = 0
+        while onEnd != nil {
+            // Empty the pipe first: reading more before it drains would hold more than a pipe's worth.
+            while inPipe > 0 {
+                let n = splice(pipeRead, nil, destination, nil, inPipe, larder_SPLICE_F_MOVE | larder_SPLICE_F_NONBLOCK)
+                if n > 0 { inPipe -= n; continue }
+                let e = n == 0 ? EPIPE : errno
+                if e == EINTR { continue }
+                if e == EAGAIN {
+                    // The destination is full: wait for room, and leave the source unread meanwhile.
+                    armRead(false)
+                    armWrite(true)
+                    return
+                }
+                return end(.failed(e))
+            }
+            armWrite(false)
+            if sourceEnded {
+                shutdown(destination, Int32(SHUT_WR))
+                return end(.finished)
+            }
+            if reads == SocketSplice.readsPerCallback { armRead(true); return }
+            reads += 1
+            let n = splice(source, nil, pipeWrite, nil, SocketSplice.pipeCapacity,
+                           larder_SPLICE_F_MOVE | larder_SPLICE_F_NONBLOCK)
+            if n > 0 {
+                inPipe += n
+                bytes += n
+            } else if n == 0 {
+                sourceEnded = true
+            } else {
+                let e = errno
+                if e == EINTR { continue }
+                if e == EAGAIN { armRead(true); return }
+                if (e == ENOSYS || e == EINVAL), bytes == 0 { return end(.unsupported) }
+                return end(.failed(e))
+            }
+        }
+    }
+
+    private func end(_ how: End) {
+        let report = onEnd
+        close()
+        report?(how)
+    }
+
+    private func armRead(_ on: Bool) {
+        guard on != readArmed, let e = readEvent else { return }
+        readArmed = on
+        if on { event_add(e, nil) } else { event_del(e) }
+    }
+
+    private func armWrite(_ on: Bool) {
+        guard on != writeArmed, let e = writeEvent else { return }
+        writeArmed = on
+        if on { event_add(e, nil) } else { event_del(e) }
+    }
+
+    private static let ready: event_callback_fn = { _, _, arg in
+        let s = Unmanaged<SocketSplice>.fromOpaque(arg!).takeUnretainedValue()
+        withExtendedLifetime(s) { s.pump() }
+    }
+}
