@@ -21,6 +21,7 @@ struct RunCommand: ParsableCommand {
         let logger = makeLogger(level: config.logLevel)
         for warning in ConfigLoader.environmentWarnings(ProcessEnvironment.variables()) { logger.warning("\(warning)") }
 
+        keepFreedMemoryForReuse()
         // Before any thread starts: workers inherit the blocked mask, this thread reads the signals.
         signal(SIGPIPE, SIG_IGN)
         let signals = ControlSignals()

@@ -48,6 +48,7 @@ struct WarmCommand: ParsableCommand {
     }
 
     func run() throws {
+        keepFreedMemoryForReuse()   // with --cache-dir a whole Larder runs in this process
         signal(SIGPIPE, SIG_IGN)
         let file = self.file ?? "-"
         guard let bytes = Self.read(file) else {
