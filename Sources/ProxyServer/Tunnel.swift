@@ -1,24 +1,54 @@
 import EventLoop
+import Glibc
 
 /// A byte pump between two streams (CONNECT tunnels, upgraded connections). Each direction stops
 /// reading when the other side's output backs up, and a FIN on one side becomes a write shutdown on
 /// the other (half-close), so protocols that signal "done sending" keep working.
+///
+/// Between two plain sockets, a direction that carries bulk (one read of `bulkRead` bytes or more)
+/// moves on to splice(2) (`SocketSplice`) once what it buffered is written, in order: its bytes then
+/// never enter user space. Small exchanges stay here, where they cost one call each way, not two.
 final class Tunnel {
     private let a: Stream
     private let b: Stream
+    private let loop: EventLoop
     private var aEnded = false
     private var bEnded = false
     private var onClose: ((Tunnel) -> Void)?
     private var sides: [TunnelSide] = []
     /// Output bytes beyond which the sending side stops reading.
     private let highWater = 1 << 20
-    /// Bytes relayed from `a` to `b`, and from `b` to `a`, for the access log.
-    private(set) var bytesFromA = 0
-    private(set) var bytesFromB = 0
+    /// A read at least this large makes its direction splice; nil: never (TLS on either side, or
+    /// splice(2) refused once).
+    private var bulkRead: Int?
+    /// Per direction (0: from `a`, 1: from `b`): waiting for its buffered bytes to be written
+    /// before splicing, and its splice once started (kept after it ends, for its byte count).
+    private var spliceWanted = [false, false]
+    private var splices: [SocketSplice?] = [nil, nil]
+    /// Bytes relayed through the streams' buffers from `a` to `b`, and from `b` to `a`.
+    private var bufferedFromA = 0
+    private var bufferedFromB = 0
 
-    init(_ a: Stream, _ b: Stream, onClose: @escaping (Tunnel) -> Void) {
+    /// Bytes relayed from `a` to `b`, and from `b` to `a`, for the access log.
+    var bytesFromA: Int { bufferedFromA + (splices[0]?.bytes ?? 0) }
+    var bytesFromB: Int { bufferedFromB + (splices[1]?.bytes ?? 0) }
+
+    /// `LARDER_TUNNEL_SPLICE`: `off` keeps every tunnel in user space, `always` splices from the
+    /// first byte; otherwise bulk directions splice after a 64 KiB read. For tests and measurements.
+    static let defaultBulkRead: Int? = {
+        switch getenv("LARDER_TUNNEL_SPLICE").map({ String(cString: $0) }) {
+        case "off": return nil
+        case "always": return 0
+        default: return 64 * 1024
+        }
+    }()
+
+    init(_ a: Stream, _ b: Stream, loop: EventLoop, bulkRead: Int? = Tunnel.defaultBulkRead,
+         onClose: @escaping (Tunnel) -> Void) {
         self.a = a
         self.b = b
+        self.loop = loop
+        self.bulkRead = a.isTLS || b.isTLS ? nil : bulkRead
         self.onClose = onClose
     }
 
@@ -38,14 +68,22 @@ final class Tunnel {
         pump(from: b, to: a)
     }
 
+    /// Whether the direction from `a` (or from `b`) moves by splice(2) now, or did until it ended.
+    func isSpliced(fromA: Bool) -> Bool { splices[fromA ? 0 : 1] != nil }
+
     fileprivate func readable(isA: Bool) {
         if isA { pump(from: a, to: b) } else { pump(from: b, to: a) }
     }
 
     fileprivate func drained(isA: Bool) {
-        // `isA` drained: the other side may read again.
+        // `isA` drained: the other side may read again, or splice once nothing of it is left here.
+        let d = isA ? 1 : 0
         let (reader, ended) = isA ? (b, bEnded) : (a, aEnded)
-        if !ended, !reader.isClosed, !reader.isReading { reader.enableReading() }
+        if spliceWanted[d] {
+            spliceIfFlushed(d)
+        } else if splices[d] == nil, !ended, !reader.isClosed, !reader.isReading {
+            reader.enableReading()
+        }
         if aEnded && bEnded { finishIfFlushed() }
     }
 
@@ -55,6 +93,7 @@ final class Tunnel {
             let (from, to) = isA ? (a, b) : (b, a)
             pump(from: from, to: to)
             if isA { aEnded = true } else { bEnded = true }
+            spliceWanted[isA ? 0 : 1] = false
             to.shutdownWriteWhenFlushed()
             if aEnded && bEnded { finishIfFlushed() }
         case .connected:
@@ -65,12 +104,53 @@ final class Tunnel {
     }
 
     private func pump(from: Stream, to: Stream) {
+        let d = from === a ? 0 : 1
         let n = from.input.count
         if n > 0 {
-            if from === a { bytesFromA += n } else { bytesFromB += n }
+            if d == 0 { bufferedFromA += n } else { bufferedFromB += n }
             to.output.moveAll(from: from.input)
         }
-        if to.output.count > highWater { from.disableReading() }
+        if let bulkRead, n >= bulkRead, splices[d] == nil { spliceWanted[d] = true }
+        if spliceWanted[d] {
+            spliceIfFlushed(d)
+        } else if to.output.count > highWater {
+            from.disableReading()
+        }
+    }
+
+    /// Direction `d` moves on to splice(2) once everything it buffered is written; until then its
+    /// source is not read, so no byte can overtake another.
+    private func spliceIfFlushed(_ d: Int) {
+        let (from, to) = d == 0 ? (a, b) : (b, a)
+        guard from.input.count == 0, to.output.count == 0 else {
+            from.disableReading()
+            return
+        }
+        spliceWanted[d] = false
+        guard !from.isClosed, !to.isClosed,
+              let splice = SocketSplice(loop: loop, from: from.fileDescriptor, to: to.fileDescriptor,
+                                        onEnd: { [unowned self] in self.spliceEnded(d, $0) }) else {
+            bulkRead = nil  // no pipe to be had
+            return from.enableReading()
+        }
+        from.disableReading()
+        splices[d] = splice
+        splice.start()
+    }
+
+    private func spliceEnded(_ d: Int, _ end: SocketSplice.End) {
+        switch end {
+        case .finished:
+            if d == 0 { aEnded = true } else { bEnded = true }
+            if aEnded && bEnded { finishIfFlushed() }
+        case .failed:
+            close()
+        case .unsupported:
+            // Nothing moved: the tunnel carries on through the streams.
+            splices[d] = nil
+            bulkRead = nil
+            (d == 0 ? a : b).enableReading()
+        }
     }
 
     private func finishIfFlushed() {
@@ -78,6 +158,9 @@ final class Tunnel {
     }
 
     func close() {
+        // The splices watch the streams' sockets: stopped before the streams close them.
+        for s in splices { s?.close() }
+        spliceWanted = [false, false]
         a.close()
         b.close()
         sides.removeAll()

@@ -47,7 +47,7 @@ enum ConnectHandler {
     /// Bytes pumped both ways from now on; the tunnel owns both streams.
     static func startTunnel(_ upstream: Stream, on c: ClientConnection) {
         // Logged when it ends, with the bytes it carried each way.
-        let tunnel = Tunnel(c.stream, upstream) { [unowned c] t in
+        let tunnel = Tunnel(c.stream, upstream, loop: c.worker.loop) { [unowned c] t in
             c.context.log.bytes += t.bytesFromB
             c.context.log.bytesFromClient = t.bytesFromA
             c.send(.tunnelClosed)
