@@ -1,12 +1,19 @@
 """CONNECT tunnels (plain TCP echo and TLS) and Upgrade (WebSocket) tunnels."""
 
+import hashlib
 import json
+import os
+import signal
 import socket
 import ssl
+import struct
 import threading
 import time
 
-from helpers import RawClient, build_request, curl, free_port, headers_named, pattern, read_response, SockReader
+import pytest
+
+from helpers import (RawClient, RSSSampler, SockReader, build_request, curl, free_port, headers_named, pattern,
+                     pattern_chunks, pattern_sha256, read_response)
 
 
 def _connect_tunnel(proxy_port, target_port, timeout=10):
@@ -140,3 +147,333 @@ def test_upgrade_refused_by_origin_stays_http(larder, origin):
         after = c.request("GET", origin.url("/echo"))
         assert after.status == 200
         assert json.loads(after.body)["path"] == "/echo"
+
+
+# --- Tunnels between plain sockets: bulk directions move by splice(2) -------------------------------
+#
+# LARDER_TUNNEL_SPLICE: unset, a direction splices after a 64 KiB read; "always" from the first
+# byte; "off" never (the user-space pump, also what a kernel without splice falls back to).
+
+SPLICE_MODES = ["adaptive", "always", "off"]
+MiB = 1024 * 1024
+
+
+def _larder_for(larder_factory, port, mode, **config):
+    env = {} if mode == "adaptive" else {"LARDER_TUNNEL_SPLICE": mode}
+    return larder_factory(config={"connect_ports": [port], **config}, env=env)
+
+
+class _OneShotOrigin:
+    """Accepts one connection on 127.0.0.1 and runs ``handler(sock)`` on it in a thread; what the
+    handler returns (or raises) is kept."""
+
+    def __init__(self, handler):
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.port = self.srv.getsockname()[1]
+        self.result = None
+        self.error = None
+        self.done = threading.Event()
+        self._t = threading.Thread(target=self._run, args=(handler,), daemon=True)
+        self._t.start()
+
+    def _run(self, handler):
+        try:
+            self.srv.settimeout(15)
+            sock, _ = self.srv.accept()
+            sock.settimeout(30)
+            with sock:
+                self.result = handler(sock)
+        except Exception as e:  # noqa: BLE001 - reported by wait()
+            self.error = e
+        finally:
+            self.srv.close()
+            self.done.set()
+
+    def wait(self, timeout=30):
+        assert self.done.wait(timeout), "origin handler did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def _send_pattern(sock, n):
+    for piece in pattern_chunks(n):
+        sock.sendall(piece)
+
+
+def _send_pattern_in_thread(sock, n):
+    errors = []
+
+    def run():
+        try:
+            _send_pattern(sock, n)
+        except OSError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, errors
+
+
+def _recv_sha(sock, n=None, already=b""):
+    """sha256 and length of ``already`` and what ``sock`` delivers after it: ``n`` bytes in all, or
+    everything up to EOF."""
+    h = hashlib.sha256(already)
+    got = len(already)
+    while n is None or got < n:
+        data = sock.recv(min(256 * 1024, n - got) if n is not None else 256 * 1024)
+        if not data:
+            break
+        h.update(data)
+        got += len(data)
+    return h.hexdigest(), got
+
+
+def _client_recv_sha(c, n=None):
+    """``_recv_sha`` for a tunnel's client, counting what its reader took with the CONNECT answer."""
+    already = bytes(c.reader.buf)
+    c.reader.buf.clear()
+    return _recv_sha(c.sock, n, already)
+
+
+def _fds(pid):
+    return os.listdir(f"/proc/{pid}/fd")
+
+
+def _pipes(pid):
+    n = 0
+    for fd in _fds(pid):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:"):
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+def _tunnel(port, target_port, early=b""):
+    """A client through a CONNECT to ``target_port`` (``early`` bytes go in the same send), past
+    its 200 answer; its reader may hold bytes the origin sent right away."""
+    c = RawClient(port, 30)
+    c.send(build_request("CONNECT", f"127.0.0.1:{target_port}", [("Host", f"127.0.0.1:{target_port}")]) + early)
+    resp = c.response("CONNECT")
+    assert resp.status == 200
+    return c
+
+
+@pytest.mark.parametrize("mode", SPLICE_MODES)
+def test_tunnel_carries_32_mib_each_way_at_once(larder_factory, mode):
+    size = 32 * MiB
+
+    def handler(sock):
+        t, errs = _send_pattern_in_thread(sock, size)
+        got = _recv_sha(sock, size)
+        t.join(30)
+        assert not errs, errs
+        ack = sock.recv(1)  # the client has everything: the tunnel is still up, with its pipes
+        return got, ack
+
+    origin = _OneShotOrigin(handler)
+    lr = _larder_for(larder_factory, origin.port, mode)
+    pipes_before = _pipes(lr.pid)
+    c = _tunnel(lr.port, origin.port)
+    with c:
+        t, errs = _send_pattern_in_thread(c.sock, size)
+        got = _client_recv_sha(c, size)
+        t.join(30)
+        assert not errs, errs
+        spliced_pipes = _pipes(lr.pid) - pipes_before
+        c.sock.sendall(b"!")
+        (origin_got, ack) = origin.wait()
+    assert got == (pattern_sha256(size), size)
+    assert origin_got == (pattern_sha256(size), size)
+    assert ack == b"!"
+    # One pipe (two descriptors) per spliced direction, none in user space.
+    assert spliced_pipes == (0 if mode == "off" else 4), spliced_pipes
+
+
+@pytest.mark.parametrize("mode", SPLICE_MODES)
+def test_tunnel_half_close_from_the_client_still_delivers_the_origins_rest(larder_factory, mode):
+    up, down = 4 * MiB, 8 * MiB
+
+    def handler(sock):
+        got = _recv_sha(sock)  # to the client's EOF
+        _send_pattern(sock, down)  # then answers, and closes
+        return got
+
+    origin = _OneShotOrigin(handler)
+    lr = _larder_for(larder_factory, origin.port, mode)
+    c = _tunnel(lr.port, origin.port)
+    with c:
+        _send_pattern(c.sock, up)
+        c.sock.shutdown(socket.SHUT_WR)
+        got = _client_recv_sha(c)
+    assert origin.wait() == (pattern_sha256(up), up)
+    assert got == (pattern_sha256(down), down)
+
+
+@pytest.mark.parametrize("mode", SPLICE_MODES)
+def test_tunnel_half_close_from_the_origin_still_delivers_the_clients_rest(larder_factory, mode):
+    up, down = 4 * MiB, 8 * MiB
+
+    def handler(sock):
+        _send_pattern(sock, down)
+        sock.shutdown(socket.SHUT_WR)  # done sending, still reading
+        return _recv_sha(sock)
+
+    origin = _OneShotOrigin(handler)
+    lr = _larder_for(larder_factory, origin.port, mode)
+    c = _tunnel(lr.port, origin.port)
+    with c:
+        got = _client_recv_sha(c)  # to the origin's EOF
+        _send_pattern(c.sock, up)
+        c.sock.shutdown(socket.SHUT_WR)
+        assert origin.wait() == (pattern_sha256(up), up)
+        assert c.sock.recv(1) == b""  # and the tunnel ends
+    assert got == (pattern_sha256(down), down)
+
+
+@pytest.mark.parametrize("mode", SPLICE_MODES)
+def test_tunnel_relays_early_bytes_of_both_sides_first_and_in_order(larder_factory, mode):
+    early = b"early-bytes-in-the-connect-packet:" + pattern(3000)
+    greeting = b"origin speaks first\n"
+    rest = 2 * MiB
+
+    def handler(sock):
+        sock.sendall(greeting)
+        got = bytearray()
+        while True:
+            data = sock.recv(256 * 1024)
+            if not data:
+                break
+            got += data
+        _send_pattern(sock, rest)
+        return bytes(got)
+
+    origin = _OneShotOrigin(handler)
+    lr = _larder_for(larder_factory, origin.port, mode)
+    c = _tunnel(lr.port, origin.port, early=early)
+    with c:
+        assert c.reader.read_exact(len(greeting)) == greeting
+        _send_pattern(c.sock, rest)
+        c.sock.shutdown(socket.SHUT_WR)
+        got = c.reader.read_to_eof()
+    sent = origin.wait()
+    assert sent[:len(early)] == early
+    assert sent[len(early):] == pattern(rest)
+    assert got == pattern(rest)
+
+
+@pytest.mark.parametrize("mode", SPLICE_MODES)
+def test_tunnel_to_a_slow_reader_holds_little_memory(larder_factory, memory_bound, report_metric, mode):
+    size = 16 * MiB
+
+    def handler(sock):
+        _send_pattern(sock, size)
+
+    origin = _OneShotOrigin(handler)
+    lr = _larder_for(larder_factory, origin.port, mode)
+    before = lr.rss_kib()
+    c = _tunnel(lr.port, origin.port)
+    with c:
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        c.reader.read_exact(256 * 1024)  # a bulk flow, then the client stops reading
+        with RSSSampler(lr) as rss:
+            time.sleep(2)
+        got = _recv_sha(c.sock, already=pattern(256 * 1024) + bytes(c.reader.buf))
+    origin.wait()
+    grown = rss.peak_kib - before
+    report_metric(f"RSS growth with a 16 MiB tunnel to a client paused for 2 s: {grown} KiB")
+    assert grown < 4 * 1024, f"RSS grew {grown} KiB while the client did not read"
+    assert got == (pattern_sha256(size), size)
+
+
+@pytest.mark.parametrize("mode", SPLICE_MODES)
+def test_client_reset_mid_transfer_closes_the_origin_side_and_frees_everything(larder_factory, mode):
+    seen = {}
+
+    def handler(sock):
+        def reader():
+            try:
+                while sock.recv(65536):
+                    pass
+                seen.setdefault("end", ("eof", time.monotonic()))
+            except OSError as e:
+                seen.setdefault("end", (type(e).__name__, time.monotonic()))
+        threading.Thread(target=reader, daemon=True).start()
+        try:
+            for piece in pattern_chunks(1 << 34):
+                sock.sendall(piece)
+        except OSError as e:
+            seen.setdefault("end", (type(e).__name__, time.monotonic()))
+
+    origin = _OneShotOrigin(handler)
+    lr = _larder_for(larder_factory, origin.port, mode)
+    fds_before = len(_fds(lr.pid))
+    c = _tunnel(lr.port, origin.port)
+    c.sock.sendall(pattern(100_000))
+    c.reader.read_exact(4 * MiB)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    reset_at = time.monotonic()
+    c.close()
+    origin.wait(10)
+    assert "end" in seen
+    assert seen["end"][1] - reset_at < 1.0, seen
+    deadline = time.monotonic() + 2
+    while len(_fds(lr.pid)) != fds_before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(_fds(lr.pid)) == fds_before
+
+
+@pytest.mark.parametrize("mode", SPLICE_MODES)
+def test_spliced_tunnel_logs_the_bytes_each_way(larder_factory, workdir, mode):
+    up, down = 3 * MiB + 17, 5 * MiB + 3
+
+    def handler(sock):
+        got = _recv_sha(sock, up)
+        _send_pattern(sock, down)
+        return got
+
+    origin = _OneShotOrigin(handler)
+    log = workdir / "access.jsonl"
+    env = {} if mode == "adaptive" else {"LARDER_TUNNEL_SPLICE": mode}
+    lr = larder_factory(config={"connect_ports": [origin.port], "access_log": str(log),
+                                "access_log_format": "json"}, env=env)
+    c = _tunnel(lr.port, origin.port)
+    with c:
+        _send_pattern(c.sock, up)
+        got = _client_recv_sha(c)
+    assert origin.wait() == (pattern_sha256(up), up)
+    assert got[1] == down
+    deadline = time.monotonic() + 5
+    records = []
+    while time.monotonic() < deadline:
+        records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        if any(r["method"] == "CONNECT" for r in records):
+            break
+        time.sleep(0.05)
+    tunnel = next(r for r in records if r["method"] == "CONNECT")
+    assert tunnel["bytes"] == down and tunnel["bytes_from_client"] == up, tunnel
+
+
+@pytest.mark.parametrize("mode", SPLICE_MODES)
+def test_shutdown_closes_a_busy_tunnel_when_the_grace_is_over(larder_factory, mode):
+    seen = {}
+
+    def handler(sock):
+        try:
+            for piece in pattern_chunks(1 << 34):  # more than the client will ever read
+                sock.sendall(piece)
+        except OSError as e:
+            seen["end"] = (type(e).__name__, time.monotonic())
+
+    origin = _OneShotOrigin(handler)
+    lr = _larder_for(larder_factory, origin.port, mode, shutdown_grace="1s")
+    c = _tunnel(lr.port, origin.port)
+    with c:
+        c.reader.read_exact(4 * MiB)  # bulk: spliced by now, and the client stops reading
+        lr.proc.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        assert lr.wait_exit(10) == 0, lr.log_text()[-3000:]
+        origin.wait(10)
+    assert seen["end"][1] - stopped_at < 3.0, seen
