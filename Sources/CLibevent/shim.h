@@ -25,3 +25,4 @@ extern int pipe2(int __pipedes[2], int __flags);
 static const unsigned int larder_SPLICE_F_MOVE = 1;
 static const unsigned int larder_SPLICE_F_NONBLOCK = 2;
 static const int larder_F_SETPIPE_SZ = 1031;
+static const int larder_F_GETPIPE_SZ = 1032;

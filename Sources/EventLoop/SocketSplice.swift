@@ -20,6 +20,8 @@ public final class SocketSplice {
     /// Pipe capacity asked for: fewer calls per MiB than the default 64 KiB. The pages are held
     /// only while bytes wait in the pipe; a refusal (the per-user pipe limit) leaves the default.
     public static let pipeCapacity = 1 << 20
+    /// A pipe smaller than this (the default is 64 KiB) is not worth splicing through.
+    static let smallestUsefulPipe: Int32 = 64 * 1024
     /// Source reads per callback, so one busy tunnel cannot hold the loop for long.
     static let readsPerCallback = 4
 
@@ -43,6 +45,13 @@ public final class SocketSplice {
         var fds: [Int32] = [-1, -1]
         guard pipe2(&fds, O_NONBLOCK | O_CLOEXEC) == 0 else { return nil }
         _ = fcntl(fds[1], larder_F_SETPIPE_SZ, Int32(SocketSplice.pipeCapacity))
+        // Past the per-user pipe limit (fs.pipe-user-pages-soft, when not root) new pipes hold a
+        // page or two: two calls per few KiB would cost more than copying through user space.
+        guard fcntl(fds[1], larder_F_GETPIPE_SZ) >= SocketSplice.smallestUsefulPipe else {
+            Glibc.close(fds[0])
+            Glibc.close(fds[1])
+            return nil
+        }
         pipeRead = fds[0]
         pipeWrite = fds[1]
         self.source = source

@@ -147,8 +147,9 @@ public enum ConfigLoader {
     /// spelled nearly so), never a reason not to start — a Kubernetes Service named `larder` puts
     /// `LARDER_PORT=tcp://…` and its kin into every pod, and those are ignored silently.
     public static func environmentWarnings(_ environment: [String: String]) -> [String] {
-        // Not settings: the configuration file, and the crash test hook (read by the larder command).
-        let known = Set(ConfigSchema.fields.map(\.environmentName)).union(["LARDER_CONFIG", "LARDER_TEST_CRASH"])
+        // Not settings: the configuration file, and the test hooks (a crash, how tunnels relay).
+        let known = Set(ConfigSchema.fields.map(\.environmentName))
+            .union(["LARDER_CONFIG", "LARDER_TEST_CRASH", "LARDER_TEST_TUNNEL_SPLICE"])
         var warnings: [String] = []
         for name in environment.keys.sorted()
         where name.hasPrefix("LARDER_") && !known.contains(name) && !isServiceLink(name) {

@@ -33,10 +33,10 @@ final class Tunnel {
     var bytesFromA: Int { bufferedFromA + (splices[0]?.bytes ?? 0) }
     var bytesFromB: Int { bufferedFromB + (splices[1]?.bytes ?? 0) }
 
-    /// `LARDER_TUNNEL_SPLICE`: `off` keeps every tunnel in user space, `always` splices from the
+    /// `LARDER_TEST_TUNNEL_SPLICE`: `off` keeps every tunnel in user space, `always` splices from the
     /// first byte; otherwise bulk directions splice after a 64 KiB read. For tests and measurements.
     static let defaultBulkRead: Int? = {
-        switch getenv("LARDER_TUNNEL_SPLICE").map({ String(cString: $0) }) {
+        switch getenv("LARDER_TEST_TUNNEL_SPLICE").map({ String(cString: $0) }) {
         case "off": return nil
         case "always": return 0
         default: return 64 * 1024

@@ -151,7 +151,7 @@ def test_upgrade_refused_by_origin_stays_http(larder, origin):
 
 # --- Tunnels between plain sockets: bulk directions move by splice(2) -------------------------------
 #
-# LARDER_TUNNEL_SPLICE: unset, a direction splices after a 64 KiB read; "always" from the first
+# LARDER_TEST_TUNNEL_SPLICE: unset, a direction splices after a 64 KiB read; "always" from the first
 # byte; "off" never (the user-space pump, also what a kernel without splice falls back to).
 
 SPLICE_MODES = ["adaptive", "always", "off"]
@@ -159,7 +159,7 @@ MiB = 1024 * 1024
 
 
 def _larder_for(larder_factory, port, mode, **config):
-    env = {} if mode == "adaptive" else {"LARDER_TUNNEL_SPLICE": mode}
+    env = {} if mode == "adaptive" else {"LARDER_TEST_TUNNEL_SPLICE": mode}
     return larder_factory(config={"connect_ports": [port], **config}, env=env)
 
 
@@ -436,7 +436,7 @@ def test_spliced_tunnel_logs_the_bytes_each_way(larder_factory, workdir, mode):
 
     origin = _OneShotOrigin(handler)
     log = workdir / "access.jsonl"
-    env = {} if mode == "adaptive" else {"LARDER_TUNNEL_SPLICE": mode}
+    env = {} if mode == "adaptive" else {"LARDER_TEST_TUNNEL_SPLICE": mode}
     lr = larder_factory(config={"connect_ports": [origin.port], "access_log": str(log),
                                 "access_log_format": "json"}, env=env)
     c = _tunnel(lr.port, origin.port)

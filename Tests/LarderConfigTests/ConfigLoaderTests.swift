@@ -505,6 +505,8 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         #expect(ConfigLoader.environmentWarnings(environment) == [
             "environment: LARDER_WORKER: unknown setting, ignored; did you mean LARDER_WORKERS?",
         ])
+        // The test hooks are read by the larder command, not settings, and not warned about.
+        #expect(ConfigLoader.environmentWarnings(["LARDER_TEST_CRASH": "segv:1", "LARDER_TEST_TUNNEL_SPLICE": "off"]).isEmpty)
     }
 
     @Test func kubernetesServiceLinksAreIgnoredSilently() throws {
