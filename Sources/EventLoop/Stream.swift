@@ -61,9 +61,6 @@ public final class Stream {
     /// Bytes asked of one `recv`: grows while reads fill it, so bulk transfers take few calls and
     /// idle connections hold little.
     private var readChunk = Stream.smallestRead
-    /// True only while the delegate handles bytes from a `recv` that came back short: the socket
-    /// held nothing more an instant ago, so `unreadInput` need not ask it again.
-    private var socketEmptyNow = false
 
     /// Strong on purpose: the owner breaks the cycle by `close()`, which clears it.
     public var delegate: (any StreamDelegate)?
@@ -250,10 +247,6 @@ public final class Stream {
         if input.count > 0 { return .bytes }
         if isClosed { return .endOfStream }
         if let b = bev { return TLSClientContext.pendingBytes(b) > 0 ? .bytes : .nothing }
-        // A response completed in the same callback as the short read that brought its last bytes:
-        // a peek now would look at the same empty socket a few microseconds later, and bytes that
-        // land after it are no more detectable than ones that land after the peek.
-        if socketEmptyNow { return .nothing }
         var byte: UInt8 = 0
         let n = recv(socket, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
         if n > 0 { return .bytes }
@@ -373,16 +366,13 @@ public final class Stream {
             delegate?.stream(self, event: .error(ENOMEM))
             return
         }
-        let asked = min(vec.iov_len, want)
-        let got = recv(socket, vec.iov_base, asked, 0)
+        let got = recv(socket, vec.iov_base, min(vec.iov_len, want), 0)
         if got > 0 {
             vec.iov_len = got
             evbuffer_commit_space(input.raw, &vec, 1)
             if got == want { readChunk = min(readChunk * 2, Stream.largestRead) } else if got < Stream.smallestRead { readChunk = Stream.smallestRead }
             if readHighWatermark > 0, input.count >= readHighWatermark { pauseReading() }
-            socketEmptyNow = got < asked
             delegate?.streamReadable(self)
-            socketEmptyNow = false
         } else if got == 0 {
             readWanted = false
             disarmRead()
