@@ -1,5 +1,6 @@
 @preconcurrency import CLibevent
 import Glibc
+import Synchronization
 
 /// Moves bytes from one connected socket to another with splice(2) through a pipe, so they never
 /// pass through user space (a tunnel's bulk direction). One direction; the sockets stay the
@@ -19,7 +20,14 @@ public final class SocketSplice {
 
     /// Pipe capacity asked for: fewer calls per MiB than the default 64 KiB. The pages are held
     /// only while bytes wait in the pipe; a refusal (the per-user pipe limit) leaves the default.
-    public static let pipeCapacity = 1 << 20
+    /// A quarter of the largest pipe: as fast within a few per cent, and four times as many pipes
+    /// fit under the per-user limit of a Larder not running as root (64 MiB by default).
+    public static let pipeCapacity = 256 * 1024
+    /// Pipes open at once in the process (two descriptors each): beyond this, bulk directions copy
+    /// through user space, so spliced tunnels cannot use up the descriptors accept and connect need.
+    static let maximumPipes = 512
+    private static let openPipes = Atomic<Int>(0)
+    private var holdsPipeSlot = false
     /// A pipe smaller than this (the default is 64 KiB) is not worth splicing through.
     static let smallestUsefulPipe: Int32 = 64 * 1024
     /// Source reads per callback, so one busy tunnel cannot hold the loop for long.
@@ -42,16 +50,25 @@ public final class SocketSplice {
 
     /// nil when no pipe can be made (ENOSYS, or out of descriptors): the caller relays another way.
     public init?(loop: EventLoop, from source: Int32, to destination: Int32, onEnd: @escaping (End) -> Void) {
+        guard SocketSplice.openPipes.add(1, ordering: .relaxed).newValue <= SocketSplice.maximumPipes else {
+            SocketSplice.openPipes.subtract(1, ordering: .relaxed)
+            return nil
+        }
         var fds: [Int32] = [-1, -1]
-        guard pipe2(&fds, O_NONBLOCK | O_CLOEXEC) == 0 else { return nil }
+        guard pipe2(&fds, O_NONBLOCK | O_CLOEXEC) == 0 else {
+            SocketSplice.openPipes.subtract(1, ordering: .relaxed)
+            return nil
+        }
         _ = fcntl(fds[1], larder_F_SETPIPE_SZ, Int32(SocketSplice.pipeCapacity))
         // Past the per-user pipe limit (fs.pipe-user-pages-soft, when not root) new pipes hold a
         // page or two: two calls per few KiB would cost more than copying through user space.
         guard fcntl(fds[1], larder_F_GETPIPE_SZ) >= SocketSplice.smallestUsefulPipe else {
             Glibc.close(fds[0])
             Glibc.close(fds[1])
+            SocketSplice.openPipes.subtract(1, ordering: .relaxed)
             return nil
         }
+        holdsPipeSlot = true
         pipeRead = fds[0]
         pipeWrite = fds[1]
         self.source = source
@@ -81,7 +98,14 @@ public final class SocketSplice {
         writeArmed = false
         if pipeRead >= 0 { Glibc.close(pipeRead); pipeRead = -1 }
         if pipeWrite >= 0 { Glibc.close(pipeWrite); pipeWrite = -1 }
+        if holdsPipeSlot {
+            holdsPipeSlot = false
+            SocketSplice.openPipes.subtract(1, ordering: .relaxed)
+        }
     }
+
+    /// Pipes open now, in the whole process (tests).
+    static var pipesOpen: Int { openPipes.load(ordering: .relaxed) }
 
     private func pump() {
         var reads = 0

@@ -192,7 +192,7 @@ public enum ConfigSchema {
                     "per origin and worker; excess requests queue FIFO",
                     .integer(1...100_000, what: "a connection count")),
         ConfigField("session.max_idle_connections_per_host", \.session.maxIdleConnectionsPerHost, 64, .restart,
-                    "idle keep-alive connections kept per origin and worker",
+                    "idle keep-alive connections kept per origin and worker (at most `http_maximum_connections_per_host`)",
                     .integer(0...100_000, what: "a connection count")),
         ConfigField("session.reuse_after_bodyless_answers", \.session.reuseAfterBodylessAnswers, true, .restart,
                     "reuse a connection after a HEAD or 304 answer announcing a body (`false`: close it; see Security)",
@@ -362,10 +362,6 @@ public enum ConfigSchema {
         if c.session.tlsMinimumVersion > c.session.tlsMaximumVersion {
             out.append(("session.tls_minimum_version",
                         "\(c.session.tlsMinimumVersion.rawValue) is above tls_maximum_version \(c.session.tlsMaximumVersion.rawValue)"))
-        }
-        if c.session.maxIdleConnectionsPerHost > c.session.httpMaximumConnectionsPerHost {
-            out.append(("session.max_idle_connections_per_host",
-                        "\(c.session.maxIdleConnectionsPerHost) is above http_maximum_connections_per_host \(c.session.httpMaximumConnectionsPerHost)"))
         }
         if let admin = c.adminListen, admin.port != 0, c.listen.contains(where: { $0.port == admin.port }) {
             out.append(("admin_listen", "port \(admin.port) is also a proxy port: the admin endpoint needs its own"))

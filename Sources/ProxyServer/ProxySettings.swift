@@ -94,7 +94,9 @@ struct ProxySettings: Sendable {
             timeoutIntervalForResource: config.session.timeoutIntervalForResource,
             connectTimeout: config.session.connectTimeout,
             httpMaximumConnectionsPerHost: config.session.httpMaximumConnectionsPerHost,
-            maxIdleConnectionsPerHost: config.session.maxIdleConnectionsPerHost,
+            // The default equals the default cap; a lower cap alone lowers both.
+            maxIdleConnectionsPerHost: min(config.session.maxIdleConnectionsPerHost,
+                                           config.session.httpMaximumConnectionsPerHost),
             reuseAfterBodylessAnswers: config.session.reuseAfterBodylessAnswers,
             refuseThisMachine: config.protectThisHost.applies(allowClients: config.allowClients),
             idleConnectionTimeout: config.session.idleConnectionTimeout,

@@ -9,8 +9,9 @@ import Glibc
 func keepFreedMemoryForReuse() {
     // Blocks this large still get their own mapping, returned as soon as they are freed.
     _ = glibcMallopt(mallocMmapThreshold, 4 << 20)
-    // Free space at the top of a heap beyond this goes back to the kernel.
-    _ = glibcMallopt(mallocTrimThreshold, 32 << 20)
+    // Free space at the top of a heap beyond this goes back to the kernel: far above one
+    // response's buffers, low enough that each thread's heap keeps little after a burst.
+    _ = glibcMallopt(mallocTrimThreshold, 8 << 20)
 }
 
 // `<malloc.h>` is not part of the Glibc module: glibc's `mallopt` and its two parameters.

@@ -81,6 +81,8 @@ class ScriptedOrigin(_ThreadedServer):
             for part in out if isinstance(out, list) else [out]:
                 if callable(part):
                     part()
+                elif isinstance(part, tuple):   # (bytes, send flags), e.g. socket.MSG_OOB
+                    sock.send(*part)
                 else:
                     sock.sendall(part)
 
@@ -238,6 +240,36 @@ def test_a_head_revalidation_followed_by_smuggled_bytes_does_not_poison_the_next
         other = c.request("GET", origin.url("/other"))
     assert other.body == b"other page"
     assert proxy_exchange(lr.port, "GET", origin.url("/other")).body == b"other page"
+
+
+def test_urgent_data_cannot_hide_a_second_answer_from_the_unread_bytes_check(larder_factory, scripted):
+    """recv stops at TCP urgent data, so the read that brings a response's last bytes can come back
+    short while a second, unasked-for answer waits behind the urgent byte. The connection goes
+    straight to a request waiting for it (one connection per host): that request must never get
+    the second answer."""
+    lr = larder_factory(config=dict(ADMIN, workers=1, session={"http_maximum_connections_per_host": 1}))
+
+    def handler(req):
+        if req.target == "/first":
+            return [lambda: time.sleep(0.5),
+                    (answer(200, b"ok", [("Cache-Control", "no-store")]) + b"!", socket.MSG_OOB), SMUGGLED]
+        return answer(200, b"the real victim page", [("Cache-Control", "max-age=600")])
+
+    origin = scripted(handler)
+    results = {}
+
+    def first():
+        results["first"] = proxy_exchange(lr.port, "GET", origin.url("/first"))
+
+    t = threading.Thread(target=first)
+    t.start()
+    time.sleep(0.2)   # /first holds the only connection; /victim waits for it
+    victim = proxy_exchange(lr.port, "GET", origin.url("/victim"))
+    t.join(10)
+    assert results["first"].body == b"ok"
+    assert victim.body == b"the real victim page"
+    assert proxy_exchange(lr.port, "GET", origin.url("/victim")).body == b"the real victim page"
+    wait_stats(lr, lambda s: s["origin_connections_discarded_unsafe"] >= 1)
 
 
 # ---------------------------------------------------------------------------------------------

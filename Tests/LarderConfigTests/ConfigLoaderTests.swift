@@ -109,6 +109,13 @@ struct ValueRow<T: Sendable & Equatable>: Sendable, CustomTestStringConvertible 
         }
     }
 
+    /// A per-host cap below the idle default is enough on its own: the idle count follows it.
+    @Test func aLowerConnectionCapAloneIsAccepted() throws {
+        let c = try ConfigLoader.load(yaml: "session:\n  http_maximum_connections_per_host: 8\n")
+        #expect(c.session.httpMaximumConnectionsPerHost == 8)
+        #expect(c.session.maxIdleConnectionsPerHost == 64)
+    }
+
     @Test func emptyFileMeansDefaults() throws {
         #expect(try ConfigLoader.load(yaml: "") == Config())
         #expect(try ConfigLoader.load(yaml: "# nothing\n") == Config())
