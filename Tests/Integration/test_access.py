@@ -54,7 +54,9 @@ def test_clients_outside_allow_clients_get_403_and_a_log_line(larder_factory, or
     assert b"client 127.0.0.1 is not allowed to use this proxy" in r.body
     assert r.header("Connection") == "close"
     assert origin_paths(origin) == []
-    assert "403 to 127.0.0.1" in lr.log_text() and "allow_clients" in lr.log_text()
+    # The log reader thread may not have caught up with the line yet.
+    assert lr.wait_for_log(r"403 to 127\.0\.0\.1"), lr.log_text()
+    assert "allow_clients" in lr.log_text()
     assert stats(lr)["requests_denied"]["client"] == 1
 
 
