@@ -16,6 +16,14 @@ ALLOWED_GROWTH = 1.10
 REQUESTS = 1_000
 
 
+def within_baseline(report_metric, what, per_request, baseline):
+    """Reports the figure and fails when it is over 110 % of its baseline."""
+    report_metric(f"{what}: {per_request:,.0f} instructions (baseline {baseline:,})")
+    assert per_request <= baseline * ALLOWED_GROWTH, (
+        f"{what} now costs {per_request:,.0f} instructions, over 110 % of the baseline {baseline:,}: "
+        "profile it (callgrind_annotate on a dump) before raising the baseline")
+
+
 @pytest.mark.timeout_s(300)
 def test_forwarded_request_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
     lr, out_prefix = larder_under_callgrind(larder_factory, workdir)
@@ -24,12 +32,7 @@ def test_forwarded_request_instructions_stay_within_the_baseline(larder_factory,
     # The warm-up fills the origin connection pool.
     total = instructions_for_gets(lr, out_prefix, url, warm_up=100, measured=REQUESTS)
     assert sum(1 for r in origin.requests() if r.get("path") == "/res/pass") == 100 + REQUESTS
-    per_request = total / REQUESTS
-    report_metric(f"forwarded path: {per_request:,.0f} instructions per 1 KiB pass-through request "
-                  f"(baseline {FORWARD_PATH_BASELINE:,})")
-    assert per_request <= FORWARD_PATH_BASELINE * ALLOWED_GROWTH, (
-        f"a forwarded request now costs {per_request:,.0f} instructions, over 110 % of the baseline "
-        f"{FORWARD_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
+    within_baseline(report_metric, "a 1 KiB pass-through request", total / REQUESTS, FORWARD_PATH_BASELINE)
 
 
 # Instructions per revalidation of a stale 1 KiB entry that the origin says is unchanged (HEAD,
@@ -47,12 +50,8 @@ def test_revalidation_instructions_stay_within_the_baseline(larder_factory, orig
     total = instructions_for_gets(lr, out_prefix, url, warm_up=100, measured=REQUESTS)
     methods = [r["method"] for r in origin.requests() if r.get("path") == "/res/reval"]
     assert methods.count("HEAD") == 100 + REQUESTS - 1, "every request after the first must be a HEAD revalidation"
-    per_request = total / REQUESTS
-    report_metric(f"revalidation: {per_request:,.0f} instructions per unchanged 1 KiB entry "
-                  f"(baseline {REVALIDATION_BASELINE:,})")
-    assert per_request <= REVALIDATION_BASELINE * ALLOWED_GROWTH, (
-        f"a revalidation now costs {per_request:,.0f} instructions, over 110 % of the baseline "
-        f"{REVALIDATION_BASELINE:,}: profile it before raising the baseline")
+    within_baseline(report_metric, "a HEAD revalidation of an unchanged 1 KiB entry", total / REQUESTS,
+                    REVALIDATION_BASELINE)
 
 
 @pytest.mark.timeout_s(300)
@@ -62,9 +61,5 @@ def test_stored_miss_instructions_stay_within_the_baseline(larder_factory, origi
     total = instructions_for_gets(lr, out_prefix, lambda n: origin.url(f"/res/storm?n={n}"), warm_up=100,
                                   measured=REQUESTS, settle=2.0)
     assert sum(1 for r in origin.requests() if r.get("path") == "/res/storm") == 100 + REQUESTS
-    per_request = total / REQUESTS
-    report_metric(f"stored miss: {per_request:,.0f} instructions per new 1 KiB URL, disk writer included "
-                  f"(baseline {STORED_MISS_BASELINE:,})")
-    assert per_request <= STORED_MISS_BASELINE * ALLOWED_GROWTH, (
-        f"a stored miss now costs {per_request:,.0f} instructions, over 110 % of the baseline "
-        f"{STORED_MISS_BASELINE:,}: profile it before raising the baseline")
+    within_baseline(report_metric, "a stored miss of a new 1 KiB URL, disk writer included", total / REQUESTS,
+                    STORED_MISS_BASELINE)
