@@ -6,26 +6,12 @@ import Testing
 /// One spliced direction between real sockets (socketpairs), driven by the real loop; the test's
 /// own ends are fed and drained from a repeating timer on the same loop.
 @Suite struct SocketSpliceTests {
-    private func pair(_ type: __socket_type = SOCK_STREAM) -> (Int32, Int32) {
-        var fds: [Int32] = [0, 0]
-        let rc = socketpair(AF_UNIX, Int32(type.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)
-        precondition(rc == 0)
-        return (fds[0], fds[1])
-    }
-
-    private func run(_ loop: EventLoop, atMost seconds: Double) {
-        let guardTimer = Timer(loop: loop) { loop.stop() }
-        guardTimer.schedule(after: seconds)
-        loop.run()
-        guardTimer.cancel()
-    }
-
     private static func byte(_ i: Int) -> UInt8 { UInt8(truncatingIfNeeded: i &* 31 &+ i >> 12) }
 
     @Test func bytesAndTheEndOfStreamArriveInOrder() {
         let loop = EventLoop()
-        let (writer, source) = pair()
-        let (destination, reader) = pair()
+        let (writer, source) = socketPair()
+        let (destination, reader) = socketPair()
         defer { for fd in [writer, source, destination, reader] { close(fd) } }
         var ends: [SocketSplice.End] = []
         guard let splice = SocketSplice(loop: loop, from: source, to: destination, onEnd: { ends.append($0) }) else {
@@ -55,7 +41,7 @@ import Testing
         }
         feeder.schedule(after: 0.001)
         splice.start()
-        run(loop, atMost: 10)
+        runLoop(loop, atMost: 10)
         feeder.cancel()
         #expect(ends == [.finished])
         #expect(splice.bytes == total)
@@ -67,15 +53,15 @@ import Testing
     @Test func aDestinationThatWillNotTakeMoreEndsItWithAnError() {
         signal(SIGPIPE, SIG_IGN)
         let loop = EventLoop()
-        let (writer, source) = pair()
-        let (destination, reader) = pair()
+        let (writer, source) = socketPair()
+        let (destination, reader) = socketPair()
         defer { for fd in [writer, source, destination] { close(fd) } }
         close(reader)
         var ends: [SocketSplice.End] = []
         let splice = SocketSplice(loop: loop, from: source, to: destination, onEnd: { ends.append($0); loop.stop() })
         _ = send(writer, "lost", 4, 0)
         splice?.start()
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(ends == [.failed(EPIPE)])
     }
 
@@ -83,12 +69,12 @@ import Testing
         // An eventfd has no splice support (EINVAL): the caller keeps relaying such ends itself.
         let loop = EventLoop()
         let source = eventfd(1, Int32(EFD_NONBLOCK))
-        let (destination, reader) = pair()
+        let (destination, reader) = socketPair()
         defer { for fd in [source, destination, reader] { close(fd) } }
         var ends: [SocketSplice.End] = []
         let splice = SocketSplice(loop: loop, from: source, to: destination, onEnd: { ends.append($0); loop.stop() })
         splice?.start()
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(ends == [.unsupported])
         #expect(splice?.bytes == 0)
         var counter: UInt64 = 0
@@ -97,8 +83,8 @@ import Testing
 
     @Test func closeStopsEverythingWithoutACallback() {
         let loop = EventLoop()
-        let (writer, source) = pair()
-        let (destination, reader) = pair()
+        let (writer, source) = socketPair()
+        let (destination, reader) = socketPair()
         defer { for fd in [writer, source, destination, reader] { close(fd) } }
         var ends: [SocketSplice.End] = []
         let splice = SocketSplice(loop: loop, from: source, to: destination, onEnd: { ends.append($0) })
@@ -106,7 +92,7 @@ import Testing
         splice?.close()
         _ = send(writer, "after", 5, 0)
         shutdown(writer, Int32(SHUT_WR))
-        run(loop, atMost: 0.2)
+        runLoop(loop, atMost: 0.2)
         #expect(ends.isEmpty)
         var buf = [UInt8](repeating: 0, count: 16)
         #expect(recv(reader, &buf, 16, 0) == -1)   // nothing relayed, no end of stream either

@@ -27,20 +27,6 @@ import Testing
         func check() { if until(self) { loop.stop() } }
     }
 
-    private func pair() -> (Int32, Int32) {
-        var fds: [Int32] = [0, 0]
-        let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)
-        precondition(rc == 0)
-        return (fds[0], fds[1])
-    }
-
-    private func run(_ loop: EventLoop, atMost seconds: Double) {
-        let guardTimer = Timer(loop: loop) { loop.stop() }
-        guardTimer.schedule(after: seconds)
-        loop.run()
-        guardTimer.cancel()
-    }
-
     private func readAll(_ fd: Int32) -> [UInt8] {
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
@@ -53,7 +39,7 @@ import Testing
 
     @Test func queuedOutputIsWrittenOnceTheCallbacksReturnAndDrainedIsReported() {
         let loop = EventLoop()
-        let (a, b) = pair()
+        let (a, b) = socketPair()
         defer { close(b) }
         let stream = Stream(loop: loop, acceptedSocket: a)
         let recorder = Recorder(loop: loop)
@@ -62,7 +48,7 @@ import Testing
         stream.output.append("head ")
         stream.output.append("and body")
         #expect(stream.output.count == 13)   // nothing is written from inside the caller
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(stream.output.count == 0)
         #expect(recorder.drained == 1)
         #expect(readAll(b) == Array("head and body".utf8))
@@ -71,7 +57,7 @@ import Testing
 
     @Test func bytesArriveAndEndOfStreamStopsReading() {
         let loop = EventLoop()
-        let (a, b) = pair()
+        let (a, b) = socketPair()
         let stream = Stream(loop: loop, acceptedSocket: a)
         let recorder = Recorder(loop: loop)
         recorder.until = { !$0.events.isEmpty }
@@ -79,7 +65,7 @@ import Testing
         stream.enableReading()
         _ = send(b, "hello", 5, 0)
         close(b)
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(recorder.received == Array("hello".utf8))
         #expect(recorder.events == [.endOfStream])
         #expect(!stream.isReading)
@@ -88,7 +74,7 @@ import Testing
 
     @Test func aDisabledReaderGetsNothingUntilEnabledAgain() {
         let loop = EventLoop()
-        let (a, b) = pair()
+        let (a, b) = socketPair()
         defer { close(b) }
         let stream = Stream(loop: loop, acceptedSocket: a)
         let recorder = Recorder(loop: loop)
@@ -96,18 +82,18 @@ import Testing
         stream.enableReading()
         stream.disableReading()
         _ = send(b, "later", 5, 0)
-        run(loop, atMost: 0.3)
+        runLoop(loop, atMost: 0.3)
         #expect(recorder.received.isEmpty)
         recorder.until = { $0.received.count == 5 }
         stream.enableReading()
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(recorder.received == Array("later".utf8))
         stream.close()
     }
 
     @Test func readingPausesAtTheHighWatermarkAndResumesWhenDrained() {
         let loop = EventLoop()
-        let (a, b) = pair()
+        let (a, b) = socketPair()
         defer { close(b) }
         let stream = Stream(loop: loop, acceptedSocket: a)
         let recorder = Recorder(loop: loop)
@@ -118,7 +104,7 @@ import Testing
         let sent = [UInt8](repeating: 7, count: 100_000)
         let wrote = sent.withUnsafeBytes { send(b, $0.baseAddress, $0.count, 0) }
         #expect(wrote == 100_000)
-        run(loop, atMost: 0.3)
+        runLoop(loop, atMost: 0.3)
         #expect(stream.input.count == 16_384)   // bounded, whatever the peer sends
         #expect(stream.isReading)
         // Draining below the watermark resumes reading by itself.
@@ -127,14 +113,14 @@ import Testing
         recorder.until = { r in total + r.received.count >= 100_000 }
         total = stream.input.count
         stream.input.drain(stream.input.count)
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(total + recorder.received.count == 100_000)
         stream.close()
     }
 
     @Test func aReadTimeoutIsReportedOnlyWhileReading() {
         let loop = EventLoop()
-        let (a, b) = pair()
+        let (a, b) = socketPair()
         defer { close(b) }
         let stream = Stream(loop: loop, acceptedSocket: a)
         let recorder = Recorder(loop: loop)
@@ -142,11 +128,11 @@ import Testing
         stream.setTimeouts(read: 0.1, write: nil)
         stream.enableReading()
         stream.disableReading()
-        run(loop, atMost: 0.4)
+        runLoop(loop, atMost: 0.4)
         #expect(recorder.events.isEmpty)
         recorder.until = { !$0.events.isEmpty }
         stream.enableReading()
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(recorder.events == [.timeout])
         #expect(!stream.isReading)
         stream.close()
@@ -154,7 +140,7 @@ import Testing
 
     @Test func halfCloseSendsEverythingThenEndOfStream() {
         let loop = EventLoop()
-        let (a, b) = pair()
+        let (a, b) = socketPair()
         defer { close(b) }
         let stream = Stream(loop: loop, acceptedSocket: a)
         let recorder = Recorder(loop: loop)
@@ -174,7 +160,7 @@ import Testing
             }
         }
         reader.schedule(after: 0.005)
-        run(loop, atMost: 5)
+        runLoop(loop, atMost: 5)
         reader.cancel()
         got += readAll(b)
         #expect(got.count == 300_000)
@@ -198,10 +184,10 @@ import Testing
         recorder.until = { !$0.events.isEmpty }
         stream.delegate = recorder
         stream.output.append("queued before the connection")
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(recorder.events == [.connected])
         recorder.until = { $0.drained > 0 }
-        run(loop, atMost: 2)
+        runLoop(loop, atMost: 2)
         #expect(stream.output.count == 0)
         stream.close()
         listener.close()
@@ -215,7 +201,7 @@ import Testing
             let r = Recorder(loop: loop)
             r.until = { !$0.events.isEmpty }
             refused.delegate = r
-            run(loop, atMost: 2)
+            runLoop(loop, atMost: 2)
             #expect(r.events == [.error(ECONNREFUSED)])
             refused.close()
         }
