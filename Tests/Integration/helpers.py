@@ -665,6 +665,28 @@ class RawClient:
         self.close()
 
 
+def concurrently(n, fn):
+    """Runs fn(i) on n threads started together; returns the results in order."""
+    results = [None] * n
+    errors = []
+    gate = threading.Barrier(n)
+
+    def run(i):
+        try:
+            gate.wait(10)
+            results[i] = fn(i)
+        except Exception as e:  # reported below, with the index
+            errors.append((i, repr(e)))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    return results
+
+
 def proxy_exchange(larder_port, method, url, headers=(), body=b"", timeout=10.0):
     """One request through the proxy on a new connection."""
     with RawClient(larder_port, timeout) as c:

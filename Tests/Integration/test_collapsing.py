@@ -2,35 +2,12 @@
 followers on the other thread are covered too)."""
 
 import json
-import threading
 import time
 
 import pytest
 
-from helpers import RawClient, _read_head, pattern, proxy_exchange, std_request
+from helpers import RawClient, _read_head, concurrently, pattern, proxy_exchange, std_request
 from test_cache import cache_status, methods, script
-
-
-def concurrently(n, fn):
-    """Runs fn(i) on n threads started together; returns the results in order."""
-    results = [None] * n
-    errors = []
-    gate = threading.Barrier(n)
-
-    def run(i):
-        try:
-            gate.wait(10)
-            results[i] = fn(i)
-        except Exception as e:  # reported below, with the index
-            errors.append((i, repr(e)))
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not errors, errors
-    return results
 
 
 def test_twenty_concurrent_misses_make_one_origin_fetch(larder, origin, workdir):

@@ -3,12 +3,11 @@ pipelining, 100-continue, hop-by-hop fields, Via, Max-Forwards, 1xx, odd statuse
 
 import http.client
 import json
-import threading
 import time
 
 import pytest
 
-from helpers import (RawClient, _read_head, build_request, curl, headers_named, pattern, proxy_exchange,
+from helpers import (RawClient, _read_head, build_request, concurrently, curl, headers_named, pattern, proxy_exchange,
                      read_response, sha256, std_request)
 
 # ---------------------------------------------------------------------------
@@ -232,26 +231,17 @@ def test_bursts_up_to_the_per_host_limit_reuse_their_origin_connections(larder_f
     # more than the request they carry. One worker, since pools are per worker.
     larder = larder_factory(config={"workers": 1})
     clients = 48
-    barrier = threading.Barrier(clients)
-    failures = []
-
-    def client(i):
-        try:
-            with RawClient(larder.port) as c:
-                for burst in range(3):
-                    barrier.wait(10)
-                    resp = c.request("GET", origin.url(f"/bytes/{100 + i}?delay=0.3&b={burst}"))
-                    if resp.status != 200 or resp.body != pattern(100 + i):
-                        failures.append((i, burst, resp.status))
-        except Exception as e:   # noqa: BLE001 - reported below, with the client's number
-            failures.append((i, repr(e)))
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not failures, failures
+    conns = [RawClient(larder.port) for _ in range(clients)]
+    try:
+        for burst in range(3):
+            answers = concurrently(clients, lambda i: conns[i].request(
+                "GET", origin.url(f"/bytes/{100 + i}?delay=0.3&b={burst}")))
+            failures = [(i, burst, r.status) for i, r in enumerate(answers)
+                        if r.status != 200 or r.body != pattern(100 + i)]
+            assert not failures, failures
+    finally:
+        for c in conns:
+            c.close()
     reqs = origin.wait_requests(3 * clients)
     assert len(reqs) == 3 * clients
     conns = {q["conn"] for q in reqs}

@@ -27,7 +27,9 @@ def test_disk_hits_do_not_fault_in_fresh_memory_for_each_body(larder_factory, or
     failures = []
 
     def hits(rounds):
-        # Many responses at once, as under load: their buffers come and go together.
+        # Many responses at once, as under load: their buffers come and go together. The clients
+        # start as their threads do, not at one barrier: a burst that starts all at once can peak
+        # above the heap's trim threshold and measure trimming after a burst, not steady load.
         def client(i):
             try:
                 with RawClient(lr.port) as c:

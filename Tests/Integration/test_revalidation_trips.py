@@ -10,9 +10,9 @@ when a stale entry is checked.
 """
 
 import re
-import threading
 import time
 
+from helpers import concurrently
 from test_admin import admin
 from test_cache import cache_status, get, methods, script, seen, wait_for_methods
 
@@ -196,22 +196,9 @@ def test_head_revalidations_under_load_stay_within_the_connection_limit(larder_f
     urls = [origin.url(f"/res/limit?c={i}&delay=0.02") for i in range(clients)]
     for url in urls:
         assert get(lr, url).body == b"limited"
-    failures = []
-
-    def client(url):
-        try:
-            for _ in range(4):
-                resp = get(lr, url)
-                if resp.status != 200 or resp.body != b"limited" or "revalidated" not in cache_status(resp):
-                    failures.append((url, resp.status, cache_status(resp)))
-        except Exception as e:   # noqa: BLE001 - reported below
-            failures.append((url, repr(e)))
-
-    threads = [threading.Thread(target=client, args=(u,)) for u in urls]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    answers = concurrently(clients, lambda i: [get(lr, urls[i]) for _ in range(4)])
+    failures = [(urls[i], r.status, cache_status(r)) for i, rs in enumerate(answers) for r in rs
+                if r.status != 200 or r.body != b"limited" or "revalidated" not in cache_status(r)]
     assert not failures, failures[:5]
     reqs = [r for r in origin.requests() if r.get("path") == "/res/limit"]
     assert [r["method"] for r in reqs].count("HEAD") == 4 * clients
