@@ -13,7 +13,7 @@ final class OriginConnection: StreamDelegate {
     var recheckBeforeReuse = false
     /// Resting after such an answer until the loop has turned once (`HostPool.settle`).
     var settling = false
-    private var idleTimer: Timer?
+    private var idleDeadline: Deadline?
     private var sessionKept = false
 
     init(stream: Stream, pool: HostPool) {
@@ -27,25 +27,25 @@ final class OriginConnection: StreamDelegate {
         keepSession()
         stream.setTimeouts(read: nil, write: nil)
         stream.enableReading()   // notice the origin closing an idle connection
-        let t = idleTimer ?? Timer(loop: pool.session.loop) { [unowned self] in self.pool.idleConnectionEnded(self) }
-        idleTimer = t
+        let t = idleDeadline ?? Deadline(loop: pool.session.loop) { [unowned self] in self.pool.idleConnectionEnded(self) }
+        idleDeadline = t
         t.schedule(after: timeout)
     }
 
     func leaveIdle() {
-        idleTimer?.cancel()
+        idleDeadline?.cancel()
     }
 
     /// The stream now belongs to someone else; stop watching it.
     func detach() {
-        idleTimer?.cancel()
-        idleTimer = nil
+        idleDeadline?.cancel()
+        idleDeadline = nil
         task = nil
     }
 
     func close() {
-        idleTimer?.cancel()
-        idleTimer = nil
+        idleDeadline?.cancel()
+        idleDeadline = nil
         task = nil
         keepSession()
         stream.close()

@@ -19,7 +19,7 @@ final class ClientConnection: StreamDelegate {
     private(set) var machine: ConnectionMachine<LiveConnection>
     var writer = MessageWriter(capacity: 2_048)
     var chunkWriter = MessageWriter(capacity: 16)
-    private var deadline: Timer?
+    private var deadline: Deadline?
     private var inRequestLoop = false
     /// The client's TLS handshake has not completed yet (TLS listener or interception).
     private var tlsHandshakePending: Bool
@@ -61,7 +61,7 @@ final class ClientConnection: StreamDelegate {
 
     func start() {
         attach(stream)
-        deadline = Timer(loop: worker.loop) { [unowned self] in self.send(.deadline) }
+        deadline = Deadline(loop: worker.loop) { [unowned self] in self.send(.deadline) }
         if let refusal { stream.output.append(refusal.response(worker.settings.localAnswers)) }
         send(.opened(refused: refusal != nil))
     }
