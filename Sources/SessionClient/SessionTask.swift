@@ -27,7 +27,12 @@ public final class SessionTask {
     private let head: [UInt8]
     private let hasBody: Bool
     private let isIdempotent: Bool
-    public weak var delegate: (any SessionTaskDelegate)?
+    /// Held strongly until the task finishes, as URLSession holds a task's delegate, then let go, so a
+    /// delegate that owns its task is freed with it. (A weak reference would cost every task a side
+    /// table and every retain of the delegate the slow path.) Set on a finished task, it is not kept.
+    public var delegate: (any SessionTaskDelegate)? {
+        didSet { if state == .finished { delegate = nil } }
+    }
 
     private var state = State.created
     private var connection: OriginConnection?
@@ -122,6 +127,7 @@ public final class SessionTask {
         guard state != .finished else { return }
         let wasWaiting = state == .waiting
         state = .finished
+        delegate = nil
         deadlines.remove(self)
         if let c = connection {
             connection = nil
@@ -136,6 +142,7 @@ public final class SessionTask {
         guard state == .upgraded, let c = connection else { return nil }
         connection = nil
         state = .finished
+        delegate = nil
         pool?.detach(c)
         c.stream.delegate = nil
         c.stream.setTimeouts(read: nil, write: nil)
@@ -364,7 +371,7 @@ public final class SessionTask {
             c.recheckBeforeReuse = framing == .none
             pool?.release(c, reusable: reuse)
         }
-        delegate?.task(self, didCompleteWith: nil)
+        finishedDelegate()?.task(self, didCompleteWith: nil)
     }
 
     private func fail(_ error: SessionError) {
@@ -378,7 +385,14 @@ public final class SessionTask {
         } else if wasWaiting {
             pool?.remove(self)
         }
-        delegate?.task(self, didCompleteWith: error)
+        finishedDelegate()?.task(self, didCompleteWith: error)
+    }
+
+    /// The delegate, let go of now that the task has finished: it hears the end, and nothing after.
+    private func finishedDelegate() -> (any SessionTaskDelegate)? {
+        let d = delegate
+        delegate = nil
+        return d
     }
 }
 
