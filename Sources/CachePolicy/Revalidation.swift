@@ -86,31 +86,37 @@ public enum Revalidation {
         var w = MessageWriter(capacity: old.storage.count + new.storage.count)
         HeadSerialization.appendStatusLine(of: stored, to: &w)
 
-        // Which update fields may replace stored ones.
-        var updatable = [Bool](repeating: false, count: new.count)
-        for i in 0..<new.count {
-            // Content-Encoding describes the stored bytes themselves: an update cannot relabel them.
-            updatable[i] = !HeadSerialization.isNeverStored(new, at: i) && !new.nameEquals(at: i, "content-range")
-                && !new.nameEquals(at: i, "content-encoding") && !new.nameIsListed(at: i, in: omitFields)
-        }
-        var written = [Bool](repeating: false, count: new.count)
-        for i in 0..<old.count {
-            if old.isHopByHop(at: i) || old.nameEquals(at: i, "age") || old.nameIsListed(at: i, in: omitFields) {
-                continue
+        // What each update field may do: 0 nothing, 1 replace or join the stored ones, 2 written.
+        // On the stack: a revalidation should not allocate for bookkeeping.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: new.count) { use in
+            let newListsOthers = new.connectionListsOtherFields
+            for i in 0..<new.count {
+                // Content-Encoding describes the stored bytes themselves: an update cannot relabel them.
+                let updatable = !HeadSerialization.isNeverStored(new, at: i, connectionListsOtherFields: newListsOthers)
+                    && !new.nameEquals(at: i, "content-range")
+                    && !new.nameEquals(at: i, "content-encoding") && !new.nameIsListed(at: i, in: omitFields)
+                use[i] = updatable ? 1 : 0
             }
-            // The first stored field of the name takes all of the update's values; later ones go.
-            var replaced = false
-            for j in 0..<new.count where updatable[j] && old.nameEquals(at: i, fieldAt: j, of: new) {
-                replaced = true
-                if !written[j] {
-                    w.appendField(at: j, of: new)
-                    written[j] = true
+            let oldListsOthers = old.connectionListsOtherFields
+            for i in 0..<old.count {
+                if old.isHopByHop(at: i, connectionListsOtherFields: oldListsOthers) || old.nameEquals(at: i, "age")
+                    || old.nameIsListed(at: i, in: omitFields) {
+                    continue
                 }
+                // The first stored field of the name takes all of the update's values; later ones go.
+                var replaced = false
+                for j in 0..<new.count where use[j] != 0 && old.nameEquals(at: i, fieldAt: j, of: new) {
+                    replaced = true
+                    if use[j] == 1 {
+                        w.appendField(at: j, of: new)
+                        use[j] = 2
+                    }
+                }
+                if !replaced { w.appendField(at: i, of: old) }
             }
-            if !replaced { w.appendField(at: i, of: old) }
-        }
-        for j in 0..<new.count where updatable[j] && !written[j] {
-            w.appendField(at: j, of: new)
+            for j in 0..<new.count where use[j] == 1 {
+                w.appendField(at: j, of: new)
+            }
         }
         w.append("\r\n")
         return w.bytes

@@ -10,8 +10,9 @@ public enum StoredHead {
         let headers = response.headers
         var w = MessageWriter(capacity: headers.storage.count + 32)
         HeadSerialization.appendStatusLine(of: response, to: &w)
+        let connectionListsOthers = headers.connectionListsOtherFields
         for i in 0..<headers.count
-        where !HeadSerialization.isNeverStored(headers, at: i) && !headers.nameIsListed(at: i, in: omitFields) {
+        where !HeadSerialization.isNeverStored(headers, at: i, connectionListsOtherFields: connectionListsOthers) && !headers.nameIsListed(at: i, in: omitFields) {
             w.appendField(at: i, of: headers)
         }
         if response.status != 204 {
