@@ -118,8 +118,10 @@ public final class Cache: Sendable {
     /// Installs a freshened head (after a 304 or an unchanged HEAD) on the stored variant: in the
     /// memory tier at once, on disk when the memory tier does not hold it or its disk copy is due
     /// (`MemoryTier.headPersistInterval`).
-    public func freshen(_ entry: StoredResponse, facts: EntryFacts, head: [UInt8], now: Int64) {
-        let persist = memory.replaceHead(entry.key, facts: facts, head: head, now: now)
+    /// `parsedHead`: `head` parsed, kept with a memory-tier copy for the next revalidation.
+    public func freshen(_ entry: StoredResponse, facts: EntryFacts, head: [UInt8], parsedHead: ResponseHead?,
+                        now: Int64) {
+        let persist = memory.replaceHead(entry.key, facts: facts, head: head, parsedHead: parsedHead, now: now)
         if entry.tier == .allowed, persist {
             disk?.enqueue(.replaceHead(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head))
         }
@@ -234,6 +236,11 @@ public final class StoredResponse: Sendable {
     public var facts: EntryFacts { record.facts }
     public var head: [UInt8] { record.head }
     public var bodyLength: Int { record.bodyLength }
+    /// `head` parsed, when the memory tier kept it from an earlier revalidation.
+    public var parsedHead: ResponseHead? {
+        if case .memory(let object) = body { return object.parsedHead }
+        return nil
+    }
 }
 
 public enum CacheLookup: Sendable {

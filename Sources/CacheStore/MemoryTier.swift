@@ -1,4 +1,5 @@
 import CachePolicy
+import HTTPWire
 import Locking
 import Synchronization
 
@@ -15,16 +16,23 @@ public final class CachedObject: Sendable {
     /// When the head the disk holds for this entry was written, and its facts (`MemoryTier.replaceHead`).
     let headPersistedAt: Int64
     let persistedFacts: EntryFacts
+    /// `record.head` parsed, kept once a revalidation has parsed it: an entry revalidated once is
+    /// usually revalidated again, and the next one need not parse it afresh.
+    public let parsedHead: ResponseHead?
 
     public init(key: EntryKey, record: EntryRecord, body: [UInt8], tier: StoragePolicy, headPersistedAt: Int64? = nil,
-                persistedFacts: EntryFacts? = nil) {
+                persistedFacts: EntryFacts? = nil, parsedHead: ResponseHead? = nil) {
         self.key = key; self.record = record; self.body = body; self.tier = tier
         lastTouched = Atomic(record.lastAccess)
         self.headPersistedAt = headPersistedAt ?? record.storedAt
         self.persistedFacts = persistedFacts ?? record.facts
+        self.parsedHead = parsedHead
     }
 
-    var footprint: Int { body.count + record.head.count + record.primaryKey.count + record.secondaryKey.count + 256 }
+    var footprint: Int {
+        let parsed = parsedHead.map { $0.headers.storage.count + $0.headers.count * MemoryLayout<HeaderField>.stride } ?? 0
+        return body.count + record.head.count + parsed + record.primaryKey.count + record.secondaryKey.count + 256
+    }
 }
 
 /// The in-memory tier in front of LMDB: hot small entries ready to send, and the memory-only
@@ -148,7 +156,7 @@ final class MemoryTier: Sendable {
     /// the disk's (a shorter lifetime, `no-cache`, other validators: the disk's copy must never be
     /// served where this one would not), else once `headPersistInterval` has passed since the
     /// disk's copy was written.
-    func replaceHead(_ key: EntryKey, facts: EntryFacts, head: [UInt8], now: Int64) -> Bool {
+    func replaceHead(_ key: EntryKey, facts: EntryFacts, head: [UInt8], parsedHead: ResponseHead?, now: Int64) -> Bool {
         state.withLock { s in
             guard let i = s.index[key], let old = s.nodes[i].object else { return true }
             var r = old.record
@@ -158,7 +166,7 @@ final class MemoryTier: Sendable {
                 || !old.persistedFacts.neverFresherThan(facts)
             let o = CachedObject(key: key, record: r, body: old.body, tier: old.tier,
                                  headPersistedAt: persist ? now : old.headPersistedAt,
-                                 persistedFacts: persist ? facts : old.persistedFacts)
+                                 persistedFacts: persist ? facts : old.persistedFacts, parsedHead: parsedHead)
             s.bytes += o.footprint - old.footprint
             s.nodes[i].object = o
             return persist

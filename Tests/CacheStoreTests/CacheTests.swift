@@ -104,20 +104,27 @@ import Locking
         let before = queued()
         let interval = MemoryTier.headPersistInterval
         func head(_ n: Int) -> [UInt8] { Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-N: \(n)\r\n".utf8) }
-        cache.freshen(entry, facts: facts(), head: head(1), now: 1_000 + interval - 1)
+        cache.freshen(entry, facts: facts(), head: head(1), parsedHead: nil, now: 1_000 + interval - 1)
         #expect(queued() == before, "the disk's head is younger than the interval: memory only")
         #expect(lookUp()?.head == head(1), "lookups see the freshened head at once")
-        cache.freshen(entry, facts: facts(), head: head(2), now: 1_000 + interval)
+        cache.freshen(entry, facts: facts(), head: head(2), parsedHead: nil, now: 1_000 + interval)
         #expect(queued() == before + 1, "due: written to disk")
-        cache.freshen(entry, facts: facts(), head: head(3), now: 1_000 + interval + 1)
+        cache.freshen(entry, facts: facts(), head: head(3), parsedHead: nil, now: 1_000 + interval + 1)
         #expect(queued() == before + 1)
         #expect(lookUp()?.head == head(3))
+        // The parsed head handed in is kept with the memory copy, for the next revalidation.
+        #expect(lookUp()?.parsedHead == nil)
+        let parsed = StoredHead.parse(head(5))
+        cache.freshen(entry, facts: facts(), head: head(5), parsedHead: parsed, now: 1_000 + interval + 1)
+        #expect(lookUp()?.parsedHead?.headers.storage == parsed?.headers.storage)
+        #expect(lookUp()?.parsedHead?.headers.value(of: "x-n") == "5")
+        #expect(queued() == before + 1)
         // A head that allows less than the disk's (here a shorter lifetime) reaches the disk at
         // once: the older copy must never be served where the new one would not.
         var shorter = facts()
         shorter.freshnessLifetime = 0
         shorter.responseTime += interval + 2
-        cache.freshen(entry, facts: shorter, head: head(4), now: 1_000 + interval + 2)
+        cache.freshen(entry, facts: shorter, head: head(4), parsedHead: nil, now: 1_000 + interval + 2)
         #expect(queued() == before + 2)
         gate.signal()
         cache.flush()

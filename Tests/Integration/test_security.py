@@ -419,6 +419,32 @@ def test_qualified_no_cache_fields_stay_out_after_a_revalidation(larder, scripte
     assert hit.header("X-Secret") is None and hit.header("Set-Cookie") is None, hit.headers
 
 
+def test_each_revalidation_builds_on_the_head_the_last_one_left(larder, scripted):
+    # The memory tier keeps a freshened head parsed for the next revalidation: that copy must be
+    # the latest head, never the one first stored. A field only the first update adds has to
+    # survive the later ones, and the round counter must always be the newest.
+    rounds = []
+
+    def handler(req):
+        if req.method == "HEAD":
+            rounds.append(req)
+            n = len(rounds)
+            extra = "X-Added: by-round-1\r\n" if n == 1 else ""
+            return (f"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nCache-Control: max-age=0\r\nX-Round: {n}\r\n{extra}"
+                    "Content-Length: 2\r\n\r\n").encode()
+        return answer(200, b"ok", [("ETag", '"v1"'), ("Cache-Control", "max-age=0"), ("X-Round", "0")])
+
+    origin = scripted(handler)
+    assert proxy_exchange(larder.port, "GET", origin.url("/r")).header("X-Round") == "0"
+    for n in range(1, 5):
+        r = proxy_exchange(larder.port, "GET", origin.url("/r"))
+        assert r.body == b"ok" and "revalidated" in r.header("Cache-Status"), r.headers
+        assert r.header("X-Round") == str(n), r.headers
+        assert r.header("X-Added") == "by-round-1", r.headers
+        assert r.all("X-Round") == [str(n)], "one X-Round, the newest"
+    assert len(rounds) == 4
+
+
 # ---------------------------------------------------------------------------------------------
 # 5, 6, 15. Request bodies on GET and HEAD
 

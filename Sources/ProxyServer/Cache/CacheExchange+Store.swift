@@ -54,7 +54,7 @@ extension CacheExchange {
     /// The origin said the stored `entry` is unchanged (304, or a matching HEAD): refresh its
     /// stored head from `update` (RFC 9111 §3.2, §4.3.4, §4.3.5). False when the stored head is unusable.
     func freshen(with update: ResponseHead, now: Int64, cache: Cache, setup: CacheSetup) -> Bool {
-        guard let entry, let stored = CachedResponseWriter.parse(entry.head) else { return false }
+        guard let entry, let stored = entry.parsedHead ?? CachedResponseWriter.parse(entry.head) else { return false }
         // The qualified field lists of both heads keep applying: a field the stored response kept
         // private stays out whatever the update says, and the update's own lists apply too.
         var omit = Storability.qualifiedFields(of: stored.headers)
@@ -67,7 +67,7 @@ extension CacheExchange {
         let policyHead = TargetedCacheControl.policyHead(of: parsed, targets: setup.targetedFields) ?? parsed
         let facts = EntryFacts.make(response: policyHead, requestTime: requestTime, responseTime: now,
                                     bodyLength: entry.bodyLength, settings: setup.policy, override: override)
-        cache.freshen(entry, facts: facts, head: newHead, now: now)
+        cache.freshen(entry, facts: facts, head: newHead, parsedHead: parsed, now: now)
         var record = entry.record
         record.facts = facts
         record.head = newHead
