@@ -53,7 +53,7 @@ def dump(pid, out_prefix):
             keep = os.environ.get("LARDER_PROFILE_DIR")
             if keep:  # for callgrind_annotate when a gate fails or a change is profiled
                 os.makedirs(keep, exist_ok=True)
-                shutil.copy(fresh[-1], keep)
+                shutil.copy(fresh[-1], os.path.join(keep, f"{os.path.basename(fresh[-1])}.pid{pid}"))
             return callgrind_total(fresh[-1])
         time.sleep(0.1)
     raise AssertionError("callgrind wrote no dump")
@@ -72,7 +72,9 @@ def larder_under_callgrind(larder_factory, workdir):
     subprocess.run(["objcopy", "--strip-debug", larder_bin(), str(binary)], check=True, timeout=60)
     lr = larder_factory(
         config={"workers": 1, "access_log": "off"},
-        wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_prefix}", "--dump-instr=no"),
+        # Names written in full, so a dump kept in LARDER_PROFILE_DIR can be annotated on its own.
+        wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_prefix}", "--dump-instr=no",
+                 "--compress-strings=no"),
         binary=binary, start_timeout=120)
     return lr, out_prefix
 
