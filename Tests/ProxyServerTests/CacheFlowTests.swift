@@ -62,7 +62,7 @@ import Testing
                                              cache: cache, setup: setup, table: table) else { return nil }
         // What `tee` gives the store from the origin's body.
         Array("abc".utf8).withUnsafeBytes { _ = ex.writer?.append($0) }
-        guard case .done = ex.originEnded(error: nil, now: now, policy: setup.policy, table: table) else { return nil }
+        guard case .done = ex.originEnded(error: nil, now: now, table: table) else { return nil }
         cache.flush()
         if case .found(let entry) = cache.makeReader().lookup(primaryKey: Array(Self.url.utf8), request: HeaderBlock()) {
             return entry
@@ -79,7 +79,7 @@ import Testing
             _ = other.originHead(response(Self.cacheable), request: request(), background: false, now: 1_001,
                                  cache: cache, setup: setup, table: table)
             cache.invalidate(primaryKey: Array(Self.url.utf8))
-            guard case .done = other.originEnded(error: .cancelled, now: 1_001, policy: setup.policy, table: table) else {
+            guard case .done = other.originEnded(error: .cancelled, now: 1_001, table: table) else {
                 Issue.record("a broken fetch is simply done")
                 return
             }
@@ -104,8 +104,7 @@ import Testing
                 return
             }
             #expect(step == .unchanged && step.consumesAnswer)
-            guard case .serveEntry(let fresh) = ex.originEnded(error: nil, now: 1_100, policy: setup.policy,
-                                                               table: table) else {
+            guard case .serveEntry(let fresh) = ex.originEnded(error: nil, now: 1_100, table: table) else {
                 Issue.record("unchanged: the entry is served")
                 return
             }
@@ -122,7 +121,7 @@ import Testing
             guard case .revalidation(.refetch) = byHead.originHead(response(changed, method: .head), request: request(),
                                                                    background: false, now: 1_100, cache: cache,
                                                                    setup: setup, table: table),
-                  case .refetch = byHead.originEnded(error: nil, now: 1_101, policy: setup.policy, table: table),
+                  case .refetch = byHead.originEnded(error: nil, now: 1_101, table: table),
                   case .fetching = byHead.phase else {
                 Issue.record("HEAD found a change: fetch again with GET")
                 return
@@ -158,7 +157,7 @@ import Testing
             }
             #expect(step == .forwardThis && !step.consumesAnswer, "the HEAD's answer goes to the client")
             #expect(ex.status.detail == "revalidated-head-changed" && ex.status.forwardStatus == 200)
-            guard case .done = ex.originEnded(error: nil, now: 1_100, policy: setup.policy, table: table) else {
+            guard case .done = ex.originEnded(error: nil, now: 1_100, table: table) else {
                 Issue.record("no second request after the client's HEAD")
                 return
             }
@@ -177,7 +176,7 @@ import Testing
             background.entry = entry
             guard case .revalidation(.keep) = background.originHead(failing, request: request(), background: true,
                                                                      now: 1_100, cache: cache, setup: setup, table: table),
-                  case .done = background.originEnded(error: nil, now: 1_100, policy: setup.policy, table: table) else {
+                  case .done = background.originEnded(error: nil, now: 1_100, table: table) else {
                 Issue.record("a background refresh leaves the entry on a 5xx")
                 return
             }
@@ -192,7 +191,7 @@ import Testing
             client.facts = try RequestFacts.make(allowing, rulePolicy: nil, settings: setup.policy)
             guard case .revalidation(.serveStale) = client.originHead(failing, request: allowing, background: false,
                                                                       now: 1_100, cache: cache, setup: setup, table: table),
-                  case .serveEntry = client.originEnded(error: nil, now: 1_100, policy: setup.policy, table: table) else {
+                  case .serveEntry = client.originEnded(error: nil, now: 1_100, table: table) else {
                 Issue.record("a client that allows stale-if-error is served the entry")
                 return
             }
@@ -205,8 +204,7 @@ import Testing
             let ex = exchange(.revalidating(.head))
             ex.entry = entry
             ex.facts = try RequestFacts.make(request(), rulePolicy: nil, settings: setup.policy)
-            guard case .revalidationFailed(let m) = ex.originEnded(error: .cancelled, now: 1_100, policy: setup.policy,
-                                                                   table: table) else {
+            guard case .revalidationFailed(let m) = ex.originEnded(error: .cancelled, now: 1_100, table: table) else {
                 Issue.record("no answer: the revalidation failed")
                 return
             }

@@ -38,7 +38,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
         pacer.cancel()
         task?.cancel()
         task = nil
-        exchange.completeFetch(error: .cancelled, policy: worker.settings.cache.policy, table: worker.inFlight)
+        exchange.completeFetch(error: .cancelled, table: worker.inFlight)
         finish()
     }
 
@@ -91,8 +91,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
             let url = String(decoding: exchange.primaryKey, as: UTF8.self)
             worker.logger.notice("background refresh of \(url) failed: \(error.message)")
         }
-        switch exchange.originEnded(error: error, now: worker.clock.wallSeconds, policy: worker.settings.cache.policy,
-                                    table: worker.inFlight) {
+        switch exchange.originEnded(error: error, now: worker.clock.wallSeconds, table: worker.inFlight) {
         case .refetch where error == nil:
             // Without the client's conditionals or range: the whole new response, to store.
             send(OutboundHead.Revalidation(method: .get, conditionalFields: []))

@@ -64,10 +64,10 @@ extension CacheExchange {
     }
 
     /// The origin's exchange ended (`error` nil) or broke off.
-    func originEnded(error: SessionError?, now: Int64, policy: PolicySettings, table: InFlightTable) -> EndStep {
+    func originEnded(error: SessionError?, now: Int64, table: InFlightTable) -> EndStep {
         switch phase {
         case .fetching:
-            completeFetch(error: error, policy: policy, table: table)
+            completeFetch(error: error, table: table)
             return .done
         case .revalidating(let m):
             return error == nil ? .done : .revalidationFailed(m)

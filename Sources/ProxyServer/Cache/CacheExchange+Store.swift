@@ -42,9 +42,8 @@ extension CacheExchange {
             }
             writer = w
             storedResponse = head
-            policyResponse = policyHead
+            storedFacts = facts
             omitFields = omit
-            freshnessOverride = rule.freshness
             responseTime = now
             status.stored = true
             return shared

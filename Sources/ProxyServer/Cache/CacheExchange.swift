@@ -41,11 +41,10 @@ final class CacheExchange {
     // A store in progress.
     var writer: EntryWriter?
     var storedResponse: ResponseHead?
-    /// What the store decisions read, when a targeted field (`TargetedCacheControl`) replaced
-    /// `Cache-Control` in `storedResponse`.
-    var policyResponse: ResponseHead?
+    /// The entry's facts as the decision to store computed them; only the body's length is left
+    /// to fill in when it is complete.
+    var storedFacts: EntryFacts?
     var omitFields: [[UInt8]] = []
-    var freshnessOverride: FreshnessOverride?
     var responseTime: Int64 = 0
     /// The collapsed fetch this request leads, if any.
     var inFlight: InFlightFetch?
@@ -78,16 +77,14 @@ extension CacheExchange {
     /// The origin's response ended (`error` nil) or broke off: commit or abandon the store, then
     /// tell collapsed followers. The store goes first so that requests arriving after the table
     /// entry is gone find the new entry.
-    func completeFetch(error: SessionError?, policy: PolicySettings, table: InFlightTable) {
+    func completeFetch(error: SessionError?, table: InFlightTable) {
         if let w = writer {
             writer = nil
             if error != nil {
                 w.abandon()
-            } else if let head = storedResponse {
+            } else if let head = storedResponse, var facts = storedFacts {
                 let length = w.bodyLength
-                let facts = EntryFacts.make(response: policyResponse ?? head, requestTime: requestTime,
-                                            responseTime: responseTime, bodyLength: length, settings: policy,
-                                            override: freshnessOverride)
+                facts.contentLength = length
                 w.finish(head: StoredHead.make(response: head, bodyLength: length, omitFields: omitFields), facts: facts)
             }
         }

@@ -173,7 +173,7 @@ enum CacheFlow {
         guard let ex = c.context.cache else { return false }
         let worker = c.worker
         let now = worker.clock.wallSeconds
-        switch ex.originEnded(error: error, now: now, policy: worker.settings.cache.policy, table: worker.inFlight) {
+        switch ex.originEnded(error: error, now: now, table: worker.inFlight) {
         case .done:
             return false
         case .revalidationFailed(let m):

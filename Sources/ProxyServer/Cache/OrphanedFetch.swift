@@ -29,7 +29,7 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
         pacer.cancel()
         stallWatch.cancel()
         task.cancel()
-        exchange.completeFetch(error: .cancelled, policy: worker.settings.cache.policy, table: worker.inFlight)
+        exchange.completeFetch(error: .cancelled, table: worker.inFlight)
         worker.orphanFinished(self)
     }
 
@@ -82,8 +82,7 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
         pacer.cancel()
         stallWatch.cancel()
         // A fetch (phase `.fetching`): the store is committed or abandoned, then the followers told.
-        _ = exchange.originEnded(error: error, now: worker.clock.wallSeconds, policy: worker.settings.cache.policy,
-                                 table: worker.inFlight)
+        _ = exchange.originEnded(error: error, now: worker.clock.wallSeconds, table: worker.inFlight)
         worker.orphanFinished(self)
     }
 }
