@@ -156,10 +156,14 @@ public final class DiskStore: @unchecked Sendable {
 
     /// Bytes of the map's pages holding data now: pages up to the last one used, less those on
     /// LMDB's free list (which new writes reuse). Nil when the environment cannot be read.
-    static func bytesInUse(_ env: OpaquePointer) -> Int? {
+    /// With `onlyAbove`, pages up to the last one used are returned uncounted when they come to
+    /// no more than that: the free list is read (a transaction and a scan) only when it matters.
+    static func bytesInUse(_ env: OpaquePointer, onlyAbove threshold: Int? = nil) -> Int? {
         var info = MDB_envinfo()
         var stat = MDB_stat()
         guard mdb_env_info(env, &info) == 0, mdb_env_stat(env, &stat) == 0 else { return nil }
+        let highWater = (Int(info.me_last_pgno) + 1) * Int(stat.ms_psize)
+        if let threshold, highWater <= threshold { return highWater }
         var txn: OpaquePointer?
         guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0 else { return nil }
         defer { mdb_txn_abort(txn) }

@@ -231,7 +231,7 @@ final class DiskWriter: @unchecked Sendable {
         let stored = bytes.load(ordering: .relaxed)
         let byCapacity = settings.capacity - settings.capacity / 10
         let roomy = settings.mapSize - settings.sizeMargin / 2
-        let inUse = DiskStore.bytesInUse(env) ?? 0
+        let inUse = DiskStore.bytesInUse(env, onlyAbove: roomy) ?? 0
         if inUse > roomy {
             return min(byCapacity, stored - (inUse - roomy) - settings.capacity / 10)
         }
