@@ -1,4 +1,5 @@
 import EventLoop
+import HTTPWire
 
 /// One connection to an origin: idle in its pool, or serving exactly one task at a time.
 final class OriginConnection: StreamDelegate {
@@ -13,6 +14,9 @@ final class OriginConnection: StreamDelegate {
     var recheckBeforeReuse = false
     /// Resting after such an answer until the loop has turned once (`HostPool.settle`).
     var settling = false
+    /// Room for the response heads read on this connection, lent to each task in turn: parsing
+    /// reuses its capacity instead of allocating for every response.
+    var headSpace = ResponseHead()
     private var idleDeadline: Deadline?
     private var sessionKept = false
 

@@ -158,6 +158,7 @@ public final class SessionTask {
         }
         connection = conn
         conn.task = self
+        swap(&response, &conn.headSpace)
         reusedConnection = reused
         responseStarted = false
         state = .awaitingHead
@@ -369,6 +370,7 @@ public final class SessionTask {
                 session.noteDiscardedUnsafe()
             }
             c.recheckBeforeReuse = framing == .none
+            if reuse { swap(&response, &c.headSpace) }
             pool?.release(c, reusable: reuse)
         }
         finishedDelegate()?.task(self, didCompleteWith: nil)
