@@ -323,6 +323,15 @@ public final class CacheReader {
         return BodyPin(store: store, id: entry.record.bodyID)
     }
 
+    /// Whether chunk `index` of `entry`'s disk body stays where `withChunk` finds it in the map for
+    /// as long as the body is pinned, so that it may be sent by reference instead of copied. True
+    /// for chunks that fill overflow pages of their own (`DiskStore.pageSize`); small ones share a
+    /// page that later writes copy and reuse.
+    public func chunkStaysMapped(of entry: StoredResponse, index: Int) -> Bool {
+        guard let disk = cache.disk else { return false }
+        return BodyChunk.storedSize(payloadCount: entry.record.chunkLength(at: index)) >= disk.pageSize
+    }
+
     /// Calls `body` with chunk `index` of `entry`'s disk body. With `verify`, its checksum is
     /// checked first; a damaged chunk is never passed to `body`, and its entry is dropped and
     /// reported. Each chunk needs checking once per response: stored chunks never change.

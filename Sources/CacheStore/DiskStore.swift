@@ -73,6 +73,11 @@ public final class DiskStore: @unchecked Sendable {
     /// Held while the environment is open; released with it.
     private let lock: DirectoryLock
     private let nextBodyID: Atomic<UInt64>
+    /// LMDB's page size. A value of a page or more never fits inside a page (LMDB's limit is about
+    /// half of one): it lives in overflow pages of its own, which stay where they are, unchanged,
+    /// until the record is deleted. A pinned body's large chunks can therefore be sent straight
+    /// from the map.
+    let pageSize: Int
 
     /// Opens the cache in `settings.directory`, refusing one another process uses. A directory
     /// proven damaged (truncated, corrupt) or holding another format is renamed aside (noted in
@@ -92,6 +97,8 @@ public final class DiskStore: @unchecked Sendable {
         }
         startupNotes = notes
         nextBodyID = Atomic(sweep.maxBodyID &+ 1)
+        var stat = MDB_stat()
+        pageSize = mdb_env_stat(env, &stat) == 0 ? Int(stat.ms_psize) : Int.max
         writer = DiskWriter(env: env, dbs: DiskWriter.Databases(variants: variants, entries: entries, chunks: chunks,
                                                                 access: access, info: info),
                             settings: settings, bytes: sweep.bytes, entryCount: sweep.entryCount, pins: pins, log: log)

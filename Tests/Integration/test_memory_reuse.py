@@ -3,7 +3,9 @@ again: disk-only hits of 64 KiB bodies (each queued in a buffer of 128 KiB, glib
 threshold) cost no page faults once warm. Before Larder set glibc's thresholds itself, every such
 hit mapped, zeroed and unmapped its buffer: a fifth of its CPU in disk-only hits."""
 
+import socket
 import threading
+import time
 from pathlib import Path
 
 from helpers import RawClient
@@ -55,3 +57,58 @@ def test_disk_hits_do_not_fault_in_fresh_memory_for_each_body(larder_factory, or
     assert not failures, failures[:5]
     assert sum(1 for r in origin.requests() if r.get("path") == "/res/disk64") == len(urls), "not disk hits"
     assert faults < CLIENTS * ROUNDS // 8, f"{faults} page faults for {CLIENTS * ROUNDS} disk hits of 64 KiB"
+
+
+def anonymous_kib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssAnon")
+
+
+HELD = 32
+
+
+def test_disk_only_bodies_are_queued_by_reference_not_copied(larder_factory, origin, workdir):
+    # Clients that stop reading leave each response's window of the body queued in Larder. For a
+    # body that lives only on disk, the window points into LMDB's map: it costs no heap, where a
+    # copy would cost every held response its window (a quarter of a MiB).
+    lr = larder_factory(config={"workers": 1, "cache": {"memory_capacity": "64KiB",
+                                                        "memory_max_object_size": "16KiB"}})
+    size = 4 << 20
+    script(workdir, "disk4m", headers=[("Cache-Control", "max-age=3600")], body="m" * size)
+    url = origin.url("/res/disk4m")
+    with RawClient(lr.port) as c:
+        assert len(c.request("GET", url).body) == size
+    with RawClient(lr.port) as c:   # a disk hit, read whole, warms the map and the heap
+        r = c.request("GET", url)
+        assert len(r.body) == size and "hit" in r.header("Cache-Status")
+    before = anonymous_kib(lr.pid)
+    held = []
+    try:
+        for _ in range(HELD):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # the kernel holds little
+            s.connect(("127.0.0.1", lr.port))
+            s.sendall(f"GET {url} HTTP/1.1\r\nHost: {url.split('/')[2]}\r\n\r\n".encode())
+            held.append(s)
+        time.sleep(1.5)   # every response has queued its window by now
+        grown = anonymous_kib(lr.pid) - before
+        window_kib = 256
+        assert grown < HELD * window_kib // 4, (
+            f"anonymous memory grew {grown} KiB with {HELD} disk hits held: the bodies were copied")
+        # And they are whole when read after all.
+        for s in held[:2]:
+            s.settimeout(10)
+            got = b""
+            while b"\r\n\r\n" not in got or len(got) - got.index(b"\r\n\r\n") - 4 < size:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                got += chunk
+            body = got[got.index(b"\r\n\r\n") + 4:]
+            assert body == b"m" * size, len(body)
+    finally:
+        for s in held:
+            s.close()
+    assert sum(1 for r in origin.requests() if r.get("path") == "/res/disk4m") == 1, "not disk hits"

@@ -1,11 +1,12 @@
 import CacheStore
 
-/// Sends a disk-stored body, a window at a time: each response keeps at most `window` bytes of it
-/// in memory, however many clients read large objects. Each chunk's checksum is checked the first
-/// time this response reads it.
+/// Sends a disk-stored body, a window at a time: each response queues at most `window` bytes of
+/// it, however many clients read large objects, and large chunks are queued by reference to the
+/// map rather than copied. Each chunk's checksum is checked the first time this response reads it.
 final class StoredBodySender {
     unowned(unsafe) let connection: ClientConnection
-    /// Dropped at the end of the response, which lets go of the body's pin.
+    /// Dropped at the end of the response; the body's pin goes with it once the bytes queued by
+    /// reference have been written too.
     private var cursor: CachedBodyCursor?
 
     /// Bytes of a disk-stored body queued per response; refilled as the socket drains (the stream
@@ -24,10 +25,15 @@ final class StoredBodySender {
             let room = StoredBodySender.window - output.count
             let index = cursor.chunk
             let verify = index > cursor.checkedThrough
-            let read = c.worker.cacheReader.withChunk(of: cursor.entry, index: index, verify: verify) { bytes in
+            let reader = c.worker.cacheReader
+            // A large chunk of a pinned body is queued by reference to the map: no copy per response.
+            // The queued bytes keep the pin, so the chunk stays until the socket has taken them.
+            let pin = reader.chunkStaysMapped(of: cursor.entry, index: index) ? cursor.pin : nil
+            let read = reader.withChunk(of: cursor.entry, index: index, verify: verify) { bytes in
                 let start = min(cursor.skip, bytes.count)
                 let take = min(bytes.count - start, cursor.remaining, room)
-                output.append(UnsafeRawBufferPointer(rebasing: bytes[start..<start + take]))
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<start + take])
+                if let pin { output.appendReference(slice, keepingAlive: pin) } else { output.append(slice) }
                 cursor.remaining -= take
                 if start + take == bytes.count {
                     cursor.skip = 0
