@@ -15,10 +15,11 @@ enum HeadSerialization {
     /// Fields a stored head never keeps: hop-by-hop (with those named in Connection), framing,
     /// `Age`, which is written afresh for every response served, and cookies being set, which
     /// belong to the one client whose request was answered.
-    /// `connectionListsOtherFields`: the head's, computed once by the caller (see `HeaderBlock.isHopByHop`).
+    /// `connectionListsOtherFields`: the head's, computed once by the caller (`HeaderBlock.isHopByHop`).
     static func isNeverStored(_ headers: HeaderBlock, at index: Int, connectionListsOtherFields: Bool) -> Bool {
-        headers.isHopByHop(at: index, connectionListsOtherFields: connectionListsOtherFields) || headers.nameEquals(at: index, "content-length")
-            || headers.nameEquals(at: index, "age") || headers.isSetCookie(at: index)
+        headers.isHopByHop(at: index, connectionListsOtherFields: connectionListsOtherFields)
+            || headers.nameEquals(at: index, "content-length") || headers.nameEquals(at: index, "age")
+            || headers.isSetCookie(at: index)
     }
 }
 

@@ -10,9 +10,10 @@ public enum StoredHead {
         let headers = response.headers
         var w = MessageWriter(capacity: headers.storage.count + 32)
         HeadSerialization.appendStatusLine(of: response, to: &w)
-        let connectionListsOthers = headers.connectionListsOtherFields
+        let listsOthers = headers.connectionListsOtherFields
         for i in 0..<headers.count
-        where !HeadSerialization.isNeverStored(headers, at: i, connectionListsOtherFields: connectionListsOthers) && !headers.nameIsListed(at: i, in: omitFields) {
+        where !HeadSerialization.isNeverStored(headers, at: i, connectionListsOtherFields: listsOthers)
+            && !headers.nameIsListed(at: i, in: omitFields) {
             w.appendField(at: i, of: headers)
         }
         if response.status != 204 {

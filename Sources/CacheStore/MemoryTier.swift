@@ -30,7 +30,8 @@ public final class CachedObject: Sendable {
     }
 
     var footprint: Int {
-        let parsed = parsedHead.map { $0.headers.storage.count + $0.headers.count * MemoryLayout<HeaderField>.stride } ?? 0
+        let fieldBytes = MemoryLayout<HeaderField>.stride
+        let parsed = parsedHead.map { $0.headers.storage.count + $0.headers.count * fieldBytes } ?? 0
         return body.count + record.head.count + parsed + record.primaryKey.count + record.secondaryKey.count + 256
     }
 }

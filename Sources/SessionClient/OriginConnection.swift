@@ -31,7 +31,9 @@ final class OriginConnection: StreamDelegate {
         keepSession()
         stream.setTimeouts(read: nil, write: nil)
         stream.enableReading()   // notice the origin closing an idle connection
-        let t = idleDeadline ?? Deadline(loop: pool.session.loop) { [unowned self] in self.pool.idleConnectionEnded(self) }
+        let t = idleDeadline ?? Deadline(loop: pool.session.loop) { [unowned self] in
+            self.pool.idleConnectionEnded(self)
+        }
         idleDeadline = t
         t.schedule(after: timeout)
     }
