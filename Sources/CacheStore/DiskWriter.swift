@@ -170,8 +170,10 @@ final class DiskWriter: @unchecked Sendable {
     /// purge's reply) goes at once; a request waiting for a body's commit to read it waits up
     /// to a millisecond more.
     private func gatherBriefly() {
+        // An empty queue has nothing to gather for (a wake-up left over from an earlier batch).
         let wait = queue.withLock { q -> Bool in
-            q.count < DiskWriter.gatherBelow && !q.contains { if case .barrier = $0 { true } else { false } }
+            !q.isEmpty && q.count < DiskWriter.gatherBelow
+                && !q.contains { if case .barrier = $0 { true } else { false } }
         }
         if wait, !stopped.load(ordering: .acquiring) { usleep(DiskWriter.gatherMicroseconds) }
     }
@@ -315,8 +317,10 @@ final class DiskWriter: @unchecked Sendable {
                 }
                 try commit(txn, key: key, spec: spec, record: record, bytes: &byteDelta, count: &countDelta)
             case .discard(let id, let count):
-                deletedInTransaction.append(id)  // a doomed body's last reader ended (or a store failed)
-                for i in 0..<count { try txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
+                // A doomed body's last reader ended (or a store failed). Through the pins all the
+                // same: should this batch have been tried before and aborted, the body was
+                // readable again meanwhile, and a response may be sending its chunks from the map.
+                try deleteBody(txn, id: id, chunks: count)
             case .replaceHead(let key, let bodyID, let facts, let head):
                 let k = key.bytes
                 guard let old = txn.record(db.entries, k),

@@ -168,6 +168,36 @@ import Locking
     }
 }
 
+extension CacheTests {
+    /// The writer's discard of a body (its last reader ended) may run in a batch tried once and
+    /// aborted (a full map), by when the body was readable, and pinned, again. A response may then
+    /// be sending its chunks from the map by reference: the discard must wait for that reader too.
+    @Test func aDiscardOfABodyPinnedAgainWaitsForItsReader() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir)
+        defer { cache.close() }
+        storeEntry(cache, url: "http://a/pinned", storedAt: 100)
+        cache.flush()
+        let reader = cache.makeReader()
+        guard case .found(let entry) = reader.lookup(primaryKey: Array("http://a/pinned".utf8),
+                                                     request: HeaderBlock()) else {
+            Issue.record("not stored")
+            return
+        }
+        var pin: BodyPin? = reader.pinBody(of: entry)
+        #expect(pin != nil, "a disk body can be pinned")
+        cache.disk!.enqueue(.discard(id: entry.record.bodyID, chunks: entry.record.chunkCount))
+        cache.flush()
+        #expect(reader.withChunk(of: entry, index: 0, verify: true) { _ in } == .delivered,
+                "a pinned body's chunks must outlive a discard")
+        pin = nil
+        cache.flush()
+        #expect(reader.withChunk(of: entry, index: 0, verify: true) { _ in } == .missing,
+                "gone once its last reader ended")
+    }
+}
+
 @Suite("Body pins")
 struct BodyPinsTests {
     @Test func aPinnedBodysDeletionWaitsForItsLastReader() {
