@@ -225,22 +225,20 @@ public final class StoredResponse: Sendable {
     public let record: EntryRecord
     public let body: Body
     public let tier: StoragePolicy
+    /// `record.head` parsed, when the memory tier kept it from an earlier revalidation.
+    public let parsedHead: ResponseHead?
 
-    public init(key: EntryKey, record: EntryRecord, body: Body, tier: StoragePolicy) {
+    public init(key: EntryKey, record: EntryRecord, body: Body, tier: StoragePolicy, parsedHead: ResponseHead? = nil) {
         self.key = key
         self.record = record
         self.body = body
         self.tier = tier
+        self.parsedHead = parsedHead
     }
 
     public var facts: EntryFacts { record.facts }
     public var head: [UInt8] { record.head }
     public var bodyLength: Int { record.bodyLength }
-    /// `head` parsed, when the memory tier kept it from an earlier revalidation.
-    public var parsedHead: ResponseHead? {
-        if case .memory(let object) = body { return object.parsedHead }
-        return nil
-    }
 }
 
 public enum CacheLookup: Sendable {
@@ -270,7 +268,8 @@ public final class CacheReader {
             let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
             let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
             if let o = cache.memory.get(key), o.record.secondaryKey == secondary {
-                return .found(StoredResponse(key: key, record: o.record, body: .memory(o), tier: o.tier))
+                return .found(StoredResponse(key: key, record: o.record, body: .memory(o), tier: o.tier,
+                                             parsedHead: o.parsedHead))
             }
         }
         guard let disk else { return inMemory == nil ? .uriMiss : .varyMiss }

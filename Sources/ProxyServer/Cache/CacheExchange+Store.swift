@@ -70,7 +70,8 @@ extension CacheExchange {
         var record = entry.record
         record.facts = facts
         record.head = newHead
-        self.entry = StoredResponse(key: entry.key, record: record, body: entry.body, tier: entry.tier)
+        self.entry = StoredResponse(key: entry.key, record: record, body: entry.body, tier: entry.tier,
+                                    parsedHead: parsed)
         return true
     }
 }
