@@ -121,7 +121,8 @@ public final class Cache: Sendable {
     /// `parsedHead`: `head` parsed, kept with a memory-tier copy for the next revalidation.
     public func freshen(_ entry: StoredResponse, facts: EntryFacts, head: [UInt8], parsedHead: ResponseHead?,
                         now: Int64) {
-        let persist = memory.replaceHead(entry.key, facts: facts, head: head, parsedHead: parsedHead, now: now)
+        let persist = memory.replaceHead(entry.key, freshening: entry.body, facts: facts, head: head,
+                                         parsedHead: parsedHead, now: now)
         if entry.tier == .allowed, persist {
             disk?.enqueue(.replaceHead(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head))
         }

@@ -19,6 +19,11 @@ public final class CachedObject: Sendable {
     /// `record.head` parsed, kept once a revalidation has parsed it: an entry revalidated once is
     /// usually revalidated again, and the next one need not parse it afresh.
     public let parsedHead: ResponseHead?
+    /// Which stored response this is: new for every store, kept when a revalidation replaces the
+    /// head, so a freshened head lands only on the response it freshens.
+    let storeID: UInt64
+
+    private static let storeIDs = Atomic<UInt64>(0)
 
     public init(key: EntryKey, record: EntryRecord, body: [UInt8], tier: StoragePolicy, headPersistedAt: Int64? = nil,
                 persistedFacts: EntryFacts? = nil, parsedHead: ResponseHead? = nil) {
@@ -27,6 +32,32 @@ public final class CachedObject: Sendable {
         self.headPersistedAt = headPersistedAt ?? record.storedAt
         self.persistedFacts = persistedFacts ?? record.facts
         self.parsedHead = parsedHead
+        storeID = CachedObject.storeIDs.add(1, ordering: .relaxed).newValue
+    }
+
+    /// The same stored response with a new head (`MemoryTier.replaceHead`).
+    private init(freshening old: CachedObject, record: EntryRecord, headPersistedAt: Int64, persistedFacts: EntryFacts,
+                 parsedHead: ResponseHead?) {
+        key = old.key; self.record = record; body = old.body; tier = old.tier
+        lastTouched = Atomic(record.lastAccess)
+        self.headPersistedAt = headPersistedAt
+        self.persistedFacts = persistedFacts
+        self.parsedHead = parsedHead
+        storeID = old.storeID
+    }
+
+    func freshened(record: EntryRecord, headPersistedAt: Int64, persistedFacts: EntryFacts,
+                   parsedHead: ResponseHead?) -> CachedObject {
+        CachedObject(freshening: self, record: record, headPersistedAt: headPersistedAt,
+                     persistedFacts: persistedFacts, parsedHead: parsedHead)
+    }
+
+    /// Whether `body` (a stored response found earlier) is this one, head replacements aside.
+    func isSameStore(as body: StoredResponse.Body) -> Bool {
+        switch body {
+        case .memory(let other): return other.storeID == storeID
+        case .disk(let id, _, _): return id != 0 && record.bodyID == id
+        }
     }
 
     var footprint: Int {
@@ -157,17 +188,21 @@ final class MemoryTier: Sendable {
     /// the disk's (a shorter lifetime, `no-cache`, other validators: the disk's copy must never be
     /// served where this one would not), else once `headPersistInterval` has passed since the
     /// disk's copy was written.
-    func replaceHead(_ key: EntryKey, facts: EntryFacts, head: [UInt8], parsedHead: ResponseHead?, now: Int64) -> Bool {
+    ///
+    /// `freshening`: the stored response the head belongs to. When another response was stored
+    /// under the key since, it keeps its own head (the disk's copy is left to the writer, which
+    /// checks the body too): an old head on a new body would announce the wrong length.
+    func replaceHead(_ key: EntryKey, freshening body: StoredResponse.Body, facts: EntryFacts, head: [UInt8],
+                     parsedHead: ResponseHead?, now: Int64) -> Bool {
         state.withLock { s in
-            guard let i = s.index[key], let old = s.nodes[i].object else { return true }
+            guard let i = s.index[key], let old = s.nodes[i].object, old.isSameStore(as: body) else { return true }
             var r = old.record
             r.facts = facts
             r.head = head
             let persist = now - old.headPersistedAt >= MemoryTier.headPersistInterval || now < old.headPersistedAt
                 || !old.persistedFacts.neverFresherThan(facts)
-            let o = CachedObject(key: key, record: r, body: old.body, tier: old.tier,
-                                 headPersistedAt: persist ? now : old.headPersistedAt,
-                                 persistedFacts: persist ? facts : old.persistedFacts, parsedHead: parsedHead)
+            let o = old.freshened(record: r, headPersistedAt: persist ? now : old.headPersistedAt,
+                                  persistedFacts: persist ? facts : old.persistedFacts, parsedHead: parsedHead)
             s.bytes += o.footprint - old.footprint
             s.nodes[i].object = o
             return persist

@@ -169,6 +169,44 @@ import Locking
 }
 
 extension CacheTests {
+    /// A revalidation answered after another response was stored under the same key: its head
+    /// freshens the response it revalidated, which is gone, never the new one (whose length,
+    /// validators and body it does not describe), in memory or on disk.
+    @Test func aFreshenedHeadNeverLandsOnAResponseStoredSince() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: 1 << 20)
+        defer { cache.close() }
+        let url = "http://a/replaced"
+        func lookUp() -> StoredResponse? {
+            if case .found(let e) = cache.makeReader().lookup(primaryKey: Array(url.utf8), request: HeaderBlock()) {
+                return e
+            }
+            return nil
+        }
+        storeEntry(cache, url: url, storedAt: 1_000)
+        cache.flush()
+        guard let old = lookUp(), case .memory = old.body else {
+            Issue.record("not found in the memory tier")
+            return
+        }
+        let newHead = Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Version: 2\r\n".utf8)
+        let w = cache.beginStore(primaryKey: Array(url.utf8), secondaryKey: [], facts: facts(), head: [],
+                                 tier: .allowed, expectedLength: 5, now: 1_001)!
+        [UInt8]("defgh".utf8).withUnsafeBytes { _ = w.append($0) }
+        #expect(w.finish(head: newHead, facts: facts()))
+        cache.flush()
+        let staleUpdate = Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Version: 1\r\n".utf8)
+        cache.freshen(old, facts: facts(), head: staleUpdate, parsedHead: nil, now: 1_000 + MemoryTier.headPersistInterval)
+        cache.flush()
+        guard let now = lookUp(), case .memory(let object) = now.body else {
+            Issue.record("the new response is gone")
+            return
+        }
+        #expect(now.head == newHead && object.body == Array("defgh".utf8), "the new response keeps its own head")
+        #expect(cache.makeReader().disk!.record(now.key)?.head == newHead, "on disk too")
+    }
+
     /// The writer's discard of a body (its last reader ended) may run in a batch tried once and
     /// aborted (a full map), by when the body was readable, and pinned, again. A response may then
     /// be sending its chunks from the map by reference: the discard must wait for that reader too.
