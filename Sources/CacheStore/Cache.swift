@@ -275,11 +275,13 @@ public final class CacheReader {
         }
         guard let disk else { return inMemory == nil ? .uriMiss : .varyMiss }
         let removalsBefore = cache.pendingRemovals.snapshot()
-        guard let spec = disk.spec(primary), spec.primaryKey == primaryKey else { return .uriMiss }
-        let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
-        let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
+        var secondary: [UInt8] = []
+        guard let (spec, key, stored) = disk.specAndRecord(primary, entryKey: { spec in
+            secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
+            return EntryKey(primary: primary, secondary: KeyDigest(secondary))
+        }), spec.primaryKey == primaryKey else { return .uriMiss }
         let record: EntryRecord
-        switch disk.lookUpRecord(key) {
+        switch stored {
         case .absent:
             return .varyMiss
         case .damaged:

@@ -466,6 +466,23 @@ public final class DiskReader {
         case found(EntryRecord)
     }
 
+    /// The URL's variant spec and the record it selects (`entryKey` makes the key from the spec),
+    /// read in one transaction: from two, a removal committed in between would show a spec
+    /// without its record, a Vary miss for a URL that has nothing stored any more.
+    func specAndRecord(_ primary: KeyDigest,
+                       entryKey: (VariantSpec) -> EntryKey) -> (VariantSpec, EntryKey, RecordLookup)? {
+        primary.withBytes { k in
+            read { txn -> (VariantSpec, EntryKey, RecordLookup)? in
+                guard let spec = lookUp(txn, store.variants, k).flatMap({ RecordCodec.variant($0.bytes) }) else {
+                    return nil
+                }
+                let key = entryKey(spec)
+                guard let v = lookUp(txn, store.entries, key.bytes) else { return (spec, key, .absent) }
+                return (spec, key, RecordCodec.entry(v.bytes).map { .found($0) } ?? .damaged)
+            }
+        }
+    }
+
     public func record(_ key: EntryKey) -> EntryRecord? {
         if case .found(let r) = lookUpRecord(key) { return r }
         return nil
