@@ -454,9 +454,11 @@ public final class DiskReader {
     }
 
     public func spec(_ primary: KeyDigest) -> VariantSpec? {
-        primary.withBytes { k in
-            read { txn in lookUp(txn, store.variants, k).flatMap { RecordCodec.variant($0.bytes) } }
-        }
+        primary.withBytes { k in read { txn in spec(txn, k) } }
+    }
+
+    private func spec(_ txn: OpaquePointer, _ primary: UnsafeRawBufferPointer) -> VariantSpec? {
+        lookUp(txn, store.variants, primary).flatMap { RecordCodec.variant($0.bytes) }
     }
 
     /// What is stored under `key`: a record, nothing, or bytes that fail to decode (damaged: the
@@ -473,12 +475,9 @@ public final class DiskReader {
                        entryKey: (VariantSpec) -> EntryKey) -> (VariantSpec, EntryKey, RecordLookup)? {
         primary.withBytes { k in
             read { txn -> (VariantSpec, EntryKey, RecordLookup)? in
-                guard let spec = lookUp(txn, store.variants, k).flatMap({ RecordCodec.variant($0.bytes) }) else {
-                    return nil
-                }
+                guard let spec = spec(txn, k) else { return nil }
                 let key = entryKey(spec)
-                guard let v = lookUp(txn, store.entries, key.bytes) else { return (spec, key, .absent) }
-                return (spec, key, RecordCodec.entry(v.bytes).map { .found($0) } ?? .damaged)
+                return (spec, key, record(txn, key))
             }
         }
     }
@@ -489,10 +488,12 @@ public final class DiskReader {
     }
 
     func lookUpRecord(_ key: EntryKey) -> RecordLookup {
-        read { txn -> RecordLookup? in
-            guard let v = lookUp(txn, store.entries, key.bytes) else { return .absent }
-            return RecordCodec.entry(v.bytes).map { .found($0) } ?? .damaged
-        } ?? .absent
+        read { txn in record(txn, key) } ?? .absent
+    }
+
+    private func record(_ txn: OpaquePointer, _ key: EntryKey) -> RecordLookup {
+        guard let v = lookUp(txn, store.entries, key.bytes) else { return .absent }
+        return RecordCodec.entry(v.bytes).map { .found($0) } ?? .damaged
     }
 
     /// Calls `body` with the bytes of chunk `index` of body `id`, which must hold `expectedCount` of
