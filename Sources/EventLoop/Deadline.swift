@@ -1,5 +1,4 @@
 @preconcurrency import CLibevent
-import Glibc
 
 /// A one-shot timer for deadlines that move far more often than they pass: a keep-alive
 /// connection's idle deadline is set when one request ends and dropped when the next arrives,
@@ -8,6 +7,8 @@ import Glibc
 /// a deadline that has moved later is armed again for what remains, and a dropped one ends there.
 /// Callbacks run on the loop's thread.
 public final class Deadline {
+    /// Its clock; the event lives in its base, so the loop outlives every deadline on it.
+    private unowned let loop: EventLoop
     private var event: OpaquePointer?
     private let handler: () -> Void
     /// When the handler is due (monotonic seconds); nil: not set.
@@ -16,6 +17,7 @@ public final class Deadline {
     private var armedFor: Double?
 
     public init(loop: EventLoop, _ handler: @escaping () -> Void) {
+        self.loop = loop
         self.handler = handler
         event = event_new(loop.base, -1, 0, { _, _, arg in
             Unmanaged<Deadline>.fromOpaque(arg!).takeUnretainedValue().armedTimeCame()
@@ -26,7 +28,7 @@ public final class Deadline {
 
     /// The handler runs `seconds` from now, unless moved or cancelled first.
     public func schedule(after seconds: Double) {
-        let at = Deadline.now() + max(0, seconds)
+        let at = loop.monotonicNow + max(0, seconds)
         due = at
         if let armed = armedFor, armed <= at { return }
         arm(for: at, after: seconds)
@@ -46,17 +48,10 @@ public final class Deadline {
     private func armedTimeCame() {
         armedFor = nil
         guard let at = due else { return }
-        let now = Deadline.now()
+        let now = loop.monotonicNow
         // libevent's clock may run a hair behind this one: a millisecond early counts as on time.
         if at - now > 0.001 { return arm(for: at, after: at - now) }
         due = nil
         handler()
-    }
-
-    /// The monotonic clock libevent's timers follow.
-    private static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }
