@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from helpers import RawClient
+from helpers import RawClient, std_request
 from test_cache import script
 
 CLIENTS = 32
@@ -59,13 +59,6 @@ def test_disk_hits_do_not_fault_in_fresh_memory_for_each_body(larder_factory, or
     assert faults < CLIENTS * ROUNDS // 8, f"{faults} page faults for {CLIENTS * ROUNDS} disk hits of 64 KiB"
 
 
-def anonymous_kib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1])
-    raise AssertionError("no RssAnon")
-
-
 HELD = 32
 
 
@@ -83,17 +76,17 @@ def test_disk_only_bodies_are_queued_by_reference_not_copied(larder_factory, ori
     with RawClient(lr.port) as c:   # a disk hit, read whole, warms the map and the heap
         r = c.request("GET", url)
         assert len(r.body) == size and "hit" in r.header("Cache-Status")
-    before = anonymous_kib(lr.pid)
+    before = lr.rss_kib("RssAnon")
     held = []
     try:
         for _ in range(HELD):
             s = socket.socket()
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # the kernel holds little
             s.connect(("127.0.0.1", lr.port))
-            s.sendall(f"GET {url} HTTP/1.1\r\nHost: {url.split('/')[2]}\r\n\r\n".encode())
+            s.sendall(std_request("GET", url))
             held.append(s)
         time.sleep(1.5)   # every response has queued its window by now
-        grown = anonymous_kib(lr.pid) - before
+        grown = lr.rss_kib("RssAnon") - before
         window_kib = 256
         assert grown < HELD * window_kib // 4, (
             f"anonymous memory grew {grown} KiB with {HELD} disk hits held: the bodies were copied")
