@@ -276,7 +276,7 @@ public final class CacheReader {
         guard let disk else { return inMemory == nil ? .uriMiss : .varyMiss }
         let removalsBefore = cache.pendingRemovals.snapshot()
         var secondary: [UInt8] = []
-        guard let (spec, key, stored) = disk.specAndRecord(primary, entryKey: { spec in
+        guard let (spec, key, stored) = disk.specAndRecord(primary, primaryKey: primaryKey, entryKey: { spec in
             secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
             return EntryKey(primary: primary, secondary: KeyDigest(secondary))
         }), spec.primaryKey == primaryKey else { return .uriMiss }

@@ -47,10 +47,12 @@ extension DiskStoreSettings {
 /// The LMDB half of the cache: one environment per process shared by every worker; reads through
 /// per-worker `DiskReader`s, all writes through one writer thread that commits in groups.
 ///
-/// Databases: `variants` (URL digest → VariantSpec), `entries` (EntryKey → EntryRecord), `chunks`
-/// (body id + index → bytes), `access` (last access + EntryKey → nothing, the LRU order), `info`
-/// (format marker). An entry's chunks are written before its record, so a crash leaves at worst
-/// orphan chunks, which the start-up sweep deletes: only whole entries are ever visible.
+/// Databases: `variants` (URL digest → VariantSpec, only for URLs whose response named Vary
+/// fields: any other URL has at most one entry, under the empty Vary), `entries` (EntryKey →
+/// EntryRecord), `chunks` (body id + index → bytes), `access` (last access + EntryKey → nothing,
+/// the LRU order), `info` (format marker). An entry's chunks are written before its record, so a
+/// crash leaves at worst orphan chunks, which the start-up sweep deletes: only whole entries are
+/// ever visible.
 ///
 /// Two versions apply: the format marker names this set of databases, their keys and the chunk
 /// layout (`BodyChunk`); entry records and variant specs carry their own version (`RecordCodec`).
@@ -470,14 +472,23 @@ public final class DiskReader {
 
     /// The URL's variant spec and the record it selects (`entryKey` makes the key from the spec),
     /// read in one transaction: from two, a removal committed in between would show a spec
-    /// without its record, a Vary miss for a URL that has nothing stored any more.
-    func specAndRecord(_ primary: KeyDigest,
+    /// without its record, a Vary miss for a URL that has nothing stored any more. A URL without a
+    /// spec record has at most one response, stored without Vary: nil when there is none.
+    func specAndRecord(_ primary: KeyDigest, primaryKey: [UInt8],
                        entryKey: (VariantSpec) -> EntryKey) -> (VariantSpec, EntryKey, RecordLookup)? {
         primary.withBytes { k in
             read { txn -> (VariantSpec, EntryKey, RecordLookup)? in
-                guard let spec = spec(txn, k) else { return nil }
+                if let spec = spec(txn, k) {
+                    let key = entryKey(spec)
+                    return (spec, key, record(txn, key))
+                }
+                let spec = VariantSpec(primaryKey: primaryKey, varyFields: [])
                 let key = entryKey(spec)
-                return (spec, key, record(txn, key))
+                switch record(txn, key) {
+                case .absent: return nil
+                case .found(let r) where r.primaryKey != primaryKey: return nil   // another URL, same digest
+                case let stored: return (spec, key, stored)
+                }
             }
         }
     }

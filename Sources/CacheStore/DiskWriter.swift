@@ -377,12 +377,21 @@ final class DiskWriter: @unchecked Sendable {
                         bytes: inout Int, count: inout Int) throws(LMDBError) {
         var specKey: [UInt8] = []
         key.primary.append(to: &specKey)
-        if let old = txn.spec(db.variants, specKey),
-           old != spec {
+        let old = txn.spec(db.variants, specKey)
+        if let old, old != spec {
             // A different Vary (or a digest collision): the old variants can no longer be selected.
             try removeVariants(txn, primary: key.primary, bytes: &bytes, count: &count)
+        } else if old == nil, !spec.varyFields.isEmpty {
+            // The URL's response without Vary, if one is stored, can no longer be selected.
+            try removeVariants(txn, primary: key.primary, bytes: &bytes, count: &count)
         }
-        try txn.put(db.variants, specKey, RecordCodec.encode(spec))
+        if spec.varyFields.isEmpty {
+            // No spec: one random-page write fewer per stored response. One left by an earlier
+            // Larder (which kept a spec for every URL), or a damaged one, goes.
+            try txn.delete(db.variants, specKey)
+        } else {
+            try txn.put(db.variants, specKey, RecordCodec.encode(spec))
+        }
         let k = key.bytes
         if let old = txn.record(db.entries, k) {
             try remove(txn, key: key, record: old, bytes: &bytes, count: &count, keepSpec: true)

@@ -145,6 +145,84 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         #expect(s.entryCount == 1)
     }
 
+    /// The record `specAndRecord` selects for `url` and a request whose Vary-selected fields make
+    /// `secondary`: nil when the URL has nothing stored.
+    func selected(_ r: DiskReader, _ url: String, secondary: [UInt8] = []) -> (VariantSpec, DiskReader.RecordLookup)? {
+        let primaryKey = Array(url.utf8)
+        let primary = KeyDigest(primaryKey)
+        return r.specAndRecord(primary, primaryKey: primaryKey) { spec in
+            EntryKey(primary: primary, secondary: KeyDigest(spec.varyFields.isEmpty ? [] : secondary))
+        }.map { ($0.0, $0.2) }
+    }
+
+    @Test func aResponseWithoutVaryIsStoredWithoutASpec() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+        let plain = store(s, url: "http://a/p", bytes: body(10))
+        s.flush()
+        let r = s.makeReader()
+        #expect(r.spec(plain.primary) == nil)
+        let (spec, found) = try #require(selected(r, "http://a/p"))
+        #expect(spec.varyFields.isEmpty && spec.primaryKey == Array("http://a/p".utf8))
+        guard case .found(let record) = found else { Issue.record("not found: \(found)"); return }
+        #expect(readBody(r, record) == body(10))
+        #expect(selected(r, "http://a/other") == nil)
+        // Another URL whose digest this were: never answered with this URL's record.
+        let impostor = r.specAndRecord(plain.primary, primaryKey: Array("http://a/impostor".utf8)) { _ in plain }
+        #expect(impostor == nil)
+    }
+
+    @Test func varyArrivingOverAResponseWithoutItReplacesItAndTheOtherWayRound() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+        let url = "http://a/v"
+        let plain = store(s, url: url, bytes: body(10))
+        s.flush()
+        let gzip = store(s, url: url, secondary: Array("gzip".utf8), bytes: body(20), vary: [Array("accept-encoding".utf8)])
+        s.flush()
+        let r = s.makeReader()
+        #expect(r.record(plain) == nil)
+        #expect(r.record(gzip) != nil)
+        #expect(r.spec(plain.primary)?.varyFields == [Array("accept-encoding".utf8)])
+        #expect(s.entryCount == 1 && s.storedBytes == r.record(gzip)!.footprint)
+        guard case .absent = try #require(selected(r, url, secondary: Array("br".utf8))).1 else {
+            Issue.record("another coding must be a Vary miss"); return
+        }
+        let again = store(s, url: url, bytes: body(30))
+        s.flush()
+        #expect(r.record(gzip) == nil)
+        #expect(r.spec(plain.primary) == nil)
+        guard case .found(let record) = try #require(selected(r, url, secondary: Array("gzip".utf8))).1 else {
+            Issue.record("the response without Vary must be found"); return
+        }
+        #expect(record.bodyID == r.record(again)!.bodyID && readBody(r, record) == body(30))
+        #expect(s.entryCount == 1 && r.variants(of: plain.primary).count == 1)
+    }
+
+    @Test func aSpecKeptByAnEarlierLarderStillSelectsAndGoesAtTheNextStore() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+        let url = "http://a/old"
+        let key = store(s, url: url, bytes: body(10))
+        s.flush()
+        var specKey: [UInt8] = []
+        key.primary.append(to: &specKey)
+        let txn = try WriteTransaction(env: s.env)
+        try txn.put(s.variants, specKey, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
+        try txn.commit()
+        let r = s.makeReader()
+        #expect(r.spec(key.primary) != nil)
+        guard case .found = try #require(selected(r, url)).1 else { Issue.record("not found"); return }
+        _ = store(s, url: url, bytes: body(20))
+        s.flush()
+        #expect(r.spec(key.primary) == nil)
+        guard case .found(let record) = try #require(selected(r, url)).1 else { Issue.record("not found"); return }
+        #expect(readBody(r, record) == body(20) && s.entryCount == 1)
+    }
+
     @Test func invalidateAndPurges() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
