@@ -34,10 +34,11 @@ enum BodyChunk {
         return checksum(payload, key: key) == crc ? payload : nil
     }
 
-    /// The body bytes of a chunk verified before (stored chunks never change once written).
-    static func payload(of stored: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        guard stored.count >= checksumSize else { return nil }
-        return UnsafeRawBufferPointer(rebasing: stored[..<(stored.count - checksumSize)])
+    /// The body bytes of a chunk verified before (stored chunks never change once written), when it
+    /// holds `expectedCount` of them.
+    static func payload(of stored: UnsafeRawBufferPointer, expectedCount: Int) -> UnsafeRawBufferPointer? {
+        guard stored.count == storedSize(payloadCount: expectedCount) else { return nil }
+        return UnsafeRawBufferPointer(rebasing: stored[..<expectedCount])
     }
 
     private static func checksum(_ payload: UnsafeRawBufferPointer, key: [UInt8]) -> UInt32 {

@@ -515,7 +515,7 @@ public final class DiskReader {
         return read { txn -> ChunkRead? in
             guard let v = lookUp(txn, store.chunks, key) else { return .missing }
             let payload = verify ? BodyChunk.verifiedPayload(of: v.bytes, key: key, expectedCount: expectedCount)
-                                 : BodyChunk.payload(of: v.bytes)
+                                 : BodyChunk.payload(of: v.bytes, expectedCount: expectedCount)
             guard let payload else { return .damaged }
             body(payload)
             return .delivered

@@ -23,7 +23,9 @@ import Testing
         #expect(Array(stored[payload.count...]) == [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF),
                                                      UInt8(crc >> 24)])
         #expect(verified(stored) == payload)
-        #expect(stored.withUnsafeBytes { BodyChunk.payload(of: $0).map { Array($0) } } == payload)
+        #expect(stored.withUnsafeBytes { BodyChunk.payload(of: $0, expectedCount: payload.count).map { Array($0) } } == payload)
+        // Unchecked, a chunk of another length than its record says is still refused.
+        #expect(stored.withUnsafeBytes { BodyChunk.payload(of: $0, expectedCount: payload.count - 1) } == nil)
     }
 
     @Test func everyFlippedByteIsCaught() {
