@@ -482,6 +482,8 @@ public final class DiskReader {
                     let key = entryKey(spec)
                     return (spec, key, record(txn, key))
                 }
+                // Built from the caller's key, so the check against another URL of the same
+                // digest is the record's, here.
                 let spec = VariantSpec(primaryKey: primaryKey, varyFields: [])
                 let key = entryKey(spec)
                 switch record(txn, key) {

@@ -377,19 +377,25 @@ final class DiskWriter: @unchecked Sendable {
                         bytes: inout Int, count: inout Int) throws(LMDBError) {
         var specKey: [UInt8] = []
         key.primary.append(to: &specKey)
+        // The URL's other entries stay only when the new response's Vary can still select them:
+        // not under another Vary (or another URL with the same digest), not under a damaged spec,
+        // and a response stored without Vary not once one with Vary arrives. `removeVariants`
+        // takes the spec record with them.
         let old = txn.spec(db.variants, specKey)
-        if let old, old != spec {
-            // A different Vary (or a digest collision): the old variants can no longer be selected.
-            try removeVariants(txn, primary: key.primary, bytes: &bytes, count: &count)
-        } else if old == nil, !spec.varyFields.isEmpty {
-            // The URL's response without Vary, if one is stored, can no longer be selected.
-            try removeVariants(txn, primary: key.primary, bytes: &bytes, count: &count)
+        let othersStay: Bool
+        switch old {
+        case .found(let s): othersStay = s == spec
+        case .damaged: othersStay = false
+        case .absent: othersStay = spec.varyFields.isEmpty
         }
+        if !othersStay { try removeVariants(txn, primary: key.primary, bytes: &bytes, count: &count) }
+        let specStays: Bool
+        if case .found = old { specStays = othersStay } else { specStays = false }
         if spec.varyFields.isEmpty {
-            // No spec: one random-page write fewer per stored response. One left by an earlier
-            // Larder (which kept a spec for every URL), or a damaged one, goes.
-            try txn.delete(db.variants, specKey)
-        } else {
+            // No spec for a response without Vary: one random-page write fewer per stored
+            // response. One an earlier Larder kept (it wrote a spec for every URL) goes.
+            if specStays { try txn.delete(db.variants, specKey) }
+        } else if !specStays {
             try txn.put(db.variants, specKey, RecordCodec.encode(spec))
         }
         let k = key.bytes

@@ -93,8 +93,15 @@ struct WriteTransaction: ~Copyable {
         lookUp(txn, dbi, key).flatMap { RecordCodec.entry($0.bytes) }
     }
 
-    func spec(_ dbi: MDB_dbi, _ key: [UInt8]) -> VariantSpec? {
-        lookUp(txn, dbi, key).flatMap { RecordCodec.variant($0.bytes) }
+    /// A URL's variant spec: none, bytes that do not decode, or the spec.
+    func spec(_ dbi: MDB_dbi, _ key: [UInt8]) -> SpecLookup {
+        guard let v = lookUp(txn, dbi, key) else { return .absent }
+        return RecordCodec.variant(v.bytes).map { .found($0) } ?? .damaged
+    }
+
+    enum SpecLookup {
+        case absent, damaged
+        case found(VariantSpec)
     }
 
     /// Visits keys from `start` (inclusive) in order while `body` returns true.

@@ -39,7 +39,8 @@ enum RecordRejection: Error, Equatable {
 /// Every entry version from 3 on ends with the CRC32C of the bytes before it: that is how a record
 /// of a later version is told from a damaged one.
 ///
-/// Variant spec, version 1 (no checksum; a damaged one is a miss, and the next store rewrites it):
+/// Variant spec, version 1, kept only for URLs whose response named Vary fields (no checksum; a
+/// lookup treats a damaged one as absent, and the next store removes the URL's entries with it):
 ///
 ///     u8   version (1)
 ///     blob primary key

@@ -223,6 +223,49 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         #expect(readBody(r, record) == body(20) && s.entryCount == 1)
     }
 
+    @Test func aDamagedSpecTakesItsVariantsWithItAtTheNextStore() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+        let url = "http://a/damaged-spec"
+        let vary = [Array("accept-encoding".utf8)]
+        let gzip = store(s, url: url, secondary: Array("gzip".utf8), bytes: body(10), vary: vary)
+        let br = store(s, url: url, secondary: Array("br".utf8), bytes: body(20), vary: vary)
+        s.flush()
+        var specKey: [UInt8] = []
+        gzip.primary.append(to: &specKey)
+        let txn = try WriteTransaction(env: s.env)
+        try txn.put(s.variants, specKey, [0xEE, 0x01])
+        try txn.commit()
+        let r = s.makeReader()
+        #expect(selected(r, url, secondary: Array("gzip".utf8)) == nil, "a damaged spec selects nothing")
+        let plain = store(s, url: url, bytes: body(30))
+        s.flush()
+        #expect(r.record(gzip) == nil && r.record(br) == nil, "unselectable variants are not left behind")
+        #expect(r.record(plain) != nil && r.spec(gzip.primary) == nil)
+        #expect(s.entryCount == 1 && s.storedBytes == r.record(plain)!.footprint)
+    }
+
+    @Test func aSpecKeptByAnEarlierLarderGivesWayToAVaryResponse() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
+        let url = "http://a/old-then-vary"
+        let plain = store(s, url: url, bytes: body(10))
+        s.flush()
+        var specKey: [UInt8] = []
+        plain.primary.append(to: &specKey)
+        let txn = try WriteTransaction(env: s.env)
+        try txn.put(s.variants, specKey, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
+        try txn.commit()
+        let gzip = store(s, url: url, secondary: Array("gzip".utf8), bytes: body(20), vary: [Array("accept-encoding".utf8)])
+        s.flush()
+        let r = s.makeReader()
+        #expect(r.record(plain) == nil && r.record(gzip) != nil)
+        #expect(r.spec(plain.primary)?.varyFields == [Array("accept-encoding".utf8)])
+        #expect(s.entryCount == 1)
+    }
+
     @Test func invalidateAndPurges() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
