@@ -305,7 +305,8 @@ public final class CacheReader {
     /// Small disk entries found on a lookup are copied into the memory tier for the next hits,
     /// checked on the way: the memory tier serves them without checking again.
     private func promote(_ entry: StoredResponse, spec: VariantSpec) -> ChunkRead {
-        guard entry.bodyLength <= cache.settings.memoryObjectLimit else { return .delivered }
+        guard entry.bodyLength <= cache.settings.memoryObjectLimit,
+              !cache.pendingCommits.contains(entry.record.primaryKey) else { return .delivered }
         var body: [UInt8] = []
         body.reserveCapacity(entry.bodyLength)
         for i in 0..<entry.record.chunkCount {
@@ -474,10 +475,13 @@ public final class EntryWriter {
             disk.enqueue(.commit(key: key, spec: spec, record: record))
             if !inMemory {
                 // Not in the memory tier: lookups find it once committed; until then a request for
-                // it waits (`isCommitPending`) rather than fetching it again.
+                // it waits (`isCommitPending`) rather than fetching it again, and a memory copy of
+                // an older response goes now (no lookup promotes the disk's older copy back in
+                // while the commit is pending).
                 let commits = cache.pendingCommits
                 let primary = record.primaryKey
                 commits.add(primary)
+                cache.memory.supersede(key, spec: spec)
                 disk.enqueue(.barrier({ commits.remove(primary) }))
             }
         }

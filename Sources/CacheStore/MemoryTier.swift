@@ -209,6 +209,19 @@ final class MemoryTier: Sendable {
         }
     }
 
+    /// A newer response for `key` was stored on disk only (too large for this tier): the copy
+    /// held here must not go on being served in its place (RFC 9111 §4: the most recent stored
+    /// response is the one to use), nor, when the URL's Vary changed, any variant of it.
+    func supersede(_ key: EntryKey, spec: VariantSpec) {
+        state.withLock { s in
+            if let existing = s.specs[key.primary], existing.spec != spec {
+                for k in s.keys(ofPrimary: key.primary) { s.remove(k) }
+            } else {
+                s.remove(key)
+            }
+        }
+    }
+
     func removeVariants(_ primary: KeyDigest) {
         state.withLock { s in for k in s.keys(ofPrimary: primary) { s.remove(k) } }
     }

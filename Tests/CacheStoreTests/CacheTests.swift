@@ -207,6 +207,79 @@ extension CacheTests {
         #expect(cache.makeReader().disk!.record(now.key)?.head == newHead, "on disk too")
     }
 
+    /// Request fields as the proxy parses them, for Vary selection.
+    func requestFields(_ lines: [String]) -> HeaderBlock {
+        var head = RequestHead()
+        let raw = Array(("GET / HTTP/1.1\r\nHost: a\r\n" + lines.map { $0 + "\r\n" }.joined() + "\r\n").utf8)
+        _ = raw.withUnsafeBytes { try? RequestParser.parse($0, into: &head, limits: HeadLimits()) }
+        return head.headers
+    }
+
+    /// Stores `body` for `url` through the cache as the proxy does; `vary` names the response's
+    /// Vary fields, and `request` selects the variant.
+    func store(_ cache: Cache, url: String, body: String, vary: [String] = [], request: HeaderBlock = HeaderBlock(),
+               now: Int64) {
+        let varyFields = vary.map { Array($0.utf8) }
+        let secondary = CacheKey.secondary(varyFields: varyFields, request: request)
+        let f = facts(vary: varyFields)
+        let w = cache.beginStore(primaryKey: Array(url.utf8), secondaryKey: secondary, facts: f, head: [],
+                                 tier: .allowed, expectedLength: body.utf8.count, now: now)!
+        Array(body.utf8).withUnsafeBytes { _ = w.append($0) }
+        #expect(w.finish(head: Array("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n".utf8), facts: f))
+    }
+
+    /// The body `lookup` finds for `url` and `request`, from whichever tier holds it.
+    func bodyFound(_ cache: Cache, _ url: String, request: HeaderBlock = HeaderBlock()) -> String? {
+        let reader = cache.makeReader()
+        guard case .found(let e) = reader.lookup(primaryKey: Array(url.utf8), request: request) else { return nil }
+        switch e.body {
+        case .memory(let o):
+            return String(decoding: o.body, as: UTF8.self)
+        case .disk:
+            var out: [UInt8] = []
+            for i in 0..<e.record.chunkCount {
+                guard reader.withChunk(of: e, index: i, verify: true, { out.append(contentsOf: $0) }) == .delivered else { return nil }
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+    }
+
+    @Test func aResponseTooLargeForMemoryReplacesTheMemoryCopyOfTheOneBefore() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: 4)
+        defer { cache.close() }
+        let url = "http://a/grows"
+        store(cache, url: url, body: "old", now: 1_000)
+        cache.flush()
+        #expect(bodyFound(cache, url) == "old")
+        #expect(cache.statistics.memoryEntries == 1)
+        store(cache, url: url, body: "newer", now: 1_001)
+        cache.flush()
+        #expect(bodyFound(cache, url) == "newer", "the most recent stored response, not the memory tier's older one")
+        #expect(bodyFound(cache, url) == "newer")
+        #expect(cache.statistics.memoryEntries == 0)
+    }
+
+    @Test func aResponseTooLargeForMemoryWithoutVaryReplacesEveryVariantHeldInMemory() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: 4)
+        defer { cache.close() }
+        let url = "http://a/varied"
+        let gzip = requestFields(["Accept-Encoding: gzip"])
+        let br = requestFields(["Accept-Encoding: br"])
+        store(cache, url: url, body: "gz", vary: ["accept-encoding"], request: gzip, now: 1_000)
+        store(cache, url: url, body: "br", vary: ["accept-encoding"], request: br, now: 1_000)
+        cache.flush()
+        #expect(bodyFound(cache, url, request: gzip) == "gz" && bodyFound(cache, url, request: br) == "br")
+        store(cache, url: url, body: "plain", now: 1_001)
+        cache.flush()
+        #expect(bodyFound(cache, url, request: gzip) == "plain")
+        #expect(bodyFound(cache, url, request: br) == "plain")
+        #expect(cache.statistics.memoryEntries == 0 && cache.statistics.diskEntries == 1)
+    }
+
     /// The writer's discard of a body (its last reader ended) may run in a batch tried once and
     /// aborted (a full map), by when the body was readable, and pinned, again. A response may then
     /// be sending its chunks from the map by reference: the discard must wait for that reader too.

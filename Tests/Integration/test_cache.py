@@ -133,6 +133,28 @@ def test_request_no_cache_asks_the_origin(larder, origin, workdir):
     assert methods(origin, "reqnc") == ["GET", "HEAD", "HEAD"]
 
 
+def test_a_newer_response_too_large_for_memory_replaces_the_memory_copy(larder_factory, origin, workdir):
+    """RFC 9111 §4: of the responses stored for a request, the most recent is used. The first,
+    small one (a gzip variant) is held in the memory tier too; the larger one stored after it, which
+    no longer varies, lives on disk only, and the memory copy must not go on being served."""
+    script(workdir, "grows", headers=[("Cache-Control", "max-age=600"), ("Vary", "Accept-Encoding")],
+           body="small gzip variant")
+    lr = larder_factory(config={"cache": {"memory_max_object_size": "1KiB"}})
+    url = origin.url("/res/grows")
+    gzip = [("Accept-Encoding", "gzip")]
+    assert get(lr, url, headers=gzip).body == b"small gzip variant"
+    assert cache_status(get(lr, url, headers=gzip)).startswith("larder; hit")
+    big = "no longer varies " + "x" * 8000
+    script(workdir, "grows", headers=[("Cache-Control", "max-age=600")], body=big)
+    # Another coding: a Vary miss, fetched and stored (on disk only: larger than the memory limit).
+    assert get(lr, url, headers=[("Accept-Encoding", "br")]).body == big.encode()
+    for _ in range(3):
+        r = get(lr, url, headers=gzip)
+        assert r.body == big.encode(), (cache_status(r), r.body[:20])
+    assert cache_status(r).startswith("larder; hit"), cache_status(r)
+    assert methods(origin, "grows") == ["GET", "GET"]
+
+
 def test_no_store_private_and_authorization_are_not_reused(larder, origin, workdir):
     script(workdir, "nostore", headers=[("Cache-Control", "no-store, max-age=60")])
     script(workdir, "private", headers=[("Cache-Control", "private, max-age=60")])

@@ -69,8 +69,9 @@ enum CacheFlow {
         case .varyMiss: break
         case .found(let e): exchange.entry = e
         }
-        if exchange.entry == nil, !c.context.commitWaited, worker.cache.isCommitPending(primaryKey: primaryKey) {
-            // Fetched a moment ago and not committed yet: wait for it rather than fetch it again.
+        if !c.context.commitWaited, worker.cache.isCommitPending(primaryKey: primaryKey) {
+            // Fetched a moment ago and not committed yet: wait for it rather than fetch it again,
+            // or serve a response stored before it (RFC 9111 §4: the most recent one is used).
             c.context.cache = nil
             CommitWait.start(c, primaryKey: primaryKey)
             return true

@@ -1,10 +1,10 @@
 import CacheStore
 import EventLoop
 
-/// A miss for a URL whose response was just fetched: its entry is complete but the disk writer
+/// A request for a URL whose response was just fetched: its entry is complete but the disk writer
 /// has not committed it yet. The request waits for the commit (polled, like `WriterPacer`, for at
 /// most `limit` seconds) and is then routed again, to find the entry, instead of fetching the
-/// object a second time.
+/// object a second time or being served a response stored before it.
 final class CommitWait {
     private weak var connection: ClientConnection?
     private let cache: Cache
