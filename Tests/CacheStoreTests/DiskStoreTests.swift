@@ -155,6 +155,16 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         }.map { ($0.0, $0.2) }
     }
 
+    /// Writes `bytes` as the URL's variant spec behind the writer's back: a spec an earlier Larder
+    /// kept, or a damaged one.
+    func putSpecBytes(_ s: DiskStore, _ primary: KeyDigest, _ bytes: [UInt8]) throws {
+        var specKey: [UInt8] = []
+        primary.append(to: &specKey)
+        let txn = try WriteTransaction(env: s.env)
+        try txn.put(s.variants, specKey, bytes)
+        try txn.commit()
+    }
+
     @Test func aResponseWithoutVaryIsStoredWithoutASpec() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
@@ -208,11 +218,7 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         let url = "http://a/old"
         let key = store(s, url: url, bytes: body(10))
         s.flush()
-        var specKey: [UInt8] = []
-        key.primary.append(to: &specKey)
-        let txn = try WriteTransaction(env: s.env)
-        try txn.put(s.variants, specKey, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
-        try txn.commit()
+        try putSpecBytes(s, key.primary, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
         let r = s.makeReader()
         #expect(r.spec(key.primary) != nil)
         guard case .found = try #require(selected(r, url)).1 else { Issue.record("not found"); return }
@@ -232,11 +238,7 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         let gzip = store(s, url: url, secondary: Array("gzip".utf8), bytes: body(10), vary: vary)
         let br = store(s, url: url, secondary: Array("br".utf8), bytes: body(20), vary: vary)
         s.flush()
-        var specKey: [UInt8] = []
-        gzip.primary.append(to: &specKey)
-        let txn = try WriteTransaction(env: s.env)
-        try txn.put(s.variants, specKey, [0xEE, 0x01])
-        try txn.commit()
+        try putSpecBytes(s, gzip.primary, [0xEE, 0x01])
         let r = s.makeReader()
         #expect(selected(r, url, secondary: Array("gzip".utf8)) == nil, "a damaged spec selects nothing")
         let plain = store(s, url: url, bytes: body(30))
@@ -253,11 +255,7 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         let url = "http://a/old-then-vary"
         let plain = store(s, url: url, bytes: body(10))
         s.flush()
-        var specKey: [UInt8] = []
-        plain.primary.append(to: &specKey)
-        let txn = try WriteTransaction(env: s.env)
-        try txn.put(s.variants, specKey, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
-        try txn.commit()
+        try putSpecBytes(s, plain.primary, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
         let gzip = store(s, url: url, secondary: Array("gzip".utf8), bytes: body(20), vary: [Array("accept-encoding".utf8)])
         s.flush()
         let r = s.makeReader()
