@@ -131,6 +131,16 @@ final class MemoryTier: Sendable {
         }
 
         func keys(ofPrimary primary: KeyDigest) -> [EntryKey] { index.keys.filter { $0.primary == primary } }
+
+        /// Removes what a newer response under `key`, with `spec`, replaces: the object under
+        /// `key`, and every variant of the URL when they were stored under another Vary spec.
+        mutating func removeSuperseded(by key: EntryKey, spec: VariantSpec) {
+            if let existing = specs[key.primary], existing.spec != spec {
+                for k in keys(ofPrimary: key.primary) { remove(k) }
+            } else {
+                remove(key)
+            }
+        }
     }
 
     private let state = Locked(State())
@@ -162,10 +172,7 @@ final class MemoryTier: Sendable {
         guard object.footprint <= capacity else { return }
         var evicted = 0
         state.withLock { s in
-            if let existing = s.specs[object.key.primary], existing.spec != spec {
-                for k in s.keys(ofPrimary: object.key.primary) { s.remove(k) }
-            }
-            s.remove(object.key)
+            s.removeSuperseded(by: object.key, spec: spec)
             s.insert(object)
             let c = s.specs[object.key.primary]?.count ?? 0
             s.specs[object.key.primary] = (spec, c + 1)
@@ -213,13 +220,7 @@ final class MemoryTier: Sendable {
     /// held here must not go on being served in its place (RFC 9111 §4: the most recent stored
     /// response is the one to use), nor, when the URL's Vary changed, any variant of it.
     func supersede(_ key: EntryKey, spec: VariantSpec) {
-        state.withLock { s in
-            if let existing = s.specs[key.primary], existing.spec != spec {
-                for k in s.keys(ofPrimary: key.primary) { s.remove(k) }
-            } else {
-                s.remove(key)
-            }
-        }
+        state.withLock { $0.removeSuperseded(by: key, spec: spec) }
     }
 
     func removeVariants(_ primary: KeyDigest) {
