@@ -12,6 +12,8 @@ when a stale entry is checked.
 import re
 import time
 
+import pytest
+
 from helpers import concurrently
 from test_admin import admin
 from test_cache import cache_status, get, methods, script, seen, wait_for_methods
@@ -79,6 +81,65 @@ def test_background_refresh_without_validators_is_one_get(larder, origin, workdi
         time.sleep(0.1)
     assert fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit"), cache_status(fresh)
     assert methods(origin, "swrnoval") == ["GET", "GET"]
+
+
+@pytest.mark.parametrize("validated", [True, False], ids=["head-then-get", "plain-get"])
+def test_a_background_refresh_serves_the_old_response_until_the_new_one_is_stored(larder, origin, workdir,
+                                                                                  validated):
+    # The changed answer's body arrives slowly. Requests meanwhile, on either worker, still get the
+    # old response stale and fetch nothing: the refresh under way stands for them. (The entry used
+    # to go as soon as the new head arrived, and each request in that gap missed and fetched the
+    # URL on its own.)
+    name = f"swrslow{int(validated)}"
+    etag = [("ETag", '"v1"')] if validated else []
+    script(workdir, name, headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30")] + etag,
+           body="v1 body", conditional=True)
+    url = origin.url(f"/res/{name}")
+    assert get(larder, url).body == b"v1 body"
+    time.sleep(2.2)
+    etag = [("ETag", '"v2"')] if validated else []
+    script(workdir, name, headers=[("Cache-Control", "max-age=60")] + etag, body="v2 body", conditional=True,
+           pause_after=2, pause=2)
+    assert "stale-while-revalidate" in cache_status(get(larder, url))
+    trips = ["GET", "HEAD", "GET"] if validated else ["GET", "GET"]
+    assert wait_for_methods(origin, name, trips) == trips
+    time.sleep(0.3)  # the new head is in; its body waits
+    meanwhile = concurrently(8, lambda i: get(larder, url))
+    for r in meanwhile:
+        assert r.body == b"v1 body" and "detail=stale-while-revalidate" in cache_status(r), cache_status(r)
+    deadline = time.monotonic() + 6
+    while True:
+        fresh = get(larder, url)
+        if fresh.body == b"v2 body" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit"), cache_status(fresh)
+    assert methods(origin, name) == trips
+
+
+@pytest.mark.parametrize("answer", ["cut", "no-store"])
+def test_a_background_refresh_that_stores_nothing_new_removes_the_outdated_entry(larder, origin, workdir, answer):
+    # The origin said the entry changed but no new response got stored (its body was cut, or it
+    # may not be stored): the old one must not outlive the refresh.
+    name = f"swrgone{answer}"
+    script(workdir, name, headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30")], body="v1 body")
+    url = origin.url(f"/res/{name}")
+    assert get(larder, url).body == b"v1 body"
+    time.sleep(2.2)
+    if answer == "cut":
+        script(workdir, name, headers=[("Cache-Control", "max-age=60")], body="v2 body", reset_after=3)
+    else:
+        script(workdir, name, headers=[("Cache-Control", "no-store")], body="v2 body")
+    assert "stale-while-revalidate" in cache_status(get(larder, url))
+    assert wait_for_methods(origin, name, ["GET", "GET"]) == ["GET", "GET"]
+    script(workdir, name, headers=[("Cache-Control", "max-age=60")], body="v3 body")
+    deadline = time.monotonic() + 5
+    while True:
+        after = get(larder, url)
+        if after.body != b"v1 body" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert after.body == b"v3 body" and "fwd=uri-miss" in cache_status(after), cache_status(after)
 
 
 # -- 2. A client's HEAD: one HEAD ------------------------------------------------------------

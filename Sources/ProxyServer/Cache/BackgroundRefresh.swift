@@ -7,8 +7,11 @@ import Statistics
 
 /// RFC 5861 stale-while-revalidate: the client already has the stale entry; this asks the origin
 /// on its own, with no client attached. It revalidates the way the configuration says (HEAD by
-/// default; a plain GET for an entry without validators, see `Revalidation.method`): unchanged → the stored head is freshened; changed → the new response is fetched
-/// (conditional GET: it already is) and stored. A 5xx or a failure leaves the entry as it was.
+/// default; a plain GET for an entry without validators, see `Revalidation.method`): unchanged →
+/// the stored head is freshened; changed → the new response is fetched (conditional GET: it
+/// already is) and stored over the entry, which is served stale meanwhile; when no new response
+/// gets stored, the entry goes as the refresh ends. A 5xx or a failure before an answer leaves
+/// the entry as it was.
 /// The exchange's phase and the decisions are the cache flow's own (`CacheExchange+Origin`).
 final class BackgroundRefresh: SessionTaskDelegate {
     unowned let worker: Worker
@@ -59,6 +62,8 @@ final class BackgroundRefresh: SessionTaskDelegate {
     }
 
     private func finish() {
+        // The origin said the entry changed, and no new response was stored over it.
+        if exchange.keepsOutdatedEntry { worker.cache.invalidate(primaryKey: exchange.primaryKey) }
         worker.inFlight.endRefresh(exchange.primaryKey)
         worker.refreshFinished(self)
     }

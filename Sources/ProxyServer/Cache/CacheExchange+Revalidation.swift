@@ -52,8 +52,7 @@ extension CacheExchange {
             phase = .revalidated
             return .unchanged
         case .changedRefetch:
-            cache.invalidate(primaryKey: primaryKey)
-            self.entry = nil
+            entryIsOutdated(background: background, cache: cache)
             phase = .refetch
             return .refetch
         case .changedForwardThis:
@@ -64,8 +63,7 @@ extension CacheExchange {
             status = CacheStatus(forward: .stale, forwardStatus: head.status, detail: "revalidated-head-changed")
             return .forwardThis
         case .changedStoreThis:
-            cache.invalidate(primaryKey: primaryKey)
-            self.entry = nil
+            entryIsOutdated(background: background, cache: cache)
             phase = .fetching
             status = CacheStatus(forward: .stale, forwardStatus: head.status)
             _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
@@ -73,6 +71,17 @@ extension CacheExchange {
         case .keepEntryAndGiveUp, .forwardError:
             return .keep
         }
+    }
+
+    /// The origin says the stored response is outdated. A client's exchange removes it at once. A
+    /// background refresh leaves it in place until the new response is stored over it (or removes
+    /// it when the refresh ends without storing one; see `BackgroundRefresh`). Until then the old
+    /// response is still served stale-while-revalidate, and the refresh claim stops other workers
+    /// from starting another refresh. Removing it at once left a gap, between the new head and
+    /// its stored body, in which a request on another worker found nothing and fetched again.
+    private func entryIsOutdated(background: Bool, cache: Cache) {
+        if background { keepsOutdatedEntry = true } else { cache.invalidate(primaryKey: primaryKey) }
+        entry = nil
     }
 
     /// The revalidation got no answer (`error`): whether the stale entry stands in for it.
