@@ -13,7 +13,7 @@ enum BodyChunk {
     static func encode(_ payload: UnsafeRawBufferPointer, key: [UInt8], into out: UnsafeMutableRawBufferPointer) {
         precondition(out.count == storedSize(payloadCount: payload.count))
         if payload.count > 0 { out.baseAddress!.copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
-        let crc = checksum(payload, key: key)
+        let crc = key.withUnsafeBytes { checksum(payload, key: $0) }
         out.storeBytes(of: crc.littleEndian, toByteOffset: payload.count, as: UInt32.self)
     }
 
@@ -26,7 +26,7 @@ enum BodyChunk {
 
     /// The body bytes of a stored chunk when it holds `expectedCount` of them and its checksum
     /// matches; nil when it is damaged (or of another format).
-    static func verifiedPayload(of stored: UnsafeRawBufferPointer, key: [UInt8],
+    static func verifiedPayload(of stored: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer,
                                 expectedCount: Int) -> UnsafeRawBufferPointer? {
         guard stored.count == storedSize(payloadCount: expectedCount) else { return nil }
         let payload = UnsafeRawBufferPointer(rebasing: stored[..<expectedCount])
@@ -41,7 +41,7 @@ enum BodyChunk {
         return UnsafeRawBufferPointer(rebasing: stored[..<expectedCount])
     }
 
-    private static func checksum(_ payload: UnsafeRawBufferPointer, key: [UInt8]) -> UInt32 {
+    private static func checksum(_ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer) -> UInt32 {
         CRC32C.checksum(payload, continuing: CRC32C.checksum(key))
     }
 }

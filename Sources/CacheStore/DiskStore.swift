@@ -423,6 +423,12 @@ public final class DiskStore: @unchecked Sendable {
         return k
     }
 
+    /// The bytes `chunkKey` returns, on the stack: a read without an allocation.
+    static func withChunkKey<R>(_ id: UInt64, _ index: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        var bigEndian = (id.bigEndian, UInt32(index).bigEndian)
+        return withUnsafeBytes(of: &bigEndian) { body(UnsafeRawBufferPointer(rebasing: $0[..<12])) }
+    }
+
     static func accessKey(_ time: Int64, _ key: EntryKey) -> [UInt8] {
         var k: [UInt8] = []
         k.reserveCapacity(40)
@@ -505,7 +511,7 @@ public final class DiskReader {
     }
 
     private func record(_ txn: OpaquePointer, _ key: EntryKey) -> RecordLookup {
-        guard let v = lookUp(txn, store.entries, key.bytes) else { return .absent }
+        guard let v = key.withBytes({ lookUp(txn, store.entries, $0) }) else { return .absent }
         return RecordCodec.entry(v.bytes).map { .found($0) } ?? .damaged
     }
 
@@ -513,15 +519,16 @@ public final class DiskReader {
     /// them. With `verify` their checksum is checked first, and `body` is not called when it fails.
     func withChunk(id: UInt64, index: Int, expectedCount: Int, verify: Bool,
                    _ body: (UnsafeRawBufferPointer) -> Void) -> ChunkRead {
-        let key = DiskStore.chunkKey(id, index)
-        return read { txn -> ChunkRead? in
-            guard let v = lookUp(txn, store.chunks, key) else { return .missing }
-            let payload = verify ? BodyChunk.verifiedPayload(of: v.bytes, key: key, expectedCount: expectedCount)
-                                 : BodyChunk.payload(of: v.bytes, expectedCount: expectedCount)
-            guard let payload else { return .damaged }
-            body(payload)
-            return .delivered
-        } ?? .missing
+        DiskStore.withChunkKey(id, index) { key in
+            read { txn -> ChunkRead? in
+                guard let v = lookUp(txn, store.chunks, key) else { return .missing }
+                let payload = verify ? BodyChunk.verifiedPayload(of: v.bytes, key: key, expectedCount: expectedCount)
+                                     : BodyChunk.payload(of: v.bytes, expectedCount: expectedCount)
+                guard let payload else { return .damaged }
+                body(payload)
+                return .delivered
+            } ?? .missing
+        }
     }
 
     /// Every stored variant of one URL (its keys are adjacent: the primary digest comes first).

@@ -58,6 +58,13 @@ public struct EntryKey: Hashable, Sendable {
         return out
     }
 
+    /// The bytes `bytes` holds, on the stack: a lookup key without an allocation.
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        var bigEndian = (primary.high.bigEndian, primary.low.bigEndian, secondary.high.bigEndian,
+                         secondary.low.bigEndian)
+        return withUnsafeBytes(of: &bigEndian) { body($0) }
+    }
+
     init?(bytes: UnsafeRawBufferPointer) {
         guard bytes.count == 32 else { return nil }
         var r = ByteReader(bytes)

@@ -237,4 +237,17 @@ func hex(_ bytes: [UInt8]) -> String {
             #expect(bad.withUnsafeBytes { RecordCodec.variant($0) } == nil, "\(hex(bad))")
         }
     }
+
+    /// Lookups build their LMDB keys on the stack; stores build arrays: both must be the same bytes.
+    @Test func keysBuiltOnTheStackAreTheStoredKeys() {
+        let key = EntryKey(primary: KeyDigest(high: 0x0102_0304_0506_0708, low: 0x1112_1314_1516_1718),
+                           secondary: KeyDigest(high: 0x2122_2324_2526_2728, low: 0x3132_3334_3536_3738))
+        #expect(hex(key.bytes) == "0102030405060708111213141516171821222324252627283132333435363738")
+        #expect(key.withBytes { Array($0) } == key.bytes)
+        #expect(key.primary.withBytes { Array($0) } == Array(key.bytes[..<16]))
+        for (id, index) in [(UInt64(0x0102_0304_0506_0708), 0x0a0b_0c0d), (0, 0), (UInt64.max, 1)] {
+            #expect(DiskStore.withChunkKey(id, index) { Array($0) } == DiskStore.chunkKey(id, index))
+        }
+        #expect(hex(DiskStore.chunkKey(0x0102_0304_0506_0708, 0x0a0b_0c0d)) == "01020304050607080a0b0c0d")
+    }
 }

@@ -11,7 +11,10 @@ import Testing
 
     func verified(_ stored: [UInt8], key: [UInt8]? = nil, count: Int? = nil) -> [UInt8]? {
         stored.withUnsafeBytes {
-            BodyChunk.verifiedPayload(of: $0, key: key ?? self.key, expectedCount: count ?? payload.count).map { Array($0) }
+            let stored = $0
+            return (key ?? self.key).withUnsafeBytes {
+                BodyChunk.verifiedPayload(of: stored, key: $0, expectedCount: count ?? payload.count).map { Array($0) }
+            }
         }
     }
 
