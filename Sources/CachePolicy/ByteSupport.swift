@@ -75,6 +75,25 @@ func quotedStringEnd(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> I
 /// non-empty element's bounds (surrounding whitespace removed). Commas inside quoted strings do not
 /// split. `body` returns false to stop early.
 @inline(__always)
+/// Whether `literal` (lowercase ASCII) occurs in `p[start..<end]`, ASCII case-insensitively.
+func containsLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
+    let n = literal.utf8CodeUnitCount
+    guard n > 0, end - start >= n else { return n == 0 }
+    return literal.withUTF8Buffer { lit in
+        let first = lit[0]
+        var i = start
+        while i <= end - n {
+            if asciiLower(p[i]) == first {
+                var k = 1
+                while k < n, asciiLower(p[i + k]) == lit[k] { k += 1 }
+                if k == n { return true }
+            }
+            i += 1
+        }
+        return false
+    }
+}
+
 func forEachListElement(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ body: (Int, Int) -> Bool) {
     var i = start
     while i < end {

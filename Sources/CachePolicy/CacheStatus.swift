@@ -117,8 +117,14 @@ public struct CacheStatus: Sendable, Equatable {
     }
 
     private static func isToken(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { isToken(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Over the bytes rather than the String's view: the detail is checked on every response.
+    private static func isToken(_ text: UnsafeRawBufferPointer) -> Bool {
         var first = true
-        for b in text.utf8 {
+        for b in text {
             if first {
                 guard isAlpha(b) || b == 0x2A else { return false }
                 first = false

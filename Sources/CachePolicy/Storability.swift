@@ -76,7 +76,16 @@ public enum Storability {
 
     /// The qualified fields of a response head's Cache-Control.
     public static func qualifiedFields(of headers: HeaderBlock) -> [[UInt8]] {
-        qualifiedFields(CacheDirectives.parse(headers, isRequest: false))
+        // Asked of both heads on every revalidation; most name neither directive, and a scan for
+        // the two words costs far less than parsing the directives.
+        let mayQualify = headers.storage.withUnsafeBytes { all in
+            headers.fields.contains { f in
+                let s = f.value.start, e = s + f.value.count
+                return equalsIgnoringCase(all, f.name.start, f.name.start + f.name.count, "cache-control")
+                    && (containsLowered(all, s, e, "private") || containsLowered(all, s, e, "no-cache"))
+            }
+        }
+        return mayQualify ? qualifiedFields(CacheDirectives.parse(headers, isRequest: false)) : []
     }
 
     /// Status codes heuristically cacheable (RFC 9110 §15.1): 200 203 204 206 300 301 308 404 405 410 414 501.

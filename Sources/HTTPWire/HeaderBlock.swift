@@ -21,8 +21,12 @@ public struct HeaderBlock: Sendable {
     }
 
     /// Whether field `index` has the given name, compared ASCII case-insensitively.
+    /// Inlined with the length check first: most fields asked about have another name, most
+    /// often of another length.
+    @inlinable
     public func nameEquals(at index: Int, _ name: StaticString) -> Bool {
         let range = fields[index].name
+        guard range.count == name.utf8CodeUnitCount else { return false }
         return storage.withUnsafeBytes { all in
             equalsIgnoringCase(all, range.start, range.start + range.count, name)
         }
@@ -31,8 +35,8 @@ public struct HeaderBlock: Sendable {
     /// The index of the first field with that name (ASCII case-insensitive), if any.
     public func firstIndex(of name: StaticString) -> Int? {
         storage.withUnsafeBytes { all -> Int? in
-            for (i, field) in fields.enumerated()
-            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
+            for (i, field) in fields.enumerated() where field.name.count == name.utf8CodeUnitCount
+                && equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
                 return i
             }
             return nil

@@ -146,4 +146,24 @@ struct StorabilityTests {
         let expected = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501].contains(status)
         #expect(Storability.isHeuristicallyCacheable(status) == expected)
     }
+
+    /// The head-level question skips parsing the directives when neither word is there; it must
+    /// answer exactly as parsing does.
+    @Test("RFC9111 5.2.2.4, 5.2.2.7 qualified fields of a head", arguments: [
+        (["Cache-Control: max-age=0"], [String]()),
+        (["Cache-Control: private=\"Set-Cookie\""], ["set-cookie"]),
+        (["Cache-Control: PRIVATE = \"X-A, x-b\", max-age=5"], ["x-a", "x-b"]),
+        (["cache-control: No-Cache=\"X-Token\""], ["x-token"]),
+        (["Cache-Control: public", "Cache-Control: no-cache=a, private=b"], ["b", "a"]),
+        (["Cache-Control: private, no-cache"], []),
+        (["X-Note: private=\"x\"", "Cache-Control: max-age=60"], []),
+        (["Cache-Control: max-age=60, privat=\"x\""], []),
+        ([String](), []),
+    ] as [([String], [String])])
+    func qualifiedFieldsOfAHead(_ fields: [String], _ expected: [String]) {
+        let head = response(fields)
+        #expect(Storability.qualifiedFields(of: head.headers) == expected.map { Array($0.utf8) })
+        #expect(Storability.qualifiedFields(of: head.headers)
+                == Storability.qualifiedFields(CacheDirectives.parse(head.headers, isRequest: false)))
+    }
 }

@@ -59,7 +59,9 @@ extension CacheExchange {
         var omit = Storability.qualifiedFields(of: stored.headers)
         for name in Storability.qualifiedFields(of: update.headers) where !omit.contains(name) { omit.append(name) }
         let newHead = Revalidation.freshenedHead(stored: stored, update: update, omitFields: omit)
-        guard let parsed = CachedResponseWriter.parse(newHead) else { return true }
+        // An answer that changes nothing but what is already stored (e.g. a Date within the same
+        // second, as for a popular URL) gives back the stored head byte for byte: its parse is reused.
+        guard let parsed = newHead == entry.head ? stored : CachedResponseWriter.parse(newHead) else { return true }
         let override = path.withUnsafeBytes {
             setup.rules.storage(scheme: scheme, host: host, path: $0, status: parsed.status, contentType: nil).freshness
         }
