@@ -128,25 +128,32 @@ public enum HTTPDate {
     }
 
     /// Month number 1–12 of the three letters at `start`.
+    /// Compared as three lowercased bytes in one word: every stored response's Date is parsed.
     private static func month(_ p: UnsafeRawBufferPointer, _ start: Int) -> Int? {
-        for (index, name) in monthNames.enumerated() where matches(p, start, name) { return index + 1 }
-        return nil
+        let word = lowered3(p, start)
+        return monthWords.firstIndex(of: word).map { $0 + 1 }
     }
 
     private static func isShortDayName(_ p: UnsafeRawBufferPointer, _ start: Int) -> Bool {
-        dayNames.contains { matches(p, start, $0) }
+        dayWords.contains(lowered3(p, start))
     }
+
+    private static func lowered3(_ p: UnsafeRawBufferPointer, _ start: Int) -> UInt32 {
+        UInt32(asciiLower(p[start])) << 16 | UInt32(asciiLower(p[start + 1])) << 8 | UInt32(asciiLower(p[start + 2]))
+    }
+
+    private static func lowered3(_ name: [UInt8]) -> UInt32 {
+        name.withUnsafeBytes { lowered3($0, 0) }
+    }
+
+    private static let monthWords: [UInt32] = monthNames.map(lowered3)
+    private static let dayWords: [UInt32] = dayNames.map(lowered3)
 
     private static let longDayNames: [[UInt8]] = ["sunday", "monday", "tuesday", "wednesday", "thursday",
                                                   "friday", "saturday"].map { Array($0.utf8) }
 
     private static func isLongDayName(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Bool {
         longDayNames.contains { equalsLowered(p, start, end, $0) }
-    }
-
-    private static func matches(_ p: UnsafeRawBufferPointer, _ start: Int, _ name: [UInt8]) -> Bool {
-        asciiLower(p[start]) == asciiLower(name[0]) && asciiLower(p[start + 1]) == name[1]
-            && asciiLower(p[start + 2]) == name[2]
     }
 
     private static func appendTwoDigits(_ value: Int, to out: inout [UInt8]) {

@@ -119,4 +119,14 @@ struct HTTPDateTests {
     func roundTrip(_ seconds: Int64) {
         #expect(HTTPDate.format(seconds).withUnsafeBytes { HTTPDate.parse($0) } == seconds)
     }
+
+    /// Every month and every day name, in both cases, through the word comparison.
+    @Test("RFC9110 5.6.7 every month and day name round-trips",
+          arguments: (0..<12).map { Int64($0) * 31 * 86_400 } + (1..<7).map { Int64($0) * 86_400 })
+    func everyName(_ seconds: Int64) {
+        let formatted = HTTPDate.format(seconds)
+        #expect(formatted.withUnsafeBytes { HTTPDate.parse($0) } == seconds)
+        let upper = formatted.map { $0 >= 0x61 && $0 <= 0x7A ? $0 - 0x20 : $0 }
+        #expect(upper.withUnsafeBytes { HTTPDate.parse($0) } == seconds)
+    }
 }

@@ -1,5 +1,6 @@
 import CachePolicy
 import CacheStore
+import Glibc
 import HTTPWire
 
 /// Writing to the cache: shared by client connections and background refreshes.
@@ -61,7 +62,9 @@ extension CacheExchange {
         let newHead = Revalidation.freshenedHead(stored: stored, update: update, omitFields: omit)
         // An answer that changes nothing but what is already stored (e.g. a Date within the same
         // second, as for a popular URL) gives back the stored head byte for byte: its parse is reused.
-        guard let parsed = newHead == entry.head ? stored : CachedResponseWriter.parse(newHead) else { return true }
+        guard let parsed = sameBytes(newHead, entry.head) ? stored : CachedResponseWriter.parse(newHead) else {
+            return true
+        }
         let override = path.withUnsafeBytes {
             setup.rules.storage(scheme: scheme, host: host, path: $0, status: parsed.status, contentType: nil).freshness
         }
@@ -75,5 +78,12 @@ extension CacheExchange {
         self.entry = StoredResponse(key: entry.key, record: record, body: entry.body, tier: entry.tier,
                                     parsedHead: parsed)
         return true
+    }
+}
+
+/// `a == b` by `memcmp`: `Array`'s own `==` compares element by element.
+private func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    a.count == b.count && a.withUnsafeBytes { x in
+        b.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
     }
 }
