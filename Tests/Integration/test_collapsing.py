@@ -137,6 +137,55 @@ def test_a_url_that_becomes_cacheable_is_collapsed_again(larder, origin, workdir
     assert sum("collapsed" in s for s in statuses) == 4, statuses
 
 
+DISK_ONLY = {"cache": {"memory_max_object_size": "1KiB"}}   # the bodies below live on disk only
+
+
+def test_a_url_marked_pass_with_nothing_stored_is_found_on_disk_once_stored(larder_factory, origin, workdir):
+    # The marker spares later requests the disk lookup while nothing is stored; the first stored
+    # answer clears it, and the next request must find the response on disk.
+    lr = larder_factory(config=DISK_ONLY)
+    body = "d" * 3000
+    script(workdir, "skipdisk", headers=[("Cache-Control", "no-store")], body=body)
+    url = origin.url("/res/skipdisk")
+    for _ in range(2):
+        r = proxy_exchange(lr.port, "GET", url)
+        assert r.body == body.encode() and "fwd=uri-miss" in cache_status(r), cache_status(r)
+    script(workdir, "skipdisk", headers=[("Cache-Control", "max-age=60")], body=body)
+    r = proxy_exchange(lr.port, "GET", url)
+    assert "stored" in cache_status(r), cache_status(r)
+    deadline = time.monotonic() + 5
+    while True:
+        hit = proxy_exchange(lr.port, "GET", url)
+        if cache_status(hit).startswith("larder; hit") or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert hit.body == body.encode() and cache_status(hit).startswith("larder; hit"), cache_status(hit)
+    assert methods(origin, "skipdisk") == ["GET"] * 3
+
+
+def test_a_variant_not_stored_does_not_hide_the_variants_on_disk(larder_factory, origin, workdir):
+    # A Vary miss answered no-store marks the URL pass, but something is stored for it: the other
+    # variants' lookups must still read the disk.
+    lr = larder_factory(config=DISK_ONLY)
+    body = "v" * 3000
+    vary = [("Vary", "Accept-Language")]
+    script(workdir, "varypass", headers=[("Cache-Control", "max-age=60")] + vary, body=body)
+    url = origin.url("/res/varypass")
+    en, fr = [("Accept-Language", "en")], [("Accept-Language", "fr")]
+    assert "stored" in cache_status(proxy_exchange(lr.port, "GET", url, headers=en))
+    deadline = time.monotonic() + 5
+    while not cache_status(proxy_exchange(lr.port, "GET", url, headers=en)).startswith("larder; hit"):
+        assert time.monotonic() < deadline, "the en variant was never served from disk"
+        time.sleep(0.1)
+    script(workdir, "varypass", headers=[("Cache-Control", "no-store")] + vary, body=body)
+    for _ in range(2):
+        r = proxy_exchange(lr.port, "GET", url, headers=fr)
+        assert "fwd=vary-miss" in cache_status(r), cache_status(r)
+    hit = proxy_exchange(lr.port, "GET", url, headers=en)
+    assert hit.body == body.encode() and cache_status(hit).startswith("larder; hit"), cache_status(hit)
+    assert methods(origin, "varypass") == ["GET"] * 3
+
+
 def test_released_followers_are_logged_as_misses_not_collapsed(larder_factory, origin, workdir):
     log = workdir / "access.log"
     lr = larder_factory(config={"access_log": str(log), "access_log_format": "json"})

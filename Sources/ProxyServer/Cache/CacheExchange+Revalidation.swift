@@ -36,7 +36,8 @@ extension CacheExchange {
     /// `head` answered the revalidation `method` of `entry` (phase `.revalidating`); the meaning
     /// is CachePolicy's (`Revalidation.verdict`), carried out here.
     func applyRevalidationAnswer(_ head: ResponseHead, method: RevalidationMethod, request: RequestHead,
-                                 background: Bool, now: Int64, cache: Cache, setup: CacheSetup) -> RevalidationStep {
+                                 background: Bool, now: Int64, cache: Cache, setup: CacheSetup,
+                                 table: InFlightTable) -> RevalidationStep {
         guard let entry else { return .keep }
         switch Revalidation.verdict(entry: entry.facts, request: facts, response: head, method: method, now: now,
                                     background: background) {
@@ -66,7 +67,7 @@ extension CacheExchange {
             entryIsOutdated(background: background, cache: cache)
             phase = .fetching
             status = CacheStatus(forward: .stale, forwardStatus: head.status)
-            _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
+            _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup, table: table)
             return .storeThis
         case .keepEntryAndGiveUp, .forwardError:
             return .keep

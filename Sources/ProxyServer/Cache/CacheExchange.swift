@@ -116,7 +116,8 @@ extension CacheExchange {
 /// nothing.
 enum PassMarking {
     case none
-    case markOrClear
+    /// `nothingStored`: this request's lookup found nothing stored for the URL (a URI miss).
+    case markOrClear(nothingStored: Bool)
     /// The URL's marker is recent: an answer not stored leaves it as it is.
     case clearIfStored
 }
