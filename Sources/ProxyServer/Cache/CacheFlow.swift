@@ -16,7 +16,7 @@ enum CacheFlow {
         let worker = c.worker
         let named = destination.keyedAs
         let pathRange = destination.path
-        let host = Array(named.host.utf8)
+        let host = destination.keyedHost ?? Array(named.host.utf8)
         let (primaryKey, path) = request.headers.withBytes(request.target) { t -> ([UInt8], [UInt8]) in
             let p = UnsafeRawBufferPointer(rebasing: t[pathRange])
             return (CacheKey.primary(scheme: named.scheme, host: host, port: named.port, pathAndQuery: p), Array(p))

@@ -23,6 +23,8 @@ struct RequestRouter {
         /// with the target's host as bytes.
         var checkAccess = false
         var accessHost: [UInt8] = []
+        /// `keyedAs.host` as bytes, when the router has them: the cache key is built from bytes.
+        var keyedHost: [UInt8]?
     }
 
     enum Route {
@@ -89,7 +91,7 @@ struct RequestRouter {
                                                                      scheme: target.scheme),
                                            absoluteForm: toParentInAbsoluteForm(target.scheme))
             return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin,
-                                        checkAccess: true, accessHost: target.host))
+                                        checkAccess: true, accessHost: target.host, keyedHost: target.host))
         }
     }
 
