@@ -416,11 +416,7 @@ public final class DiskStore: @unchecked Sendable {
     }
 
     static func chunkKey(_ id: UInt64, _ index: Int) -> [UInt8] {
-        var k: [UInt8] = []
-        k.reserveCapacity(12)
-        k.appendBigEndian(id)
-        k.appendBigEndian(UInt32(index))
-        return k
+        withChunkKey(id, index) { Array($0) }
     }
 
     /// The bytes `chunkKey` returns, on the stack: a read without an allocation.
@@ -430,11 +426,9 @@ public final class DiskStore: @unchecked Sendable {
     }
 
     static func accessKey(_ time: Int64, _ key: EntryKey) -> [UInt8] {
-        var k: [UInt8] = []
-        k.reserveCapacity(40)
-        k.appendInt64(time)
-        k.append(contentsOf: key.bytes)
-        return k
+        var bigEndian = (UInt64(bitPattern: time).bigEndian, key.primary.high.bigEndian, key.primary.low.bigEndian,
+                         key.secondary.high.bigEndian, key.secondary.low.bigEndian)
+        return withUnsafeBytes(of: &bigEndian) { Array($0) }
     }
 }
 

@@ -329,7 +329,7 @@ final class DiskWriter: @unchecked Sendable {
                 r.facts = facts
                 r.head = head
                 byteDelta += r.footprint - old.footprint
-                try txn.put(db.entries, k, RecordCodec.encode(r))
+                try txn.put(db.entries, k, reserving: RecordCodec.encodedSize(r)) { RecordCodec.encode(r, into: $0) }
             case .touch(let key, let time):
                 touches[key] = max(touches[key] ?? 0, time)
             case .invalidate(let primary):
@@ -375,8 +375,7 @@ final class DiskWriter: @unchecked Sendable {
 
     private func commit(_ txn: borrowing WriteTransaction, key: EntryKey, spec: VariantSpec, record: EntryRecord,
                         bytes: inout Int, count: inout Int) throws(LMDBError) {
-        var specKey: [UInt8] = []
-        key.primary.append(to: &specKey)
+        let specKey = key.primary.withBytes { Array($0) }
         // The URL's other entries stay only when the new response's Vary can still select them:
         // not under another Vary (or another URL with the same digest), not under a damaged spec,
         // and a response stored without Vary not once one with Vary arrives. `removeVariants`
@@ -402,7 +401,7 @@ final class DiskWriter: @unchecked Sendable {
         if let old = txn.record(db.entries, k) {
             try remove(txn, key: key, record: old, bytes: &bytes, count: &count, keepSpec: true)
         }
-        try txn.put(db.entries, k, RecordCodec.encode(record))
+        try txn.put(db.entries, k, reserving: RecordCodec.encodedSize(record)) { RecordCodec.encode(record, into: $0) }
         try txn.put(db.access, DiskStore.accessKey(record.lastAccess, key), [])
         bytes += record.footprint
         count += 1
@@ -455,7 +454,7 @@ final class DiskWriter: @unchecked Sendable {
               time > r.lastAccess else { return }
         try txn.delete(db.access, DiskStore.accessKey(r.lastAccess, key))
         r.lastAccess = time
-        try txn.put(db.entries, k, RecordCodec.encode(r))
+        try txn.put(db.entries, k, reserving: RecordCodec.encodedSize(r)) { RecordCodec.encode(r, into: $0) }
         try txn.put(db.access, DiskStore.accessKey(time, key), [])
     }
 

@@ -51,11 +51,10 @@ public struct EntryKey: Hashable, Sendable {
 
     /// 32 bytes, primary first, so all variants of a URL are adjacent in LMDB.
     var bytes: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(32)
-        primary.append(to: &out)
-        secondary.append(to: &out)
-        return out
+        withBytes { key in [UInt8](unsafeUninitializedCapacity: 32) { out, count in
+            UnsafeMutableRawBufferPointer(out).copyMemory(from: key)
+            count = 32
+        } }
     }
 
     /// The bytes `bytes` holds, on the stack: a lookup key without an allocation.
@@ -90,6 +89,39 @@ extension Array where Element == UInt8 {
     mutating func appendBlob(_ bytes: [UInt8]) {
         appendBigEndian(UInt32(bytes.count))
         append(contentsOf: bytes)
+    }
+}
+
+/// Writes big-endian fields into space sized beforehand, the writing side of `ByteReader`.
+/// Writing past the end is a programming error, and stops the process rather than the map.
+struct ByteWriter {
+    let out: UnsafeMutableRawBufferPointer
+    private(set) var offset = 0
+
+    init(_ out: UnsafeMutableRawBufferPointer) { self.out = out }
+
+    mutating func u8(_ v: UInt8) { fixed(v) }
+    mutating func u16(_ v: UInt16) { fixed(v.bigEndian) }
+    mutating func u32(_ v: UInt32) { fixed(v.bigEndian) }
+    mutating func u32LittleEndian(_ v: UInt32) { fixed(v.littleEndian) }
+    mutating func u64(_ v: UInt64) { fixed(v.bigEndian) }
+    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    /// Length-prefixed (32-bit) bytes.
+    mutating func blob(_ bytes: [UInt8]) {
+        u32(UInt32(bytes.count))
+        bytes.withUnsafeBytes { raw($0) }
+    }
+
+    private mutating func fixed<T: FixedWidthInteger>(_ v: T) {
+        withUnsafeBytes(of: v) { raw($0) }
+    }
+
+    private mutating func raw(_ bytes: UnsafeRawBufferPointer) {
+        precondition(offset + bytes.count <= out.count, "record bytes past their reserved space")
+        if let from = bytes.baseAddress, bytes.count > 0 {
+            (out.baseAddress! + offset).copyMemory(from: from, byteCount: bytes.count)
+        }
+        offset += bytes.count
     }
 }
 

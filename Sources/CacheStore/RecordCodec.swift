@@ -62,28 +62,49 @@ enum RecordCodec {
 
     // MARK: entry records
 
+    /// The record's bytes, checksum included.
     static func encode(_ r: EntryRecord) -> [UInt8] {
+        let size = encodedSize(r)
+        return [UInt8](unsafeUninitializedCapacity: size) { out, count in
+            encode(r, into: UnsafeMutableRawBufferPointer(out))
+            count = size
+        }
+    }
+
+    /// Bytes `encode(_:into:)` writes for `r`.
+    static func encodedSize(_ r: EntryRecord) -> Int {
+        // version, body id, body length, chunk size, stored at, last access, status, nine i64 facts,
+        // flags, Vary count, checksum; then five kinds of blob, each with its u32 length.
+        let fixed = 1 + 8 + 8 + 4 + 8 + 8 + 4 + 9 * 8 + 1 + 2 + checksumSize
         let f = r.facts
-        var out: [UInt8] = []
-        out.reserveCapacity(r.head.count + r.primaryKey.count + r.secondaryKey.count + 200)
-        out.append(entryVersion)
-        out.appendBigEndian(r.bodyID)
-        out.appendBigEndian(UInt64(r.bodyLength))
-        out.appendBigEndian(UInt32(r.chunkSize))
-        out.appendInt64(r.storedAt)
-        out.appendInt64(r.lastAccess)
-        out.appendBlob(r.primaryKey)
-        out.appendBlob(r.secondaryKey)
-        out.appendBigEndian(UInt32(f.status))
-        out.appendInt64(f.requestTime)
-        out.appendInt64(f.responseTime)
-        out.appendInt64(f.dateValue)
-        out.appendInt64(f.correctedInitialAge)
-        out.appendInt64(f.freshnessLifetime)
-        out.appendInt64(f.staleWhileRevalidate)
-        out.appendInt64(f.staleIfError)
-        out.appendInt64(f.lastModified ?? 0)
-        out.appendInt64(Int64(f.contentLength ?? 0))
+        let blobs = 4 + r.primaryKey.count + 4 + r.secondaryKey.count + 4 + (f.etag?.count ?? 0) + 4 + r.head.count
+        return fixed + blobs + f.varyFields.reduce(0) { $0 + 4 + $1.count }
+    }
+
+    /// Writes the record into `out`, exactly `encodedSize(r)` bytes: straight into the space LMDB
+    /// reserves for it, with no array built and copied first.
+    static func encode(_ r: EntryRecord, into out: UnsafeMutableRawBufferPointer) {
+        precondition(out.count == encodedSize(r), "an entry record's space is sized by encodedSize")
+        let f = r.facts
+        var w = ByteWriter(out)
+        w.u8(entryVersion)
+        w.u64(r.bodyID)
+        w.u64(UInt64(r.bodyLength))
+        w.u32(UInt32(r.chunkSize))
+        w.i64(r.storedAt)
+        w.i64(r.lastAccess)
+        w.blob(r.primaryKey)
+        w.blob(r.secondaryKey)
+        w.u32(UInt32(f.status))
+        w.i64(f.requestTime)
+        w.i64(f.responseTime)
+        w.i64(f.dateValue)
+        w.i64(f.correctedInitialAge)
+        w.i64(f.freshnessLifetime)
+        w.i64(f.staleWhileRevalidate)
+        w.i64(f.staleIfError)
+        w.i64(f.lastModified ?? 0)
+        w.i64(Int64(f.contentLength ?? 0))
         var flags: UInt8 = 0
         if f.heuristic { flags |= Flag.heuristic }
         if f.noCache { flags |= Flag.noCache }
@@ -92,14 +113,14 @@ enum RecordCodec {
         if f.etag != nil { flags |= Flag.hasETag }
         if f.lastModified != nil { flags |= Flag.hasLastModified }
         if f.contentLength != nil { flags |= Flag.hasContentLength }
-        out.append(flags)
-        out.appendBlob(f.etag ?? [])
-        out.appendBigEndian(UInt16(f.varyFields.count))
-        for name in f.varyFields { out.appendBlob(name) }
-        out.appendBlob(r.head)
-        let crc = CRC32C.checksum(out)
-        withUnsafeBytes(of: crc.littleEndian) { out.append(contentsOf: $0) }
-        return out
+        w.u8(flags)
+        w.blob(f.etag ?? [])
+        w.u16(UInt16(f.varyFields.count))
+        for name in f.varyFields { w.blob(name) }
+        w.blob(r.head)
+        let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: out[..<w.offset]))
+        w.u32LittleEndian(crc)
+        precondition(w.offset == out.count)
     }
 
     /// The record, or nil for anything else (read paths treat every rejection as a miss).

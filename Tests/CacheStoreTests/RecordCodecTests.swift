@@ -245,9 +245,10 @@ func hex(_ bytes: [UInt8]) -> String {
         #expect(hex(key.bytes) == "0102030405060708111213141516171821222324252627283132333435363738")
         #expect(key.withBytes { Array($0) } == key.bytes)
         #expect(key.primary.withBytes { Array($0) } == Array(key.bytes[..<16]))
-        for (id, index) in [(UInt64(0x0102_0304_0506_0708), 0x0a0b_0c0d), (0, 0), (UInt64.max, 1)] {
-            #expect(DiskStore.withChunkKey(id, index) { Array($0) } == DiskStore.chunkKey(id, index))
-        }
         #expect(hex(DiskStore.chunkKey(0x0102_0304_0506_0708, 0x0a0b_0c0d)) == "01020304050607080a0b0c0d")
+        #expect(hex(DiskStore.chunkKey(UInt64.max, 1)) == "ffffffffffffffff00000001")
+        #expect(hex(DiskStore.accessKey(0x4142_4344_4546_4748, key))
+                == "4142434445464748" + "0102030405060708111213141516171821222324252627283132333435363738")
+        #expect(hex(DiskStore.accessKey(-1, key)).hasPrefix("ffffffffffffffff"))
     }
 }
