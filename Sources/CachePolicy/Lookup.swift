@@ -161,14 +161,6 @@ public enum LookupDecision: Sendable, Equatable {
 }
 
 public enum Lookup {
-    /// Whether a request may be decided as if nothing were stored for its URL without looking:
-    /// only when a response stored after all would merely have saved a trip to the origin, never
-    /// when the request may only be answered from the cache (offline, only-if-cached,
-    /// returnCacheDataDontLoad), where not looking would turn a stored answer into a 504.
-    public static func mayAssumeNothingStored(request: RequestFacts, settings: PolicySettings) -> Bool {
-        !settings.offline && request.policy != .returnCacheDataDontLoad && !request.directives.onlyIfCached
-    }
-
     /// The documented useProtocolCachePolicy and the other four policies, with RFC 9111 §4 and §5.2.1
     /// request directives. `entry` is the stored variant matching the request, nil when none;
     /// `anyStored` tells a Vary miss from a URI miss.

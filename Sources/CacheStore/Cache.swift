@@ -261,9 +261,8 @@ public final class CacheReader {
         disk = cache.disk?.makeReader()
     }
 
-    /// The variant of `primaryKey` that `request`'s headers select. `skipDisk`, asked when the
-    /// memory tier has nothing: true when the caller knows the disk has nothing either.
-    public func lookup(primaryKey: [UInt8], request: HeaderBlock, skipDisk: () -> Bool = { false }) -> CacheLookup {
+    /// The variant of `primaryKey` that `request`'s headers select.
+    public func lookup(primaryKey: [UInt8], request: HeaderBlock) -> CacheLookup {
         let primary = KeyDigest(primaryKey)
         let inMemory = cache.memory.spec(primary).flatMap { $0.primaryKey == primaryKey ? $0 : nil }
         if let spec = inMemory {
@@ -274,7 +273,7 @@ public final class CacheReader {
                                              parsedHead: o.parsedHead))
             }
         }
-        guard let disk, !skipDisk() else { return inMemory == nil ? .uriMiss : .varyMiss }
+        guard let disk else { return inMemory == nil ? .uriMiss : .varyMiss }
         let removalsBefore = cache.pendingRemovals.snapshot()
         var secondary: [UInt8] = []
         guard let (spec, key, stored) = disk.specAndRecord(primary, primaryKey: primaryKey, entryKey: { spec in

@@ -488,33 +488,6 @@ struct LookupTests {
         #expect(decision == row.expected)
     }
 
-    /// A request may skip looking only where a stored response it missed would have saved an
-    /// origin trip; where it may only be answered from the cache, missing one is a wrong 504.
-    /// Checked against `decide` itself: with nothing stored, each request that may skip fetches.
-    @Test("mayAssumeNothingStored", arguments: [
-        ([String](), nil as RequestCachePolicy?, false, true),
-        (["Cache-Control: no-cache"], nil, false, true),
-        (["Cache-Control: max-stale"], nil, false, true),
-        ([], RequestCachePolicy.reloadIgnoringLocalCacheData, false, true),
-        ([], RequestCachePolicy.returnCacheDataElseLoad, false, true),
-        ([], RequestCachePolicy.returnCacheDataDontLoad, false, false),
-        (["Cache-Control: only-if-cached"], nil, false, false),
-        (["Cache-Control: max-age=0, only-if-cached"], nil, false, false),
-        ([], nil, true, false),
-    ] as [([String], RequestCachePolicy?, Bool, Bool)])
-    func mayAssumeNothingStored(_ fields: [String], _ policy: RequestCachePolicy?, _ offline: Bool, _ expected: Bool) throws {
-        var settings = PolicySettings()
-        settings.offline = offline
-        let facts = try RequestFacts.make(request(fields), rulePolicy: policy, settings: settings)
-        #expect(Lookup.mayAssumeNothingStored(request: facts, settings: settings) == expected)
-        if expected {
-            guard case .fetch = Lookup.decide(request: facts, entry: nil, anyStored: false, now: 0, settings: settings) else {
-                Issue.record("a request that may skip its lookup must fetch when nothing is stored")
-                return
-            }
-        }
-    }
-
     @Test("Revalidation.method", arguments: MethodTable.rows)
     func revalidationMethod(_ row: MethodRow) {
         #expect(Revalidation.method(for: row.requestMethod, entry: entry(row.stored), configured: row.configured)

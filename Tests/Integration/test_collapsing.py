@@ -140,9 +140,9 @@ def test_a_url_that_becomes_cacheable_is_collapsed_again(larder, origin, workdir
 DISK_ONLY = {"cache": {"memory_max_object_size": "1KiB"}}   # the bodies below live on disk only
 
 
-def test_a_url_marked_pass_with_nothing_stored_is_found_on_disk_once_stored(larder_factory, origin, workdir):
-    # The marker spares later requests the disk lookup while nothing is stored; the first stored
-    # answer clears it, and the next request must find the response on disk.
+def test_a_url_marked_pass_is_found_on_disk_once_stored(larder_factory, origin, workdir):
+    # A pass marker must never hide what gets stored: the first stored answer clears it, and the
+    # next request finds the response on disk (a lookup that trusted the marker would not).
     lr = larder_factory(config=DISK_ONLY)
     body = "d" * 3000
     script(workdir, "skipdisk", headers=[("Cache-Control", "no-store")], body=body)
@@ -165,7 +165,7 @@ def test_a_url_marked_pass_with_nothing_stored_is_found_on_disk_once_stored(lard
 
 def test_a_variant_not_stored_does_not_hide_the_variants_on_disk(larder_factory, origin, workdir):
     # A Vary miss answered no-store marks the URL pass, but something is stored for it: the other
-    # variants' lookups must still read the disk.
+    # variants' lookups must still read the disk, however the marker is used.
     lr = larder_factory(config=DISK_ONLY)
     body = "v" * 3000
     vary = [("Vary", "Accept-Language")]

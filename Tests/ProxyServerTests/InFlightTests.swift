@@ -183,24 +183,6 @@ import Testing
         #expect(!table.isPass(key))
     }
 
-    @Test func onlyAMarkerMadeWithNothingStoredSparesTheLookupAndOnlyWhileItLives() {
-        let clock = ManualClock()
-        let table = InFlightTable(clock: clock)
-        let empty = Array("http://a/empty".utf8), variants = Array("http://a/variants".utf8)
-        #expect(!table.nothingStored(empty))
-        table.markPass(empty, nothingStored: true)
-        table.markPass(variants)
-        #expect(table.nothingStored(empty) && !table.nothingStored(variants))
-        table.clearPass(empty)
-        #expect(!table.nothingStored(empty), "a store clears the marker")
-        table.markPass(empty, nothingStored: true)
-        table.markPass(empty, nothingStored: false)
-        #expect(!table.nothingStored(empty), "the latest answer's lookup decides")
-        table.markPass(empty, nothingStored: true)
-        clock.advance(by: InFlightTable.passFor + 1)
-        #expect(!table.nothingStored(empty), "an expired marker spares nothing")
-    }
-
     @Test func passMarkersStayBounded() {
         let clock = ManualClock()
         let table = InFlightTable(clock: clock)

@@ -34,19 +34,17 @@ extension CacheExchange {
         switch phase {
         case .revalidating(let m):
             return .revalidation(applyRevalidationAnswer(head, method: m, request: request, background: background,
-                                                         now: now, cache: cache, setup: setup, table: table))
+                                                         now: now, cache: cache, setup: setup))
         case .fetching:
             status.forwardStatus = head.status
-            let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup,
-                                      table: table)
+            let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
             if let f = inFlight {
                 if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
             }
             // Whether the URL's next misses may wait on each other (see `InFlightTable`).
             switch passMarking {
             case .none: break
-            case .markOrClear(let nothingStored):
-                if shared == nil { table.markPass(primaryKey, nothingStored: nothingStored) } else { table.clearPass(primaryKey) }
+            case .markOrClear: if shared == nil { table.markPass(primaryKey) } else { table.clearPass(primaryKey) }
             case .clearIfStored: if shared != nil { table.clearPass(primaryKey) }
             }
             return .forward

@@ -36,8 +36,7 @@ extension CacheExchange {
     /// `head` answered the revalidation `method` of `entry` (phase `.revalidating`); the meaning
     /// is CachePolicy's (`Revalidation.verdict`), carried out here.
     func applyRevalidationAnswer(_ head: ResponseHead, method: RevalidationMethod, request: RequestHead,
-                                 background: Bool, now: Int64, cache: Cache, setup: CacheSetup,
-                                 table: InFlightTable) -> RevalidationStep {
+                                 background: Bool, now: Int64, cache: Cache, setup: CacheSetup) -> RevalidationStep {
         guard let entry else { return .keep }
         switch Revalidation.verdict(entry: entry.facts, request: facts, response: head, method: method, now: now,
                                     background: background) {
@@ -67,7 +66,7 @@ extension CacheExchange {
             entryIsOutdated(background: background, cache: cache)
             phase = .fetching
             status = CacheStatus(forward: .stale, forwardStatus: head.status)
-            _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup, table: table)
+            _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
             return .storeThis
         case .keepEntryAndGiveUp, .forwardError:
             return .keep

@@ -8,7 +8,7 @@ extension CacheExchange {
     /// Starts storing `head` (the answer to `request`) if the cache may. Returns what collapsed
     /// followers need to share it, or nil when the response will not be stored.
     func beginStoring(request: RequestHead, response head: ResponseHead, now: Int64, cache: Cache,
-                      setup: CacheSetup, table: InFlightTable) -> InFlightFetch.Head? {
+                      setup: CacheSetup) -> InFlightFetch.Head? {
         let contentType = head.headers.firstIndex(of: "content-type").map { head.headers.fields[$0].value }
         let rule = path.withUnsafeBytes { path in
             if let ct = contentType {
@@ -42,8 +42,6 @@ extension CacheExchange {
                 return shared
             }
             writer = w
-            // The URL has something stored now: a pass marker must not spare its lookups any more.
-            table.clearPass(primaryKey)
             storedResponse = head
             storedFacts = facts
             omitFields = omit

@@ -116,8 +116,7 @@ extension CacheExchange {
 /// nothing.
 enum PassMarking {
     case none
-    /// `nothingStored`: this request's lookup found nothing stored for the URL (a URI miss).
-    case markOrClear(nothingStored: Bool)
+    case markOrClear
     /// The URL's marker is recent: an answer not stored leaves it as it is.
     case clearIfStored
 }

@@ -64,12 +64,7 @@ enum CacheFlow {
         exchange.facts = facts
         c.context.cache = exchange
         var anyStored = true
-        // Not in memory, and marked pass by a request that found nothing stored: the disk is not
-        // read (see `InFlightTable`). Asked only after a memory miss: hits never pay for it.
-        let mayAssumeNothing = Lookup.mayAssumeNothingStored(request: facts, settings: worker.settings.cache.policy)
-        let table = worker.inFlight
-        switch worker.cacheReader.lookup(primaryKey: primaryKey, request: request.headers,
-                                         skipDisk: { mayAssumeNothing && table.nothingStored(primaryKey) }) {
+        switch worker.cacheReader.lookup(primaryKey: primaryKey, request: request.headers) {
         case .uriMiss: anyStored = false
         case .varyMiss: break
         case .found(let e): exchange.entry = e
@@ -115,13 +110,13 @@ enum CacheFlow {
             c.noteLookup(.lookupMiss)
             if reason != .request, RangeRequest.fillsCache(request, facts: facts), worker.inFlight.beginFill(primaryKey) {
                 exchange.rangeFill = true
-                exchange.passMarking = .markOrClear(nothingStored: reason == .uriMiss)
+                exchange.passMarking = .markOrClear
                 return false
             }
             if case .collapse = Collapse.eligibility(enabled: worker.settings.cache.collapseRequests, reason: reason,
                                                      request: facts, hasBody: request.framing != .none,
                                                      upgradeRequested: request.upgradeRequested) {
-                exchange.passMarking = .markOrClear(nothingStored: reason == .uriMiss)
+                exchange.passMarking = .markOrClear
                 return CollapseFollower.join(exchange, on: c)
             }
             return false

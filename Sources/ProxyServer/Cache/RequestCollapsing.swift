@@ -20,17 +20,7 @@ import Locking
 ///
 /// A URL whose last response was not stored gets a *pass marker* for `passFor` seconds (Varnish's
 /// hit-for-miss): its requests fetch on their own at once instead of queueing behind a leader
-/// whose answer nobody can share. A response that is stored (or shared) clears the marker, and so
-/// does any store of the URL (`CacheExchange.beginStoring`).
-///
-/// A marker made by a request whose lookup found nothing stored for the URL at all also spares the
-/// next requests their lookup (`nothingStored`): for a URL that answers `no-store` or `private`,
-/// the lookup (a memory-tier check and two LMDB reads) was the largest part of forwarding it.
-/// Nothing can be stored for the URL without clearing the marker, with one race left: a response
-/// whose store began after the marking request's lookup and before its answer can stay unused
-/// until the marker expires or a stored answer clears it, a miss served from the origin instead
-/// of a hit, never a wrong response. Requests that may only be answered from the cache always
-/// look (`Lookup.mayAssumeNothingStored`).
+/// whose answer nobody can share. A response that is stored (or shared) clears the marker.
 final class InFlightTable: Sendable {
     /// Bytes of body kept for requests that join late.
     static let joinWindow = 2 << 20
@@ -53,7 +43,7 @@ final class InFlightTable: Sendable {
     /// URLs being fetched whole to fill the cache from a ranged miss.
     private let filling = Locked<Set<ByteKey>>([])
     /// Pass markers: until when (monotonic seconds) a URL's requests fetch on their own.
-    private let passes = Locked<[ByteKey: PassMarker]>([:])
+    private let passes = Locked<[ByteKey: Double]>([:])
     /// Dates the pass markers.
     private let clock: any ProxyClock
 
@@ -116,23 +106,14 @@ final class InFlightTable: Sendable {
     // MARK: - Pass markers
 
     /// `key`'s response was not stored: its requests stop waiting on each other for `passFor`.
-    /// `nothingStored`: the request it answered found nothing stored for the URL.
-    func markPass(_ key: [UInt8], nothingStored: Bool = false) {
+    func markPass(_ key: [UInt8]) {
         let now = clock.monotonic
         passes.withLock { p in
             if p.count >= InFlightTable.passCapacity, p[ByteKey(key)] == nil {
-                p = p.filter { $0.value.until > now }
+                p = p.filter { $0.value > now }
                 if p.count >= InFlightTable.passCapacity, let any = p.keys.first { p[any] = nil }
             }
-            p[ByteKey(key)] = PassMarker(until: now + InFlightTable.passFor, nothingStored: nothingStored)
-        }
-    }
-
-    /// Whether `key` has a live marker made when nothing was stored for it (its lookup can be skipped).
-    func nothingStored(_ key: [UInt8]) -> Bool {
-        passes.withLock { p in
-            guard !p.isEmpty, let marker = p[ByteKey(key)] else { return false }
-            return marker.nothingStored && marker.until > clock.monotonic
+            p[ByteKey(key)] = now + InFlightTable.passFor
         }
     }
 
@@ -148,19 +129,13 @@ final class InFlightTable: Sendable {
     /// Seconds until `key`'s pass marker expires; nil when it has none (an expired one is dropped).
     func passLeft(_ key: [UInt8]) -> Double? {
         passes.withLock { p in
-            guard !p.isEmpty, let until = p[ByteKey(key)]?.until else { return nil }
+            guard !p.isEmpty, let until = p[ByteKey(key)] else { return nil }
             let left = until - clock.monotonic
             if left > 0 { return left }
             p[ByteKey(key)] = nil
             return nil
         }
     }
-}
-
-private struct PassMarker {
-    /// Monotonic seconds.
-    var until: Double
-    var nothingStored: Bool
 }
 
 /// Something on an event loop that an in-flight fetch wakes: a follower when there is news, the
