@@ -71,10 +71,6 @@ func quotedStringEnd(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> I
     return nil
 }
 
-/// Walks a comma-separated list (RFC 9110 §5.6.1) in `p[start..<end]`, calling `body` with each
-/// non-empty element's bounds (surrounding whitespace removed). Commas inside quoted strings do not
-/// split. `body` returns false to stop early.
-@inline(__always)
 /// Whether `literal` (lowercase ASCII) occurs in `p[start..<end]`, ASCII case-insensitively.
 func containsLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
     let n = literal.utf8CodeUnitCount
@@ -94,6 +90,10 @@ func containsLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ li
     }
 }
 
+/// Walks a comma-separated list (RFC 9110 §5.6.1) in `p[start..<end]`, calling `body` with each
+/// non-empty element's bounds (surrounding whitespace removed). Commas inside quoted strings do not
+/// split. `body` returns false to stop early.
+@inline(__always)
 func forEachListElement(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ body: (Int, Int) -> Bool) {
     var i = start
     while i < end {

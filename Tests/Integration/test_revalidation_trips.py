@@ -84,12 +84,11 @@ def test_background_refresh_without_validators_is_one_get(larder, origin, workdi
 
 
 @pytest.mark.parametrize("validated", [True, False], ids=["head-then-get", "plain-get"])
-def test_a_background_refresh_serves_the_old_response_until_the_new_one_is_stored(larder, origin, workdir,
-                                                                                  validated):
-    # The changed answer's body arrives slowly. Requests meanwhile, on either worker, still get the
-    # old response stale and fetch nothing: the refresh under way stands for them. (The entry used
-    # to go as soon as the new head arrived, and each request in that gap missed and fetched the
-    # URL on its own.)
+def test_requests_during_a_background_refresh_of_a_changed_entry_follow_it(larder, origin, workdir, validated):
+    # The changed answer's body arrives slowly. The refresh removed the outdated entry when the
+    # origin said it changed; requests meanwhile, on either worker, follow the refresh's download
+    # and get the new response, and none of them fetches the URL again. (Each used to miss and
+    # fetch it on its own.)
     name = f"swrslow{int(validated)}"
     etag = [("ETag", '"v1"')] if validated else []
     script(workdir, name, headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30")] + etag,
@@ -106,15 +105,27 @@ def test_a_background_refresh_serves_the_old_response_until_the_new_one_is_store
     time.sleep(0.3)  # the new head is in; its body waits
     meanwhile = concurrently(8, lambda i: get(larder, url))
     for r in meanwhile:
-        assert r.body == b"v1 body" and "detail=stale-while-revalidate" in cache_status(r), cache_status(r)
-    deadline = time.monotonic() + 6
-    while True:
-        fresh = get(larder, url)
-        if fresh.body == b"v2 body" or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit"), cache_status(fresh)
+        assert r.body == b"v2 body" and "collapsed" in cache_status(r), cache_status(r)
+    hit = get(larder, url)
+    assert hit.body == b"v2 body" and cache_status(hit).startswith("larder; hit"), cache_status(hit)
     assert methods(origin, name) == trips
+
+
+def test_a_request_between_a_background_head_and_its_get_follows_the_get(larder, origin, workdir):
+    # HEAD says changed; the GET that follows is slow to answer at all. A request in between
+    # finds the entry gone and waits for that GET instead of sending its own.
+    script(workdir, "swrgap", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"v1"')],
+           body="v1 body", conditional=True)
+    url = origin.url("/res/swrgap?delay=1")   # every answer, the GET's head too, a second late
+    assert get(larder, url).body == b"v1 body"
+    time.sleep(2.2)
+    script(workdir, "swrgap", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="v2 body",
+           conditional=True)
+    assert "stale-while-revalidate" in cache_status(get(larder, url))
+    assert wait_for_methods(origin, "swrgap", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
+    during = get(larder, url)
+    assert during.body == b"v2 body" and "collapsed" in cache_status(during), cache_status(during)
+    assert methods(origin, "swrgap") == ["GET", "HEAD", "GET"]
 
 
 @pytest.mark.parametrize("answer", ["cut", "no-store"])

@@ -183,6 +183,25 @@ import Testing
         #expect(!table.isPass(key))
     }
 
+    @Test func aRefreshLeadsOnlyWhenNoFetchIsUnderWayAndIsThenFollowed() {
+        let table = InFlightTable(clock: ManualClock())
+        let key = Array("http://a/refreshed".utf8)
+        guard case .lead(let other) = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("the first miss leads")
+            return
+        }
+        #expect(table.lead(key: key, participant: handle) == nil, "a fetch under way is not displaced")
+        other.finish(failed: false)
+        table.remove(other)
+        let refresh = table.lead(key: key, participant: handle)
+        #expect(refresh != nil)
+        guard case .follow(let followed, _) = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("a miss while the refresh leads follows it")
+            return
+        }
+        #expect(followed === refresh)
+    }
+
     @Test func passMarkersStayBounded() {
         let clock = ManualClock()
         let table = InFlightTable(clock: clock)

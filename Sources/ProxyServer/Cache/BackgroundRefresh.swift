@@ -8,18 +8,21 @@ import Statistics
 /// RFC 5861 stale-while-revalidate: the client already has the stale entry; this asks the origin
 /// on its own, with no client attached. It revalidates the way the configuration says (HEAD by
 /// default; a plain GET for an entry without validators, see `Revalidation.method`): unchanged →
-/// the stored head is freshened; changed → the new response is fetched (conditional GET: it
-/// already is) and stored over the entry, which is served stale meanwhile; when no new response
-/// gets stored, the entry goes as the refresh ends. A 5xx or a failure before an answer leaves
-/// the entry as it was.
+/// the stored head is freshened; changed → the entry goes (every variant, as for a client's
+/// revalidation) and the new response is fetched (conditional GET: it already is) and stored.
+/// A 5xx or a failure before the origin says the entry changed leaves it as it was.
+///
+/// From the moment the entry goes, the refresh leads a collapsed fetch of the URL (when no other
+/// fetch of it is under way): requests that now miss, on any worker, follow it rather than fetch
+/// the URL again. Once the new response's head is in and it is being stored or shared, the rest
+/// of the download is an `OrphanedFetch`'s: storing and feeding followers with no client.
 /// The exchange's phase and the decisions are the cache flow's own (`CacheExchange+Origin`).
-final class BackgroundRefresh: SessionTaskDelegate {
+final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
     unowned let worker: Worker
     private let exchange: CacheExchange
     /// The client request that found the stale entry: its fields (Vary, credentials) go along.
     private let request: RequestHead
     private var task: SessionTask?
-    private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.task?.resumeReading() }
 
     init(worker: Worker, exchange: CacheExchange, request: RequestHead) {
         self.worker = worker
@@ -29,6 +32,7 @@ final class BackgroundRefresh: SessionTaskDelegate {
         let configured = worker.settings.cache.policy.revalidation
         exchange.phase = .revalidating(exchange.entry.map { Revalidation.method(for: .get, entry: $0.facts,
                                                                                 configured: configured) } ?? configured)
+        exchange.refreshLeader = ParticipantHandle(loop: worker.loop, target: self)
     }
 
     func start() {
@@ -38,7 +42,6 @@ final class BackgroundRefresh: SessionTaskDelegate {
     }
 
     func cancel() {
-        pacer.cancel()
         task?.cancel()
         task = nil
         exchange.completeFetch(error: .cancelled, table: worker.inFlight)
@@ -61,12 +64,17 @@ final class BackgroundRefresh: SessionTaskDelegate {
         t.resume()
     }
 
-    private func finish() {
-        // The origin said the entry changed, and no new response was stored over it.
-        if exchange.keepsOutdatedEntry { worker.cache.invalidate(primaryKey: exchange.primaryKey) }
+    /// `handedOff`: an `OrphanedFetch` carries on with the download and the collapsed fetch.
+    private func finish(handedOff: Bool = false) {
+        // Led since the entry went, and ended before a new response could be shared: the
+        // followers fetch on their own.
+        if !handedOff { exchange.endCollapse(failed: true, table: worker.inFlight) }
         worker.inFlight.endRefresh(exchange.primaryKey)
         worker.refreshFinished(self)
     }
+
+    /// Until the download is handed off there is no body for followers to lag behind.
+    func collapseProgress() {}
 
     // MARK: - SessionTaskDelegate
 
@@ -78,20 +86,21 @@ final class BackgroundRefresh: SessionTaskDelegate {
         let step = exchange.originHead(head, request: request, background: true, now: worker.clock.wallSeconds,
                                        cache: worker.cache, setup: worker.settings.cache, table: worker.inFlight)
         if case .revalidation(.refetch) = step { worker.stats.add(.revalidationHeadChanged) }
+        // The new response, being stored or shared: downloaded from here on as an orphaned fetch.
+        if case .fetching = exchange.phase, exchange.writer != nil || exchange.inFlight != nil {
+            self.task = nil
+            worker.adopt(OrphanedFetch(worker: worker, task: task, exchange: exchange))
+            finish(handedOff: true)
+        }
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
-        // Only a response being stored has a writer; any other body is not wanted.
-        if let w = exchange.writer {
-            _ = exchange.tee(source, count: count)
-            if pacer.shouldPause(after: w) { task.suspendReading() }
-        }
+        // Nothing kept and nobody following: the body is not wanted.
         source.drain(count)
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
-        pacer.cancel()
         if let error {
             let url = String(decoding: exchange.primaryKey, as: UTF8.self)
             worker.logger.notice("background refresh of \(url) failed: \(error.message)")

@@ -34,7 +34,7 @@ extension CacheExchange {
         switch phase {
         case .revalidating(let m):
             return .revalidation(applyRevalidationAnswer(head, method: m, request: request, background: background,
-                                                         now: now, cache: cache, setup: setup))
+                                                         now: now, cache: cache, setup: setup, table: table))
         case .fetching:
             status.forwardStatus = head.status
             let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)

@@ -36,7 +36,8 @@ extension CacheExchange {
     /// `head` answered the revalidation `method` of `entry` (phase `.revalidating`); the meaning
     /// is CachePolicy's (`Revalidation.verdict`), carried out here.
     func applyRevalidationAnswer(_ head: ResponseHead, method: RevalidationMethod, request: RequestHead,
-                                 background: Bool, now: Int64, cache: Cache, setup: CacheSetup) -> RevalidationStep {
+                                 background: Bool, now: Int64, cache: Cache, setup: CacheSetup,
+                                 table: InFlightTable) -> RevalidationStep {
         guard let entry else { return .keep }
         switch Revalidation.verdict(entry: entry.facts, request: facts, response: head, method: method, now: now,
                                     background: background) {
@@ -52,7 +53,9 @@ extension CacheExchange {
             phase = .revalidated
             return .unchanged
         case .changedRefetch:
-            entryIsOutdated(background: background, cache: cache)
+            cache.invalidate(primaryKey: primaryKey)
+            self.entry = nil
+            leadAsRefresh(table: table)
             phase = .refetch
             return .refetch
         case .changedForwardThis:
@@ -63,25 +66,26 @@ extension CacheExchange {
             status = CacheStatus(forward: .stale, forwardStatus: head.status, detail: "revalidated-head-changed")
             return .forwardThis
         case .changedStoreThis:
-            entryIsOutdated(background: background, cache: cache)
+            cache.invalidate(primaryKey: primaryKey)
+            self.entry = nil
+            leadAsRefresh(table: table)
             phase = .fetching
             status = CacheStatus(forward: .stale, forwardStatus: head.status)
-            _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
+            let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
+            if let f = inFlight {
+                if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
+            }
             return .storeThis
         case .keepEntryAndGiveUp, .forwardError:
             return .keep
         }
     }
 
-    /// The origin says the stored response is outdated. A client's exchange removes it at once. A
-    /// background refresh leaves it in place until the new response is stored over it (or removes
-    /// it when the refresh ends without storing one; see `BackgroundRefresh`). Until then the old
-    /// response is still served stale-while-revalidate, and the refresh claim stops other workers
-    /// from starting another refresh. Removing it at once left a gap, between the new head and
-    /// its stored body, in which a request on another worker found nothing and fetched again.
-    private func entryIsOutdated(background: Bool, cache: Cache) {
-        if background { keepsOutdatedEntry = true } else { cache.invalidate(primaryKey: primaryKey) }
-        entry = nil
+    /// A background refresh that has just removed the entry leads the URL's next fetch, so that
+    /// requests missing it now follow rather than fetch it again (none when a fetch is under way).
+    private func leadAsRefresh(table: InFlightTable) {
+        guard let leader = refreshLeader, inFlight == nil else { return }
+        inFlight = table.lead(key: primaryKey, participant: leader)
     }
 
     /// The revalidation got no answer (`error`): whether the stale entry stands in for it.

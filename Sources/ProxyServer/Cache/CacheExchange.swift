@@ -53,9 +53,9 @@ final class CacheExchange {
     var rangeFill = false
     /// What this fetch's answer does to the URL's pass marker (`InFlightTable`).
     var passMarking = PassMarking.none
-    /// A background refresh found the stored response outdated and left it in place for the new
-    /// one to replace; cleared once the new one is stored (`entryIsOutdated`).
-    var keepsOutdatedEntry = false
+    /// A background refresh's: once it finds the entry changed and removes it, it leads a
+    /// collapsed fetch of the URL as this participant (`BackgroundRefresh`).
+    var refreshLeader: ParticipantHandle?
 
     init(primaryKey: [UInt8], scheme: String, host: [UInt8], path: [UInt8], origin: OriginKey,
          route: OutboundHead.Route, path pathRange: Range<Int>, phase: Phase) {
@@ -88,10 +88,7 @@ extension CacheExchange {
             } else if let head = storedResponse, var facts = storedFacts {
                 let length = w.bodyLength
                 facts.contentLength = length
-                if w.finish(head: StoredHead.make(response: head, bodyLength: length, omitFields: omitFields),
-                            facts: facts) {
-                    keepsOutdatedEntry = false
-                }
+                w.finish(head: StoredHead.make(response: head, bodyLength: length, omitFields: omitFields), facts: facts)
             }
         }
         endCollapse(failed: error != nil, table: table)

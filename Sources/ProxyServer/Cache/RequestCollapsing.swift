@@ -75,6 +75,16 @@ final class InFlightTable: Sendable {
         }
     }
 
+    /// Leads a fetch of `key` when none is under way (a background refresh's, see `BackgroundRefresh`).
+    func lead(key: [UInt8], participant: ParticipantHandle) -> InFlightFetch? {
+        fetches.withLock { table in
+            guard table[ByteKey(key)] == nil else { return nil }
+            let fetch = InFlightFetch(key: key, leader: participant)
+            table[ByteKey(key)] = fetch
+            return fetch
+        }
+    }
+
     /// The fetch no longer takes followers (its head said uncacheable, or it ended).
     func remove(_ fetch: InFlightFetch) {
         fetches.withLock { table in
