@@ -70,3 +70,25 @@ def test_the_targeted_field_is_off_in_reverse_mode_when_listed_empty(larder_fact
     get(lr, "/res/off")
     get(lr, "/res/off")
     assert methods(origin, "off") == ["GET", "GET"]
+
+
+def test_a_field_the_targeted_field_keeps_private_stays_out_when_the_entry_is_freshened(larder_factory, origin,
+                                                                                         workdir):
+    # Kept out of the stored head by CDN-Cache-Control's private="X-Session" when stored; the
+    # HEAD that revalidates it carries the field again, and freshening must keep it out too, or the
+    # next client is served the session of whoever's request revalidated it.
+    script(workdir, "sess", headers=[("Cache-Control", "no-store"), ("ETag", '"s1"'),
+                                     ("CDN-Cache-Control", 'max-age=0, private="X-Session"'),
+                                     ("X-Session", "first-client")], body="page")
+    lr = reverse(larder_factory, origin)
+    first = get(lr, "/res/sess")
+    assert "stored" in cache_status(first) and first.header("X-Session") == "first-client", cache_status(first)
+    script(workdir, "sess", headers=[("Cache-Control", "no-store"), ("ETag", '"s1"'),
+                                     ("CDN-Cache-Control", 'max-age=60, private="X-Session"'),
+                                     ("X-Session", "second-client")], body="page")
+    second = get(lr, "/res/sess")
+    assert "revalidated" in cache_status(second), cache_status(second)
+    third = get(lr, "/res/sess")
+    assert cache_status(third).startswith("larder; hit"), cache_status(third)
+    assert third.header("X-Session") is None, third.header("X-Session")
+    assert methods(origin, "sess") == ["GET", "HEAD"]

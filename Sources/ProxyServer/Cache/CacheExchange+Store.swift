@@ -57,8 +57,8 @@ extension CacheExchange {
         guard let entry, let stored = entry.parsedHead ?? CachedResponseWriter.parse(entry.head) else { return false }
         // The qualified field lists of both heads keep applying: a field the stored response kept
         // private stays out whatever the update says, and the update's own lists apply too.
-        var omit = Storability.qualifiedFields(of: stored.headers)
-        for name in Storability.qualifiedFields(of: update.headers) where !omit.contains(name) { omit.append(name) }
+        var omit = privateFields(of: stored, setup: setup)
+        for name in privateFields(of: update, setup: setup) where !omit.contains(name) { omit.append(name) }
         let newHead = Revalidation.freshenedHead(stored: stored, update: update, omitFields: omit)
         // An answer that changes nothing but what is already stored (e.g. a Date within the same
         // second, as for a popular URL) gives back the stored head byte for byte: its parse is reused.
@@ -79,6 +79,19 @@ extension CacheExchange {
                                     parsedHead: parsed)
         return true
     }
+}
+
+/// The fields `head` keeps out of the shared cache: those its `Cache-Control` qualifies
+/// (`private="…"`, `no-cache="…"`) and those a targeted field addressed to this cache qualifies
+/// (RFC 9213), which is what the store read. Both, so that neither can let one in on an update.
+private func privateFields(of head: ResponseHead, setup: CacheSetup) -> [[UInt8]] {
+    var fields = Storability.qualifiedFields(of: head.headers)
+    if let policyHead = TargetedCacheControl.policyHead(of: head, targets: setup.targetedFields) {
+        for name in Storability.qualifiedFields(of: policyHead.headers) where !fields.contains(name) {
+            fields.append(name)
+        }
+    }
+    return fields
 }
 
 /// `a == b` by `memcmp`: `Array`'s own `==` compares element by element.
