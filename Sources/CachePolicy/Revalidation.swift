@@ -8,6 +8,15 @@ public enum RevalidationOutcome: Sendable, Equatable {
 }
 
 public enum Revalidation {
+    /// Whether a stale-while-revalidate hit for `request` may start a background refresh. The
+    /// refresh carries the request's fields, and its answer replaces the entry only when it may be
+    /// stored for them: after a HEAD, a request `no-store` (RFC 9111 §5.2.1.5) or credentials it
+    /// would only remove the entry. Those are served stale without one; the next plain GET within
+    /// the window refreshes.
+    public static func mayRefreshInBackground(for request: RequestFacts) -> Bool {
+        request.method == .get && !request.directives.noStore && !request.hasAuthorization
+    }
+
     /// The method that revalidates `entry` for a client's `requestMethod` (GET or HEAD; a background
     /// refresh asks for the stored GET), given the configured one:
     /// - a client's HEAD: HEAD whatever is configured. Its answer is the client's, and it freshens

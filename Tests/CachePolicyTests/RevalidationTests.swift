@@ -225,6 +225,18 @@ enum StoredHeadTable {
 
 @Suite("Revalidation")
 struct RevalidationTests {
+    @Test("RFC5861 3 which stale-while-revalidate hits start a background refresh", arguments: [
+        ("GET", [String](), true),
+        ("GET", ["Cache-Control: max-stale=5", "Accept-Encoding: gzip"], true),
+        ("HEAD", [], false),
+        ("GET", ["Cache-Control: no-store"], false),
+        ("GET", ["Authorization: Bearer x"], false),
+    ] as [(String, [String], Bool)])
+    func backgroundRefresh(_ method: String, _ fields: [String], _ expected: Bool) throws {
+        let facts = try RequestFacts.make(request(fields, method: method), rulePolicy: nil, settings: PolicySettings())
+        #expect(Revalidation.mayRefreshInBackground(for: facts) == expected)
+    }
+
     @Test("conditional fields", arguments: ConditionalFieldsTable.rows)
     func conditionalFields(_ row: ConditionalFieldsRow) {
         #expect(text(Revalidation.conditionalFields(for: entry(row.stored))) == row.expected)

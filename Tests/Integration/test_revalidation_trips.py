@@ -128,6 +128,46 @@ def test_a_request_between_a_background_head_and_its_get_follows_the_get(larder,
     assert methods(origin, "swrgap") == ["GET", "HEAD", "GET"]
 
 
+def test_followers_of_a_background_refresh_whose_new_answer_is_not_stored_fetch_on_their_own(larder, origin,
+                                                                                              workdir):
+    # HEAD says changed; the GET's answer may not be stored (no-store), so it is shared with no
+    # one: the request waiting for it is released at its head and fetches on its own, promptly.
+    script(workdir, "swrrel", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"v1"')],
+           body="v1 body", conditional=True)
+    url = origin.url("/res/swrrel?delay=1")
+    assert get(larder, url).body == b"v1 body"
+    time.sleep(2.2)
+    script(workdir, "swrrel", headers=[("Cache-Control", "no-store"), ("ETag", '"v2"')], body="v2 body",
+           conditional=True)
+    assert "stale-while-revalidate" in cache_status(get(larder, url))
+    assert wait_for_methods(origin, "swrrel", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
+    start = time.monotonic()
+    during = get(larder, url)
+    elapsed = time.monotonic() - start
+    assert during.body == b"v2 body" and "collapsed" not in cache_status(during), cache_status(during)
+    assert elapsed < 3.5, elapsed
+    assert methods(origin, "swrrel") == ["GET", "HEAD", "GET", "GET"]
+
+
+def test_a_head_in_the_stale_while_revalidate_window_starts_no_refresh(larder, origin, workdir):
+    # A refresh carries the triggering request's fields, and an answer to a HEAD cannot be stored:
+    # refreshed for it, a changed entry would only be removed. The next GET refreshes.
+    script(workdir, "swrhead", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"v1"')],
+           body="v1 body", conditional=True)
+    url = origin.url("/res/swrhead")
+    assert get(larder, url).body == b"v1 body"
+    time.sleep(2.2)
+    script(workdir, "swrhead", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="v2 body",
+           conditional=True)
+    head = get(larder, url, method="HEAD")
+    assert head.status == 200 and "stale-while-revalidate" in cache_status(head), cache_status(head)
+    time.sleep(0.5)
+    assert methods(origin, "swrhead") == ["GET"]
+    stale = get(larder, url)
+    assert stale.body == b"v1 body" and "stale-while-revalidate" in cache_status(stale), cache_status(stale)
+    assert wait_for_methods(origin, "swrhead", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
+
+
 @pytest.mark.parametrize("answer", ["cut", "no-store"])
 def test_a_background_refresh_that_stores_nothing_new_removes_the_outdated_entry(larder, origin, workdir, answer):
     # The origin said the entry changed but no new response got stored (its body was cut, or it

@@ -53,9 +53,9 @@ extension CacheExchange {
             phase = .revalidated
             return .unchanged
         case .changedRefetch:
+            leadAsRefresh(table: table, setup: setup)
             cache.invalidate(primaryKey: primaryKey)
             self.entry = nil
-            leadAsRefresh(table: table)
             phase = .refetch
             return .refetch
         case .changedForwardThis:
@@ -66,9 +66,9 @@ extension CacheExchange {
             status = CacheStatus(forward: .stale, forwardStatus: head.status, detail: "revalidated-head-changed")
             return .forwardThis
         case .changedStoreThis:
+            leadAsRefresh(table: table, setup: setup)
             cache.invalidate(primaryKey: primaryKey)
             self.entry = nil
-            leadAsRefresh(table: table)
             phase = .fetching
             status = CacheStatus(forward: .stale, forwardStatus: head.status)
             let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
@@ -81,11 +81,14 @@ extension CacheExchange {
         }
     }
 
-    /// A background refresh that has just removed the entry leads the URL's next fetch, so that
-    /// requests missing it now follow rather than fetch it again (none when a fetch is under way).
-    private func leadAsRefresh(table: InFlightTable) {
-        guard let leader = refreshLeader, inFlight == nil else { return }
+    /// A background refresh about to remove the entry leads the URL's next fetch, so that requests
+    /// missing it from now on follow rather than fetch it again (none when a fetch is under way,
+    /// or collapsing is off). Led before the entry goes: a miss in between would lead instead.
+    /// Its answer clears the URL's pass marker when stored, as a collapsed miss's does.
+    private func leadAsRefresh(table: InFlightTable, setup: CacheSetup) {
+        guard let leader = refreshLeader, inFlight == nil, setup.collapseRequests else { return }
         inFlight = table.lead(key: primaryKey, participant: leader)
+        if inFlight != nil { passMarking = .clearIfStored }
     }
 
     /// The revalidation got no answer (`error`): whether the stale entry stands in for it.

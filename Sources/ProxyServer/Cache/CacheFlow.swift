@@ -94,7 +94,9 @@ enum CacheFlow {
             refresh.entry = entry
             refresh.facts = facts
             if !serve(entry, exchange: exchange, request: request, now: now, on: c) { return false }
-            worker.refreshInBackground(refresh, request: request)
+            // Refreshed for a request whose answer the cache could store in its place; another
+            // (a HEAD, no-store, credentials) would only remove the entry.
+            if Revalidation.mayRefreshInBackground(for: facts) { worker.refreshInBackground(refresh, request: request) }
             return true
         case .revalidate(let m):
             exchange.phase = .revalidating(m)
