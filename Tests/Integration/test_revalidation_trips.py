@@ -64,12 +64,23 @@ def test_entry_with_last_modified_only_is_still_revalidated_with_head(larder, or
     assert [m for m, _ in reqs] == ["GET", "HEAD"] and reqs[1][1].get("if-modified-since") == lm
 
 
-def test_background_refresh_without_validators_is_one_get(larder, origin, workdir):
-    script(workdir, "swrnoval", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30")], body="v1 body")
-    url = origin.url("/res/swrnoval")
+SWR = ("Cache-Control", "max-age=1, stale-while-revalidate=30")
+
+
+def stale_then_changed(larder, origin, workdir, name, changed, query="", etag=True, **more):
+    """Stores /res/NAME ("v1 body", fresh for a second, then stale-while-revalidate for 30), lets it
+    go stale, and changes it at the origin to the fields CHANGED with "v2 body" (MORE: the origin's
+    other script options). Returns its URL."""
+    script(workdir, name, headers=[SWR] + ([("ETag", '"v1"')] if etag else []), body="v1 body", conditional=True)
+    url = origin.url(f"/res/{name}{query}")
     assert get(larder, url).body == b"v1 body"
     time.sleep(2.2)
-    script(workdir, "swrnoval", headers=[("Cache-Control", "max-age=60")], body="v2 body")
+    script(workdir, name, headers=changed, body="v2 body", conditional=True, **more)
+    return url
+
+
+def test_background_refresh_without_validators_is_one_get(larder, origin, workdir):
+    url = stale_then_changed(larder, origin, workdir, "swrnoval", [("Cache-Control", "max-age=60")], etag=False)
     stale = get(larder, url)
     assert stale.body == b"v1 body" and "detail=stale-while-revalidate" in cache_status(stale), cache_status(stale)
     assert wait_for_methods(origin, "swrnoval", ["GET", "GET"]) == ["GET", "GET"]
@@ -90,15 +101,9 @@ def test_requests_during_a_background_refresh_of_a_changed_entry_follow_it(larde
     # and get the new response, and none of them fetches the URL again. (Each used to miss and
     # fetch it on its own.)
     name = f"swrslow{int(validated)}"
-    etag = [("ETag", '"v1"')] if validated else []
-    script(workdir, name, headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30")] + etag,
-           body="v1 body", conditional=True)
-    url = origin.url(f"/res/{name}")
-    assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
-    etag = [("ETag", '"v2"')] if validated else []
-    script(workdir, name, headers=[("Cache-Control", "max-age=60")] + etag, body="v2 body", conditional=True,
-           pause_after=2, pause=2)
+    url = stale_then_changed(larder, origin, workdir, name,
+                             [("Cache-Control", "max-age=60")] + ([("ETag", '"v2"')] if validated else []),
+                             etag=validated, pause_after=2, pause=2)
     assert "stale-while-revalidate" in cache_status(get(larder, url))
     trips = ["GET", "HEAD", "GET"] if validated else ["GET", "GET"]
     assert wait_for_methods(origin, name, trips) == trips
@@ -114,13 +119,9 @@ def test_requests_during_a_background_refresh_of_a_changed_entry_follow_it(larde
 def test_a_request_between_a_background_head_and_its_get_follows_the_get(larder, origin, workdir):
     # HEAD says changed; the GET that follows is slow to answer at all. A request in between
     # finds the entry gone and waits for that GET instead of sending its own.
-    script(workdir, "swrgap", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"v1"')],
-           body="v1 body", conditional=True)
-    url = origin.url("/res/swrgap?delay=1")   # every answer, the GET's head too, a second late
-    assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
-    script(workdir, "swrgap", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="v2 body",
-           conditional=True)
+    # Every answer, the GET's head too, a second late.
+    url = stale_then_changed(larder, origin, workdir, "swrgap", [("Cache-Control", "max-age=60"), ("ETag", '"v2"')],
+                             query="?delay=1")
     assert "stale-while-revalidate" in cache_status(get(larder, url))
     assert wait_for_methods(origin, "swrgap", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
     during = get(larder, url)
@@ -132,13 +133,8 @@ def test_followers_of_a_background_refresh_whose_new_answer_is_not_stored_fetch_
                                                                                               workdir):
     # HEAD says changed; the GET's answer may not be stored (no-store), so it is shared with no
     # one: the request waiting for it is released at its head and fetches on its own, promptly.
-    script(workdir, "swrrel", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"v1"')],
-           body="v1 body", conditional=True)
-    url = origin.url("/res/swrrel?delay=1")
-    assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
-    script(workdir, "swrrel", headers=[("Cache-Control", "no-store"), ("ETag", '"v2"')], body="v2 body",
-           conditional=True)
+    url = stale_then_changed(larder, origin, workdir, "swrrel", [("Cache-Control", "no-store"), ("ETag", '"v2"')],
+                             query="?delay=1")
     assert "stale-while-revalidate" in cache_status(get(larder, url))
     assert wait_for_methods(origin, "swrrel", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
     start = time.monotonic()
@@ -152,13 +148,7 @@ def test_followers_of_a_background_refresh_whose_new_answer_is_not_stored_fetch_
 def test_a_head_in_the_stale_while_revalidate_window_starts_no_refresh(larder, origin, workdir):
     # A refresh carries the triggering request's fields, and an answer to a HEAD cannot be stored:
     # refreshed for it, a changed entry would only be removed. The next GET refreshes.
-    script(workdir, "swrhead", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"v1"')],
-           body="v1 body", conditional=True)
-    url = origin.url("/res/swrhead")
-    assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
-    script(workdir, "swrhead", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="v2 body",
-           conditional=True)
+    url = stale_then_changed(larder, origin, workdir, "swrhead", [("Cache-Control", "max-age=60"), ("ETag", '"v2"')])
     head = get(larder, url, method="HEAD")
     assert head.status == 200 and "stale-while-revalidate" in cache_status(head), cache_status(head)
     time.sleep(0.5)
@@ -173,14 +163,11 @@ def test_a_background_refresh_that_stores_nothing_new_removes_the_outdated_entry
     # The origin said the entry changed but no new response got stored (its body was cut, or it
     # may not be stored): the old one must not outlive the refresh.
     name = f"swrgone{answer}"
-    script(workdir, name, headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30")], body="v1 body")
-    url = origin.url(f"/res/{name}")
-    assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
     if answer == "cut":
-        script(workdir, name, headers=[("Cache-Control", "max-age=60")], body="v2 body", reset_after=3)
+        url = stale_then_changed(larder, origin, workdir, name, [("Cache-Control", "max-age=60")], etag=False,
+                                 reset_after=3)
     else:
-        script(workdir, name, headers=[("Cache-Control", "no-store")], body="v2 body")
+        url = stale_then_changed(larder, origin, workdir, name, [("Cache-Control", "no-store")], etag=False)
     assert "stale-while-revalidate" in cache_status(get(larder, url))
     assert wait_for_methods(origin, name, ["GET", "GET"]) == ["GET", "GET"]
     script(workdir, name, headers=[("Cache-Control", "max-age=60")], body="v3 body")
