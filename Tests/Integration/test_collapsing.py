@@ -10,6 +10,18 @@ from helpers import RawClient, _read_head, concurrently, pattern, proxy_exchange
 from test_cache import cache_status, methods, script
 
 
+
+def until_hit(port, url, headers=(), timeout=5.0):
+    """GETs URL until the answer is a hit (a store commits in the background) or TIMEOUT passes;
+    returns the last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = proxy_exchange(port, "GET", url, headers=headers)
+        if cache_status(r).startswith("larder; hit") or time.monotonic() > deadline:
+            return r
+        time.sleep(0.1)
+
+
 def test_twenty_concurrent_misses_make_one_origin_fetch(larder, origin, workdir):
     size = 300_000
     script(workdir, "many", headers=[("Cache-Control", "max-age=60")], body_bytes=size)
@@ -77,12 +89,7 @@ def test_followers_keep_their_response_when_the_leader_disconnects(larder, origi
         leader.close()
         assert follower.reader.read_exact(200_000) == pattern(200_000)
     # The fetch ran to completion without its first client, so the entry was stored.
-    deadline = time.monotonic() + 5
-    while True:
-        again = proxy_exchange(larder.port, "GET", url)
-        if cache_status(again).startswith("larder; hit") or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    again = until_hit(larder.port, url)
     assert cache_status(again).startswith("larder; hit"), cache_status(again)
     assert again.body == pattern(200_000)
     assert methods(origin, "orphan") == ["GET"]
@@ -153,12 +160,7 @@ def test_a_url_marked_pass_is_found_on_disk_once_stored(larder_factory, origin, 
     script(workdir, "skipdisk", headers=[("Cache-Control", "max-age=60")], body=body)
     r = proxy_exchange(lr.port, "GET", url)
     assert "stored" in cache_status(r), cache_status(r)
-    deadline = time.monotonic() + 5
-    while True:
-        hit = proxy_exchange(lr.port, "GET", url)
-        if cache_status(hit).startswith("larder; hit") or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    hit = until_hit(lr.port, url)
     assert hit.body == body.encode() and cache_status(hit).startswith("larder; hit"), cache_status(hit)
     assert methods(origin, "skipdisk") == ["GET"] * 3
 
@@ -173,10 +175,7 @@ def test_a_variant_not_stored_does_not_hide_the_variants_on_disk(larder_factory,
     url = origin.url("/res/varypass")
     en, fr = [("Accept-Language", "en")], [("Accept-Language", "fr")]
     assert "stored" in cache_status(proxy_exchange(lr.port, "GET", url, headers=en))
-    deadline = time.monotonic() + 5
-    while not cache_status(proxy_exchange(lr.port, "GET", url, headers=en)).startswith("larder; hit"):
-        assert time.monotonic() < deadline, "the en variant was never served from disk"
-        time.sleep(0.1)
+    assert cache_status(until_hit(lr.port, url, headers=en)).startswith("larder; hit"), "never served from disk"
     script(workdir, "varypass", headers=[("Cache-Control", "no-store")] + vary, body=body)
     for _ in range(2):
         r = proxy_exchange(lr.port, "GET", url, headers=fr)
