@@ -93,7 +93,8 @@ extension Array where Element == UInt8 {
 }
 
 /// Writes big-endian fields into space sized beforehand, the writing side of `ByteReader`.
-/// Writing past the end is a programming error, and stops the process rather than the map.
+/// Writing past the end is a programming error: it stops the process rather than write past the
+/// space LMDB reserved.
 struct ByteWriter {
     let out: UnsafeMutableRawBufferPointer
     private(set) var offset = 0

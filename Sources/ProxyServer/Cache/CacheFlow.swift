@@ -88,15 +88,16 @@ enum CacheFlow {
             c.noteLookup(.lookupStaleServed)
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-while-revalidate")
+            if !serve(entry, exchange: exchange, request: request, now: now, on: c) { return false }
+            // Refreshed for a request whose answer the cache could store in its place; another
+            // (a HEAD, no-store, credentials) would only remove the entry.
+            guard Revalidation.mayRefreshInBackground(for: facts) else { return true }
             let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host, path: path,
                                         origin: destination.origin, route: destination.route, path: pathRange,
                                         phase: .fetching)
             refresh.entry = entry
             refresh.facts = facts
-            if !serve(entry, exchange: exchange, request: request, now: now, on: c) { return false }
-            // Refreshed for a request whose answer the cache could store in its place; another
-            // (a HEAD, no-store, credentials) would only remove the entry.
-            if Revalidation.mayRefreshInBackground(for: facts) { worker.refreshInBackground(refresh, request: request) }
+            worker.refreshInBackground(refresh, request: request)
             return true
         case .revalidate(let m):
             exchange.phase = .revalidating(m)
