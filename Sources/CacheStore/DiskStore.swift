@@ -527,8 +527,7 @@ public final class DiskReader {
 
     /// Every stored variant of one URL (its keys are adjacent: the primary digest comes first).
     public func variants(of primary: KeyDigest) -> [(EntryKey, EntryRecord)] {
-        var start: [UInt8] = []
-        primary.append(to: &start)
+        let start = primary.bytes
         return read { txn -> [(EntryKey, EntryRecord)]? in
             var out: [(EntryKey, EntryRecord)] = []
             try? scanCursor(txn, store.entries, from: start) { k, v in

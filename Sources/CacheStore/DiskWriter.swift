@@ -375,7 +375,7 @@ final class DiskWriter: @unchecked Sendable {
 
     private func commit(_ txn: borrowing WriteTransaction, key: EntryKey, spec: VariantSpec, record: EntryRecord,
                         bytes: inout Int, count: inout Int) throws(LMDBError) {
-        let specKey = key.primary.withBytes { Array($0) }
+        let specKey = key.primary.bytes
         // The URL's other entries stay only when the new response's Vary can still select them:
         // not under another Vary (or another URL with the same digest), not under a damaged spec,
         // and a response stored without Vary not once one with Vary arrives. `removeVariants`
@@ -417,8 +417,7 @@ final class DiskWriter: @unchecked Sendable {
         count -= 1
         if !keepSpec {
             // Drop the URL's spec once its last variant is gone.
-            var prefix: [UInt8] = []
-            key.primary.append(to: &prefix)
+            let prefix = key.primary.bytes
             var another = false
             try txn.scan(db.entries, from: prefix) { k, _ in
                 another = k.count == 32 && k.starts(with: prefix)
@@ -430,8 +429,7 @@ final class DiskWriter: @unchecked Sendable {
 
     private func removeVariants(_ txn: borrowing WriteTransaction, primary: KeyDigest,
                                 bytes: inout Int, count: inout Int) throws(LMDBError) {
-        var prefix: [UInt8] = []
-        primary.append(to: &prefix)
+        let prefix = primary.bytes
         var doomed: [(EntryKey, EntryRecord)] = []
         var unreadable: [[UInt8]] = []
         try txn.scan(db.entries, from: prefix) { k, v in

@@ -30,12 +30,10 @@ public struct KeyDigest: Hashable, Sendable {
         return k
     }
 
-    func append(to out: inout [UInt8]) {
-        out.appendBigEndian(high)
-        out.appendBigEndian(low)
-    }
+    /// 16 bytes, big-endian: the spec's key, and the prefix of every entry key of the URL.
+    var bytes: [UInt8] { withBytes { Array($0) } }
 
-    /// The bytes `append(to:)` writes, on the stack: a lookup key without an allocation.
+    /// The bytes `bytes` holds, on the stack: a lookup key without an allocation.
     func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         var bigEndian = (high.bigEndian, low.bigEndian)
         return withUnsafeBytes(of: &bigEndian) { body($0) }

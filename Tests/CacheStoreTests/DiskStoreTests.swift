@@ -158,11 +158,17 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
     /// Writes `bytes` as the URL's variant spec behind the writer's back: a spec an earlier Larder
     /// kept, or a damaged one.
     func putSpecBytes(_ s: DiskStore, _ primary: KeyDigest, _ bytes: [UInt8]) throws {
-        var specKey: [UInt8] = []
-        primary.append(to: &specKey)
         let txn = try WriteTransaction(env: s.env)
-        try txn.put(s.variants, specKey, bytes)
+        try txn.put(s.variants, primary.bytes, bytes)
         try txn.commit()
+    }
+
+    /// A response without Vary stored as an earlier Larder did: with a spec of no fields beside it.
+    func storeWithEmptySpec(_ s: DiskStore, url: String, bytes: [UInt8]) throws -> EntryKey {
+        let key = store(s, url: url, bytes: bytes)
+        s.flush()
+        try putSpecBytes(s, key.primary, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
+        return key
     }
 
     @Test func aResponseWithoutVaryIsStoredWithoutASpec() throws {
@@ -216,9 +222,7 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         defer { removeTree(dir) }
         let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
         let url = "http://a/old"
-        let key = store(s, url: url, bytes: body(10))
-        s.flush()
-        try putSpecBytes(s, key.primary, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
+        let key = try storeWithEmptySpec(s, url: url, bytes: body(10))
         let r = s.makeReader()
         #expect(r.spec(key.primary) != nil)
         guard case .found = try #require(selected(r, url)).1 else { Issue.record("not found"); return }
@@ -253,9 +257,7 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         defer { removeTree(dir) }
         let s = try DiskStore(settings: DiskStoreSettings(directory: dir, capacity: 64 << 20), log: noLog)
         let url = "http://a/old-then-vary"
-        let plain = store(s, url: url, bytes: body(10))
-        s.flush()
-        try putSpecBytes(s, plain.primary, RecordCodec.encode(VariantSpec(primaryKey: Array(url.utf8), varyFields: [])))
+        let plain = try storeWithEmptySpec(s, url: url, bytes: body(10))
         let gzip = store(s, url: url, secondary: Array("gzip".utf8), bytes: body(20), vary: [Array("accept-encoding".utf8)])
         s.flush()
         let r = s.makeReader()

@@ -244,7 +244,7 @@ func hex(_ bytes: [UInt8]) -> String {
                            secondary: KeyDigest(high: 0x2122_2324_2526_2728, low: 0x3132_3334_3536_3738))
         #expect(hex(key.bytes) == "0102030405060708111213141516171821222324252627283132333435363738")
         #expect(key.withBytes { Array($0) } == key.bytes)
-        #expect(key.primary.withBytes { Array($0) } == Array(key.bytes[..<16]))
+        #expect(key.primary.bytes == Array(key.bytes[..<16]))
         #expect(hex(DiskStore.chunkKey(0x0102_0304_0506_0708, 0x0a0b_0c0d)) == "01020304050607080a0b0c0d")
         #expect(hex(DiskStore.chunkKey(UInt64.max, 1)) == "ffffffffffffffff00000001")
         #expect(hex(DiskStore.accessKey(0x4142_4344_4546_4748, key))
