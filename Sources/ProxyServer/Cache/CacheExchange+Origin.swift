@@ -38,15 +38,7 @@ extension CacheExchange {
         case .fetching:
             status.forwardStatus = head.status
             let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
-            if let f = inFlight {
-                if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
-            }
-            // Whether the URL's next misses may wait on each other (see `InFlightTable`).
-            switch passMarking {
-            case .none: break
-            case .markOrClear: if shared == nil { table.markPass(primaryKey) } else { table.clearPass(primaryKey) }
-            case .clearIfStored: if shared != nil { table.clearPass(primaryKey) }
-            }
+            announce(shared, table: table)
             return .forward
         case .bypass:
             status.forwardStatus = head.status
@@ -60,6 +52,20 @@ extension CacheExchange {
             return .forward
         case .revalidated, .refetch:
             return .consumed
+        }
+    }
+
+    /// The decision to store (or share) a fetched response, `shared`, told to the collapsed
+    /// followers (they get the head, or are released to fetch on their own) and to the URL's pass
+    /// marker (whether the URL's next misses may wait on each other, see `InFlightTable`).
+    func announce(_ shared: InFlightFetch.Head?, table: InFlightTable) {
+        if let f = inFlight {
+            if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
+        }
+        switch passMarking {
+        case .none: break
+        case .markOrClear: if shared == nil { table.markPass(primaryKey) } else { table.clearPass(primaryKey) }
+        case .clearIfStored: if shared != nil { table.clearPass(primaryKey) }
         }
     }
 

@@ -71,10 +71,7 @@ extension CacheExchange {
             self.entry = nil
             phase = .fetching
             status = CacheStatus(forward: .stale, forwardStatus: head.status)
-            let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
-            if let f = inFlight {
-                if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
-            }
+            announce(beginStoring(request: request, response: head, now: now, cache: cache, setup: setup), table: table)
             return .storeThis
         case .keepEntryAndGiveUp, .forwardError:
             return .keep
