@@ -53,10 +53,24 @@ public struct CacheStatus: Sendable, Equatable {
     /// Remaining freshness in seconds (negative when stale).
     public var ttl: Int64?
     /// Free-form token for why (e.g. `no-store`, `revalidated-head`, `stale-if-error`).
-    public var detail: String?
+    public var detail: Detail?
+
+    /// A `detail` value: a literal in the source, so a status is plain bytes to copy (no reference
+    /// counting for every response that carries one) and writing it needs no `String`.
+    public struct Detail: Sendable, Equatable, ExpressibleByStringLiteral, CustomStringConvertible {
+        public let text: StaticString
+
+        public init(stringLiteral text: StaticString) { self.text = text }
+
+        public var description: String { text.description }
+
+        public static func == (a: Detail, b: Detail) -> Bool {
+            a.text.withUTF8Buffer { x in b.text.withUTF8Buffer { y in x.elementsEqual(y) } }
+        }
+    }
 
     public init(hit: Bool = false, forward: Forward? = nil, forwardStatus: Int? = nil, stored: Bool = false,
-                collapsed: Bool = false, ttl: Int64? = nil, detail: String? = nil) {
+                collapsed: Bool = false, ttl: Int64? = nil, detail: Detail? = nil) {
         self.hit = hit; self.forward = forward; self.forwardStatus = forwardStatus; self.stored = stored
         self.collapsed = collapsed; self.ttl = ttl; self.detail = detail
     }
@@ -92,12 +106,15 @@ public struct CacheStatus: Sendable, Equatable {
         }
         if let detail {
             w.append("; detail=")
-            if Self.isToken(detail) {
-                w.appendString(detail)
-            } else {
-                var quoted: [UInt8] = []
-                Self.appendTokenOrString(detail, to: &quoted)
-                w.append(quoted)
+            detail.text.withUTF8Buffer { text in
+                let bytes = UnsafeRawBufferPointer(text)
+                if Self.isToken(bytes) {
+                    w.append(bytes)
+                } else {
+                    var quoted: [UInt8] = []
+                    Self.appendQuoted(bytes, to: &quoted)
+                    w.append(quoted)
+                }
             }
         }
     }
@@ -108,8 +125,14 @@ public struct CacheStatus: Sendable, Equatable {
             out.append(contentsOf: text.utf8)
             return
         }
+        var text = text
+        text.withUTF8 { appendQuoted(UnsafeRawBufferPointer($0), to: &out) }
+    }
+
+    /// RFC 8941 sf-string: controls and non-ASCII dropped, quote and backslash escaped.
+    private static func appendQuoted(_ text: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(asciiQuote)
-        for b in text.utf8 where b >= 0x20 && b < 0x7F {
+        for b in text where b >= 0x20 && b < 0x7F {
             if b == asciiQuote || b == asciiBackslash { out.append(asciiBackslash) }
             out.append(b)
         }

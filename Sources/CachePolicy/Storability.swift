@@ -1,7 +1,7 @@
 import HTTPWire
 
 /// Why a response was not stored (Cache-Status `detail`, logs, statistics).
-public enum NotStoredReason: String, Sendable, Equatable {
+public enum NotStoredReason: String, Sendable, Equatable, CaseIterable {
     case method = "method"                       // only GET responses are stored
     case status = "status"                       // not cacheable by default and no explicit freshness
     case partialContent = "partial-content"      // 206 and Content-Range responses are not stored
@@ -13,6 +13,23 @@ public enum NotStoredReason: String, Sendable, Equatable {
     case varyStar = "vary-star"
     case mustUnderstand = "must-understand"      // must-understand with a status we do not understand
     case storagePolicy = "storage-policy"        // a rule said notAllowed
+
+    /// The raw value as a `Cache-Status` detail.
+    public var detail: CacheStatus.Detail {
+        switch self {
+        case .method: return "method"
+        case .status: return "status"
+        case .partialContent: return "partial-content"
+        case .requestNoStore: return "request-no-store"
+        case .responseNoStore: return "no-store"
+        case .privateResponse: return "private"
+        case .authorization: return "authorization"
+        case .noFreshnessOrValidator: return "no-freshness"
+        case .varyStar: return "vary-star"
+        case .mustUnderstand: return "must-understand"
+        case .storagePolicy: return "storage-policy"
+        }
+    }
 }
 
 public enum StoreDecision: Sendable, Equatable {

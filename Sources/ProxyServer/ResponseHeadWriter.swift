@@ -136,7 +136,7 @@ final class LocalAnswers: Sendable {
         CacheStatus(forward: .method, forwardStatus: originStatus).serialized(cacheName: cacheName)
     }
 
-    static func detail(for status: Int) -> String {
+    static func detail(for status: Int) -> CacheStatus.Detail {
         switch status {
         case 400, 411, 417, 505: return "bad-request"
         case 403: return "denied"

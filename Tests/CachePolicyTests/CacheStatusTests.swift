@@ -72,6 +72,20 @@ struct CacheStatusTests {
         #expect(text(row.status.serialized(cacheName: CacheName(row.cacheName))) == row.expected)
     }
 
+    @Test("RFC9211 2.8 a response not stored names its reason as the detail", arguments: NotStoredReason.allCases)
+    func notStoredDetail(_ reason: NotStoredReason) {
+        #expect(reason.detail.description == reason.rawValue)
+        #expect(text(CacheStatus(forward: .bypass, detail: reason.detail).serialized(cacheName: CacheName("c")))
+                == "c; fwd=bypass; detail=\(reason.rawValue)")
+    }
+
+    @Test("RFC9211 2.8 details compare by their text")
+    func detailEquality() {
+        #expect(CacheStatus(detail: "stale") == CacheStatus(detail: "stale"))
+        #expect(CacheStatus(detail: "stale") != CacheStatus(detail: "stale-if-error"))
+        #expect(CacheStatus(detail: "x") != CacheStatus())
+    }
+
     @Test("RFC9211 2 the name is serialized once, as it will be written")
     func nameBytes() {
         #expect(text(CacheName("edge-7").serialized) == "edge-7")

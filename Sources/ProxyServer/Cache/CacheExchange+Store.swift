@@ -25,7 +25,7 @@ extension CacheExchange {
         case .doNotStore(.method):
             return nil  // only GET responses are stored; nothing to report
         case .doNotStore(let reason):
-            status.detail = reason.rawValue
+            status.detail = reason.detail
             return nil
         case .store(let plan):
             let facts = plan.facts

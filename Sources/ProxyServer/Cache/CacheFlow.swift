@@ -133,7 +133,7 @@ enum CacheFlow {
     }
 
     /// Forwarded and reported, never stored.
-    private static func pass(_ exchange: CacheExchange, detail: String, on c: ClientConnection) -> Bool {
+    private static func pass(_ exchange: CacheExchange, detail: CacheStatus.Detail, on c: ClientConnection) -> Bool {
         c.noteLookup(.lookupPass)
         exchange.phase = .bypass
         exchange.status = CacheStatus(forward: .bypass, detail: detail)
@@ -218,14 +218,14 @@ enum CacheFlow {
         }
         worker.cache.touch(entry, now: now)
         let age = entry.facts.currentAge(now: now)
-        let statusBytes = ex.status.serialized(cacheName: worker.settings.cache.cacheName)
+        let cacheName = worker.settings.cache.cacheName
         let keepAlive = c.context.keepAlive
         let viaName = worker.settings.viaName
         c.writer.reset()
         if ClientConditionals.notModified(request: request, entry: entry.facts),
            let stored = CachedResponseWriter.parse(entry.head) {
             c.noteResponse(304)
-            CachedResponseWriter.notModified(storedHead: stored, age: age, cacheStatus: statusBytes,
+            CachedResponseWriter.notModified(storedHead: stored, age: age, cacheStatus: ex.status, cacheName: cacheName,
                                              keepAlive: keepAlive, clientVersion: request.version,
                                              viaName: viaName, personal: ex.personalFields, into: &c.writer)
             c.writer.withBytes { c.stream.output.append($0) }
@@ -270,17 +270,18 @@ enum CacheFlow {
         case .single(let start, let end):
             c.noteResponse(206)
             CachedResponseWriter.partial(storedHead: partialHead!, start: start, end: end, length: entry.bodyLength,
-                                         age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
+                                         age: age, cacheStatus: ex.status, cacheName: cacheName, keepAlive: keepAlive,
                                          clientVersion: request.version, viaName: viaName,
                                          personal: ex.personalFields, into: &c.writer)
         case .unsatisfiable:
             c.noteResponse(416)
-            CachedResponseWriter.unsatisfiable(length: entry.bodyLength, cacheStatus: statusBytes, keepAlive: keepAlive,
-                                               clientVersion: request.version, viaName: viaName, into: &c.writer)
+            CachedResponseWriter.unsatisfiable(length: entry.bodyLength, cacheStatus: ex.status, cacheName: cacheName,
+                                               keepAlive: keepAlive, clientVersion: request.version, viaName: viaName,
+                                               into: &c.writer)
         case .full, .passToOrigin:
             c.noteResponse(entry.facts.status)
-            CachedResponseWriter.full(storedHead: entry.head, age: age, cacheStatus: statusBytes, keepAlive: keepAlive,
-                                      clientVersion: request.version, viaName: viaName,
+            CachedResponseWriter.full(storedHead: entry.head, age: age, cacheStatus: ex.status, cacheName: cacheName,
+                                      keepAlive: keepAlive, clientVersion: request.version, viaName: viaName,
                                       personal: ex.personalFields, into: &c.writer)
         }
         c.writer.withBytes { c.stream.output.append($0) }

@@ -42,7 +42,7 @@ struct RangeFill {
         // This client's own answer: none of the fields kept out of the shared entry are kept out here.
         let stored = StoredHead.make(response: head, bodyLength: total, omitFields: [])
         guard let storedHead = CachedResponseWriter.parse(stored) else { return .relayWhole }
-        let status = ex.status.serialized(cacheName: worker.settings.cache.cacheName)
+        let cacheName = worker.settings.cache.cacheName
         let viaName = worker.settings.viaName
         c.writer.reset()
         let fill: RangeFill
@@ -51,14 +51,15 @@ struct RangeFill {
             c.noteResponse(206)
             CachedResponseWriter.partial(storedHead: storedHead, start: start, end: end, length: total,
                                          age: facts.currentAge(now: now),
-                                         cacheStatus: status, keepAlive: c.context.keepAlive,
+                                         cacheStatus: ex.status, cacheName: cacheName, keepAlive: c.context.keepAlive,
                                          clientVersion: c.request.version, viaName: viaName,
                                          personal: SetCookieLines.of(head), into: &c.writer)
             fill = RangeFill(start: start, end: end)
         case .unsatisfiable:
             c.noteResponse(416)
-            CachedResponseWriter.unsatisfiable(length: total, cacheStatus: status, keepAlive: c.context.keepAlive,
-                                               clientVersion: c.request.version, viaName: viaName, into: &c.writer)
+            CachedResponseWriter.unsatisfiable(length: total, cacheStatus: ex.status, cacheName: cacheName,
+                                               keepAlive: c.context.keepAlive, clientVersion: c.request.version,
+                                               viaName: viaName, into: &c.writer)
             fill = RangeFill(start: 0, end: -1)
         case .full, .passToOrigin:
             return .relayWhole
