@@ -8,40 +8,46 @@ public enum CacheKey {
     public static func primary(scheme: URIScheme, host: [UInt8], port: Int, pathAndQuery: UnsafeRawBufferPointer) -> [UInt8] {
         var end = 0
         while end < pathAndQuery.count, pathAndQuery[end] != 0x23 { end += 1 }  // stop at "#"
-        var key: [UInt8] = []
-        key.reserveCapacity(16 + host.count + end)
-        appendOrigin(scheme: scheme, host: host, port: port, to: &key)
-        if end == 0 || pathAndQuery[0] != byteSlash { key.append(byteSlash) }
-        key.append(contentsOf: UnsafeRawBufferPointer(rebasing: pathAndQuery[0..<end]))
-        return key
-    }
-
-    /// `scheme://host[:port]`, the part of a primary key that names the origin.
-    static func appendOrigin(scheme: URIScheme, host: [UInt8], port: Int, to key: inout [UInt8]) {
-        switch scheme {
-        case .http: key.append(contentsOf: [0x68, 0x74, 0x74, 0x70, 0x3A, 0x2F, 0x2F])  // http://
-        case .https: key.append(contentsOf: [0x68, 0x74, 0x74, 0x70, 0x73, 0x3A, 0x2F, 0x2F])  // https://
-        }
+        let prefix: StaticString = scheme == .https ? "https://" : "http://"
         let bracket = host.contains(asciiColon) && host.first != 0x5B
-        if bracket { key.append(0x5B) }
-        for b in host { key.append(asciiLower(b)) }
-        if bracket { key.append(0x5D) }
         let defaultPort = scheme == .https ? 443 : 80
-        if port > 0, port != defaultPort {
-            key.append(asciiColon)
-            appendDecimal(port, to: &key)
+        let digits = port > 0 && port != defaultPort ? decimalDigits(port) : 0
+        let slash = end == 0 || pathAndQuery[0] != byteSlash
+        let count = prefix.utf8CodeUnitCount + (bracket ? 2 : 0) + host.count + (digits > 0 ? 1 + digits : 0)
+            + (slash ? 1 : 0) + end
+        // Written in place on the stack, then copied into an array of the right size in one piece:
+        // the key is built for every request, and growing an array byte by byte cost more than the
+        // lookup it serves (the array initializers that size first are not specialized, dearer still).
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { out in
+            let p = out.baseAddress!
+            var at = prefix.utf8CodeUnitCount
+            UnsafeMutableRawPointer(p).copyMemory(from: prefix.utf8Start, byteCount: at)
+            if bracket { p[at] = 0x5B; at += 1 }
+            host.withUnsafeBufferPointer { h in
+                for i in 0..<h.count { p[at + i] = asciiLower(h[i]) }
+            }
+            at += host.count
+            if bracket { p[at] = 0x5D; at += 1 }
+            if digits > 0 {
+                p[at] = asciiColon
+                var rest = port
+                for i in stride(from: at + digits, to: at, by: -1) {
+                    p[i] = 0x30 &+ UInt8(truncatingIfNeeded: rest % 10)
+                    rest /= 10
+                }
+                at += 1 + digits
+            }
+            if slash { p[at] = byteSlash; at += 1 }
+            if end > 0 { UnsafeMutableRawPointer(p + at).copyMemory(from: pathAndQuery.baseAddress!, byteCount: end) }
+            return Array(UnsafeBufferPointer(out))
         }
     }
 
-    private static func appendDecimal(_ value: Int, to key: inout [UInt8]) {
-        var divisor = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            key.append(0x30 + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
+    private static func decimalDigits(_ value: Int) -> Int {
+        var digits = 1
+        var rest = value / 10
+        while rest > 0 { digits += 1; rest /= 10 }
+        return digits
     }
 
     /// The secondary (Vary) key: for each name in `varyFields` (lowercase, in the given order), the

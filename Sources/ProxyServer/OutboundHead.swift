@@ -143,24 +143,31 @@ struct OutboundHead {
 }
 
 /// The authority (`host[:port]`) for a target, brackets around IPv6, default ports elided.
+/// Written on the stack and copied once (see `CacheKey.primary`): built for every forwarded request.
 func authorityBytes(host: [UInt8], port: Int, scheme: URIScheme) -> [UInt8] {
-    var out: [UInt8] = []
-    out.reserveCapacity(host.count + 8)  // brackets, ":" and five digits: one allocation
     let isV6 = host.contains(UInt8(ascii: ":"))
-    if isV6 { out.append(UInt8(ascii: "[")) }
-    out.append(contentsOf: host)
-    if isV6 { out.append(UInt8(ascii: "]")) }
-    let defaultPort = scheme == .https ? 443 : 80
-    if port != defaultPort {
-        out.append(UInt8(ascii: ":"))
-        var divisor = 1
-        while divisor * 10 <= port { divisor *= 10 }
+    var digits = 0
+    if port != (scheme == .https ? 443 : 80) {
         var rest = port
-        while divisor > 0 {
-            out.append(0x30 + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
+        repeat { digits += 1; rest /= 10 } while rest > 0
     }
-    return out
+    let count = host.count + (isV6 ? 2 : 0) + (digits > 0 ? 1 + digits : 0)
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { out in
+        var at = 0
+        if isV6 { out[0] = UInt8(ascii: "["); at = 1 }
+        host.withUnsafeBufferPointer { h in
+            if let from = h.baseAddress, h.count > 0 { (out.baseAddress! + at).update(from: from, count: h.count) }
+        }
+        at += host.count
+        if isV6 { out[at] = UInt8(ascii: "]"); at += 1 }
+        if digits > 0 {
+            out[at] = UInt8(ascii: ":")
+            var rest = port
+            for i in stride(from: at + digits, to: at, by: -1) {
+                out[i] = 0x30 &+ UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            }
+        }
+        return Array(UnsafeBufferPointer(out))
+    }
 }

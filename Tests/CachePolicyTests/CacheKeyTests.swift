@@ -65,6 +65,11 @@ enum PrimaryKeyTable {
         row("RFC3986 3.2.2 IPv6 host with a port", .https, "2001:db8::1", 8443, "/x", "https://[2001:db8::1]:8443/x"),
         row("RFC3986 3.2.2 IPv4 host", .http, "127.0.0.1", 8080, "/", "http://127.0.0.1:8080/"),
         row("RFC9111 4 port 0 means the default", .https, "example.com", 0, "/", "https://example.com/"),
+        row("RFC3986 3.5 a target that is only a fragment keys /", .http, "example.com", 80, "#top", "http://example.com/"),
+        row("RFC3986 3.2.2 IPv6 host already in brackets", .http, "[::1]", 8080, "/", "http://[::1]:8080/"),
+        row("RFC3986 3.2.3 one-digit port", .http, "example.com", 8, "/", "http://example.com:8/"),
+        row("RFC3986 3.2.3 five-digit port", .http, "example.com", 65535, "/p", "http://example.com:65535/p"),
+        row("RFC3986 3.2.3 port 10 keeps its zero", .https, "EXAMPLE.com", 10, "/", "https://example.com:10/"),
     ]
 }
 

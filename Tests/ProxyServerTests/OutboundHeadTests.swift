@@ -52,6 +52,19 @@ import Testing
         return String(decoding: w.bytes, as: UTF8.self)
     }
 
+    @Test("RFC 9110 §7.2: the Host authority elides the scheme's default port and brackets IPv6",
+          arguments: [
+              ("a.test", 80, URIScheme.http, "a.test"), ("a.test", 443, .https, "a.test"),
+              ("a.test", 443, .http, "a.test:443"), ("a.test", 80, .https, "a.test:80"),
+              ("a.test", 8, .http, "a.test:8"), ("a.test", 10, .http, "a.test:10"),
+              ("a.test", 65535, .http, "a.test:65535"), ("::1", 80, .http, "[::1]"),
+              ("2001:db8::1", 8443, .https, "[2001:db8::1]:8443"),
+          ])
+    func authority(host: String, port: Int, scheme: URIScheme, expected: String) {
+        #expect(String(decoding: authorityBytes(host: Array(host.utf8), port: port, scheme: scheme), as: UTF8.self)
+                == expected)
+    }
+
     @Test("RFC 9110 §7.6.1: hop-by-hop fields and those named in Connection are dropped")
     func hopByHopDropped() throws {
         let out = try outbound("GET http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive, X-Secret\r\n"
