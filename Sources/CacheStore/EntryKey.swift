@@ -48,12 +48,7 @@ public struct EntryKey: Hashable, Sendable {
     public init(primary: KeyDigest, secondary: KeyDigest) { self.primary = primary; self.secondary = secondary }
 
     /// 32 bytes, primary first, so all variants of a URL are adjacent in LMDB.
-    var bytes: [UInt8] {
-        withBytes { key in [UInt8](unsafeUninitializedCapacity: 32) { out, count in
-            UnsafeMutableRawBufferPointer(out).copyMemory(from: key)
-            count = 32
-        } }
-    }
+    var bytes: [UInt8] { withBytes { Array($0) } }
 
     /// The bytes `bytes` holds, on the stack: a lookup key without an allocation.
     func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {

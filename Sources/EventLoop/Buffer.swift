@@ -32,29 +32,27 @@ public struct Buffer {
     public func forEachSegment(upTo n: Int, _ body: (UnsafeRawBufferPointer) -> Void) {
         var remaining = min(n, count)
         guard remaining > 0 else { return }
-        var vecs = [iovec](repeating: iovec(), count: 16)
-        var ptr = evbuffer_ptr()
-        var first = true
-        while remaining > 0 {
-            let got = vecs.withUnsafeMutableBufferPointer { v -> Int32 in
-                if first {
-                    return evbuffer_peek(raw, remaining, nil, v.baseAddress, 16)
+        // On the stack: an array here cost an unspecialized allocation for every piece of a body.
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 16) { vecs in
+            let v = vecs.baseAddress!
+            var ptr = evbuffer_ptr()
+            var first = true
+            while remaining > 0 {
+                let got = first ? evbuffer_peek(raw, remaining, nil, v, 16) : evbuffer_peek(raw, remaining, &ptr, v, 16)
+                guard got > 0 else { return }
+                var advanced = 0
+                for i in 0..<min(Int(got), 16) where remaining > 0 {
+                    let take = min(v[i].iov_len, remaining)
+                    body(UnsafeRawBufferPointer(start: v[i].iov_base, count: take))
+                    remaining -= take
+                    advanced += take
                 }
-                return evbuffer_peek(raw, remaining, &ptr, v.baseAddress, 16)
-            }
-            guard got > 0 else { return }
-            var advanced = 0
-            for i in 0..<min(Int(got), 16) where remaining > 0 {
-                let take = min(vecs[i].iov_len, remaining)
-                body(UnsafeRawBufferPointer(start: vecs[i].iov_base, count: take))
-                remaining -= take
-                advanced += take
-            }
-            if remaining > 0 {
-                // More than 16 segments: continue from where these ended.
-                let consumedBefore = first ? 0 : ptr.pos
-                first = false
-                guard evbuffer_ptr_set(raw, &ptr, consumedBefore + advanced, EVBUFFER_PTR_SET) == 0 else { return }
+                if remaining > 0 {
+                    // More than 16 segments: continue from where these ended.
+                    let consumedBefore = first ? 0 : ptr.pos
+                    first = false
+                    guard evbuffer_ptr_set(raw, &ptr, consumedBefore + advanced, EVBUFFER_PTR_SET) == 0 else { return }
+                }
             }
         }
     }

@@ -112,18 +112,26 @@ final class AccessLogBuffer {
         bytes.append(UInt8(0x30 + n % 10))
     }
 
+    private func seconds(_ s: Double) { Self.appendSeconds(s, to: &bytes) }
+
     /// Seconds with microseconds: 0.000123.
-    private func seconds(_ s: Double) {
+    static func appendSeconds(_ s: Double, to bytes: inout [UInt8]) {
         let micros = Int((max(0, s) * 1_000_000).rounded())
-        decimal(micros / 1_000_000)
-        bytes.append(0x2E)
-        var frac = micros % 1_000_000
-        var digits = [UInt8](repeating: 0x30, count: 6)
-        for i in stride(from: 5, through: 0, by: -1) {
-            digits[i] = UInt8(0x30 + frac % 10)
-            frac /= 10
+        let whole = micros / 1_000_000
+        var divisor = 1
+        while divisor <= whole / 10 { divisor *= 10 }
+        while divisor > 0 {
+            bytes.append(UInt8(0x30 + whole / divisor % 10))
+            divisor /= 10
         }
-        bytes.append(contentsOf: digits)
+        bytes.append(0x2E)
+        // Six digits, leading zeros kept, without an array per logged request.
+        let frac = micros % 1_000_000
+        divisor = 100_000
+        while divisor > 0 {
+            bytes.append(UInt8(0x30 + frac / divisor % 10))
+            divisor /= 10
+        }
     }
 
     /// nginx's escaping: quotes, backslashes, controls and non-ASCII as \xHH.
