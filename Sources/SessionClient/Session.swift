@@ -22,6 +22,9 @@ public final class Session {
     /// Client TLS settings for https origins.
     let tls: TLSClientContext
     private var pools: [OriginKey: HostPool] = [:]
+    /// The pool the last request went to: consecutive requests mostly go to the same origin, and
+    /// comparing its key is cheaper than hashing a host name. Pools are never removed.
+    private var lastPool: HostPool?
     /// Every task's `timeoutIntervalForResource`, under one timer.
     let deadlines: ResourceDeadlines
     /// Consulted after DNS for every address about to be connected to: nil allows it, a reason
@@ -110,9 +113,11 @@ public final class Session {
         } else {
             key = origin
         }
-        if let p = pools[key] { return p }
+        if let last = lastPool, last.key == key { return last }
+        if let p = pools[key] { lastPool = p; return p }
         let p = HostPool(session: self, key: key)
         pools[key] = p
+        lastPool = p
         return p
     }
 

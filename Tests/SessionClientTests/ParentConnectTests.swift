@@ -162,4 +162,19 @@ import Testing
         let parentAsOrigin = OriginKey(scheme: .https, host: "127.0.0.1", port: 3128)
         #expect(session.pool(for: parentAsOrigin) !== session.pool(for: x))
     }
+
+    /// The session remembers the last pool it handed out: keys that differ in scheme, host or port
+    /// alone, asked one right after the other, still get their own.
+    @Test func consecutiveOriginsDifferingInOnePartGetTheirOwnPools() throws {
+        let session = try Session(loop: EventLoop(), configuration: .forTests)
+        let keys = [OriginKey(scheme: .http, host: "a.test", port: 80), OriginKey(scheme: .http, host: "a.test", port: 81),
+                    OriginKey(scheme: .https, host: "a.test", port: 81), OriginKey(scheme: .https, host: "b.test", port: 81)]
+        let first = keys.map { session.pool(for: $0) }
+        for (i, key) in keys.enumerated() {
+            #expect(first[i].key == key)
+            #expect(session.pool(for: key) === first[i])
+            #expect(session.pool(for: keys[(i + 1) % keys.count]) === first[(i + 1) % keys.count])
+        }
+        #expect(Set(first.map { ObjectIdentifier($0) }).count == keys.count)
+    }
 }
