@@ -23,6 +23,9 @@ final class HostPool {
     /// Connections idle, busy or being opened.
     var openCount: Int { idle.count + busy + opening }
 
+    /// Nothing open, opening or waiting: the session may forget the pool.
+    var isUnused: Bool { openCount == 0 && waitingCount == 0 && pendingConnectors.isEmpty }
+
     /// Queues the task and hands out connections while there are any.
     func enqueue(_ task: SessionTask) {
         waiting.append(task)

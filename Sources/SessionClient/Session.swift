@@ -23,8 +23,12 @@ public final class Session {
     let tls: TLSClientContext
     private var pools: [OriginKey: HostPool] = [:]
     /// The pool the last request went to: consecutive requests mostly go to the same origin, and
-    /// comparing its key is cheaper than hashing a host name. Pools are never removed.
+    /// comparing its key is cheaper than hashing a host name.
     private var lastPool: HostPool?
+    /// Pools held before the next new origin sweeps out those with nothing in them: a forward
+    /// proxy meets endless hosts, and each would otherwise keep its pool for good.
+    private var poolSweepAt = Session.poolsBeforeSweep
+    static let poolsBeforeSweep = 1_024
     /// Every task's `timeoutIntervalForResource`, under one timer.
     let deadlines: ResourceDeadlines
     /// Consulted after DNS for every address about to be connected to: nil allows it, a reason
@@ -115,11 +119,24 @@ public final class Session {
         }
         if let last = lastPool, last.key == key { return last }
         if let p = pools[key] { lastPool = p; return p }
+        if pools.count >= poolSweepAt { sweepUnusedPools() }
         let p = HostPool(session: self, key: key)
         pools[key] = p
         lastPool = p
         return p
     }
+
+    /// Drops the pools with no connection, no connection being opened and no task waiting: a
+    /// request for one of their origins gets a new pool, as the first did. (Only here, where a task
+    /// is about to take a pool, so no task holds one that is about to be swept.)
+    private func sweepUnusedPools() {
+        pools = pools.filter { !$0.value.isUnused }
+        if let last = lastPool, pools[last.key] !== last { lastPool = nil }
+        poolSweepAt = max(Session.poolsBeforeSweep, pools.count * 2)
+    }
+
+    /// Pools currently kept (tests).
+    var poolCount: Int { pools.count }
 
     func noteOpened() { connectionsOpened += 1 }
     func noteReused() { connectionsReused += 1 }

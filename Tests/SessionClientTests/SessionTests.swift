@@ -265,6 +265,25 @@ import Testing
                                                                  .conflictingContentLength)))
         origin.close()
     }
+    /// A forward proxy meets endless hosts: pools with nothing in them are swept once there are
+    /// many, while a pool with work under way stays and keeps its connections.
+    @Test func unusedPoolsAreSweptAndBusyOnesKept() throws {
+        let loop = EventLoop()
+        let origin = try TestOrigin(loop: loop) { i, _ in response("body\(i)") }
+        let session = makeSession(loop)
+        let recorder = Recorder(loop: loop, expected: 1)
+        _ = start(session, recorder, port: origin.port, paths: ["/busy"])   // opening, not yet run
+        let busyKey = OriginKey(scheme: .http, host: "127.0.0.1", port: origin.port)
+        let busy = session.pool(for: busyKey)
+        for i in 0..<(Session.poolsBeforeSweep * 3) {
+            _ = session.pool(for: OriginKey(scheme: .http, host: "h\(i).test", port: 80))
+        }
+        #expect(session.poolCount <= Session.poolsBeforeSweep + 1)
+        #expect(session.pool(for: busyKey) === busy)
+        runLoop(loop, atMost: 5)
+        #expect(recorder.bodies.first.map { String(decoding: $0, as: UTF8.self) } == "body0")
+        origin.close()
+    }
 }
 
 @Suite struct ThisMachineTests {
