@@ -185,6 +185,34 @@ def test_a_variant_not_stored_does_not_hide_the_variants_on_disk(larder_factory,
     assert methods(origin, "varypass") == ["GET"] * 3
 
 
+def test_a_background_refresh_that_stores_a_changed_answer_lets_the_url_collapse_again(larder, origin, workdir):
+    # A Vary miss answered no-store marks the URL pass; the stored variant's background refresh then
+    # stores a changed answer, which clears the marker as any stored answer does: a burst of misses
+    # for another variant shares one fetch again instead of each going to the origin.
+    vary = [("Vary", "Accept-Language")]
+    en, fr, de = [("Accept-Language", "en")], [("Accept-Language", "fr")], [("Accept-Language", "de")]
+    script(workdir, "refreshpass", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=60"),
+                                            ("ETag", '"one"')] + vary, body="one")
+    url = origin.url("/res/refreshpass")
+    assert "stored" in cache_status(proxy_exchange(larder.port, "GET", url, headers=en))
+    assert cache_status(until_hit(larder.port, url, headers=en)).startswith("larder; hit")
+    script(workdir, "refreshpass", headers=[("Cache-Control", "no-store")] + vary, body="not kept")
+    r = proxy_exchange(larder.port, "GET", url, headers=fr)
+    assert r.body == b"not kept" and "detail=no-store" in cache_status(r), cache_status(r)   # marked pass now
+    script(workdir, "refreshpass", headers=[("Cache-Control", "max-age=60"), ("ETag", '"two"')] + vary,
+           body="two" * 20, pause_after=10, pause=1)
+    time.sleep(1.2)   # en is stale, inside stale-while-revalidate
+    r = proxy_exchange(larder.port, "GET", url, headers=en)
+    assert "stale-while-revalidate" in cache_status(r) and r.body == b"one", cache_status(r)
+    # No request for the URL until the refresh is done: a miss meanwhile would clear the marker itself.
+    time.sleep(3)
+    r = proxy_exchange(larder.port, "GET", url, headers=en)
+    assert r.body == b"two" * 20 and cache_status(r).startswith("larder; hit"), cache_status(r)
+    statuses = [cache_status(x) for x in concurrently(4, lambda i: proxy_exchange(larder.port, "GET", url,
+                                                                                  headers=de, timeout=20))]
+    assert sum("collapsed" in s for s in statuses) >= 1, statuses
+
+
 def test_released_followers_are_logged_as_misses_not_collapsed(larder_factory, origin, workdir):
     log = workdir / "access.log"
     lr = larder_factory(config={"access_log": str(log), "access_log_format": "json"})
