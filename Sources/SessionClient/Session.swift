@@ -25,10 +25,14 @@ public final class Session {
     /// The pool the last request went to: consecutive requests mostly go to the same origin, and
     /// comparing its key is cheaper than hashing a host name.
     private var lastPool: HostPool?
-    /// Pools held before the next new origin sweeps out those with nothing in them: a forward
-    /// proxy meets endless hosts, and each would otherwise keep its pool for good.
+    /// Pools held before those with nothing in them are swept out: a forward proxy meets endless
+    /// hosts, and each would otherwise keep its pool for good.
     private var poolSweepAt = Session.poolsBeforeSweep
     static let poolsBeforeSweep = 1_024
+    /// Sweeps on the next turn of the loop, never inside `pool(for:)`: that is reached from a pool's
+    /// own callbacks (a failed connect's task answering its client, who pipelined a request for
+    /// another origin), and a pool swept there would be freed under its running code.
+    private var poolSweep: Timer?
     /// Every task's `timeoutIntervalForResource`, under one timer.
     let deadlines: ResourceDeadlines
     /// Consulted after DNS for every address about to be connected to: nil allows it, a reason
@@ -119,17 +123,21 @@ public final class Session {
         }
         if let last = lastPool, last.key == key { return last }
         if let p = pools[key] { lastPool = p; return p }
-        if pools.count >= poolSweepAt { sweepUnusedPools() }
+        if pools.count >= poolSweepAt { scheduleSweep() }
         let p = HostPool(session: self, key: key)
         pools[key] = p
         lastPool = p
         return p
     }
 
+    private func scheduleSweep() {
+        if poolSweep == nil { poolSweep = Timer(loop: loop) { [unowned self] in self.sweepUnusedPools() } }
+        if !poolSweep!.isPending { poolSweep!.schedule(after: 0) }
+    }
+
     /// Drops the pools with no connection, no connection being opened and no task waiting: a
-    /// request for one of their origins gets a new pool, as the first did. (Only here, where a task
-    /// is about to take a pool, so no task holds one that is about to be swept.)
-    private func sweepUnusedPools() {
+    /// request for one of their origins gets a new pool, as the first did.
+    func sweepUnusedPools() {
         pools = pools.filter { !$0.value.isUnused }
         if let last = lastPool, pools[last.key] !== last { lastPool = nil }
         poolSweepAt = max(Session.poolsBeforeSweep, pools.count * 2)

@@ -278,10 +278,48 @@ import Testing
         for i in 0..<(Session.poolsBeforeSweep * 3) {
             _ = session.pool(for: OriginKey(scheme: .http, host: "h\(i).test", port: 80))
         }
+        runLoop(loop, atMost: 5)   // the sweep runs on the loop's next turn
+        #expect(recorder.bodies.first.map { String(decoding: $0, as: UTF8.self) } == "body0")
         #expect(session.poolCount <= Session.poolsBeforeSweep + 1)
         #expect(session.pool(for: busyKey) === busy)
+        origin.close()
+    }
+
+    /// A failed connect's task, answering its client, may start a request for a new origin at the
+    /// very moment the pools need sweeping: the failing pool is still running its callback and must
+    /// not be freed under it (it was, when the sweep ran inside `pool(for:)`).
+    @Test func aNewOriginReachedFromAFailingPoolsCallbackSweepsLater() throws {
+        let loop = EventLoop()
+        let closed = try TestOrigin(loop: loop) { _, _ in response("never") }
+        let refusedPort = closed.port
+        closed.close()
+        let origin = try TestOrigin(loop: loop) { _, _ in response("second") }
+        let session = makeSession(loop)
+        let recorder = Recorder(loop: loop, expected: 2)
+        let chain = ChainingDelegate(recorder: recorder) {
+            let t = session.dataTask(origin: OriginKey(scheme: .http, host: "127.0.0.1", port: origin.port),
+                                     method: .get, head: getHead("/second", port: origin.port), hasBody: false,
+                                     isIdempotent: true, delegate: recorder)
+            recorder.track(t, as: 1)
+            t.resume()
+        }
+        do {   // held by nothing but the session from here on, as a proxy's tasks are
+            let first = session.dataTask(origin: OriginKey(scheme: .http, host: "127.0.0.1", port: refusedPort),
+                                         method: .get, head: getHead("/first", port: refusedPort), hasBody: false,
+                                         isIdempotent: true, delegate: chain)
+            recorder.track(first, as: 0)
+            first.resume()
+        }
+        // One pool short of a sweep: the chained request's new origin is the one that calls for it.
+        for i in 0..<(Session.poolsBeforeSweep - 1) {
+            _ = session.pool(for: OriginKey(scheme: .http, host: "h\(i).test", port: 80))
+        }
+        #expect(session.poolCount == Session.poolsBeforeSweep)
         runLoop(loop, atMost: 5)
-        #expect(recorder.bodies.first.map { String(decoding: $0, as: UTF8.self) } == "body0")
+        #expect(recorder.errors.count == 2)
+        #expect(recorder.errors.first != .some(nil))
+        #expect(recorder.bodies.last.map { String(decoding: $0, as: UTF8.self) } == "second")
+        #expect(session.poolCount == 1)   // the second origin's, with its idle connection
         origin.close()
     }
 }
@@ -317,5 +355,28 @@ extension SessionConfiguration {
                              reuseAfterBodylessAnswers: true, refuseThisMachine: false, idleConnectionTimeout: 60,
                              parentProxy: nil, nameServers: [], maxResponseHeadBytes: 65_536, tlsMinimumVersion: "1.2",
                              tlsMaximumVersion: "1.3", caFile: nil, trustExceptions: [])
+    }
+}
+
+/// Passes everything to `recorder`, and on completion runs `then` (a client's next request).
+final class ChainingDelegate: SessionTaskDelegate {
+    let recorder: Recorder
+    let then: () -> Void
+
+    init(recorder: Recorder, then: @escaping () -> Void) {
+        self.recorder = recorder
+        self.then = then
+    }
+
+    func taskCanSendBody(_ task: SessionTask) {}
+    func taskBodyDrained(_ task: SessionTask) {}
+    func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {}
+    func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) { recorder.task(task, didReceiveResponse: head) }
+    func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
+        recorder.task(task, didReceiveBody: source, count: count)
+    }
+    func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
+        recorder.task(task, didCompleteWith: error)
+        then()
     }
 }
