@@ -11,12 +11,25 @@ struct OutboundHead {
     /// Where the request goes and how its target is written.
     struct Route {
         var scheme: URIScheme
-        /// Authority for absolute-form targets, e.g. `example.com:8080` or `[::1]`.
-        var authority: [UInt8]
+        /// The origin's host and port, written as the authority (`example.com:8080`, `[::1]`; the
+        /// scheme's default port elided) only when a head goes out: a hit never builds it.
+        var originHost: [UInt8]
+        var originPort: Int
         /// Write `scheme://authority/path` (to a parent proxy) rather than `/path`.
         var absoluteForm: Bool
-        /// The `Host` to send when it is not `authority` (reverse mode passing the client's on).
+        /// The `Host` to send when it is not the authority (reverse mode passing the client's on).
         var host: [UInt8]? = nil
+
+        func appendAuthority(into w: inout MessageWriter) {
+            let isV6 = originHost.contains(UInt8(ascii: ":"))
+            if isV6 { w.append("[") }
+            w.append(originHost)
+            if isV6 { w.append("]") }
+            if originPort != (scheme == .https ? 443 : 80) {
+                w.append(":")
+                w.appendDecimal(originPort)
+            }
+        }
     }
 
     /// A revalidation the cache sends in place of the client's request: this method (HEAD, or GET
@@ -39,14 +52,14 @@ struct OutboundHead {
         w.append(" ")
         if route.absoluteForm {
             w.append(route.scheme == .https ? "https://" : "http://")
-            w.append(route.authority)
+            route.appendAuthority(into: &w)
         }
         // A query without a path (`http://host?x=1`) is sent as `/?x=1`, as it is keyed.
         if targetPath.count == 0 || targetPath[0] != 0x2F { w.append("/") }
         w.append(targetPath)
         w.append(" HTTP/1.1\r\n")
 
-        appendHost(route.host ?? route.authority, into: &w)
+        if let host = route.host { appendHost(host, into: &w) } else { appendHost(route, into: &w) }
         let rewriteMaxForwards = head.method == .trace || head.method == .options
         let connectionListsOthers = headers.connectionListsOtherFields
         for i in 0..<headers.count {
@@ -108,6 +121,12 @@ struct OutboundHead {
         w.append("\r\n")
     }
 
+    private static func appendHost(_ route: Route, into w: inout MessageWriter) {
+        w.append("Host: ")
+        route.appendAuthority(into: &w)
+        w.append("\r\n")
+    }
+
     private static func isConditional(_ headers: HeaderBlock, _ i: Int) -> Bool {
         headers.nameEquals(at: i, "if-none-match") || headers.nameEquals(at: i, "if-modified-since")
             || headers.nameEquals(at: i, "if-match") || headers.nameEquals(at: i, "if-unmodified-since")
@@ -156,7 +175,7 @@ func authorityBytes(host: [UInt8], port: Int, scheme: URIScheme) -> [UInt8] {
         var at = 0
         if isV6 { out[0] = UInt8(ascii: "["); at = 1 }
         host.withUnsafeBufferPointer { h in
-            if let from = h.baseAddress, h.count > 0 { (out.baseAddress! + at).update(from: from, count: h.count) }
+            if let from = h.baseAddress, h.count > 0 { (out.baseAddress! + at).initialize(from: from, count: h.count) }
         }
         at += host.count
         if isV6 { out[at] = UInt8(ascii: "]"); at += 1 }

@@ -37,7 +37,8 @@ import Testing
     func exchange(_ phase: CacheExchange.Phase) -> CacheExchange {
         CacheExchange(primaryKey: Array(Self.url.utf8), scheme: "http", host: Array("a.example".utf8),
                       path: Array("/doc".utf8), origin: OriginKey(scheme: .http, host: "a.example", port: 80),
-                      route: OutboundHead.Route(scheme: .http, authority: Array("a.example".utf8), absoluteForm: false),
+                      route: OutboundHead.Route(scheme: .http, originHost: Array("a.example".utf8), originPort: 80,
+                                                absoluteForm: false),
                       path: 0..<4, phase: phase)
     }
 

@@ -36,10 +36,10 @@ import Testing
             try RequestTarget.parse(raw, method: head.method)
         }
         var w = MessageWriter()
+        let absoluteTarget = parsed.form == .absolute
         let route = OutboundHead.Route(scheme: parsed.scheme,
-                                       authority: parsed.form == .absolute
-                                           ? authorityBytes(host: parsed.host, port: parsed.port, scheme: parsed.scheme)
-                                           : Array("origin.test".utf8),
+                                       originHost: absoluteTarget ? parsed.host : Array("origin.test".utf8),
+                                       originPort: absoluteTarget ? parsed.port : (parsed.scheme == .https ? 443 : 80),
                                        absoluteForm: absolute, host: clientHost.map { Array($0.utf8) })
         let body: BodyFraming = revalidation == nil ? head.framing : .none
         target.withUnsafeBytes { raw in
@@ -63,6 +63,10 @@ import Testing
     func authority(host: String, port: Int, scheme: URIScheme, expected: String) {
         #expect(String(decoding: authorityBytes(host: Array(host.utf8), port: port, scheme: scheme), as: UTF8.self)
                 == expected)
+        let route = OutboundHead.Route(scheme: scheme, originHost: Array(host.utf8), originPort: port, absoluteForm: true)
+        var w = MessageWriter()
+        route.appendAuthority(into: &w)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == expected)
     }
 
     @Test("RFC 9110 §7.6.1: hop-by-hop fields and those named in Connection are dropped")

@@ -71,10 +71,8 @@ struct RequestRouter {
             return .reject(400, "authority-form target is only for CONNECT")
         case .origin:
             if let origin = interceptedOrigin {
-                let route = OutboundHead.Route(scheme: .https,
-                                               authority: authorityBytes(host: Array(origin.host.utf8), port: origin.port,
-                                                                         scheme: .https),
-                                               absoluteForm: false)
+                let route = OutboundHead.Route(scheme: .https, originHost: Array(origin.host.utf8),
+                                               originPort: origin.port, absoluteForm: false)
                 return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin))
             }
             guard let reverse = reverseOrigin else {
@@ -86,9 +84,7 @@ struct RequestRouter {
             // A reverse proxy serves its one origin: an absolute URI names a Host, never a destination.
             if let reverse = reverseOrigin { return reverseRoute(to: reverse, request: request, target: target, path: path) }
             let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
-            let route = OutboundHead.Route(scheme: target.scheme,
-                                           authority: authorityBytes(host: target.host, port: target.port,
-                                                                     scheme: target.scheme),
+            let route = OutboundHead.Route(scheme: target.scheme, originHost: target.host, originPort: target.port,
                                            absoluteForm: toParentInAbsoluteForm(target.scheme))
             return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin,
                                         checkAccess: true, accessHost: target.host, keyedHost: target.host))
@@ -130,8 +126,8 @@ struct RequestRouter {
                                      + "is not served here (reverse_allowed_hosts)")
             }
         }
-        let originAuthority = authorityBytes(host: Array(reverse.host.utf8), port: reverse.port, scheme: reverse.scheme)
-        var route = OutboundHead.Route(scheme: reverse.scheme, authority: originAuthority, absoluteForm: toParentInAbsoluteForm(reverse.scheme))
+        var route = OutboundHead.Route(scheme: reverse.scheme, originHost: Array(reverse.host.utf8),
+                                       originPort: reverse.port, absoluteForm: toParentInAbsoluteForm(reverse.scheme))
         var keyedAs = reverse
         if reverseHost == .client, let named {
             // Key and forward the same spelling: the default port elided in both (`site:80` is `site`).
