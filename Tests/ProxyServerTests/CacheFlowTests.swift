@@ -36,7 +36,7 @@ import Testing
 
     func exchange(_ phase: CacheExchange.Phase) -> CacheExchange {
         CacheExchange(primaryKey: Array(Self.url.utf8), scheme: "http", host: Array("a.example".utf8),
-                      path: Array("/doc".utf8), origin: OriginKey(scheme: .http, host: "a.example", port: 80),
+                      origin: OriginKey(scheme: .http, host: "a.example", port: 80),
                       route: OutboundHead.Route(scheme: .http, originHost: Array("a.example".utf8), originPort: 80,
                                                 absoluteForm: false),
                       path: 0..<4, phase: phase)
@@ -72,6 +72,19 @@ import Testing
     }
 
     static let cacheable = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nETag: \"v1\"\r\nContent-Length: 3"
+
+    /// The path the rules see is the end of the primary key: the target's path and query exactly,
+    /// without the `/` the key puts before a bare query.
+    @Test(arguments: [("http://a.example/doc?x=1", 8, "/doc?x=1"), ("http://a.example/?q=1", 4, "?q=1"),
+                      ("http://a.example/", 0, ""), ("https://[::1]:8443/p", 2, "/p")])
+    func theRulesPathIsTheKeysEnd(key: String, pathCount: Int, expected: String) {
+        let ex = CacheExchange(primaryKey: Array(key.utf8), scheme: "http", host: Array("a.example".utf8),
+                               origin: OriginKey(scheme: .http, host: "a.example", port: 80),
+                               route: OutboundHead.Route(scheme: .http, originHost: Array("a.example".utf8),
+                                                         originPort: 80, absoluteForm: false),
+                               path: 7..<(7 + pathCount), phase: .fetching)
+        #expect(String(decoding: Array(ex.path), as: UTF8.self) == expected)
+    }
 
     @Test func aFetchIsStoredAndABreakOffStoresNothing() throws {
         try withCache { cache in

@@ -24,7 +24,6 @@ final class CacheExchange {
     let primaryKey: [UInt8]
     let scheme: String
     let host: [UInt8]
-    let path: [UInt8]
     let origin: OriginKey
     let route: OutboundHead.Route
     /// The path and query within the request target (see `RequestTarget.pathRange`).
@@ -57,11 +56,15 @@ final class CacheExchange {
     /// collapsed fetch of the URL as this participant (`BackgroundRefresh`).
     var refreshLeader: ParticipantHandle?
 
-    init(primaryKey: [UInt8], scheme: String, host: [UInt8], path: [UInt8], origin: OriginKey,
+    init(primaryKey: [UInt8], scheme: String, host: [UInt8], origin: OriginKey,
          route: OutboundHead.Route, path pathRange: Range<Int>, phase: Phase) {
-        self.primaryKey = primaryKey; self.scheme = scheme; self.host = host; self.path = path
+        self.primaryKey = primaryKey; self.scheme = scheme; self.host = host
         self.origin = origin; self.route = route; self.pathRange = pathRange; self.phase = phase
     }
+
+    /// The path and query as the rules see them: the end of the primary key, which holds them byte
+    /// for byte (the key's `/` before a bare query aside), rather than a copy for every request.
+    var path: ArraySlice<UInt8> { primaryKey.suffix(pathRange.count) }
 }
 
 extension CacheExchange {

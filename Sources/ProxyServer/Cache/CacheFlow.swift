@@ -17,13 +17,14 @@ enum CacheFlow {
         let named = destination.keyedAs
         let pathRange = destination.path
         let host = destination.keyedHost ?? Array(named.host.utf8)
-        let (primaryKey, path) = request.headers.withBytes(request.target) { t -> ([UInt8], [UInt8]) in
-            let p = UnsafeRawBufferPointer(rebasing: t[pathRange])
-            return (CacheKey.primary(scheme: named.scheme, host: host, port: named.port, pathAndQuery: p), Array(p))
+        let primaryKey = request.headers.withBytes(request.target) { t in
+            CacheKey.primary(scheme: named.scheme, host: host, port: named.port,
+                             pathAndQuery: UnsafeRawBufferPointer(rebasing: t[pathRange]))
         }
         let scheme = named.scheme == .https ? "https" : "http"
-        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, path: path,
-                                     origin: destination.origin, route: destination.route, path: pathRange, phase: .fetching)
+        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, origin: destination.origin,
+                                     route: destination.route, path: pathRange, phase: .fetching)
+        let path = exchange.path
         let now = worker.clock.wallSeconds
         exchange.requestTime = now
         if worker.cache.isDisabled { return pass(exchange, detail: "cache-disabled", on: c) }
@@ -92,7 +93,7 @@ enum CacheFlow {
             // Refreshed for a request whose answer the cache could store in its place; another
             // (a HEAD, no-store, credentials) would only remove the entry.
             guard Revalidation.mayRefreshInBackground(for: facts) else { return true }
-            let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host, path: path,
+            let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host,
                                         origin: destination.origin, route: destination.route, path: pathRange,
                                         phase: .fetching)
             refresh.entry = entry
