@@ -137,7 +137,7 @@ public final class Session {
 
     /// Drops the pools with no connection, no connection being opened and no task waiting: a
     /// request for one of their origins gets a new pool, as the first did.
-    func sweepUnusedPools() {
+    private func sweepUnusedPools() {
         pools = pools.filter { !$0.value.isUnused }
         if let last = lastPool, pools[last.key] !== last { lastPool = nil }
         poolSweepAt = max(Session.poolsBeforeSweep, pools.count * 2)

@@ -290,10 +290,10 @@ import Testing
     /// not be freed under it (it was, when the sweep ran inside `pool(for:)`).
     @Test func aNewOriginReachedFromAFailingPoolsCallbackSweepsLater() throws {
         let loop = EventLoop()
-        let closed = try TestOrigin(loop: loop) { _, _ in response("never") }
+        let origin = try TestOrigin(loop: loop) { _, _ in response("second") }
+        let closed = try TestOrigin(loop: loop) { _, _ in response("never") }   // its port, then nothing there
         let refusedPort = closed.port
         closed.close()
-        let origin = try TestOrigin(loop: loop) { _, _ in response("second") }
         let session = makeSession(loop)
         let recorder = Recorder(loop: loop, expected: 2)
         let chain = ChainingDelegate(recorder: recorder) {

@@ -18,8 +18,11 @@ enum CacheFlow {
         let pathRange = destination.path
         let host = destination.keyedHost ?? Array(named.host.utf8)
         let primaryKey = request.headers.withBytes(request.target) { t in
-            CacheKey.primary(scheme: named.scheme, host: host, port: named.port,
-                             pathAndQuery: UnsafeRawBufferPointer(rebasing: t[pathRange]))
+            // The key keeps the path up to a fragment, and `CacheExchange.path` is its end: the
+            // range must hold none (`RequestTarget.pathRange` stops at the first "#").
+            assert(!t[pathRange].contains(0x23), "a path range with a fragment")
+            return CacheKey.primary(scheme: named.scheme, host: host, port: named.port,
+                                    pathAndQuery: UnsafeRawBufferPointer(rebasing: t[pathRange]))
         }
         let scheme = named.scheme == .https ? "https" : "http"
         let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, origin: destination.origin,
