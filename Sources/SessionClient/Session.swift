@@ -56,6 +56,7 @@ public final class Session {
     public init(loop: EventLoop, configuration: SessionConfiguration) throws(SetupError) {
         self.loop = loop
         self.configuration = configuration
+        usesParentProxy = configuration.parentProxy != nil
         deadlines = ResourceDeadlines(loop: loop, interval: configuration.timeoutIntervalForResource)
         do {
             tls = try TLSClientContext(minimumVersion: configuration.tlsMinimumVersion,
@@ -78,7 +79,7 @@ public final class Session {
 
     /// Whether a parent proxy carries requests: http:// ones in absolute form, https ones
     /// through a CONNECT tunnel.
-    public var usesParentProxy: Bool { configuration.parentProxy != nil }
+    public let usesParentProxy: Bool
 
     /// Makes a task that sends `head` (a complete request head, already in the right target form)
     /// to `origin`. Call `resume()` to start it.

@@ -114,6 +114,13 @@ import Testing
         #expect(rules.refusal(host: Array("wiki.corp".utf8)) != nil)
         #expect(rules.refusal(host: Array("corp".utf8)) == nil)
         #expect(rules.refusal(host: Array("example.com".utf8)) == nil)
+        // Requests ask the flag before the patterns: it must say so whenever a host pattern is denied.
+        #expect(rules.refusesHostNames)
+        let networksOnly = DestinationRules(try ["169.254.0.0/16"].map { try ConfigLoader.parseDestinationPattern($0) },
+                                            ownListeners: own)
+        #expect(!networksOnly.refusesHostNames)
+        let oneHost = DestinationRules([try ConfigLoader.parseDestinationPattern("a.test")], ownListeners: own)
+        #expect(oneHost.refusesHostNames && oneHost.refusal(host: Array("a.test".utf8)) != nil)
     }
 
     @Test func addressRangesMatchIPv4MappedClients() throws {

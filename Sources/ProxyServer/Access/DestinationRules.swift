@@ -5,7 +5,10 @@ import LarderConfig
 /// Where the proxy must not go: `deny_destinations` (host patterns before DNS, networks after)
 /// and its own listeners (a request to itself would loop until the connection limit).
 struct DestinationRules: Sendable {
-    var hostPatterns: [HostPattern] = []
+    private(set) var hostPatterns: [HostPattern] = []
+    /// Whether any host pattern is denied: read on every request, where it spares copying these
+    /// rules (a reference count for each of their arrays) when there is none.
+    private(set) var refusesHostNames = false
     var networks: [AddressRange] = []
     var ownListeners: OwnListeners
     /// This machine's own addresses, when `protect_this_host` applies (else empty). Addresses that
@@ -21,6 +24,7 @@ struct DestinationRules: Sendable {
             case .network(let r): networks.append(r)
             }
         }
+        refusesHostNames = !hostPatterns.isEmpty
         self.ownListeners = ownListeners
         if protectThisHost {
             thisMachine = AddressRange.thisHost

@@ -10,7 +10,9 @@ enum AccessCheck {
     /// True: go on. False: the request was answered (403, 407, 429) or waits for a background
     /// check (credentials, a name's addresses), after which the connection routes it again.
     static func admits(host: [UInt8], port: Int, on c: ClientConnection) -> Bool {
-        if let reason = c.worker.settings.destinations.refusal(host: host) {
+        // The flag first: calling into the rules copies them, a reference count per array.
+        if c.worker.settings.destinations.refusesHostNames,
+           let reason = c.worker.settings.destinations.refusal(host: host) {
             refuseDestination(reason, on: c)
             return false
         }
