@@ -21,14 +21,7 @@ struct OutboundHead {
         var host: [UInt8]? = nil
 
         func appendAuthority(into w: inout MessageWriter) {
-            let isV6 = originHost.contains(UInt8(ascii: ":"))
-            if isV6 { w.append("[") }
-            w.append(originHost)
-            if isV6 { w.append("]") }
-            if originPort != (scheme == .https ? 443 : 80) {
-                w.append(":")
-                w.appendDecimal(originPort)
-            }
+            OutboundHead.appendAuthority(host: originHost, port: originPort, scheme: scheme, into: &w)
         }
     }
 
@@ -121,6 +114,18 @@ struct OutboundHead {
         w.append("\r\n")
     }
 
+    /// `host[:port]`: brackets around IPv6, the scheme's default port elided.
+    static func appendAuthority(host: [UInt8], port: Int, scheme: URIScheme, into w: inout MessageWriter) {
+        let isV6 = host.contains(UInt8(ascii: ":"))
+        if isV6 { w.append("[") }
+        w.append(host)
+        if isV6 { w.append("]") }
+        if port != (scheme == .https ? 443 : 80) {
+            w.append(":")
+            w.appendDecimal(port)
+        }
+    }
+
     private static func appendHost(_ route: Route, into w: inout MessageWriter) {
         w.append("Host: ")
         route.appendAuthority(into: &w)
@@ -161,32 +166,10 @@ struct OutboundHead {
     }
 }
 
-/// The authority (`host[:port]`) for a target, brackets around IPv6, default ports elided.
-/// Written on the stack and copied once (see `CacheKey.primary`): built for every forwarded request.
+/// The authority (`host[:port]`) for a target, as `OutboundHead.appendAuthority` writes it (reverse
+/// mode's `Host` passed on from the client).
 func authorityBytes(host: [UInt8], port: Int, scheme: URIScheme) -> [UInt8] {
-    let isV6 = host.contains(UInt8(ascii: ":"))
-    var digits = 0
-    if port != (scheme == .https ? 443 : 80) {
-        var rest = port
-        repeat { digits += 1; rest /= 10 } while rest > 0
-    }
-    let count = host.count + (isV6 ? 2 : 0) + (digits > 0 ? 1 + digits : 0)
-    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { out in
-        var at = 0
-        if isV6 { out[0] = UInt8(ascii: "["); at = 1 }
-        host.withUnsafeBufferPointer { h in
-            if let from = h.baseAddress, h.count > 0 { (out.baseAddress! + at).initialize(from: from, count: h.count) }
-        }
-        at += host.count
-        if isV6 { out[at] = UInt8(ascii: "]"); at += 1 }
-        if digits > 0 {
-            out[at] = UInt8(ascii: ":")
-            var rest = port
-            for i in stride(from: at + digits, to: at, by: -1) {
-                out[i] = 0x30 &+ UInt8(truncatingIfNeeded: rest % 10)
-                rest /= 10
-            }
-        }
-        return Array(UnsafeBufferPointer(out))
-    }
+    var w = MessageWriter(capacity: host.count + 8)
+    OutboundHead.appendAuthority(host: host, port: port, scheme: scheme, into: &w)
+    return w.bytes
 }
