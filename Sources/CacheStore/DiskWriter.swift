@@ -329,7 +329,7 @@ final class DiskWriter: @unchecked Sendable {
                 r.facts = facts
                 r.head = head
                 byteDelta += r.footprint - old.footprint
-                try txn.put(db.entries, k, reserving: RecordCodec.encodedSize(r)) { RecordCodec.encode(r, into: $0) }
+                try putEntry(txn, k, r)
             case .touch(let key, let time):
                 touches[key] = max(touches[key] ?? 0, time)
             case .invalidate(let primary):
@@ -401,10 +401,15 @@ final class DiskWriter: @unchecked Sendable {
         if let old = txn.record(db.entries, k) {
             try remove(txn, key: key, record: old, bytes: &bytes, count: &count, keepSpec: true)
         }
-        try txn.put(db.entries, k, reserving: RecordCodec.encodedSize(record)) { RecordCodec.encode(record, into: $0) }
+        try putEntry(txn, k, record)
         try txn.put(db.access, DiskStore.accessKey(record.lastAccess, key), [])
         bytes += record.footprint
         count += 1
+    }
+
+    /// An entry record, encoded straight into the space LMDB reserves for it.
+    private func putEntry(_ txn: borrowing WriteTransaction, _ key: [UInt8], _ record: EntryRecord) throws(LMDBError) {
+        try txn.put(db.entries, key, reserving: RecordCodec.encodedSize(record)) { RecordCodec.encode(record, into: $0) }
     }
 
     private func remove(_ txn: borrowing WriteTransaction, key: EntryKey, record: EntryRecord,
@@ -452,7 +457,7 @@ final class DiskWriter: @unchecked Sendable {
               time > r.lastAccess else { return }
         try txn.delete(db.access, DiskStore.accessKey(r.lastAccess, key))
         r.lastAccess = time
-        try txn.put(db.entries, k, reserving: RecordCodec.encodedSize(r)) { RecordCodec.encode(r, into: $0) }
+        try putEntry(txn, k, r)
         try txn.put(db.access, DiskStore.accessKey(time, key), [])
     }
 
