@@ -549,6 +549,19 @@ def test_a_trailing_dot_names_the_same_cache_entry(larder, scripted):
     assert origin.seen[0].header("Host") == f"127.0.0.1:{origin.port}"
 
 
+def test_a_host_field_that_disagrees_with_the_target_neither_reaches_the_origin_nor_keys_the_cache(larder, scripted):
+    # RFC 9112 §3.2.2: an absolute target's authority overrides Host. A client naming another host
+    # in Host must not get it to the origin (Host is written from the target) nor store the answer
+    # under that host for its clients.
+    origin = scripted(lambda req: answer(200, (req.header("Host") or "").encode(), [("Cache-Control", "max-age=600")]))
+    authority = f"127.0.0.1:{origin.port}"
+    r = proxy_exchange(larder.port, "GET", origin.url("/hosted"), [("Host", "victim.example")])
+    assert r.body == authority.encode(), r.body
+    hit = proxy_exchange(larder.port, "GET", origin.url("/hosted"))
+    assert "hit" in hit.header("Cache-Status") and hit.body == authority.encode()
+    assert [q.header("Host") for q in origin.seen] == [authority]
+
+
 def test_a_fragment_is_never_forwarded_and_a_bare_query_gets_its_slash(larder, scripted):
     origin = scripted(lambda req: answer(200, req.target.encode(), [("Cache-Control", "max-age=600")]))
     r = proxy_exchange(larder.port, "GET", origin.url("/page?x=1#section"))
