@@ -169,6 +169,44 @@ import Testing
         stream.close()
     }
 
+    /// TCP_NOTSENT_LOWAT as a socket reports it; 0 when unset (the kernel's default is "no limit").
+    private func unsentLimit(of fd: Int32) -> Int32 {
+        var value: Int32 = -1
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &value, &len) == 0 else { return -1 }
+        return value
+    }
+
+    @Test func acceptedAndConnectedTCPStreamsLimitTheirUnsentBytes() throws {
+        let loop = EventLoop()
+        var accepted: [Int32] = []
+        let listener = try Listener(loop: loop, address: SocketAddress(ipLiteral: "127.0.0.1", port: 0)!) { fd, _ in
+            accepted.append(fd)
+        }
+        guard case .success(let connecting) = Stream.connect(
+            loop: loop, to: SocketAddress(ipLiteral: "127.0.0.1", port: listener.boundAddress.port)!) else {
+            Issue.record("connect failed at once")
+            return
+        }
+        let recorder = Recorder(loop: loop)
+        connecting.delegate = recorder
+        // Connected on one side, accepted on the other, in whichever order the loop sees them.
+        for _ in 0..<40 where recorder.events.isEmpty || accepted.isEmpty { runLoop(loop, atMost: 0.05) }
+        #expect(recorder.events == [.connected])
+        #expect(unsentLimit(of: connecting.fileDescriptor) == Stream.unsentLimit)
+
+        guard let fd = accepted.first else {
+            Issue.record("nothing accepted")
+            return
+        }
+        #expect(unsentLimit(of: fd) == 0)   // a bare socket has none: the stream sets it
+        let stream = Stream(loop: loop, acceptedSocket: fd)
+        #expect(unsentLimit(of: fd) == Stream.unsentLimit)
+        stream.close()
+        connecting.close()
+        listener.close()
+    }
+
     @Test func connectReportsConnectedOrTheRefusal() throws {
         let loop = EventLoop()
         var accepted: [Int32] = []

@@ -1,7 +1,8 @@
 """Downloads are never cut short by Larder's own timers or by a graceful shutdown.
 
-Slow readers keep their whole answer (the idle timer starts only once it is written), a client that
-reads nothing at all is dropped by the send timeout, and SIGTERM lets answers being written finish
+Slow readers keep their whole answer (the idle timer starts only once it is written, and the send
+timeout forgives a client that acknowledged anything since it last looked), a client that reads
+nothing at all, or stops reading midway, is dropped by the send timeout, and SIGTERM lets answers being written finish
 within the grace period, logging what it had to cut when the grace ends.
 """
 
@@ -75,6 +76,28 @@ def test_a_client_that_reads_nothing_is_dropped_by_the_send_timeout(larder_facto
     deadline = time.monotonic() + 8
     while "read nothing of its answer" not in lr.log_text():
         assert time.monotonic() < deadline, lr.log_text()[-2000:]
+        time.sleep(0.1)
+    s.close()
+
+
+def test_a_client_that_stops_reading_midway_is_dropped_by_the_send_timeout(larder_factory, origin):
+    # The send timeout forgives a slow reader (anything acknowledged since the last look), so it
+    # must still catch one that read for a while and then went silent with the socket full.
+    lr = larder_factory(config={"limits": {"client_idle_timeout": "1s"}, "cache": {"memory_max_object_size": "8MiB"}})
+    url = origin.url(f"/unique/1/{4 << 20}")
+    assert len(proxy_exchange(lr.port, "GET", url, timeout=30).body) == 4 << 20
+    s = socket.create_connection((LOCALHOST, lr.port), timeout=10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.sendall(std_request("GET", url))
+    got = 0
+    while got < 512 * 1024:
+        data = s.recv(65536)
+        assert data, "closed before the client stopped reading"
+        got += len(data)
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    while "read nothing of its answer" not in lr.log_text():
+        assert time.monotonic() - t0 < 8, lr.log_text()[-2000:]
         time.sleep(0.1)
     s.close()
 
