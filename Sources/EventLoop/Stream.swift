@@ -61,6 +61,9 @@ public final class Stream {
     /// What the peer had not acknowledged after the last partial write (`unacknowledgedBytes`):
     /// less of it when the write timeout expires means the peer is reading, only slowly.
     private var queuedAfterWrite = 0
+    /// Whether the read (write) event was added with a timeout (`remove(_:timed:)`).
+    private var readTimed = false
+    private var writeTimed = false
     /// Bytes asked of one `recv`: grows while reads fill it, so bulk transfers take few calls and
     /// idle connections hold little.
     private var readChunk = Stream.smallestRead
@@ -180,8 +183,11 @@ public final class Stream {
         guard !isClosed else { return }
         readTimeout = read.map { timeval(seconds: $0) }
         writeTimeout = write.map { timeval(seconds: $0) }
-        if readArmed { Stream.retime(readEvent, readTimeout) }
-        if writeArmed { Stream.retime(writeEvent, writeTimeout) }
+        if readArmed { Stream.retime(readEvent, readTimeout, timed: &readTimed) }
+        if writeArmed {
+            Stream.retime(writeEvent, writeTimeout, timed: &writeTimed)
+            noteQueued()
+        }
     }
 
     /// `streamDrained` fires when the output falls to `bytes` or fewer.
@@ -287,8 +293,13 @@ public final class Stream {
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
-    /// `unsentLimit` on a plain stream's socket; 0 puts back the kernel's default (no limit), for a
-    /// socket handed on to OpenSSL, whose streams time out writes without `unacknowledgedBytes`.
+    /// Bytes a peer must acknowledge per write timeout to count as reading: one that takes a few
+    /// bytes a minute would otherwise hold its connection, buffers and pinned body for ever.
+    public static let minimumProgress = 16 * 1024
+
+    /// `unsentLimit` on a plain stream's socket; 0 puts back the system's default
+    /// (`net.ipv4.tcp_notsent_lowat`, no limit unless changed) for a socket handed on to OpenSSL,
+    /// whose streams time out writes without `unacknowledgedBytes`.
     static func limitUnsent(_ fd: Int32, to limit: Int32) {
         guard fd >= 0 else { return }
         var value = limit
@@ -307,26 +318,49 @@ public final class Stream {
     private func armRead() {
         guard !readArmed else { return }
         readArmed = true
-        if var t = readTimeout { event_add(readEvent, &t) } else { event_add(readEvent, nil) }
+        readTimed = Stream.add(readEvent, readTimeout)
     }
 
     private func disarmRead() {
         guard readArmed else { return }
         readArmed = false
-        event_del(readEvent)
+        Stream.remove(readEvent, timed: &readTimed)
     }
 
     private func armWrite() {
         guard !writeArmed else { return }
         writeArmed = true
         watchOutput(false)
-        if var t = writeTimeout { event_add(writeEvent, &t) } else { event_add(writeEvent, nil) }
+        writeTimed = Stream.add(writeEvent, writeTimeout)
     }
 
     private func disarmWrite() {
         guard writeArmed else { return }
         writeArmed = false
-        event_del(writeEvent)
+        Stream.remove(writeEvent, timed: &writeTimed)
+    }
+
+    /// Adds a persistent event, with its timeout if any; true when it has one.
+    private static func add(_ event: OpaquePointer?, _ timeout: timeval?) -> Bool {
+        guard var t = timeout else {
+            event_add(event, nil)
+            return false
+        }
+        event_add(event, &t)
+        return true
+    }
+
+    /// `event_del` alone would leave a persistent event's timeout recorded in it, and libevent
+    /// puts that timeout back whenever the event runs again: activated by hand (`scheduleFlush`),
+    /// it would stay registered after its callback and fire on every turn of the loop; re-added
+    /// without a timeout, it would still time out. The timer goes first, while it is pending
+    /// (`event_remove_timer` forgets the timeout only then).
+    private static func remove(_ event: OpaquePointer?, timed: inout Bool) {
+        if timed {
+            event_remove_timer(event)
+            timed = false
+        }
+        event_del(event)
     }
 
     private func watchOutput(_ on: Bool) {
@@ -339,8 +373,15 @@ public final class Stream {
         }
     }
 
-    private static func retime(_ event: OpaquePointer?, _ timeout: timeval?) {
-        if var t = timeout { event_add(event, &t) } else { event_remove_timer(event) }
+    /// A new timeout for an event already added.
+    private static func retime(_ event: OpaquePointer?, _ timeout: timeval?, timed: inout Bool) {
+        if var t = timeout {
+            event_add(event, &t)
+            timed = true
+        } else {
+            event_remove_timer(event)
+            timed = false
+        }
     }
 
     /// Queued output is written once the callbacks now running return: the head and body of a
@@ -416,10 +457,14 @@ public final class Stream {
         flushQueued = false
         if Int32(what) & EV_TIMEOUT != 0 {
             // The socket stays full while a slow peer reads (`unsentLimit` keeps it so): the
-            // timeout is for a peer that acknowledged nothing since the last write or look.
-            if !connecting, let queued = Stream.unacknowledgedBytes(socket), queued < queuedAfterWrite {
-                queuedAfterWrite = queued
-                return  // a persistent event: its timer runs again
+            // timeout is for a peer that took less than `minimumProgress` since the last write
+            // or look.
+            if !connecting, let queued = Stream.unacknowledgedBytes(socket) {
+                if queued == 0 { return flush() }  // all taken, and the wake-up missed
+                if queuedAfterWrite - queued >= Stream.minimumProgress {
+                    queuedAfterWrite = queued
+                    return  // a persistent event: its timer runs again
+                }
             }
             disarmWrite()
             watchOutput(true)

@@ -145,6 +145,8 @@ extension Stream {
             return .failure(StreamConnectError(errno: ENOMEM))
         }
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
+        // A tunnel's socket through a parent proxy was a plain stream's, limited (`unsentLimit`).
+        limitUnsent(fd, to: 0)
         return .success(Stream(bev: bev, isTLS: true))
     }
 

@@ -167,8 +167,8 @@ public enum ConfigSchema {
                     "time to send a whole request head (408 beyond)", .positiveDuration),
         ConfigField("limits.client_idle_timeout", \.limits.clientIdleTimeout, 60, .live,
                     "idle keep-alive client connections close after this (counted once their answers are "
-                        + "written); also the send timeout: a client that reads nothing of its answer for this "
-                        + "long is dropped", .positiveDuration),
+                        + "written); also the send timeout: a client that takes less than 16 KiB of its answer "
+                        + "in this time is dropped", .positiveDuration),
         ConfigField("limits.max_response_head_bytes", \.limits.maxResponseHeadBytes, 65_536, .restart,
                     "largest origin response head (502 beyond)", .size(1_024...16_777_216)),
         ConfigField("limits.max_request_body", \.limits.maxRequestBody, 1 << 30, .live,

@@ -105,3 +105,30 @@ def test_a_partial_head_sent_while_an_answer_is_queued_is_still_timed_out(larder
         got = "no answer, the connection still open after 6 s"
     s.close()
     assert got == 408, got
+
+
+def cpu_seconds(pid):
+    """User and system time a process has used, from /proc/PID/stat (fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_keep_alive_connection_idle_after_a_queued_answer_costs_no_cpu(larder_factory, origin):
+    # The large answer waits for the socket: its write event is added with the send timeout. The
+    # small one after it goes out at once, through the event activated by hand. libevent re-adds
+    # a persistent event with the timeout it last had, so that event stayed registered once the
+    # answer was written and fired on every turn of the loop while the connection idled.
+    lr = larder_factory(config={"workers": 1})
+    with RawClient(lr.port) as c:
+        r = c.request("GET", origin.url(f"/unique/1/{4 << 20}"))
+        assert r.status == 200 and len(r.body) == 4 << 20
+        r = c.request("GET", origin.url("/unique/2/1024"))
+        assert r.status == 200 and len(r.body) == 1024
+        before = cpu_seconds(lr.pid)
+        time.sleep(2)
+        used = cpu_seconds(lr.pid) - before
+        assert used < 0.4, f"{used:.2f} s of CPU in 2 s while the one connection idled"
+        r = c.request("GET", origin.url("/unique/3/1024"))
+        assert r.status == 200 and len(r.body) == 1024

@@ -159,7 +159,7 @@ final class ClientConnection: StreamDelegate {
                 worker.stats.add(.clientTLSHandshakeFailures)
             } else if event == .timeout {
                 worker.logger.notice(
-                    "client \(peer) read nothing of its answer for \(worker.settings.clientIdleTimeout) s; closing with \(stream.output.count) bytes unsent")
+                    "client \(peer) took less than \(Stream.minimumProgress / 1024) KiB of its answer in \(worker.settings.clientIdleTimeout) s; closing with \(stream.output.count) bytes unsent")
             }
             send(.clientFailed)
         }
@@ -316,7 +316,8 @@ final class ClientConnection: StreamDelegate {
         stream.delegate = self
         stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
         stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
-        // A send timeout: a client that reads nothing of its answer for the idle time is dropped.
+        // A send timeout: a client that takes less than `Stream.minimumProgress` of its answer in the
+        // idle time is dropped.
         stream.setTimeouts(read: nil, write: worker.settings.clientIdleTimeout)
     }
 
