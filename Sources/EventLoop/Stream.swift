@@ -59,7 +59,8 @@ public final class Stream {
     private var readTimeout: timeval?
     private var writeTimeout: timeval?
     /// What the peer had not acknowledged after the last partial write (`unacknowledgedBytes`):
-    /// less of it when the write timeout expires means the peer is reading, only slowly.
+    /// `minimumProgress` less of it when the write timeout expires means the peer is reading,
+    /// only slowly.
     private var queuedAfterWrite = 0
     /// Whether the read (write) event was added with a timeout (`remove(_:timed:)`).
     private var readTimed = false
