@@ -91,6 +91,7 @@ public final class Stream {
     private init(loop: EventLoop, socket fd: Int32) {
         isTLS = false
         socket = fd
+        Stream.keepUrgentDataInline(fd)
         input = Buffer(evbuffer_new()!)
         output = Buffer(evbuffer_new()!)
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -287,6 +288,16 @@ public final class Stream {
     /// cache, and each copy into it runs at memory speed (4 MiB hits to 1,024 clients: about 1.6×
     /// the CPU per response). What the kernel does not take waits in `output`.
     public static let unsentLimit: Int32 = 128 * 1024
+
+    /// TCP urgent data read as ordinary bytes (SO_OOBINLINE). Otherwise the kernel takes the urgent
+    /// byte out of the stream and `recv` stops short in front of it: bytes an origin sends behind a
+    /// complete response could hide from the unread-bytes check that decides whether its connection
+    /// is reused, and a tunnel would lose the byte. Inline, the byte is there for the check to see.
+    static func keepUrgentDataInline(_ fd: Int32) {
+        guard fd >= 0 else { return }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
 
     static func setNoDelay(_ fd: Int32) {
         guard fd >= 0 else { return }

@@ -71,6 +71,7 @@ extension Stream {
         }
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
         Stream.setNoDelay(fd)
+        Stream.keepUrgentDataInline(fd)
         // An intercepted client's socket was a plain stream's, limited (`Stream.unsentLimit`).
         Stream.limitUnsent(fd, to: 0)
         return Stream(bev: bev, isTLS: true)

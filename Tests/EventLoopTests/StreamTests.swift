@@ -177,7 +177,14 @@ import Testing
         return value
     }
 
-    @Test func acceptedAndConnectedTCPStreamsLimitTheirUnsentBytes() throws {
+    private func urgentDataInline(_ fd: Int32) -> Bool {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &value, &length) == 0 && value != 0
+    }
+
+    /// Both also read TCP urgent data inline, so no byte can hide behind the urgent mark.
+    @Test func acceptedAndConnectedTCPStreamsLimitUnsentBytesAndReadUrgentDataInline() throws {
         let loop = EventLoop()
         var accepted: [Int32] = []
         let listener = try Listener(loop: loop, address: SocketAddress(ipLiteral: "127.0.0.1", port: 0)!) { fd, _ in
@@ -194,14 +201,17 @@ import Testing
         for _ in 0..<40 where recorder.events.isEmpty || accepted.isEmpty { runLoop(loop, atMost: 0.05) }
         #expect(recorder.events == [.connected])
         #expect(unsentLimit(of: connecting.fileDescriptor) == Stream.unsentLimit)
+        #expect(urgentDataInline(connecting.fileDescriptor))
 
         guard let fd = accepted.first else {
             Issue.record("nothing accepted")
             return
         }
         #expect(unsentLimit(of: fd) == 0)   // a bare socket has none: the stream sets it
+        #expect(!urgentDataInline(fd))
         let stream = Stream(loop: loop, acceptedSocket: fd)
         #expect(unsentLimit(of: fd) == Stream.unsentLimit)
+        #expect(urgentDataInline(fd))
         stream.close()
         connecting.close()
         listener.close()
