@@ -15,8 +15,10 @@ public enum URIScheme: Sendable, Equatable { case http, https }
 /// A request target taken apart. `host` is normalised once, here, and every decision (cache key,
 /// rules, access, authentication, interception, TLS pins, DNS) uses that one value: ASCII
 /// lowercase, IPv6 literals without brackets, one trailing dot removed (`example.com.` is
-/// `example.com`). Names are ASCII only: internationalised names must arrive as A-labels
-/// (`xn--…`), which are kept as sent; U-labels, empty labels and percent-encoding are refused.
+/// `example.com`), and a host whose last label is a number read as the IPv4 address it spells,
+/// written `a.b.c.d` (`IPv4Host`: `2130706437` is `127.0.0.5`; `a.1`, which spells none, is
+/// refused). Names are ASCII only: internationalised names must arrive as A-labels (`xn--…`),
+/// which are kept as sent; U-labels, empty labels and percent-encoding are refused.
 public struct RequestTarget: Sendable, Equatable {
     public var form: RequestTargetForm
     /// Absolute form only (`.http` otherwise).
@@ -150,8 +152,15 @@ public struct RequestTarget: Sendable, Equatable {
             // `intranet.test.` meets every rule written for `intranet.test`.
             let nameEnd = bytes[i - 1] == 0x2E ? i - 1 : i
             guard nameEnd > nameStart, hasOnlyNonEmptyLabels(bytes, nameStart, nameEnd) else { throw .invalidTarget }
-            host.reserveCapacity(nameEnd - nameStart)
-            for k in nameStart..<nameEnd { host.append(asciiLower(bytes[k])) }
+            if IPv4Host.endsInNumber(bytes, nameStart, nameEnd), !IPv4Host.isDotted(bytes, nameStart, nameEnd) {
+                // `2130706437`, `127.5`, `0x7f.0.0.5`: the address a resolver or parent proxy
+                // would read, in the one spelling the rules, the key and the origin see.
+                guard let address = IPv4Host.parse(bytes, nameStart, nameEnd) else { throw .invalidTarget }
+                host = IPv4Host.dotted(address)
+            } else {
+                host.reserveCapacity(nameEnd - nameStart)
+                for k in nameStart..<nameEnd { host.append(asciiLower(bytes[k])) }
+            }
         }
         if i == end {
             guard let port = defaultPort else { throw .invalidTarget }
