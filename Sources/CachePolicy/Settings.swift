@@ -30,8 +30,12 @@ public struct FreshnessOverride: Sendable, Equatable {
     public var maximumLifetime: Int64?
     /// Lifetime when the response has no explicit freshness and no Last-Modified.
     public var defaultLifetime: Int64?
-    public init(forcedLifetime: Int64? = nil, maximumLifetime: Int64? = nil, defaultLifetime: Int64? = nil) {
+    /// A preset's: applies only where `SharingGuard` finds the response shareable without it.
+    public var guarded: Bool
+    public init(forcedLifetime: Int64? = nil, maximumLifetime: Int64? = nil, defaultLifetime: Int64? = nil,
+                guarded: Bool = false) {
         self.forcedLifetime = forcedLifetime; self.maximumLifetime = maximumLifetime; self.defaultLifetime = defaultLifetime
+        self.guarded = guarded
     }
 }
 

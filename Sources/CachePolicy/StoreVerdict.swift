@@ -42,6 +42,7 @@ extension Storability {
         case .store(let tier, let omitFields):
             var expected: Int?
             if case .contentLength(let n) = response.framing { expected = n }
+            let override = SharingGuard.applicable(override, requestHeaders: request.headers, response: response)
             let facts = EntryFacts.make(response: response, requestTime: requestTime, responseTime: responseTime,
                                         bodyLength: expected, settings: settings, override: override)
             // Heuristically cacheable statuses pass `decide` without any freshness, and a rule's

@@ -320,6 +320,9 @@ public struct CacheRuleConfig: Sendable, Equatable {
     public var defaultLifetime: Double?
     /// Clients' reloads (`no-cache`, `max-age`, `Pragma: no-cache`) do not bypass fresh entries.
     public var ignoreReload: Bool?
+    /// A preset's rule (never set from YAML): its lifetimes apply only to responses shareable
+    /// without them (`SharingGuard`); the user's own rules apply as written.
+    public var fromPreset = false
     public init() {}
 }
 

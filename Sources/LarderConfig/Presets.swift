@@ -41,7 +41,8 @@ public enum Presets {
             case let other: throw ValueError("unknown key \"\(other)\" (known: description, rules)")
             }
         }
-        guard let description, let rules, !rules.isEmpty else { throw ValueError("needs a description and rules") }
+        guard var rules, let description, !rules.isEmpty else { throw ValueError("needs a description and rules") }
+        for i in rules.indices { rules[i].fromPreset = true }
         return Preset(name: name, description: description, rules: rules, text: text)
     }
 }

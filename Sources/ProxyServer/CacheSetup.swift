@@ -32,7 +32,7 @@ final class CacheSetup: Sendable {
             let f: FreshnessOverride? = (r.forcedLifetime ?? r.maximumLifetime ?? r.defaultLifetime) == nil ? nil
                 : FreshnessOverride(forcedLifetime: r.forcedLifetime.map { Int64($0) },
                                     maximumLifetime: r.maximumLifetime.map { Int64($0) },
-                                    defaultLifetime: r.defaultLifetime.map { Int64($0) })
+                                    defaultLifetime: r.defaultLifetime.map { Int64($0) }, guarded: r.fromPreset)
             return CacheRule(scheme: r.scheme?.name, host: r.host, pathPrefix: r.pathPrefix, path: r.path, statuses: r.statuses,
                              contentTypePrefix: r.contentType, requestPolicy: r.policy,
                              storagePolicy: r.storage, freshness: f, ignoreReload: r.ignoreReload)

@@ -102,7 +102,47 @@ enum StoreVerdictTable {
             override: FreshnessOverride(maximumLifetime: 0), stored(0)),
         row("rule maximum lifetime caps max-age", [date, "Cache-Control: max-age=600", length],
             override: FreshnessOverride(maximumLifetime: 30), stored(30)),
+
+        // A preset's (guarded) lifetime never makes shareable what would not be without it: the
+        // personal page behind `/account.php/pool/main/x.deb` stays out of the cache.
+        row("preset year for a bare package", [date, "Content-Type: application/octet-stream", length],
+            override: year, stored(31_536_000)),
+        row("preset year yields to a request's Cookie", request: ["Cookie: sid=1"], [date, length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year yields to a request's Authorization: refused as any authorised answer",
+            request: ["Authorization: Basic eDp5"], [date, length], override: year, .refused(.authorization)),
+        row("preset year yields to Set-Cookie", [date, "Set-Cookie: sid=1", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year yields to max-age=0", [date, "Cache-Control: max-age=0", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year yields to must-revalidate, max-age=0 with a validator: stored stale",
+            [date, "Cache-Control: max-age=0, must-revalidate", etag, length], override: year, stored(0)),
+        row("preset year yields to no-cache", [date, "Cache-Control: no-cache", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year yields to s-maxage=0", [date, "Cache-Control: s-maxage=0", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year yields to an Expires no later than Date", [date, "Expires: \(Dates.t0)", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year yields to an invalid Expires", [date, "Expires: 0", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year yields to proxy-revalidate", [date, "Cache-Control: proxy-revalidate", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year never for an HTML page", [date, "Content-Type: text/html; charset=utf-8", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset year never for an XHTML page", [date, "Content-Type:  Application/XHTML+XML", length],
+            override: year, .refused(.noFreshnessOrValidator)),
+        row("preset index lifetime for an HTML index", [date, "Content-Type: text/html", length],
+            override: FreshnessOverride(maximumLifetime: 300, defaultLifetime: 300, guarded: true), stored(300)),
+        row("preset index lifetime yields to Set-Cookie",
+            [date, "Content-Type: text/html", "Set-Cookie: sid=1", length],
+            override: FreshnessOverride(maximumLifetime: 300, defaultLifetime: 300, guarded: true),
+            .refused(.noFreshnessOrValidator)),
+        row("a user's own forced lifetime applies as written, Cookie or not", request: ["Cookie: sid=1"],
+            [date, "Cache-Control: max-age=0", "Content-Type: text/html", length],
+            override: FreshnessOverride(forcedLifetime: 120), stored(120)),
     ]
+
+    static let year = FreshnessOverride(forcedLifetime: 31_536_000, guarded: true)
 }
 
 @Suite("Store verdict")
@@ -121,9 +161,10 @@ struct StoreVerdictTests {
             #expect(StoreExpectation.stored(tier: plan.tier, omit: plan.omitFields.map(text),
                                             lifetime: plan.facts.freshnessLifetime,
                                             expectedLength: plan.expectedLength) == row.expected)
+            let override = SharingGuard.applicable(row.override, requestHeaders: req.headers, response: res)
             let facts = EntryFacts.make(response: res, requestTime: row.requestTime, responseTime: t0,
                                         bodyLength: plan.expectedLength, settings: PolicySettings(),
-                                        override: row.override)
+                                        override: override)
             #expect(plan.facts == facts)
         }
     }
