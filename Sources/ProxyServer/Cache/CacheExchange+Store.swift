@@ -70,7 +70,8 @@ extension CacheExchange {
         }
         let policyHead = TargetedCacheControl.policyHead(of: parsed, targets: setup.targetedFields) ?? parsed
         let facts = EntryFacts.make(response: policyHead, requestTime: requestTime, responseTime: now,
-                                    bodyLength: entry.bodyLength, settings: setup.policy, override: override)
+                                    bodyLength: entry.bodyLength, settings: setup.policy,
+                                    override: SharingGuard.applicable(override, requestHeaders: nil, response: policyHead))
         cache.freshen(entry, facts: facts, head: newHead, parsedHead: parsed, now: now)
         var record = entry.record
         record.facts = facts
