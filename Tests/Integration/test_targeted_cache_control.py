@@ -92,3 +92,21 @@ def test_a_field_the_targeted_field_keeps_private_stays_out_when_the_entry_is_fr
     assert cache_status(third).startswith("larder; hit"), cache_status(third)
     assert third.header("X-Session") is None, third.header("X-Session")
     assert methods(origin, "sess") == ["GET", "HEAD"]
+
+
+def test_a_field_cache_control_keeps_private_is_never_shared_when_a_targeted_field_governs(larder_factory, origin,
+                                                                                           workdir):
+    # CDN-Cache-Control decides freshness and storability, but Cache-Control's private="X-Session"
+    # still says the field is the first client's: neither the first store, nor a collapsed
+    # follower, nor a revalidation may hand it to anyone else (freshening already kept it out).
+    script(workdir, "csess", headers=[("Cache-Control", 'max-age=60, private="X-Session"'), ("ETag", '"c1"'),
+                                      ("CDN-Cache-Control", "max-age=60"), ("X-Session", "first-client")],
+           body="page")
+    lr = reverse(larder_factory, origin)
+    first = get(lr, "/res/csess")
+    assert "stored" in cache_status(first) and first.header("X-Session") == "first-client", cache_status(first)
+    second = get(lr, "/res/csess")
+    assert cache_status(second).startswith("larder; hit"), cache_status(second)
+    assert second.header("X-Session") is None, second.header("X-Session")
+    assert second.body == b"page"
+    assert methods(origin, "csess") == ["GET"]

@@ -29,7 +29,12 @@ extension CacheExchange {
             return nil
         case .store(let plan):
             let facts = plan.facts
-            let omit = plan.omitFields
+            // The verdict read the targeted field's qualified lists; Cache-Control's apply too, as
+            // on every revalidation (`freshen`), so a field the origin marked private is never shared.
+            var omit = plan.omitFields
+            if policyHead != nil {
+                for name in Storability.qualifiedFields(of: head.headers) where !omit.contains(name) { omit.append(name) }
+            }
             let tier = plan.tier
             let expected = plan.expectedLength
             let secondary = CacheKey.secondary(varyFields: facts.varyFields, request: request.headers)
