@@ -1,7 +1,8 @@
 @preconcurrency import CLibevent
 import Glibc
 
-/// A listening socket on a loop (`SO_REUSEPORT`, so every worker can bind the same address).
+/// A listening socket on a loop (`SO_REUSEPORT`, so every worker can bind the same address;
+/// `checkUnused` first, so no other process can).
 public final class Listener {
     private var listener: OpaquePointer?
     private let onAccept: (Int32, SocketAddress) -> Void
@@ -10,11 +11,35 @@ public final class Listener {
 
     public enum Failure: Error, CustomStringConvertible {
         case bind(String, errno: Int32)
+        case inUse(String)
         public var description: String {
             switch self {
             case .bind(let a, let e): return "cannot listen on \(a): \(String(cString: strerror(e)))"
+            case .inUse(let a):
+                return "cannot listen on \(a): another process is listening there (address already in use); "
+                    + "stop it, or give this Larder another port"
             }
         }
+    }
+
+    /// Fails with `.inUse` when any other socket holds `address`. Listeners share an address among
+    /// one process's workers through SO_REUSEPORT, and the kernel lets any process of the same
+    /// user join such a group: a second Larder on the same ports would take a share of the
+    /// connections, `/stats` would alternate between the two and a purge land on either. A socket
+    /// bound without SO_REUSEPORT joins no group, so its bind fails exactly when something holds
+    /// the address; it is closed at once, before the workers bind. Other bind errors are left for
+    /// the real bind to report.
+    public static func checkUnused(_ address: SocketAddress) throws(Failure) {
+        let inUse: Bool = address.withSockaddr { sa, len in
+            let fd = socket(Int32(sa.pointee.sa_family), Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { return false }
+            defer { Glibc.close(fd) }
+            // As the listeners do: a connection of an earlier Larder in TIME_WAIT is no holder.
+            var one: Int32 = 1
+            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            return bind(fd, sa, len) != 0 && errno == EADDRINUSE
+        }
+        if inUse { throw .inUse(address.description) }
     }
 
     /// Binds and listens; `onAccept` gets each accepted socket (non-blocking, close-on-exec).

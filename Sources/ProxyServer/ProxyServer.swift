@@ -211,6 +211,11 @@ public final class ProxyServer: @unchecked Sendable {
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
                 throw .badAddress(endpoint.description)
             }
+            do {
+                if endpoint.port != 0 { try Listener.checkUnused(address) }
+            } catch {
+                throw .listen(error.description)
+            }
             for w in workers {
                 do {
                     // Port 0: the first worker's bind picks the port; the others share it (SO_REUSEPORT).
@@ -237,6 +242,11 @@ public final class ProxyServer: @unchecked Sendable {
             let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
                 throw .badAddress(endpoint.description)
+            }
+            do {
+                if endpoint.port != 0 { try Listener.checkUnused(address) }
+            } catch {
+                throw .listen("admin endpoint: \(error.description)")
             }
             for w in workers {
                 do {
