@@ -167,6 +167,12 @@ public struct Config: Sendable, Equatable {
         public var maxConnections: Int = ConfigSchema.defaultValue(\.limits.maxConnections)
         /// `limits.max_connections_per_client`; 0: no per-address limit.
         public var maxConnectionsPerClient: Int = ConfigSchema.defaultValue(\.limits.maxConnectionsPerClient)
+        /// `limits.detached_fetches_per_client`, `detached_bytes_per_client`, `detached_fetches`,
+        /// `detached_bytes`: downloads running with no client attached.
+        public var detachedFetchesPerClient: Int = ConfigSchema.defaultValue(\.limits.detachedFetchesPerClient)
+        public var detachedBytesPerClient: Int = ConfigSchema.defaultValue(\.limits.detachedBytesPerClient)
+        public var detachedFetches: Int = ConfigSchema.defaultValue(\.limits.detachedFetches)
+        public var detachedBytes: Int = ConfigSchema.defaultValue(\.limits.detachedBytes)
         public init() {}
     }
 

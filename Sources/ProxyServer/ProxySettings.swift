@@ -22,6 +22,7 @@ struct ProxySettings: Sendable {
     /// `limits.max_connections` shared out among the workers.
     var maxConnectionsPerWorker: Int
     var maxConnectionsPerClient: Int
+    var detachedFetches: DetachedFetchLimits
     var clientIdleTimeout: Double
     var session: SessionConfiguration
     var cache: CacheSetup
@@ -87,6 +88,10 @@ struct ProxySettings: Sendable {
         let workers = ProxyServer.workerCount(config)
         maxConnectionsPerWorker = max(1, (config.limits.maxConnections + workers - 1) / workers)
         maxConnectionsPerClient = config.limits.maxConnectionsPerClient
+        detachedFetches = DetachedFetchLimits(fetchesPerClient: config.limits.detachedFetchesPerClient,
+                                              bytesPerClient: config.limits.detachedBytesPerClient,
+                                              fetches: config.limits.detachedFetches,
+                                              bytes: config.limits.detachedBytes)
         clientIdleTimeout = config.limits.clientIdleTimeout
         session = SessionConfiguration(
             httpAdditionalHeaders: config.session.httpAdditionalHeaders.map { AdditionalHeader(name: $0.name, value: $0.value) },

@@ -195,6 +195,7 @@ final class Worker: @unchecked Sendable {
 
     private var refusals = RefusalTally()
     private var untrustedLog = LogThrottle()
+    private var detachedCutLog = LogThrottle()
 
     private func refuse(_ peer: SocketAddress, _ refusal: ConnectionRefusal, _ counter: Count) -> ConnectionRefusal {
         stats.add(counter)
@@ -208,6 +209,10 @@ final class Worker: @unchecked Sendable {
 
     func connectionClosed(_ conn: ClientConnection) {
         guard served.clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
+        if !background.orphans.isEmpty {
+            let id = ObjectIdentifier(conn)
+            for fetch in Array(background.orphans.values) where fetch.connection == id { fetch.clientLeft() }
+        }
         if conn.refusal != nil { refusals.refusing -= 1 }
         if conn.addressCounted { addressCounts.release(conn.peerAddress) }
         openConnections.subtract(1, ordering: .relaxed)
@@ -219,14 +224,28 @@ final class Worker: @unchecked Sendable {
         fetch.start()
     }
 
+    /// A detached download cut by its budget: counted, and logged a line a second at most.
+    func noteDetachedCut(_ limit: DetachedFetchLedger.Refusal, client: [UInt8], upstream: String) {
+        switch limit {
+        case .fetchesPerClient: stats.add(.detachedCutPerClientFetches)
+        case .bytesPerClient: stats.add(.detachedCutPerClientBytes)
+        case .fetches: stats.add(.detachedCutFetches)
+        case .bytes: stats.add(.detachedCutBytes)
+        }
+        if let n = detachedCutLog.note(now: clock.monotonic) {
+            let who = SocketAddress(addressBytes: client, port: 0)?.host ?? "?"
+            logger.warning("download of \(upstream) for \(who) cut instead of finished with no client attached: \(limit.description) reached (\(n) cut since the last line)")
+        }
+    }
+
     func orphanFinished(_ fetch: OrphanedFetch) {
         background.orphans[ObjectIdentifier(fetch)] = nil
     }
 
     /// Starts refreshing a stale entry in the background, unless a refresh of that URL is running.
-    func refreshInBackground(_ exchange: CacheExchange, request: RequestHead) {
+    func refreshInBackground(_ exchange: CacheExchange, request: RequestHead, client: [UInt8]) {
         guard inFlight.beginRefresh(exchange.primaryKey) else { return }
-        let refresh = BackgroundRefresh(worker: self, exchange: exchange, request: request)
+        let refresh = BackgroundRefresh(worker: self, exchange: exchange, request: request, client: client)
         background.refreshes[ObjectIdentifier(refresh)] = refresh
         refresh.start()
     }

@@ -23,6 +23,8 @@ public enum Count: Int, CaseIterable, Sendable {
     /// `proxy_protocol` listeners: connections from outside `proxy_protocol_from`, and ones whose
     /// header was missing, malformed or late.
     case connectionsRefusedProxyUntrusted, connectionsRefusedProxyHeader
+    /// Downloads with no client attached that were cut, by the limit that cut them.
+    case detachedCutPerClientFetches, detachedCutPerClientBytes, detachedCutFetches, detachedCutBytes
 }
 
 /// What a worker reports about its state, refreshed by the worker itself.

@@ -39,6 +39,7 @@ public enum Sample: String, CaseIterable, Sendable {
     case mapUsedBytes, mapSizeBytes
     case pendingWriteBytes
     case collapsedFetchesInFlight
+    case detachedFetchesInFlight
     case warmRunning, warmTotal, warmDone, warmStored, warmFresh, warmRevalidated, warmNotStored, warmFailed, warmBytes
 }
 
@@ -85,6 +86,17 @@ public enum Metrics {
             .count(.collapsedFollowersDetached)),
         one("collapsed_fetches_in_flight", .gauge, "Origin fetches that requests may join now.",
             .sampled(.collapsedFetchesInFlight)),
+        one("detached_fetches_in_flight", .gauge,
+            "Downloads running with no client attached: finished for the cache after their client left, range fills, "
+            + "background refreshes.", .sampled(.detachedFetchesInFlight)),
+        labelled("detached_fetches_cut", .counter,
+                 "Downloads with no client attached that were cut rather than finished, by the limit they would have "
+                 + "passed.", "limit", [
+            ("detached_fetches_per_client", .count(.detachedCutPerClientFetches)),
+            ("detached_bytes_per_client", .count(.detachedCutPerClientBytes)),
+            ("detached_fetches", .count(.detachedCutFetches)),
+            ("detached_bytes", .count(.detachedCutBytes)),
+        ]),
         labelled("cache_entries", .gauge, "Stored responses by tier.", "tier",
                  [("memory", .sampled(.memoryEntries)), ("disk", .sampled(.diskEntries))]),
         labelled("cache_bytes", .gauge, "Bytes stored by tier.", "tier",

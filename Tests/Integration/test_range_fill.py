@@ -4,14 +4,30 @@ request — a download manager's, `apt` resuming, a media player's — is a hit.
 
 import time
 
-from helpers import pattern, proxy_exchange
+import pytest
+
+from helpers import RawClient, pattern, proxy_exchange
 from test_cache import cache_status, methods, script, seen
 
 SIZE = 3 << 20
 
+# Clients that asked for a range and stay connected: a fill runs on past the client's range only
+# while its client's connection is open (closed, the fill is judged as an aborted download).
+_STAYING = []
+
+
+@pytest.fixture(autouse=True)
+def staying_clients():
+    yield _STAYING
+    while _STAYING:
+        _STAYING.pop().close()
+
 
 def ranged(lr, url, spec, timeout=15):
-    return proxy_exchange(lr.port, "GET", url, headers=[("Range", f"bytes={spec}")], timeout=timeout)
+    """The range, on a connection that stays open until the test ends."""
+    c = RawClient(lr.port, timeout=timeout)
+    _STAYING.append(c)
+    return c.request("GET", url, headers=[("Range", f"bytes={spec}")])
 
 
 def eventually_a_hit(lr, url, spec):

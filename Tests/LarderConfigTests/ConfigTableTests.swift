@@ -42,6 +42,10 @@ limits:
   max_request_body: 1MB
   max_connections: 100
   max_connections_per_client: 0
+  detached_fetches_per_client: 1
+  detached_bytes_per_client: 8MiB
+  detached_fetches: 16
+  detached_bytes: 256MiB
 session:
   http_additional_headers:
     X-Team: "build: nightly"

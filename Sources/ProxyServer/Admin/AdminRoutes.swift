@@ -77,6 +77,7 @@ final class AdminContext: Sendable {
             case .mapSizeBytes: return Double(map.size)
             case .pendingWriteBytes: return Double(s.pendingWriteBytes)
             case .collapsedFetchesInFlight: return Double(collapsing)
+            case .detachedFetchesInFlight: return Double(inFlight.detached.fetchesInFlight)
             case .warmRunning, .warmTotal, .warmDone, .warmStored, .warmFresh, .warmRevalidated, .warmNotStored,
                  .warmFailed, .warmBytes:
                 return warming.sample(sample)

@@ -22,12 +22,15 @@ final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
     private let exchange: CacheExchange
     /// The client request that found the stale entry: its fields (Vary, credentials) go along.
     private let request: RequestHead
+    /// The address of that client: its download counts against that client's detached budget.
+    private let client: [UInt8]
     private var task: SessionTask?
 
-    init(worker: Worker, exchange: CacheExchange, request: RequestHead) {
+    init(worker: Worker, exchange: CacheExchange, request: RequestHead, client: [UInt8]) {
         self.worker = worker
         self.exchange = exchange
         self.request = request
+        self.client = client
         // The stored GET is refreshed, whatever the client asked; without validators, with a GET.
         let configured = worker.settings.cache.policy.revalidation
         exchange.phase = .revalidating(exchange.entry.map { Revalidation.method(for: .get, entry: $0.facts,
@@ -89,7 +92,7 @@ final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
         // The new response, being stored or shared: downloaded from here on as an orphaned fetch.
         if case .fetching = exchange.phase, exchange.writer != nil || exchange.inFlight != nil {
             self.task = nil
-            worker.adopt(OrphanedFetch(worker: worker, task: task, exchange: exchange))
+            worker.adopt(OrphanedFetch(worker: worker, task: task, exchange: exchange, purpose: .refresh, client: client))
             finish(handedOff: true)
         }
     }

@@ -101,7 +101,7 @@ enum CacheFlow {
                                         phase: .fetching)
             refresh.entry = entry
             refresh.facts = facts
-            worker.refreshInBackground(refresh, request: request)
+            worker.refreshInBackground(refresh, request: request, client: c.peerAddress)
             return true
         case .revalidate(let m):
             exchange.phase = .revalidating(m)

@@ -1,26 +1,57 @@
 import EventLoop
 import HTTPWire
 import SessionClient
+import Statistics
 
-/// A collapsed fetch whose leading client went away: it runs on for the followers and the store.
+/// A download no client of its own reads any more: it runs on for collapsed followers and the
+/// store. Once nobody at all reads it, it is a detached fetch: it goes on only as an aborted
+/// download would (a collapsed fetch whose last follower left), and only within the client's share
+/// of `DetachedFetchBudget`, or it is cut and its store abandoned.
 final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
+    /// Why it was left running.
+    enum Purpose {
+        /// Collapsed followers read it. When the last leaves, the fetch is judged as the leading
+        /// client's abort would have been (`OriginRelay.worthFinishing`), whether it ever had
+        /// followers or not.
+        case followers
+        /// An aborted download mostly in (`OriginRelay.worthFinishing`).
+        case finishing
+        /// A whole response fetched to fill the cache from a ranged miss, past the client's range.
+        /// If the client's connection closes before it is done, it is judged as an abort.
+        case rangeFill
+        /// A background refresh's new response.
+        case refresh
+    }
+
     unowned let worker: Worker
     let task: SessionTask
     let exchange: CacheExchange
+    let purpose: Purpose
+    /// The address whose budget it is counted against.
+    let client: [UInt8]
+    /// The client connection a range fill was for.
+    let connection: ObjectIdentifier?
+    /// Its place in the budget, once no reader is left.
+    private var claim: Int?
     /// What holds the read back: the followers and the store (no client any more).
     private var gate: OriginReadGate = []
     private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.resume(.store) }
     private lazy var stallWatch = Timer(loop: worker.loop) { [unowned self] in self.checkStalledFollowers() }
 
-    init(worker: Worker, task: SessionTask, exchange: CacheExchange) {
+    init(worker: Worker, task: SessionTask, exchange: CacheExchange, purpose: Purpose, client: [UInt8],
+         connection: ObjectIdentifier? = nil) {
         self.worker = worker
         self.task = task
         self.exchange = exchange
+        self.purpose = purpose
+        self.client = client
+        self.connection = connection
     }
 
     func start() {
         task.delegate = self
         exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
+        if !(exchange.inFlight?.hasFollowers ?? false), !goesOnDetached() { return cancel() }
         // The departed client may have paused the read; the followers and the store pace it from now on.
         task.resumeReading()
     }
@@ -30,9 +61,45 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
         stallWatch.cancel()
         task.cancel()
         exchange.completeFetch(error: .cancelled, table: worker.inFlight)
+        finished()
+    }
+
+    /// The range fill's client closed its connection: from now on the fill is an aborted download.
+    func clientLeft() {
+        guard purpose == .rangeFill, !OriginRelay.worthFinishing(exchange, worker.settings.cache) else { return }
+        worker.logger.info("range fill of \(upstream) cut: its client left before most of it was in")
+        cancel()
+    }
+
+    private var upstream: String { String(decoding: exchange.host, as: UTF8.self) }
+
+    private func finished() {
+        if let id = claim {
+            claim = nil
+            worker.inFlight.detached.release(id)
+        }
         worker.orphanFinished(self)
     }
 
+    /// Nobody reads the download: whether it may go on for the store alone. Followers gone from a
+    /// fetch nobody else asked to finish make it an aborted download; any detached download needs
+    /// room in the budget, claimed once for the bytes it may still bring.
+    private func goesOnDetached() -> Bool {
+        if claim != nil { return true }
+        guard let writer = exchange.writer, !writer.isAbandoned else { return false }
+        if purpose == .followers, !OriginRelay.worthFinishing(exchange, worker.settings.cache) { return false }
+        let limits = worker.settings.detachedFetches
+        var remaining = worker.settings.cache.store.maxObjectSize - writer.bodyLength
+        if case .contentLength(let total)? = exchange.storedResponse?.framing { remaining = total - writer.bodyLength }
+        switch worker.inFlight.detached.claim(client: client, bytes: max(0, remaining), limits: limits) {
+        case .success(let id):
+            claim = id
+            return true
+        case .failure(let limit):
+            worker.noteDetachedCut(limit, client: client, upstream: upstream)
+            return false
+        }
+    }
 
     func taskCanSendBody(_ task: SessionTask) {}
     func taskBodyDrained(_ task: SessionTask) {}
@@ -65,8 +132,8 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
-        // Nobody left to read it and nothing being stored (given up, e.g. the disk filled): stop.
-        if exchange.writer.map({ $0.isAbandoned }) ?? true, !(exchange.inFlight?.hasFollowers ?? false) {
+        // Nobody left to read it: it goes on only as a detached fetch.
+        if !(exchange.inFlight?.hasFollowers ?? false), !goesOnDetached() {
             source.drain(count)
             return cancel()
         }
@@ -83,6 +150,6 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
         stallWatch.cancel()
         // A fetch (phase `.fetching`): the store is committed or abandoned, then the followers told.
         _ = exchange.originEnded(error: error, now: worker.clock.wallSeconds, table: worker.inFlight)
-        worker.orphanFinished(self)
+        finished()
     }
 }

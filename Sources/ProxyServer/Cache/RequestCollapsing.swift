@@ -46,6 +46,8 @@ final class InFlightTable: Sendable {
     private let passes = Locked<[ByteKey: Double]>([:])
     /// Dates the pass markers.
     private let clock: any ProxyClock
+    /// Downloads running with no client attached, on every worker (`OrphanedFetch`).
+    let detached = DetachedFetchBudget()
 
     init(clock: any ProxyClock = SystemClock.shared) {
         self.clock = clock

@@ -130,17 +130,24 @@ final class OriginRelay: SessionTaskDelegate {
         guard let t = task else { return }
         task = nil
         let c = connection
-        if let exchange = c.context.cache, c.context.responseStarted,
-           exchange.inFlight?.hasFollowers ?? false || OriginRelay.worthFinishing(exchange, c.worker.settings.cache)
-               || (rangeFill?.clientDone == true && exchange.writer?.isAbandoned == false) {
+        if let exchange = c.context.cache, c.context.responseStarted, let purpose = leftRunning(exchange, c) {
             c.context.cache = nil
-            if exchange.inFlight?.hasFollowers != true, rangeFill == nil {
+            if purpose == .finishing {
                 c.worker.logger.info("client \(c.peer) left; finishing \(c.context.upstreamName)'s response for the cache")
             }
-            c.worker.adopt(OrphanedFetch(worker: c.worker, task: t, exchange: exchange))
+            c.worker.adopt(OrphanedFetch(worker: c.worker, task: t, exchange: exchange, purpose: purpose,
+                                         client: c.peerAddress, connection: ObjectIdentifier(c)))
         } else {
             t.cancel()
         }
+    }
+
+    /// Why a fetch the connection is done with should run on without it, nil when it should not.
+    private func leftRunning(_ exchange: CacheExchange, _ c: ClientConnection) -> OrphanedFetch.Purpose? {
+        if exchange.inFlight?.hasFollowers ?? false { return .followers }
+        if OriginRelay.worthFinishing(exchange, c.worker.settings.cache) { return .finishing }
+        if rangeFill?.clientDone == true, exchange.writer?.isAbandoned == false { return .rangeFill }
+        return nil
     }
 
     /// Squid's quick_abort: a response being stored whose client left is finished anyway when most
@@ -287,7 +294,8 @@ final class OriginRelay: SessionTaskDelegate {
                 self.task = nil
                 c.context.cache = nil
                 if let w = ex.writer, !w.isAbandoned {
-                    c.worker.adopt(OrphanedFetch(worker: c.worker, task: task, exchange: ex))
+                    c.worker.adopt(OrphanedFetch(worker: c.worker, task: task, exchange: ex, purpose: .rangeFill,
+                                                 client: c.peerAddress, connection: ObjectIdentifier(c)))
                 } else {
                     task.cancel()
                     ex.endCollapse(failed: true, table: c.worker.inFlight)  // ends the fill's claim
