@@ -128,40 +128,54 @@ public final class Cache: Sendable {
         }
     }
 
-    /// removeCachedResponse(for:): every variant of one URL.
-    public func invalidate(primaryKey: [UInt8]) {
+    /// removeCachedResponse(for:): every variant of one URL. The outcome says when the writer
+    /// committed it (or could not): an operator's purge is answered by it.
+    @discardableResult
+    public func invalidate(primaryKey: [UInt8]) -> RemovalOutcome {
         let digest = KeyDigest(primaryKey)
         memory.removeVariants(digest)
-        removeFromDisk(.invalidate(primary: digest), hiding: .url(digest))
+        return removeFromDisk({ .invalidate(primary: digest, done: $0) }, hiding: .url(digest))
     }
+
+    /// How long a purge asked for by an operator (admin DELETE /cache, PURGE) waits for the
+    /// writer to commit it before it answers that it could not confirm it.
+    public static let purgeConfirmSeconds = 5.0
 
     /// An entry whose stored bytes failed their checksum: every variant of its URL is dropped (as an
     /// invalidation does), and the damage counted and logged.
     func dropDamaged(_ key: EntryKey, url: [UInt8], what: String) {
         memory.removeVariants(key.primary)
-        removeFromDisk(.invalidate(primary: key.primary), hiding: .url(key.primary))
+        removeFromDisk({ .invalidate(primary: key.primary, done: $0) }, hiding: .url(key.primary))
         damage.report("cache entry \(String(decoding: url, as: UTF8.self)) failed its checksum (\(what)): dropped")
     }
 
-    /// removeAllCachedResponses.
-    public func purgeAll() {
+    /// removeAllCachedResponses (its outcome as `invalidate`'s).
+    @discardableResult
+    public func purgeAll() -> RemovalOutcome {
         memory.removeAll()
-        removeFromDisk(.purgeAll, hiding: .all)
+        return removeFromDisk({ .purgeAll(done: $0) }, hiding: .all)
     }
 
-    /// removeCachedResponses(since:).
-    public func purge(storedSince time: Int64) {
+    /// removeCachedResponses(since:) (its outcome as `invalidate`'s).
+    @discardableResult
+    public func purge(storedSince time: Int64) -> RemovalOutcome {
         memory.removeStored(since: time)
-        removeFromDisk(.purgeSince(time: time), hiding: .storedSince(time))
+        return removeFromDisk({ .purgeSince(time: time, done: $0) }, hiding: .storedSince(time))
     }
 
     /// Queues a removal for the writer, hiding what it removes from lookups until it is committed.
-    private func removeFromDisk(_ op: WriteOp, hiding removal: PendingRemovals.Removal) {
-        guard let disk else { return }
+    @discardableResult
+    private func removeFromDisk(_ op: (RemovalOutcome) -> WriteOp, hiding removal: PendingRemovals.Removal) -> RemovalOutcome {
+        let outcome = RemovalOutcome()
+        guard let disk else {
+            outcome.finish(committed: true)
+            return outcome
+        }
         let pending = pendingRemovals
         pending.add(removal)
-        disk.enqueue(op)
+        disk.enqueue(op(outcome))
         disk.enqueue(.barrier({ pending.remove(removal) }))
+        return outcome
     }
 
     /// Whether an entry of `primaryKey` is complete but not committed yet (see `PendingCommits`).

@@ -34,10 +34,19 @@ extension DiskStoreSettings {
     /// free pages not yet reused, and the batch being written.
     public var sizeMargin: Int { max(capacity / 10, 4 << 20) }
 
-    /// The LMDB map, which data.mdb can never outgrow: the directory stays within `capacity +
-    /// sizeMargin`, the lock files included. (An environment already larger keeps its size: LMDB
-    /// never shrinks a file.)
-    var mapSize: Int { capacity + sizeMargin - (256 << 10) }
+    /// The most the LMDB map may ever be, which data.mdb can never outgrow: the directory stays
+    /// within `capacity + sizeMargin`, the lock files included. (An environment already larger
+    /// keeps its size: LMDB never shrinks a file.)
+    var mapBound: Int { capacity + sizeMargin - (256 << 10) }
+
+    /// Held back from the map at run time, for recovering a map that is full anyway: at start the
+    /// map is opened this much larger (within `mapBound`; past the pages in use of a directory
+    /// already larger than that), so that the sweep and the eviction of a full map have pages to
+    /// copy into. An eighth of the margin, 512 KiB at least.
+    var recoveryMargin: Int { max(sizeMargin / 8, 512 << 10) }
+
+    /// The map at run time.
+    var mapSize: Int { mapBound - recoveryMargin }
 
     /// Bytes the writer commits in one transaction: at most 8 MiB, and a quarter of the margin,
     /// so a small cache's batch fits beside a full cache.
@@ -103,7 +112,10 @@ public final class DiskStore: @unchecked Sendable {
         pageSize = mdb_env_stat(env, &stat) == 0 ? Int(stat.ms_psize) : Int.max
         writer = DiskWriter(env: env, dbs: DiskWriter.Databases(variants: variants, entries: entries, chunks: chunks,
                                                                 access: access, info: info),
-                            settings: settings, bytes: sweep.bytes, entryCount: sweep.entryCount, pins: pins, log: log)
+                            settings: settings, pageSize: pageSize == Int.max ? 4_096 : pageSize,
+                            bytes: sweep.bytes, entryCount: sweep.entryCount, pins: pins, log: log)
+        // Before any reader or the writer runs: the map may still be resized.
+        if let note = writer.recoverAtStart() { startupNotes.append(note) }
         writer.start()
     }
 
@@ -245,7 +257,8 @@ public final class DiskStore: @unchecked Sendable {
         var e: OpaquePointer?
         try check(mdb_env_create(&e), "mdb_env_create")
         let env = e!
-        mdb_env_set_mapsize(env, s.mapSize)
+        // The recovery margin too until the start-up recovery is done (`DiskWriter.recoverAtStart`).
+        mdb_env_set_mapsize(env, s.mapBound)
         mdb_env_set_maxreaders(env, 1_024)
         mdb_env_set_maxdbs(env, 8)
         var flags = UInt32(MDB_NOTLS)
@@ -259,6 +272,15 @@ public final class DiskStore: @unchecked Sendable {
         do throws(LMDBError) {
             // Before any page is read: a page past the end of the file is a SIGBUS, not an error.
             try checkDataFileHoldsUsedPages(env, directory: s.directory)
+            // A map already as large as its pages in use (made under a larger capacity, or filled
+            // up) gets the recovery margin beyond them, so the sweep and the start-up recovery
+            // can write; the file grows by at most that margin.
+            var info = MDB_envinfo()
+            var stat = MDB_stat()
+            if mdb_env_info(env, &info) == 0, mdb_env_stat(env, &stat) == 0 {
+                let highWater = (Int(info.me_last_pgno) + 1) * Int(stat.ms_psize)
+                if highWater + s.recoveryMargin > s.mapBound { mdb_env_set_mapsize(env, highWater + s.recoveryMargin) }
+            }
             let txn = try WriteTransaction(env: env)
             let handle = txn.txn
             func open(_ name: String) throws(LMDBError) -> MDB_dbi {

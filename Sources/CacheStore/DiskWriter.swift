@@ -17,11 +17,11 @@ public enum WriteOp: Sendable {
     case replaceHead(key: EntryKey, bodyID: UInt64, facts: EntryFacts, head: [UInt8])
     /// The entry was served at `time` (LRU order).
     case touch(key: EntryKey, time: Int64)
-    /// Removes every variant of a URL.
-    case invalidate(primary: KeyDigest)
-    case purgeAll
+    /// Removes every variant of a URL. `done`, when given, learns whether it was committed.
+    case invalidate(primary: KeyDigest, done: RemovalOutcome? = nil)
+    case purgeAll(done: RemovalOutcome? = nil)
     /// Removes entries stored at or after `time` (removeCachedResponses(since:)).
-    case purgeSince(time: Int64)
+    case purgeSince(time: Int64, done: RemovalOutcome? = nil)
     /// Runs `done` once everything queued before it is committed.
     case barrier(@Sendable () -> Void)
 
@@ -33,6 +33,63 @@ public enum WriteOp: Sendable {
         default: return 0
         }
     }
+
+    /// Whether this removes entries (kept when its batch is dropped: tried again on its own).
+    var isRemoval: Bool {
+        switch self {
+        case .invalidate, .purgeAll, .purgeSince: return true
+        default: return false
+        }
+    }
+
+    var removalOutcome: RemovalOutcome? {
+        switch self {
+        case .invalidate(_, let done), .purgeAll(let done), .purgeSince(_, let done): return done
+        default: return nil
+        }
+    }
+}
+
+/// Whether a removal (purge, invalidation) was committed, for a caller that must not say it was
+/// done when it was not.
+public final class RemovalOutcome: Sendable {
+    private let done = Semaphore()
+    private let committed = Atomic<Bool>(false)
+
+    public init() {}
+
+    func finish(committed ok: Bool) {
+        committed.store(ok, ordering: .releasing)
+        done.signal()
+    }
+
+    public enum Result: Sendable, Equatable {
+        case committed, failed, timedOut
+    }
+
+    /// Waits up to `seconds` for the writer's verdict.
+    public func wait(seconds: Double) -> Result {
+        guard done.wait(seconds: seconds) else { return .timedOut }
+        return committed.load(ordering: .acquiring) ? .committed : .failed
+    }
+}
+
+/// One log line per interval for a failure that repeats (a full disk fails every batch), with
+/// how many times it happened since the last.
+struct RateLimitedReport {
+    var unreported = 0
+    var reportedAt = -Double.infinity
+    let interval: Double
+
+    /// Counts one failure; true when it should be logged now (then `unreported` says how many).
+    mutating func count(now: Double) -> Bool {
+        unreported += 1
+        guard now - reportedAt >= interval else { return false }
+        reportedAt = now
+        return true
+    }
+
+    mutating func reported() { unreported = 0 }
 }
 
 /// The single writer: takes queued operations in batches and applies each batch in one LMDB
@@ -55,11 +112,13 @@ final class DiskWriter: @unchecked Sendable {
     /// Bodies with a chunk in a failed batch: their entries must never be committed (they would
     /// point at missing chunks), so their later chunks and their commit are skipped.
     private var brokenBodies: Set<UInt64> = []
-    /// Failed batches are logged once per interval with a count, not one line each (a full disk
-    /// fails every batch).
-    private var failuresUnlogged = 0
-    private var failureLoggedAt = -Double.infinity
+    /// Failed batches and failed evictions are logged once per interval with a count, not one
+    /// line each (a full disk fails every batch).
+    private var batchFailures = RateLimitedReport(interval: DiskWriter.failureLogInterval)
+    private var evictionFailures = RateLimitedReport(interval: DiskWriter.failureLogInterval)
     static let failureLogInterval = 10.0
+    /// How full the map may get (`MapBudget`).
+    let budget: MapBudget
 
     let bytes: Atomic<Int>
     let entryCount: Atomic<Int>
@@ -94,9 +153,10 @@ final class DiskWriter: @unchecked Sendable {
         for i in 0..<chunks { try txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
     }
 
-    init(env: OpaquePointer, dbs: Databases, settings: DiskStoreSettings, bytes: Int, entryCount: Int,
+    init(env: OpaquePointer, dbs: Databases, settings: DiskStoreSettings, pageSize: Int, bytes: Int, entryCount: Int,
          pins: BodyPins, log: @escaping @Sendable (String) -> Void) {
         self.env = env
+        budget = MapBudget(mapBytes: settings.mapSize, batchBytes: settings.batchBytes, pageSize: pageSize)
         self.pins = pins
         self.db = dbs
         self.settings = settings
@@ -201,21 +261,28 @@ final class DiskWriter: @unchecked Sendable {
             for b in barriers { b() }
         }
         for op in batch { if case .barrier(let b) = op { barriers.append(b) } }
+        var committed = false
         do {
             try applyInTransaction(batch)
+            committed = true
         } catch let error where error.isMapFull {
-            // The map is full: make room, then try the batch once more. LMDB reuses the pages a
-            // transaction frees only two commits later, so a small commit follows the eviction.
-            // (Reported with the batch's failure if the retry fails too.)
+            // The map is full all the same (a batch dearer than foreseen, a map filled by an
+            // earlier version): evict in small transactions, which fit in the reserve the budget
+            // keeps, then try the batch once more; it is dropped if it still does not fit.
             do {
-                try evict(target: bytes.load(ordering: .relaxed) * 3 / 4)
-                try commitPassage()
+                try makeRoom(for: batchBytes)
                 try applyInTransaction(batch)
+                committed = true
             } catch {
                 batchFailed(batch, error)
             }
         } catch {
             batchFailed(batch, error)
+        }
+        // A dropped batch's removals are tried on their own: a purge must happen, or say it did not.
+        for op in batch where op.isRemoval {
+            let ok = committed || applyRemovalAlone(op)
+            op.removalOutcome?.finish(committed: ok)
         }
         // A body's life ends with its commit or discard: nothing more will come for it.
         if !brokenBodies.isEmpty {
@@ -228,10 +295,80 @@ final class DiskWriter: @unchecked Sendable {
             }
         }
         if let target = evictionTarget() {
-            do { try evict(target: target) } catch {
-                log("cache eviction failed: \(error)")
+            do { try evict(target: target, perTransaction: DiskWriter.evictionsPerTransaction) } catch {
+                evictionFailed(error)
             }
         }
+    }
+
+    /// Entries one eviction transaction removes: its pages (copies of the trees' paths, the free
+    /// list's record) must fit in the budget's reserve; after a full map, fewer.
+    static let evictionsPerTransaction = 128
+    static let evictionsPerTransactionWhenFull = 16
+
+    /// After `MDB_MAP_FULL`: evicts until `room` more map bytes than the budget's mark are free,
+    /// in transactions small enough for what is left.
+    private func makeRoom(for room: Int) throws(LMDBError) {
+        let stored = bytes.load(ordering: .relaxed)
+        let inUse = DiskStore.bytesInUse(env) ?? budget.mapBytes
+        let target = MapBudget.target(inUse: inUse, stored: stored, capacity: settings.capacity, budget: budget,
+                                      room: budget.batchCost(room)) ?? stored * 3 / 4
+        try evict(target: target, perTransaction: DiskWriter.evictionsPerTransactionWhenFull)
+    }
+
+    /// A removal whose batch was dropped, in a transaction of its own; a purge of everything that
+    /// still meets a full map deletes entry by entry in small transactions first (then the drop
+    /// of what is left needs next to nothing). Whether it was committed.
+    private func applyRemovalAlone(_ op: WriteOp) -> Bool {
+        do {
+            try applyInTransaction([op])
+            return true
+        } catch let error where error.isMapFull {
+            do {
+                if case .purgeAll = op {
+                    try evict(target: 0, perTransaction: DiskWriter.evictionsPerTransactionWhenFull)
+                } else {
+                    try makeRoom(for: 0)
+                }
+                try applyInTransaction([op])
+                return true
+            } catch {
+                log("cache removal failed (\(error)): nothing was removed")
+                return false
+            }
+        } catch {
+            log("cache removal failed (\(error)): nothing was removed")
+            return false
+        }
+    }
+
+    /// A map already over its budget when the cache opens (made under a larger `disk_capacity`,
+    /// or filled by an earlier version, which could wedge it): evicted down before anything else
+    /// runs, while the map is still open with the recovery margin (`DiskStoreSettings`), then
+    /// set to its run-time size. Only before the writer and any reader start: a resize moves the
+    /// map. Returns a note for the log when it evicted or could not.
+    func recoverAtStart() -> String? {
+        defer { mdb_env_set_mapsize(env, settings.mapSize) }   // never below the pages in use: LMDB rounds up
+        let before = bytes.load(ordering: .relaxed)
+        let count = entryCount.load(ordering: .relaxed)
+        var inUse = DiskStore.bytesInUse(env) ?? 0
+        guard inUse > budget.evictAbove || before > settings.capacity else { return nil }
+        let inUseBefore = inUse
+        do {
+            // The ratio of pages to stored bytes is an estimate: measured again, a few rounds at most.
+            for _ in 0..<4 {
+                guard let target = MapBudget.target(inUse: inUse, stored: bytes.load(ordering: .relaxed),
+                                                    capacity: settings.capacity, budget: budget) else { break }
+                try evict(target: target, perTransaction: DiskWriter.evictionsPerTransactionWhenFull)
+                inUse = DiskStore.bytesInUse(env) ?? 0
+            }
+        } catch {
+            return "cache map over its budget at start (\(inUseBefore) bytes of pages in use, budget \(budget.evictAbove)) "
+                + "and eviction failed: \(error)"
+        }
+        return "cache map over its budget at start (\(inUseBefore) bytes of pages in use, budget \(budget.evictAbove)): "
+            + "evicted \(count - entryCount.load(ordering: .relaxed)) entries, \(before - bytes.load(ordering: .relaxed)) "
+            + "bytes; \(inUse) bytes of pages in use now"
     }
 
     /// A commit that changes nothing of the cache (it records when it ran), so that the pages
@@ -240,36 +377,34 @@ final class DiskWriter: @unchecked Sendable {
         let txn = try WriteTransaction(env: env)
         var stamp: [UInt8] = []
         stamp.appendInt64(Int64(time(nil)))
-        try txn.put(db.info, Array("map-full-at".utf8), stamp)
+        try txn.put(db.info, Array("evicted-at".utf8), stamp)
         try txn.commit()
     }
 
     /// Stored bytes to evict down to, if over: past `capacity`, or when the map's pages in use
-    /// (stored bytes with LMDB's overhead, and bodies still being written) leave less than half
-    /// the margin for the next batches, which would otherwise meet a full map.
+    /// (stored bytes with LMDB's overhead, and bodies still being written) pass the budget's mark
+    /// (`MapBudget`). The free list is read only when the pages up to the last one used pass it.
     private func evictionTarget() -> Int? {
-        let stored = bytes.load(ordering: .relaxed)
-        let byCapacity = settings.capacity - settings.capacity / 10
-        let roomy = settings.mapSize - settings.sizeMargin / 2
-        let inUse = DiskStore.bytesInUse(env, onlyAbove: roomy) ?? 0
-        if inUse > roomy {
-            return min(byCapacity, stored - (inUse - roomy) - settings.capacity / 10)
-        }
-        return stored > settings.capacity ? byCapacity : nil
+        let inUse = DiskStore.bytesInUse(env, onlyAbove: budget.evictAbove) ?? 0
+        return MapBudget.target(inUse: inUse, stored: bytes.load(ordering: .relaxed), capacity: settings.capacity,
+                                budget: budget)
+    }
+
+    private func evictionFailed(_ error: LMDBError) {
+        guard evictionFailures.count(now: Self.monotonicNow()) else { return }
+        log("cache eviction failing (\(error)): \(evictionFailures.unreported) time(s) since the last report")
+        evictionFailures.reported()
     }
 
     /// A batch that could not be written (disk full, I/O error): its entries are lost, the proxy
     /// carries on without storing them.
     private func batchFailed(_ batch: [WriteOp], _ error: LMDBError) {
-        failuresUnlogged += 1
-        let now = Self.monotonicNow()
-        if now - failureLoggedAt >= DiskWriter.failureLogInterval {
+        if batchFailures.count(now: Self.monotonicNow()) {
             var fs = statvfs()
             let free = statvfs(settings.directory, &fs) == 0 ? "; \(Int(fs.f_bavail) * Int(fs.f_frsize)) bytes free on its file system" : ""
-            log("cache writes failing (\(error)\(free)): \(failuresUnlogged) batch(es) dropped since the last report; "
+            log("cache writes failing (\(error)\(free)): \(batchFailures.unreported) batch(es) dropped since the last report; "
                 + "responses are served but not stored until writes succeed again")
-            failureLoggedAt = now
-            failuresUnlogged = 0
+            batchFailures.reported()
         }
         for op in batch { if case .chunk(let id, _, _) = op { brokenBodies.insert(id) } }
         dropChunks(of: batch)
@@ -332,7 +467,7 @@ final class DiskWriter: @unchecked Sendable {
                 try putEntry(txn, k, r)
             case .touch(let key, let time):
                 touches[key] = max(touches[key] ?? 0, time)
-            case .invalidate(let primary):
+            case .invalidate(let primary, _):
                 try removeVariants(txn, primary: primary, bytes: &byteDelta, count: &countDelta)
             case .purgeAll:
                 let noReaders = purgesAllInTransaction || pins.beginDeletingAll()
@@ -353,7 +488,7 @@ final class DiskWriter: @unchecked Sendable {
                 }
                 byteDelta = -bytes.load(ordering: .relaxed)
                 countDelta = -entryCount.load(ordering: .relaxed)
-            case .purgeSince(let time):
+            case .purgeSince(let time, _):
                 var doomed: [(EntryKey, EntryRecord)] = []
                 try txn.scan(db.entries, from: nil) { k, v in
                     if let key = EntryKey(bytes: k), let r = RecordCodec.entry(v), r.storedAt >= time {
@@ -461,8 +596,22 @@ final class DiskWriter: @unchecked Sendable {
         try txn.put(db.access, DiskStore.accessKey(time, key), [])
     }
 
-    /// Removes least recently used entries until at most `target` bytes are stored.
-    private func evict(target: Int) throws(LMDBError) {
+    /// Removes least recently used entries until at most `target` bytes are stored, at most
+    /// `perTransaction` in each transaction: a deletion needs free pages itself, and a small
+    /// transaction's fit in the reserve where one removing thousands would not. A small commit
+    /// follows, so the next batch can reuse the pages the last eviction freed (LMDB reuses a
+    /// transaction's freed pages only two commits later).
+    private func evict(target: Int, perTransaction: Int) throws(LMDBError) {
+        var evictedAny = false
+        while bytes.load(ordering: .relaxed) > target {
+            guard try evictStep(target: target, limit: perTransaction) else { break }
+            evictedAny = true
+        }
+        if evictedAny { try commitPassage() }
+    }
+
+    /// One eviction transaction; false when it found nothing more to remove.
+    private func evictStep(target: Int, limit: Int) throws(LMDBError) -> Bool {
         let txn = try WriteTransaction(env: env)
         beginDeletions()
         var committed = false
@@ -471,7 +620,8 @@ final class DiskWriter: @unchecked Sendable {
         var countDelta = 0
         var current = bytes.load(ordering: .relaxed)
         var evicted = 0
-        while current > target {
+        var progressed = false
+        while current > target, evicted < limit {
             // The oldest few hundred access rows, then their records (a cursor cannot outlive deletes).
             var victims: [EntryKey] = []
             var stale: [[UInt8]] = []
@@ -481,11 +631,13 @@ final class DiskWriter: @unchecked Sendable {
                 } else {
                     stale.append(Array(k))
                 }
-                return victims.count + stale.count < 256
+                return victims.count + stale.count < min(256, limit)
             }
             for k in stale { try txn.delete(db.access, k) }
+            if !stale.isEmpty { progressed = true }
             if victims.isEmpty { break }
-            for key in victims where current > target {
+            for key in victims where current > target && evicted < limit {
+                progressed = true
                 guard let r = txn.record(db.entries, key.bytes)
                 else {
                     // An access row without its entry: drop every row for that key.
@@ -502,6 +654,7 @@ final class DiskWriter: @unchecked Sendable {
         bytes.add(byteDelta, ordering: .relaxed)
         entryCount.add(countDelta, ordering: .relaxed)
         if evicted > 0 { evictions.add(evicted, ordering: .relaxed) }
+        return progressed
     }
 
     private func dropAccessRows(_ txn: borrowing WriteTransaction, for key: EntryKey) throws(LMDBError) {

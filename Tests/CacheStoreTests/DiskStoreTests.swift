@@ -282,7 +282,7 @@ func readBody(_ r: DiskReader, _ record: EntryRecord) -> [UInt8]? {
         s.flush()
         #expect(r.record(b) != nil && r.record(c) == nil)
         #expect(s.entryCount == 1)
-        s.enqueue(.purgeAll)
+        s.enqueue(.purgeAll())
         s.flush()
         #expect(r.record(b) == nil)
         #expect(s.entryCount == 0 && s.storedBytes == 0)

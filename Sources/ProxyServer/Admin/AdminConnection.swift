@@ -101,7 +101,11 @@ final class AdminConnection: StreamDelegate {
         } else {
             response = context.respond(method: request.method, target: target,
                                        authorization: request.headers.value(of: "authorization"), reader: worker.cacheReader)
-            worker.logger.info("\(line) \(response.status)")
+            if response.status >= 500 {
+                worker.logger.error("\(line) \(response.status): \(response.body.prefix(200))")
+            } else {
+                worker.logger.info("\(line) \(response.status)")
+            }
         }
         let hasBody = request.framing != .none
         send(response, close: hasBody || !request.keepAlive || worker.draining, headOnly: request.method == .head)

@@ -246,8 +246,10 @@ extension AdminContext {
             switch primaryKey(url) {
             case .success(let key):
                 let count = cache.makeReader().variants(primaryKey: key).count
-                cache.invalidate(primaryKey: key)
                 let url = jsonString(String(decoding: key, as: UTF8.self))
+                if let refusal = unconfirmed(cache.invalidate(primaryKey: key).wait(seconds: Cache.purgeConfirmSeconds), "\"url\":\(url)") {
+                    return refusal
+                }
                 // As PURGE answers: 404 when nothing was stored, so scripts can tell.
                 if count == 0 { return .json(404, "{\"error\":\"not in the cache\",\"url\":\(url),\"variants\":0}") }
                 return .json(200, "{\"purged\":\(url),\"variants\":\(count)}")
@@ -259,14 +261,28 @@ extension AdminContext {
             guard let time = RFC3339.parse(since) else {
                 return .error(400, "since=\(since) is not an RFC 3339 time, e.g. 2026-11-23T10:00:00Z")
             }
-            cache.purge(storedSince: time)
+            let since = jsonString(RFC3339.format(time))
+            if let refusal = unconfirmed(cache.purge(storedSince: time).wait(seconds: Cache.purgeConfirmSeconds), "\"since\":\(since)") { return refusal }
             return .json(200, "{\"purged_stored_since\":\(jsonString(RFC3339.format(time)))}")
         }
         guard target.query.isEmpty else {
             return .error(400, "DELETE /cache takes ?url=<absolute URL>, ?since=<RFC 3339 time>, or nothing (purge all)")
         }
-        cache.purgeAll()
+        if let refusal = unconfirmed(cache.purgeAll().wait(seconds: Cache.purgeConfirmSeconds), "\"purge\":\"all\"") { return refusal }
         return .json(200, "{\"purged\":\"all\"}")
+    }
+
+    /// A purge the writer did not commit is never answered as done: 500 when it failed (the
+    /// writer logged why; the answer is logged as an error), 503 when it was not confirmed in time (it may still happen).
+    private func unconfirmed(_ result: RemovalOutcome.Result, _ what: String) -> AdminResponse? {
+        switch result {
+        case .committed:
+            return nil
+        case .failed:
+            return .json(500, "{\"error\":\"the cache could not remove the entries; see the log\",\(what)}")
+        case .timedOut:
+            return .json(503, "{\"error\":\"the cache writer did not confirm the removal in time; it may still happen\",\(what)}")
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 import CachePolicy
+import CacheStore
 import HTTPWire
 
 /// `PURGE <absolute URL>` on the proxy port, as Squid and Varnish users expect: removes every
@@ -28,7 +29,18 @@ enum Purge {
         }
         let url = String(decoding: key, as: UTF8.self)
         let variants = worker.cacheReader.variants(primaryKey: key).count
-        worker.cache.invalidate(primaryKey: key)
+        // Answered once the writer committed it (a few milliseconds): never "purged" for a removal
+        // that did not happen.
+        switch worker.cache.invalidate(primaryKey: key).wait(seconds: Cache.purgeConfirmSeconds) {
+        case .committed:
+            break
+        case .failed:
+            worker.logger.error("PURGE \(url) from \(c.peer) failed: the cache could not remove it")
+            return c.respond(500, "the cache could not remove \(url); see the log")
+        case .timedOut:
+            worker.logger.error("PURGE \(url) from \(c.peer): removal not confirmed within \(Cache.purgeConfirmSeconds) s")
+            return c.respond(503, "the cache did not confirm removing \(url) in time; it may still happen")
+        }
         worker.logger.info("PURGE \(url) from \(c.peer): \(variants) variant(s)")
         // Squid's convention: 404 when nothing was stored, so scripts can tell.
         if variants == 0 {
