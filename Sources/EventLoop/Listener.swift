@@ -80,8 +80,14 @@ public final class Listener {
 
     private func accepted(_ fd: Int32, _ peer: SocketAddress) { onAccept(fd, peer) }
 
+    /// Called when accepting fails for want of descriptors (EMFILE, ENFILE); true when it freed
+    /// some, so accepting goes on at once instead of pausing.
+    public var onDescriptorsExhausted: (() -> Bool)?
+
     private func acceptFailed() {
         guard let l = listener else { return }
+        let e = errno
+        if e == EMFILE || e == ENFILE, onDescriptorsExhausted?() == true { return }
         evconnlistener_disable(l)
         let base = evconnlistener_get_base(l)
         if pauseTimer == nil {

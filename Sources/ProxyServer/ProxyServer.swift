@@ -123,7 +123,11 @@ public final class ProxyServer: @unchecked Sendable {
         } catch {
             throw .config(error.description)
         }
+        let files = OpenFilesLimit.raiseToHard()
         let settings = try ProxySettings.load(config, ownListeners: ownListeners)
+        let budget = settings.descriptors
+        let raised = files.now > files.before ? "raised from \(files.before)" : "the hard limit is \(files.hard)"
+        logger.info("descriptors: \(files.now) open files allowed (\(raised)): at most \(budget.maxConnections(configured: config.limits.maxConnections)) client connections (limits.max_connections \(config.limits.maxConnections)) and \(budget.idleOriginConnections) idle origin connections")
         let opened: Cache
         let log = logger
         do {

@@ -1,3 +1,4 @@
+import EventLoop
 import HTTPWire
 import LarderConfig
 import SessionClient
@@ -22,6 +23,8 @@ struct ProxySettings: Sendable {
     /// `limits.max_connections` shared out among the workers.
     var maxConnectionsPerWorker: Int
     var maxConnectionsPerClient: Int
+    /// What the open-files limit allows (read when the settings are made, at start and reload).
+    var descriptors: DescriptorBudget
     var detachedFetches: DetachedFetchLimits
     var clientIdleTimeout: Double
     var session: SessionConfiguration
@@ -86,7 +89,9 @@ struct ProxySettings: Sendable {
         clientHeaderTimeout = config.limits.clientHeaderTimeout
         maxRequestBody = config.limits.maxRequestBody
         let workers = ProxyServer.workerCount(config)
-        maxConnectionsPerWorker = max(1, (config.limits.maxConnections + workers - 1) / workers)
+        descriptors = DescriptorBudget(limit: OpenFilesLimit.current, workers: workers)
+        let connections = descriptors.maxConnections(configured: config.limits.maxConnections)
+        maxConnectionsPerWorker = max(1, (connections + workers - 1) / workers)
         maxConnectionsPerClient = config.limits.maxConnectionsPerClient
         detachedFetches = DetachedFetchLimits(fetchesPerClient: config.limits.detachedFetchesPerClient,
                                               bytesPerClient: config.limits.detachedBytesPerClient,
@@ -114,6 +119,7 @@ struct ProxySettings: Sendable {
             tlsMaximumVersion: config.session.tlsMaximumVersion.rawValue,
             caFile: config.session.caFile,
             trustExceptions: config.tls.trust.map { TrustException(hostPattern: $0.host, sha256: $0.sha256) })
+        session.maxIdleConnections = max(1, descriptors.idleOriginConnections / workers)
         cache = CacheSetup(config)
         localAnswers = LocalAnswers(cacheName: cache.cacheName)
         router = RequestRouter(reverseOrigin: reverseOrigin, reverseHost: reverseHost,

@@ -97,6 +97,7 @@ final class Worker: @unchecked Sendable {
         let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
             if proxyProtocol { self.readProxyHeader(fd, peer, tls: tls) } else { self.accept(fd, peer, tls: tls) }
         }
+        l.onDescriptorsExhausted = { [unowned self] in self.shedIdleOriginConnections() }
         served.listeners.append(l)
         return l.boundAddress
     }
@@ -119,6 +120,7 @@ final class Worker: @unchecked Sendable {
             self.served.admin[ObjectIdentifier(conn)] = conn
             conn.start()
         }
+        l.onDescriptorsExhausted = { [unowned self] in self.shedIdleOriginConnections() }
         served.adminListeners.append(l)
         return l.boundAddress
     }
@@ -196,6 +198,7 @@ final class Worker: @unchecked Sendable {
     private var refusals = RefusalTally()
     private var untrustedLog = LogThrottle()
     private var detachedCutLog = LogThrottle()
+    private var descriptorLog = LogThrottle()
 
     private func refuse(_ peer: SocketAddress, _ refusal: ConnectionRefusal, _ counter: Count) -> ConnectionRefusal {
         stats.add(counter)
@@ -222,6 +225,16 @@ final class Worker: @unchecked Sendable {
     func adopt(_ fetch: OrphanedFetch) {
         background.orphans[ObjectIdentifier(fetch)] = fetch
         fetch.start()
+    }
+
+    /// Out of descriptors while accepting: idle origin connections are closed first, so the
+    /// client is served rather than left waiting. Logged once a second at most.
+    private func shedIdleOriginConnections() -> Bool {
+        let closed = session.shedIdleConnections()
+        if closed > 0, let n = descriptorLog.note(now: clock.monotonic) {
+            logger.warning("out of descriptors: closed \(closed) idle origin connection(s) to accept clients (\(n) time(s) since the last line)")
+        }
+        return closed > 0
     }
 
     /// A detached download cut by its budget: counted, and logged a line a second at most.

@@ -17,6 +17,8 @@ final class Connector {
     private var attempt: Stream?
     private var timer: Timer?
     private var lastError: Int32 = 0
+    /// Idle connections were closed once for this connect, after an EMFILE.
+    private var shedIdle = false
     private var attemptAddress: SocketAddress?
     /// The parent proxy the tunnel goes through; nil for a direct connection.
     private let parent: ProxyAddress?
@@ -103,6 +105,11 @@ final class Connector {
         switch started {
         case .failure(let e):
             lastError = e.errno
+            if e.errno == EMFILE || e.errno == ENFILE, !shedIdle {
+                // Out of descriptors: idle pooled connections go before this request fails.
+                shedIdle = true
+                if session.shedIdleConnections() > 0 { addresses.insert(address, at: 0) }
+            }
             tryNext()
         case .success(let stream):
             attempt = stream

@@ -59,6 +59,7 @@ final class HostPool {
         while waitingCount > 0 {
             if let i = idle.lastIndex(where: { !$0.settling }) {
                 let conn = idle.remove(at: i)
+                session.idleCount -= 1
                 if conn.recheckBeforeReuse, conn.stream.unreadInput != .nothing {
                     // Bytes arrived after a body-less answer since it completed: not an answer to
                     // the next request, whatever they look like.
@@ -161,19 +162,34 @@ final class HostPool {
             return
         }
         conn.enterIdle(timeout: session.configuration.idleConnectionTimeout)
+        conn.idleOrder = session.nextIdleOrder()
         idle.append(conn)
+        session.idleCount += 1
+        if session.idleCount > session.configuration.maxIdleConnections { session.closeLongestIdle() }
         if dispatching { dispatch() }
     }
 
     /// An idle connection closed or timed out.
     func idleConnectionEnded(_ conn: OriginConnection) {
-        idle.removeAll { $0 === conn }
+        if let i = idle.firstIndex(where: { $0 === conn }) {
+            idle.remove(at: i)
+            session.idleCount -= 1
+        }
         conn.close()
+    }
+
+    /// When the longest idle of this pool's connections went idle (`idle` runs oldest first).
+    var oldestIdleOrder: Int? { idle.first?.idleOrder }
+
+    func closeOldestIdle() {
+        guard !idle.isEmpty else { return }
+        idleConnectionEnded(idle[0])
     }
 
     func closeIdle() {
         let all = idle
         idle.removeAll()
+        session.idleCount -= all.count
         for c in all { c.close() }
     }
 }

@@ -17,6 +17,8 @@ final class OriginConnection: StreamDelegate {
     /// Room for the response heads read on this connection, lent to each task in turn: parsing
     /// reuses its capacity instead of allocating for every response.
     var headSpace = ResponseHead()
+    /// When it last went idle, in the session's order (`Session.closeLongestIdle`).
+    var idleOrder = 0
     private var idleDeadline: Deadline?
     private var sessionKept = false
 

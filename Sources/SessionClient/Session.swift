@@ -157,8 +157,37 @@ public final class Session {
     /// Idle connections currently pooled, across origins.
     public var idleConnectionCount: Int { pools.values.reduce(0) { $0 + $1.idle.count } }
 
+    /// Idle connections across pools, kept by the pools as they change (`maxIdleConnections`).
+    var idleCount = 0
+    private var idleOrders = 0
+
+    func nextIdleOrder() -> Int {
+        idleOrders += 1
+        return idleOrders
+    }
+
+    /// Past `maxIdleConnections`: the connection idle longest, whichever origin it is for, goes.
+    /// A scan of the pools, made only while at the cap.
+    func closeLongestIdle() {
+        var oldest: HostPool?
+        for pool in pools.values {
+            guard let order = pool.oldestIdleOrder else { continue }
+            if order < oldest?.oldestIdleOrder ?? .max { oldest = pool }
+        }
+        oldest?.closeOldestIdle()
+    }
+
     /// Closes every idle connection (shutdown).
     public func closeIdleConnections() {
         for pool in pools.values { pool.closeIdle() }
+    }
+
+    /// Out of descriptors (accept or connect said EMFILE): the idle connections go first, before
+    /// anyone is refused. How many were closed.
+    @discardableResult
+    public func shedIdleConnections() -> Int {
+        let closed = idleCount
+        closeIdleConnections()
+        return closed
     }
 }

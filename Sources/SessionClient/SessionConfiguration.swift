@@ -18,6 +18,9 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var httpMaximumConnectionsPerHost: Int
     /// Idle keep-alive connections kept per origin.
     public var maxIdleConnectionsPerHost: Int
+    /// Idle keep-alive connections kept across all origins (the longest idle closed first): the
+    /// session's share of what the open-files limit allows.
+    public var maxIdleConnections: Int = .max
     /// Reuse a connection after a HEAD or 304 answer whose head announces a body: such a body, if a
     /// broken origin sends it anyway, is caught only when it arrives before the next request is
     /// written. False closes those connections instead (a new one per HEAD revalidation).
