@@ -2,7 +2,7 @@
 /// answer in as it comes and does what the verdict says.
 public enum LookupAnswers {
     /// One family's answer.
-    public enum Family {
+    public enum Family: Sendable {
         /// Addresses (port 0) and the smallest TTL among their records.
         case addresses([SocketAddress], ttl: UInt32)
         /// The name exists without records of this family; the TTL is its SOA's (0 without one).
@@ -15,7 +15,7 @@ public enum LookupAnswers {
         case failed(String)
     }
 
-    public enum Verdict {
+    public enum Verdict: Sendable {
         /// The other family may still bring an answer that decides.
         case waitForOther
         /// Addresses are in: the other family gets a short grace, then what is here is used.

@@ -2,15 +2,15 @@
 /// seconds), names that do not exist or have no address for a short time (their SOA's minimum,
 /// at most `maxNegative`; `negativeWithoutSOA` when the answer carried none). At most `capacity`
 /// names, least recently used out first. Pure: time is passed in (the monotonic clock).
-public struct NameCache {
-    public enum Answer {
+public struct NameCache: Sendable {
+    public enum Answer: Sendable {
         /// Addresses with port 0: the asker sets its own.
         case addresses([SocketAddress])
         /// NXDOMAIN, or no address of either family; the reason is for error messages.
         case notFound(String)
     }
 
-    @usableFromInline struct Entry {
+    @usableFromInline struct Entry: Sendable {
         @usableFromInline var answer: Answer
         @usableFromInline var expires: Double
 
