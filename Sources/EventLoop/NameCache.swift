@@ -1,6 +1,8 @@
 /// What names resolved to, per worker: addresses within their TTL (at most `maxPositive`
 /// seconds), names that do not exist or have no address for a short time (their SOA's minimum,
-/// at most `maxNegative`; `negativeWithoutSOA` when the answer carried none). At most `capacity`
+/// at most `maxNegative`; `negativeWithoutSOA` when the answer carried none), and names no name
+/// server answered for `timeoutHold` (RFC 9520: requests queued behind a dead name fail together
+/// instead of each waiting out a lookup of its own). At most `capacity`
 /// names, least recently used out first. Pure: time is passed in (the monotonic clock).
 public struct NameCache: Sendable {
     public enum Answer: Sendable {
@@ -8,6 +10,8 @@ public struct NameCache: Sendable {
         case addresses([SocketAddress])
         /// NXDOMAIN, or no address of either family; the reason is for error messages.
         case notFound(String)
+        /// No name server answered the last lookup.
+        case timedOut
     }
 
     @usableFromInline struct Entry: Sendable {
@@ -23,6 +27,7 @@ public struct NameCache: Sendable {
     public static let maxPositive = 300.0
     public static let maxNegative = 10.0
     public static let negativeWithoutSOA = 5.0
+    public static let timeoutHold = 2.0
     public static let capacity = 4_096
 
     @usableFromInline var entries: LRUCache<String, Entry>
@@ -48,6 +53,11 @@ public struct NameCache: Sendable {
     public mutating func rememberNotFound(_ reason: String, soaTTL: UInt32, for host: String, now: Double) {
         let keep = soaTTL > 0 ? min(Double(soaTTL), NameCache.maxNegative) : NameCache.negativeWithoutSOA
         store(.notFound(reason), for: host, keep: keep, now: now)
+    }
+
+    /// Keeps a lookup no name server answered, for `timeoutHold` seconds.
+    public mutating func rememberTimeout(for host: String, now: Double) {
+        store(.timedOut, for: host, keep: NameCache.timeoutHold, now: now)
     }
 
     private mutating func store(_ answer: Answer, for host: String, keep: Double, now: Double) {

@@ -98,6 +98,7 @@ public final class Resolver {
             switch answer {
             case .addresses(let list): request.deliver(list)
             case .notFound(let reason): request.finish(.failure(.notFound(reason)))
+            case .timedOut: request.finish(.failure(.timedOut(seconds: Resolver.lookupTimeout)))
             }
             return request
         }
@@ -163,6 +164,7 @@ public final class Resolver {
             cache.rememberNotFound(reason, soaTTL: soaTTL, for: lookup.host, now: now)
             finish(lookup) { $0.finish(.failure(.notFound(reason))) }
         case .timedOut:
+            cache.rememberTimeout(for: lookup.host, now: now)
             finish(lookup) { $0.finish(.failure(.timedOut(seconds: Resolver.lookupTimeout))) }
         case .failed(let reason):
             finish(lookup) { $0.finish(.failure(.notFound(reason))) }

@@ -53,6 +53,15 @@ private func notFound(_ answer: NameCache.Answer?) -> String? {
         #expect(cache.answer(for: "nosoa.test", now: NameCache.negativeWithoutSOA) == nil)
     }
 
+    @Test func aNameNobodyAnsweredIsHeldBriefly() {
+        var cache = NameCache()
+        cache.rememberTimeout(for: "dead.test", now: 0)
+        if case .timedOut? = cache.answer(for: "dead.test", now: NameCache.timeoutHold - 0.1) {} else {
+            Issue.record("a timeout just seen is not remembered")
+        }
+        #expect(cache.answer(for: "dead.test", now: NameCache.timeoutHold) == nil)
+    }
+
     @Test func theLeastRecentlyUsedNameGoesFirst() {
         var cache = NameCache(capacity: 2)
         cache.remember(addresses: [address("192.0.2.1")], ttl: 60, for: "a.test", now: 0)
