@@ -830,16 +830,19 @@ class FakeDNS:
 
     ``ttl``: the TTL of its A records, ``ttls`` (name -> seconds) for some names apart.
     ``silent``: a regular expression; names it matches are never answered (a dead domain).
+    ``slow``: a regular expression; names it matches are answered after ``slow_delay`` seconds.
     ``soa_minimum``: when set, negative answers (NXDOMAIN, no data) carry an SOA record with this
     minimum and TTL, as real servers' do; without it they carry none.
     Every query is counted: ``asked(name)`` says how often, ``wait_asked(name, n)`` waits for it."""
 
-    def __init__(self, records=None, ttl=60, ttls=None, silent=None, soa_minimum=None):
+    def __init__(self, records=None, ttl=60, ttls=None, silent=None, soa_minimum=None, slow=None, slow_delay=1.0):
         self.records = {k.lower(): v for k, v in (records or {}).items()}
         self.ttl = ttl
         self.ttls = {k.lower(): v for k, v in (ttls or {}).items()}
         self.silent = re.compile(silent, re.I) if silent else None
         self.soa_minimum = soa_minimum
+        self.slow = re.compile(slow, re.I) if slow else None
+        self.slow_delay = slow_delay
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((LOCALHOST, 0))
         self.sock.settimeout(0.2)
@@ -916,10 +919,18 @@ class FakeDNS:
                                 1 if authority else 0, 0)
             if qd:
                 reply += msg[12:qend] + answers + authority
-            try:
-                self.sock.sendto(reply, peer)
-            except OSError:
-                pass
+            if self.slow and self.slow.fullmatch(name):
+                t = threading.Timer(self.slow_delay, self._send, (reply, peer))
+                t.daemon = True
+                t.start()
+            else:
+                self._send(reply, peer)
+
+    def _send(self, reply, peer):
+        try:
+            self.sock.sendto(reply, peer)
+        except OSError:
+            pass
 
     def stop(self):
         self._stop.set()

@@ -222,3 +222,17 @@ def test_answers_are_kept_within_their_ttl_and_asked_again_after(larder_factory,
         assert dns.asked("short.test") >= 2, "short.test was never asked again after its TTL"
     finally:
         dns.stop()
+
+
+def test_concurrent_lookups_of_one_name_share_one_query(larder_factory, origin):
+    """Twenty requests at once for a name whose answer takes a second and may not be kept (TTL 0):
+    the name server is asked once, and every request is answered."""
+    dns = FakeDNS(records={"slow.test": "127.0.0.1"}, ttls={"slow.test": 0}, slow=r"slow\.test", slow_delay=1.0)
+    try:
+        lr = dns_larder(larder_factory, dns)
+        results = run_threads([(lambda i=i: exchange(lr.port, origin.url(f"/status/200?n={i}")
+                                                     .replace("127.0.0.1", "slow.test"))) for i in range(20)], 30)
+        assert all(not isinstance(r, Exception) and r.status == 200 for r in results), results
+        assert dns.asked("slow.test") == 1, dns.queries
+    finally:
+        dns.stop()
