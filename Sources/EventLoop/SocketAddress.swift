@@ -65,6 +65,20 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         }
     }
 
+    /// The same address with another port.
+    func withPort(_ port: Int) -> SocketAddress {
+        var copy = self
+        let p = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+        withUnsafeMutableBytes(of: &copy.storage) { raw in
+            if isIPv6 {
+                raw.storeBytes(of: p, toByteOffset: MemoryLayout<sockaddr_in6>.offset(of: \sockaddr_in6.sin6_port)!, as: in_port_t.self)
+            } else {
+                raw.storeBytes(of: p, toByteOffset: MemoryLayout<sockaddr_in>.offset(of: \sockaddr_in.sin_port)!, as: in_port_t.self)
+            }
+        }
+        return copy
+    }
+
     public var isIPv6: Bool { Int32(storage.ss_family) == AF_INET6 }
 
     public var port: Int {

@@ -20,7 +20,7 @@ extension Count {
 
     static func originError(_ error: SessionError) -> Count {
         switch error {
-        case .dnsFailure: return .originErrorDNS
+        case .dnsFailure, .dnsTimeout, .dnsBusy: return .originErrorDNS
         case .connectionRefused: return .originErrorRefused
         case .connectFailed, .cancelled, .parentRefused: return .originErrorConnect
         case .connectTimeout, .requestTimeout, .resourceTimeout: return .originErrorTimeout

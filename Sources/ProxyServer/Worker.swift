@@ -33,7 +33,7 @@ final class Worker: @unchecked Sendable {
     /// Created on the worker's thread, used only there.
     private(set) var session: Session!
     /// Destination checks for requests a parent proxy carries (made on first use, on this loop).
-    lazy var parentProxyDestinations = ParentProxyDestinations(resolver: session.resolver, clock: clock)
+    lazy var parentProxyDestinations = ParentProxyDestinations(resolver: session.resolver)
     /// What this worker listens on and serves.
     private var served = Served()
     private(set) var draining = false
@@ -68,7 +68,7 @@ final class Worker: @unchecked Sendable {
 
     /// Before the worker's thread runs (nothing else touches the loop yet).
     func prepare() throws(Session.SetupError) {
-        session = try Session(loop: loop, configuration: settings.session)
+        session = try Session(loop: loop, configuration: settings.session, clock: clock)
         // Checked after DNS, with the settings in force then (a reload may change them).
         session.addressGate = { [unowned self] address in self.settings.destinations.refusal(address: address) }
         session.offline = settings.cache.policy.offline
@@ -199,6 +199,16 @@ final class Worker: @unchecked Sendable {
     private var untrustedLog = LogThrottle()
     private var detachedCutLog = LogThrottle()
     private var descriptorLog = LogThrottle()
+    private var lookupRefusalLog = LogThrottle()
+
+    /// A request answered 503 because its name lookup was not started (too many pending): one
+    /// line a second at most, however many there are.
+    func noteLookupRefused(_ message: String, client: SocketAddress) {
+        stats.add(.originErrorDNS)
+        if let count = lookupRefusalLog.note(now: clock.monotonic) {
+            logger.warning("503 to \(count) request(s) since the last report, latest for \(client.host): \(message)")
+        }
+    }
 
     private func refuse(_ peer: SocketAddress, _ refusal: ConnectionRefusal, _ counter: Count) -> ConnectionRefusal {
         stats.add(counter)

@@ -11,6 +11,8 @@ final class Connector {
     /// here would tie the session to the pool that keeps its connectors.
     private unowned let session: Session
     private let target: OriginKey
+    /// The client address the connection is opened for: its name lookups count against its bound.
+    private let client: [UInt8]?
     private var completion: ((Result<Stream, SessionError>) -> Void)?
     private var resolveRequest: ResolveRequest?
     private var addresses: [SocketAddress] = []
@@ -27,9 +29,11 @@ final class Connector {
     private var insideTunnel = false
     private(set) var isFinished = false
 
-    init(session: Session, target: OriginKey, completion: @escaping (Result<Stream, SessionError>) -> Void) {
+    init(session: Session, target: OriginKey, client: [UInt8]?,
+         completion: @escaping (Result<Stream, SessionError>) -> Void) {
         self.session = session
         self.target = target
+        self.client = client
         self.completion = completion
         parent = target.scheme == .https ? session.configuration.parentProxy : nil
     }
@@ -41,17 +45,27 @@ final class Connector {
         // Tunnels and pooled connections alike: offline, not even a name is looked up.
         if session.offline { return finish(.failure(.offline(upstream: target.description))) }
         let t = Timer(loop: session.loop) { [unowned self] in
+            if self.resolveRequest != nil {
+                // Still waiting for the name: the error says so, not that the origin was slow.
+                let seconds = Int(self.session.configuration.connectTimeout.rounded(.up))
+                return self.finish(.failure(.dnsTimeout(host: self.firstHop.host, seconds: seconds)))
+            }
             let through = self.parent.map { " through parent proxy \($0.key)" } ?? ""
             self.finish(.failure(.connectTimeout(upstream: self.target.description + through)))
         }
         timer = t
         t.schedule(after: session.configuration.connectTimeout)
-        resolveRequest = session.resolver.resolve(host: firstHop.host, port: firstHop.port) { [weak self] result in
+        // Answers from the hosts file or the cache come before `resolve` returns.
+        let request = session.resolver.resolve(host: firstHop.host, port: firstHop.port, client: client) { [weak self] result in
             guard let self else { return }
             self.resolveRequest = nil
             switch result {
             case .failure(.notFound(let reason)):
                 self.finish(.failure(.dnsFailure(host: self.firstHop.host, reason: reason)))
+            case .failure(.timedOut(let seconds)):
+                self.finish(.failure(.dnsTimeout(host: self.firstHop.host, seconds: seconds)))
+            case .failure(.refused(let reason)):
+                self.finish(.failure(.dnsBusy(host: self.firstHop.host, reason: reason)))
             case .success(let list):
                 self.addresses = list
                 if let gate = self.session.addressGate {
@@ -69,6 +83,7 @@ final class Connector {
                 self.tryNext()
             }
         }
+        if request.isPending { resolveRequest = request }
     }
 
     func cancel() {
@@ -245,23 +260,26 @@ private final class ConnectWatcher: StreamDelegate {
 public final class TunnelOpener {
     private unowned let session: Session
     private let target: OriginKey
+    private let client: [UInt8]?
     private var completion: ((Result<Stream, SessionError>) -> Void)?
     private var connector: Connector?
     private var handshake: ParentHandshake?
 
-    init(session: Session, target: OriginKey, completion: @escaping (Result<Stream, SessionError>) -> Void) {
+    init(session: Session, target: OriginKey, client: [UInt8]?,
+         completion: @escaping (Result<Stream, SessionError>) -> Void) {
         self.session = session
         self.target = target
+        self.client = client
         self.completion = completion
     }
 
     func start() {
         guard let parent = session.configuration.parentProxy else {
-            connector = Connector(session: session, target: target) { [weak self] result in self?.finish(result) }
+            connector = Connector(session: session, target: target, client: client) { [weak self] result in self?.finish(result) }
             connector?.start()
             return
         }
-        connector = Connector(session: session, target: parent.key) { [weak self] result in
+        connector = Connector(session: session, target: parent.key, client: client) { [weak self] result in
             guard let self else { return }
             switch result {
             case .failure(let error):

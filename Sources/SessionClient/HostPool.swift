@@ -86,8 +86,11 @@ final class HostPool {
     }
 
     private func open() {
+        // The connection is for the first waiting task without one: its client's lookups count.
+        let forIndex = waitingHead + opening + idle.count
+        let client = forIndex < waiting.count ? waiting[forIndex]?.client : nil
         opening += 1
-        let connector = Connector(session: session, target: key) { [unowned self] result in
+        let connector = Connector(session: session, target: key, client: client) { [unowned self] result in
             self.opening -= 1
             self.pendingConnectors.removeAll { $0.isFinished }
             switch result {

@@ -53,7 +53,9 @@ public final class Session {
     public internal(set) var tlsResumptions = 0
 
     /// Fails when the TLS settings are unusable (unknown version, unreadable CA file).
-    public init(loop: EventLoop, configuration: SessionConfiguration) throws(SetupError) {
+    /// - Parameter clock: the worker's; the resolver keeps answers by its monotonic time.
+    public init(loop: EventLoop, configuration: SessionConfiguration,
+                clock: any ProxyClock = SystemClock.shared) throws(SetupError) {
         self.loop = loop
         self.configuration = configuration
         usesParentProxy = configuration.parentProxy != nil
@@ -67,7 +69,7 @@ public final class Session {
             throw SetupError(description: error.description)
         }
         do {
-            resolver = try Resolver(loop: loop, nameServers: configuration.nameServers)
+            resolver = try Resolver(loop: loop, nameServers: configuration.nameServers, clock: clock)
         } catch {
             throw SetupError(description: "session.dns_servers: \(error.description)")
         }
@@ -88,19 +90,21 @@ public final class Session {
     ///   - isIdempotent: allows one retry on a fresh connection when a reused one fails before answering.
     ///   - expectsContinue: the head carries `Expect: 100-continue`: a final answer that comes
     ///     without a `100 Continue` first may have left the body unread, so the connection is not reused.
+    ///   - client: the address (network order) the request is made for: name lookups its
+    ///     connection needs count against that client's bound; nil for Larder's own requests.
     public func dataTask(origin: OriginKey, method: HTTPMethod, head: [UInt8], hasBody: Bool,
-                         isIdempotent: Bool, expectsContinue: Bool = false,
+                         isIdempotent: Bool, expectsContinue: Bool = false, client: [UInt8]? = nil,
                          delegate: any SessionTaskDelegate) -> SessionTask {
         SessionTask(session: self, origin: origin, method: method, head: head, hasBody: hasBody,
-                    isIdempotent: isIdempotent, expectsContinue: expectsContinue, delegate: delegate)
+                    isIdempotent: isIdempotent, expectsContinue: expectsContinue, client: client, delegate: delegate)
     }
 
     /// Opens a raw TCP connection for a tunnel (CONNECT), outside the pool.
     @discardableResult
-    public func openTunnel(host: String, port: Int,
+    public func openTunnel(host: String, port: Int, client: [UInt8]? = nil,
                            _ completion: @escaping (Result<Stream, SessionError>) -> Void) -> TunnelOpener {
         let opener = TunnelOpener(session: self, target: OriginKey(scheme: .http, host: host, port: port),
-                                  completion: completion)
+                                  client: client, completion: completion)
         opener.start()
         return opener
     }

@@ -3,6 +3,11 @@ import HTTPWire
 /// Why a task failed. Each maps to the status a proxy answers with.
 public enum SessionError: Error, Sendable, Equatable {
     case dnsFailure(host: String, reason: String)
+    /// No name server answered within `seconds` (the lookup's own timeout, or the connect timeout
+    /// while the name was still being looked up).
+    case dnsTimeout(host: String, seconds: Int)
+    /// The lookup was not started: too many are pending for this client, this domain or worker.
+    case dnsBusy(host: String, reason: String)
     case connectionRefused(upstream: String)
     case connectFailed(upstream: String, reason: String)
     case connectTimeout(upstream: String)
@@ -31,9 +36,9 @@ public enum SessionError: Error, Sendable, Equatable {
     /// 504 for timeouts, 502 for everything else the origin did wrong.
     public var status: Int {
         switch self {
-        case .connectTimeout, .requestTimeout, .resourceTimeout: return 504
+        case .connectTimeout, .requestTimeout, .resourceTimeout, .dnsTimeout: return 504
         case .destinationDenied: return 403
-        case .offline: return 503
+        case .offline, .dnsBusy: return 503
         default: return 502
         }
     }
@@ -42,6 +47,9 @@ public enum SessionError: Error, Sendable, Equatable {
     public var message: String {
         switch self {
         case .dnsFailure(let host, let reason): return "DNS lookup for \(host) failed: \(reason)"
+        case .dnsTimeout(let host, let seconds):
+            return "DNS lookup for \(host) timed out: no answer from the name servers within \(seconds) s"
+        case .dnsBusy(let host, let reason): return "DNS lookup for \(host) not started: \(reason); retry shortly"
         case .connectionRefused(let u): return "connection refused by upstream \(u)"
         case .connectFailed(let u, let r): return "cannot connect to upstream \(u): \(r)"
         case .connectTimeout(let u): return "timed out connecting to upstream \(u)"

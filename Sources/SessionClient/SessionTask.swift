@@ -27,6 +27,8 @@ public final class SessionTask {
     private let head: [UInt8]
     private let hasBody: Bool
     private let isIdempotent: Bool
+    /// Whom the request is for (network-order address), for the resolver's per-client bound.
+    let client: [UInt8]?
     /// Held strongly until the task finishes, as URLSession holds a task's delegate, then let go, so a
     /// delegate that owns its task is freed with it. (A weak reference would cost every task a side
     /// table and every retain of the delegate the slow path.) Set on a finished task, it is not kept.
@@ -60,7 +62,7 @@ public final class SessionTask {
     unowned(unsafe) var newerByDeadline: SessionTask?
 
     init(session: Session, origin: OriginKey, method: HTTPMethod, head: [UInt8], hasBody: Bool,
-         isIdempotent: Bool, expectsContinue: Bool, delegate: any SessionTaskDelegate) {
+         isIdempotent: Bool, expectsContinue: Bool, client: [UInt8]?, delegate: any SessionTaskDelegate) {
         self.session = session
         deadlines = session.deadlines
         self.origin = origin
@@ -68,6 +70,7 @@ public final class SessionTask {
         self.head = head
         self.hasBody = hasBody
         self.isIdempotent = isIdempotent
+        self.client = client
         self.awaitingContinue = hasBody && expectsContinue
         self.delegate = delegate
         bodyFinished = !hasBody

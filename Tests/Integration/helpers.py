@@ -826,15 +826,29 @@ def make_self_signed_cert(directory):
 
 class FakeDNS:
     """UDP DNS server on 127.0.0.1: A records for the names in ``records`` (name -> IPv4 address),
-    no data for their other types, NXDOMAIN for every other name."""
+    no data for their other types, NXDOMAIN for every other name.
 
-    def __init__(self, records=None):
+    ``ttl``: the TTL of its A records, ``ttls`` (name -> seconds) for some names apart.
+    ``silent``: a regular expression; names it matches are never answered (a dead domain).
+    ``slow``: a regular expression; names it matches are answered after ``slow_delay`` seconds.
+    ``soa_minimum``: when set, negative answers (NXDOMAIN, no data) carry an SOA record with this
+    minimum and TTL, as real servers' do; without it they carry none.
+    Every query is counted: ``asked(name)`` says how often, ``wait_asked(name, n)`` waits for it."""
+
+    def __init__(self, records=None, ttl=60, ttls=None, silent=None, soa_minimum=None, slow=None, slow_delay=1.0):
         self.records = {k.lower(): v for k, v in (records or {}).items()}
+        self.ttl = ttl
+        self.ttls = {k.lower(): v for k, v in (ttls or {}).items()}
+        self.silent = re.compile(silent, re.I) if silent else None
+        self.soa_minimum = soa_minimum
+        self.slow = re.compile(slow, re.I) if slow else None
+        self.slow_delay = slow_delay
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((LOCALHOST, 0))
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.queries = []
+        self._asked = threading.Condition()
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -849,6 +863,33 @@ class FakeDNS:
         qtype = struct.unpack("!H", msg[i + 1:i + 3])[0] if i + 3 <= len(msg) else 0
         return ".".join(labels), i + 5, qtype
 
+    def asked(self, name, qtype=1):
+        """How many queries of ``qtype`` (1: A, 28: AAAA, None: any) came for ``name``."""
+        name = name.lower()
+        with self._asked:
+            return sum(1 for n, t in self.queries if n.lower() == name and (qtype is None or t == qtype))
+
+    def asked_matching(self, pattern, qtype=1):
+        rx = re.compile(pattern, re.I)
+        with self._asked:
+            return sum(1 for n, t in self.queries if rx.fullmatch(n) and (qtype is None or t == qtype))
+
+    def wait_asked(self, name, n, timeout=10, qtype=1):
+        """Waits until ``name`` was asked ``n`` times; returns the count reached."""
+        deadline = time.monotonic() + timeout
+        with self._asked:
+            while True:
+                got = sum(1 for q, t in self.queries if q.lower() == name.lower() and (qtype is None or t == qtype))
+                left = deadline - time.monotonic()
+                if got >= n or left <= 0:
+                    return got
+                self._asked.wait(left)
+
+    def _soa(self):
+        # example.: mname and rname as the root, then serial, refresh, retry, expire, minimum.
+        rdata = b"\x00\x00" + struct.pack("!IIIII", 1, 3600, 600, 86400, self.soa_minimum)
+        return b"\x00" + struct.pack("!HHIH", 6, 1, self.soa_minimum, len(rdata)) + rdata
+
     def _run(self):
         while not self._stop.is_set():
             try:
@@ -861,20 +902,35 @@ class FakeDNS:
                 continue
             qid, flags, qd = struct.unpack("!HHH", msg[:6])
             name, qend, qtype = self._qname(msg)
-            self.queries.append((name, qtype))
+            with self._asked:
+                self.queries.append((name, qtype))
+                self._asked.notify_all()
+            if self.silent and self.silent.fullmatch(name):
+                continue
             address = self.records.get(name.lower())
             answers = b""
             if address and qtype == 1:
-                answers = struct.pack("!HHHIH", 0xC00C, 1, 1, 60, 4) + socket.inet_aton(address)
+                ttl = self.ttls.get(name.lower(), self.ttl)
+                answers = struct.pack("!HHHIH", 0xC00C, 1, 1, ttl, 4) + socket.inet_aton(address)
+            authority = self._soa() if not answers and self.soa_minimum is not None else b""
             rcode = 0 if address else 3  # NOERROR, NXDOMAIN
             rflags = 0x8000 | (flags & 0x7900) | 0x0080 | rcode  # QR, opcode+RD, RA
-            reply = struct.pack("!HHHHHH", qid, rflags, 1 if qd else 0, 1 if answers else 0, 0, 0)
+            reply = struct.pack("!HHHHHH", qid, rflags, 1 if qd else 0, 1 if answers else 0,
+                                1 if authority else 0, 0)
             if qd:
-                reply += msg[12:qend] + answers
-            try:
-                self.sock.sendto(reply, peer)
-            except OSError:
-                pass
+                reply += msg[12:qend] + answers + authority
+            if self.slow and self.slow.fullmatch(name):
+                t = threading.Timer(self.slow_delay, self._send, (reply, peer))
+                t.daemon = True
+                t.start()
+            else:
+                self._send(reply, peer)
+
+    def _send(self, reply, peer):
+        try:
+            self.sock.sendto(reply, peer)
+        except OSError:
+            pass
 
     def stop(self):
         self._stop.set()

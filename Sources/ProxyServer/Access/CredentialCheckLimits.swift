@@ -1,3 +1,5 @@
+import EventLoop
+
 /// How many password checks may wait or run at once: in total, and per client address. A check
 /// costs a slow hash by design, so without these a client sending made-up credentials queues
 /// unbounded work in front of everyone else's first request.

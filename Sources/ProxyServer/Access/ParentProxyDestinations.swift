@@ -9,85 +9,59 @@ import EventLoop
 ///
 /// A name that does not resolve here is left to the parent: many parent proxies exist because
 /// local DNS cannot resolve outside names, and such a name cannot lead Larder's own checks to a
-/// local address either (the parent resolves it, and applies its own rules).
+/// local address either (the parent resolves it, and applies its own rules). A lookup the
+/// resolver would not start (too many pending) is not such a name: the request is refused for
+/// now, since the name might well lead to a denied address.
 ///
-/// What a name resolved to is kept for `freshFor` seconds (at most `capacity` names, least
-/// recently used out first), so a request costs a lookup only now and then; the rules are applied
-/// on every use, so a reload's `deny_destinations` counts at once. One per worker, used on its loop.
+/// What names resolved to is the resolver's cache (within the answers' TTLs): a request whose name
+/// is known costs one hash lookup; the rules are applied on every use, so a reload's
+/// `deny_destinations` counts at once. Concurrent requests for one name share its lookup there.
+/// One per worker, used on its loop.
 final class ParentProxyDestinations {
     enum Answer: Equatable {
         case allowed
         case refused(String)
-        /// The name is being resolved; `whenKnown` runs on the loop once it is, then ask again.
+        /// The name cannot be checked now (too many lookups pending): 503.
+        case unavailable(String)
+        /// The name is being resolved; `whenKnown` runs on the loop with the answer.
         case resolving
     }
 
-    private enum Resolution {
-        case addresses([SocketAddress])
-        case unresolved
-    }
-
-    private struct Known {
-        var resolution: Resolution
-        var until: Double
-    }
-
     private let resolver: Resolver
-    private let clock: any ProxyClock
-    private var known: LRUCache<String, Known>
-    /// Names being resolved, with whoever waits for them: one lookup however many ask.
-    private var waiting: [String: [() -> Void]] = [:]
 
-    static let freshFor = 30.0
-    static let capacity = 4_096
-
-    init(resolver: Resolver, clock: any ProxyClock, capacity: Int = ParentProxyDestinations.capacity) {
-        self.clock = clock
+    init(resolver: Resolver) {
         self.resolver = resolver
-        known = LRUCache(capacity: capacity)
     }
 
-    /// Whether a request may go to `host` (lower case, IPv6 without brackets) on `port`.
-    func check(host: String, port: Int, rules: DestinationRules, now: Double,
-               whenKnown: @escaping () -> Void) -> Answer {
+    /// Whether a request from `client` may go to `host` (lower case, IPv6 without brackets) on `port`.
+    func check(host: String, port: Int, client: [UInt8], rules: DestinationRules,
+               whenKnown: @escaping (Answer) -> Void) -> Answer {
         if let literal = SocketAddress(ipLiteral: host, port: port) {
             return rules.refusal(address: literal, port: port).map(Answer.refused) ?? .allowed
         }
-        if let entry = known.value(for: host), entry.until > now {
-            return verdict(entry.resolution, host: host, port: port, rules: rules)
+        if let known = resolver.known(host) {
+            guard case .addresses(let list) = known else { return .allowed }
+            return verdict(list, host: host, port: port, rules: rules)
         }
-        if waiting[host] != nil {
-            waiting[host]!.append(whenKnown)
-            return .resolving
-        }
-        waiting[host] = [whenKnown]
-        // The resolver may answer before `resolve` returns (e.g. from /etc/hosts): then the answer
-        // is given here rather than through `whenKnown`.
+        // The resolver may answer before `resolve` returns (a refusal): then the answer is given
+        // here rather than through `whenKnown`.
         var inline = true
-        var answeredInline: Resolution?
-        resolver.resolve(host: host, port: port) { [weak self] result in
+        var answeredInline: Answer?
+        resolver.resolve(host: host, port: port, client: client) { [weak self] result in
             guard let self else { return }
-            let resolution: Resolution
+            let answer: Answer
             switch result {
-            case .success(let list): resolution = .addresses(list)
-            case .failure: resolution = .unresolved
+            case .success(let list): answer = self.verdict(list, host: host, port: port, rules: rules)
+            case .failure(.refused(let reason)): answer = .unavailable("DNS lookup for \(host) not started: \(reason)")
+            case .failure: answer = .allowed
             }
-            self.known.set(Known(resolution: resolution, until: self.clock.monotonic + ParentProxyDestinations.freshFor),
-                           for: host)
-            let waiters = self.waiting.removeValue(forKey: host) ?? []
-            if inline {
-                answeredInline = resolution
-                return
-            }
-            for w in waiters { w() }
+            if inline { answeredInline = answer } else { whenKnown(answer) }
         }
         inline = false
-        if let answeredInline { return verdict(answeredInline, host: host, port: port, rules: rules) }
-        return .resolving
+        return answeredInline ?? .resolving
     }
 
-    private func verdict(_ resolution: Resolution, host: String, port: Int, rules: DestinationRules) -> Answer {
-        guard case .addresses(let list) = resolution else { return .allowed }
+    private func verdict(_ list: [SocketAddress], host: String, port: Int, rules: DestinationRules) -> Answer {
         for address in list {
             if let reason = rules.refusal(address: address, port: port) { return .refused("\(host): \(reason)") }
         }

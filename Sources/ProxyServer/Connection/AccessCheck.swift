@@ -88,14 +88,24 @@ enum AccessCheck {
     private static func admittedThroughParent(host: [UInt8], port: Int, on c: ClientConnection) -> Bool {
         let worker = c.worker
         guard worker.session.usesParentProxy else { return true }
-        let answer = worker.parentProxyDestinations.check(
-            host: String(decoding: host, as: UTF8.self), port: port, rules: worker.settings.destinations,
-            now: worker.clock.monotonic) { [weak c] in c?.checkFinished(nil) }
+        // A lookup's answer waits here while the request is routed again: a name whose answer
+        // may not be kept (a TTL of 0, a failure) must not start another.
+        let answer = c.context.destinationAnswer ?? worker.parentProxyDestinations.check(
+            host: String(decoding: host, as: UTF8.self), port: port, client: c.peerAddress,
+            rules: worker.settings.destinations) { [weak c] answer in
+            guard let c, case .routing = c.machine.state else { return }
+            c.context.destinationAnswer = answer
+            c.checkFinished(nil)
+        }
         switch answer {
         case .allowed:
             return true
         case .refused(let reason):
             refuseDestination(reason, on: c)
+            return false
+        case .unavailable(let reason):
+            worker.noteLookupRefused(reason, client: c.peer)
+            c.respond(503, "\(reason); retry shortly", extraField: "Retry-After: 1")
             return false
         case .resolving:
             // The same pause as for a credential check: reading waits, then the request is routed again.

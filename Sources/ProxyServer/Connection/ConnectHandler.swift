@@ -23,17 +23,22 @@ enum ConnectHandler {
             return intercept(OriginKey(scheme: .https, host: target.hostString, port: target.port), on: c)
         }
         c.context.upstream = OriginKey(scheme: .http, host: target.hostString, port: target.port)
-        let opener = worker.session.openTunnel(host: target.hostString, port: target.port) { [unowned c] result in
+        let opener = worker.session.openTunnel(host: target.hostString, port: target.port,
+                                               client: c.peerAddress) { [unowned c] result in
             switch result {
             case .success(let upstream):
                 c.noteResponse(200)
                 c.stream.output.append(c.worker.settings.localAnswers.connectEstablished)
                 startTunnel(upstream, on: c)
             case .failure(let error):
-                c.worker.logger.warning("\(error.status) CONNECT from \(c.peer): \(error.message)")
+                if case .dnsBusy = error {
+                    c.worker.noteLookupRefused(error.message, client: c.peer)
+                } else {
+                    c.worker.logger.warning("\(error.status) CONNECT from \(c.peer): \(error.message)")
+                    c.worker.stats.add(Count.originError(error))
+                }
                 c.writer.reset()
                 c.noteResponse(error.status)
-                c.worker.stats.add(Count.originError(error))
                 LocalResponse.error(error.status, error.message, close: true,
                                     cacheStatus: c.worker.settings.localAnswers.originError(after: nil), into: &c.writer)
                 c.writer.withBytes { c.stream.output.append($0) }

@@ -68,7 +68,8 @@ final class OriginRelay: SessionTaskDelegate {
         let relay = OriginRelay(connection: c)
         let task = worker.session.dataTask(origin: origin, method: revalidation?.method ?? request.method,
                                            head: c.writer.bytes, hasBody: hasBody, isIdempotent: idempotent,
-                                           expectsContinue: request.expectsContinue, delegate: relay)
+                                           expectsContinue: request.expectsContinue, client: c.peerAddress,
+                                           delegate: relay)
         relay.task = task
         c.send(.originStarted(relay, sendsBody: hasBody))
         task.resume()
@@ -368,8 +369,12 @@ final class OriginRelay: SessionTaskDelegate {
         let c = connection
         if CacheFlow.taskCompleted(error: error, on: c) { return }
         if let error {
-            c.worker.stats.add(Count.originError(error))
-            c.worker.logger.warning("\(error.status) for \(c.peer): \(error.message)")
+            if case .dnsBusy = error {
+                c.worker.noteLookupRefused(error.message, client: c.peer)
+            } else {
+                c.worker.stats.add(Count.originError(error))
+                c.worker.logger.warning("\(error.status) for \(c.peer): \(error.message)")
+            }
             // The client must not mistake a truncated body for a complete one.
             if c.context.responseStarted { return c.send(.cut) }
             return c.respond(error.status, error.message, bodyRead: true)

@@ -35,6 +35,8 @@ struct RequestContext {
     var upstream: OriginKey?
     /// A background credential check's answer, kept while the request is routed again.
     var authVerdict: ProxyAuthenticator.Verdict?
+    /// A parent-proxy destination check's answer that came after a lookup, for the same reason.
+    var destinationAnswer: ParentProxyDestinations.Answer?
     /// The cache's part in the request, if any.
     var cache: CacheExchange?
     /// The request waited once for a just-fetched entry's commit (`CommitWait`); it does not wait twice.
