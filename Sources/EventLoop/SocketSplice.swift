@@ -25,8 +25,15 @@ public final class SocketSplice {
     public static let pipeCapacity = 256 * 1024
     /// Pipes open at once in the process (two descriptors each): beyond this, bulk directions copy
     /// through user space, so spliced tunnels cannot use up the descriptors accept and connect need.
-    static let maximumPipes = 512
+    /// At most 512, fewer where the open-files limit is low (`setMaximumPipes`, at start).
+    static var maximumPipes: Int { pipeLimit.load(ordering: .relaxed) }
+    private static let pipeLimit = Atomic<Int>(512)
     private static let openPipes = Atomic<Int>(0)
+
+    /// The process's share of descriptors for pipes (before any tunnel runs).
+    public static func setMaximumPipes(_ count: Int) {
+        pipeLimit.store(max(0, min(512, count)), ordering: .relaxed)
+    }
     private var holdsPipeSlot = false
     /// A pipe smaller than this (the default is 64 KiB) is not worth splicing through.
     static let smallestUsefulPipe: Int32 = 64 * 1024

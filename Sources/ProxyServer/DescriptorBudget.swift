@@ -19,11 +19,18 @@ public struct DescriptorBudget: Sendable, Equatable {
 
     public var usable: Int { max(0, limit - reserved) }
 
-    /// Idle pooled origin connections, all workers together: a quarter of what is usable.
-    public var idleOriginConnections: Int { max(workers, usable / 4) }
+    /// Pipes that spliced tunnels may hold (two descriptors each): a sixteenth of what is usable,
+    /// at most the 512 that bulk tunnels need.
+    public var pipes: Int { min(512, usable / 16) }
+
+    /// What is left for sockets.
+    private var sockets: Int { usable - 2 * pipes }
+
+    /// Idle pooled origin connections, all workers together: a quarter of the sockets.
+    public var idleOriginConnections: Int { max(workers, sockets / 4) }
 
     /// Client connections: the rest, two descriptors each (the client's and an origin's).
-    public var clientConnections: Int { max(workers, (usable - idleOriginConnections) / 2) }
+    public var clientConnections: Int { max(workers, (sockets - idleOriginConnections) / 2) }
 
     /// `limits.max_connections` as the budget allows it.
     public func maxConnections(configured: Int) -> Int { min(configured, clientConnections) }

@@ -126,8 +126,9 @@ public final class ProxyServer: @unchecked Sendable {
         let files = OpenFilesLimit.raiseToHard()
         let settings = try ProxySettings.load(config, ownListeners: ownListeners)
         let budget = settings.descriptors
+        SocketSplice.setMaximumPipes(budget.pipes)
         let raised = files.now > files.before ? "raised from \(files.before)" : "the hard limit is \(files.hard)"
-        logger.info("descriptors: \(files.now) open files allowed (\(raised)): at most \(budget.maxConnections(configured: config.limits.maxConnections)) client connections (limits.max_connections \(config.limits.maxConnections)) and \(budget.idleOriginConnections) idle origin connections")
+        logger.info("descriptors: \(files.now) open files allowed (\(raised)): at most \(budget.maxConnections(configured: config.limits.maxConnections)) client connections (limits.max_connections \(config.limits.maxConnections)), \(budget.idleOriginConnections) idle origin connections and \(budget.pipes) tunnel pipes")
         let opened: Cache
         let log = logger
         do {

@@ -23,7 +23,7 @@ def test_one_client_visiting_many_hosts_cannot_use_up_the_descriptors(larder_fac
     lr = larder_factory(config=dict(ADMIN, workers=1, session={"dns_servers": [f"127.0.0.1:{fake_dns.port}"]}),
                         wrapper=limited(1024, 1024))
     said = lr.wait_for_log(r"descriptors: 1024 open files allowed \(the hard limit is 1024\): "
-                           r"at most (\d+) client connections \(limits.max_connections 10000\) and (\d+) idle")
+                           r"at most (\d+) client connections \(limits.max_connections 10000\), (\d+) idle")
     assert said, lr.log_text()[-2000:]
     clients, idle_cap = int(said.group(1)), int(said.group(2))
     assert clients * 2 + idle_cap < 1024
