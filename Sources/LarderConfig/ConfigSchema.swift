@@ -238,7 +238,7 @@ public enum ConfigSchema {
         // Configuration, not cache: outside cache_dir, so a cache moved aside or wiped keeps the CA clients trust.
         ConfigField("tls.intercept_ca_dir", \.tls.interceptCADirectory, "larder-ca", .restart,
                     "directory of Larder's own interception CA (`larder-ca.pem` 0644, `larder-ca-key.pem` 0600), "
-                        + "apart from `cache_dir`: generated there on first use, or moved there from `cache_dir/ca` "
+                        + "apart from `cache_dir`: generated there on first use, or copied there from `cache_dir/ca` "
                         + "(earlier versions); never replaced but by `larder ca init --force`", .text),
         ConfigField("tls.intercept_key_type", \.tls.interceptKeyType, .ecP256, .restart,
                     "key of minted certificates: `ec-p256` or `rsa-2048`", .choice),

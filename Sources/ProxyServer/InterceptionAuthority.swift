@@ -16,7 +16,7 @@ enum OwnCAPlan: Equatable, Sendable {
     /// Use the CA directory's; `legacyToo`: `cache_dir/ca` holds files as well (a migration cut
     /// short, or another CA), to be settled after the load.
     case load(legacyToo: Bool)
-    /// Copy `cache_dir/ca`'s CA into the CA directory, then remove it from the cache.
+    /// Copy `cache_dir/ca`'s CA into the CA directory (the copy there is kept, with a note).
     case migrate
     /// Nothing anywhere: make one.
     case generate
@@ -49,6 +49,8 @@ enum OwnCAPlan: Equatable, Sendable {
 enum InterceptionAuthority {
     static let certificateName = "larder-ca.pem"
     static let keyName = "larder-ca-key.pem"
+    /// Left in `cache_dir/ca` by the move, saying where the CA is now.
+    static let movedNoteName = "MOVED.txt"
     static let neverReplaced = "; Larder does not replace its CA by itself, as clients trust it: restore the files, "
         + "or make a new CA with `larder ca init --force` and give it to the clients"
 
@@ -73,17 +75,20 @@ enum InterceptionAuthority {
             if legacyToo, let legacyDirectory { settleLegacy(legacyDirectory, using: ca, in: directory, logger: logger) }
             return ca
         case .migrate:
+            // Copied, not moved: the copy left in cache_dir/ca is read again should the CA directory
+            // be lost (a container re-created without a volume for it), rather than a new CA made.
             let from = legacyDirectory ?? ""
             let ca = try loadExisting(from)
             try copyCA(from: from, to: directory)
-            let moved = try loadExisting(directory)
-            guard moved.sha256 == ca.sha256 else { throw CertificateError("the CA copied into \(directory) differs from \(from)'s") }
-            let leftovers = removeCA(in: from)
-            let line = "interception: moved the CA from \(absolutePath(from + "/" + certificateName)) to \(cert) "
-                + "(SHA-256 \(ca.sha256)), out of the cache directory; clients keep trusting it"
-                + (leftovers.isEmpty ? "" : "; could not remove \(leftovers.joined(separator: ", "))")
-            logger.notice("\(line)")
-            return moved
+            let copied = try loadExisting(directory)
+            guard copied.sha256 == ca.sha256 else { throw CertificateError("the CA copied into \(directory) differs from \(from)'s") }
+            let old = absolutePath(from + "/" + certificateName)
+            _ = writeFileAtomically(from + "/" + movedNoteName, "Larder keeps its interception CA in \(cert) now "
+                                    + "(tls.intercept_ca_dir), apart from the cache. The files here are no longer read while "
+                                    + "that one exists: remove them once it is kept (in a container, on a volume of its own).\n",
+                                    mode: 0o644)
+            logger.notice("interception: copied the CA from \(old) to \(cert) (SHA-256 \(ca.sha256)), where it is kept apart from the cache; clients keep trusting it. The copy in the cache directory is no longer read: remove it once \(absolutePath(directory)) is kept")
+            return copied
         case .generate:
             let made = try generate(into: directory)
             logger.notice("interception: generated a CA in \(cert) (SHA-256 \(made.sha256)); install it in the clients whose https traffic Larder may decrypt")
@@ -128,13 +133,12 @@ enum InterceptionAuthority {
         }
     }
 
-    /// `cache_dir/ca` next to a CA directory that has one: the same CA is a migration cut short
-    /// (finished now); another is left alone and reported, as it is not in use.
+    /// `cache_dir/ca` next to a CA directory that has one: the same CA is the copy left by the move
+    /// (noted, kept); another is not in use, and said so.
     private static func settleLegacy(_ legacy: String, using ca: CertificateAndKey, in directory: String, logger: Logger) {
         if let old = try? CertificateAndKey(certificateFile: legacy + "/" + certificateName, keyFile: legacy + "/" + keyName),
            old.sha256 == ca.sha256 {
-            let leftovers = removeCA(in: legacy)
-            if !leftovers.isEmpty { logger.warning("interception: could not remove \(leftovers.joined(separator: ", "))") }
+            logger.info("interception: \(absolutePath(legacy)) still holds the copy of this CA left by its move; it is not read while \(absolutePath(directory)) has the CA")
             return
         }
         logger.warning("interception: \(absolutePath(legacy)) holds a CA (or part of one) that is not in use; Larder's is in \(absolutePath(directory)). Remove it, or move it there to use it")
@@ -143,7 +147,7 @@ enum InterceptionAuthority {
     /// Removes the CA's files and, when nothing else is in it, the directory; returns what stayed.
     static func removeCA(in directory: String) -> [String] {
         var stayed: [String] = []
-        for name in [keyName, certificateName] {
+        for name in [keyName, certificateName, movedNoteName] {
             let path = directory + "/" + name
             if unlink(path) != 0, errno != ENOENT { stayed.append("\(path) (\(String(cString: strerror(errno))))") }
         }
@@ -202,7 +206,7 @@ func writeFileAtomically(_ path: String, _ text: String, mode: mode_t) -> Bool {
 public enum InterceptionCAFiles {
     /// Writes a new CA into `directory`; refuses to replace one (or part of one) unless `replace`.
     /// `legacyDirectory`: where earlier versions kept Larder's CA (`cache_dir/ca`); one there would
-    /// be moved into `directory` at the next start, so it counts as existing, and `replace` removes it.
+    /// be copied into `directory` at the next start, so it counts as existing, and `replace` removes it.
     /// Returns the certificate's path, its SHA-256 fingerprint and what `replace` removed.
     public static func create(in directory: String, legacyDirectory: String?, keyType: CertificateKeyType,
                               replace: Bool) throws -> (path: String, sha256: String, removed: String?) {
@@ -215,7 +219,7 @@ public enum InterceptionCAFiles {
             }
             if let legacyDirectory, legacy != .none {
                 throw CertificateError("\(legacyDirectory) holds the CA earlier versions kept in the cache directory, which "
-                                       + "Larder moves to \(directory) at its next start; --force makes a new one instead "
+                                       + "Larder copies to \(directory) at its next start; --force makes a new one instead "
                                        + "(and removes that one)")
             }
         }

@@ -75,7 +75,7 @@ def test_the_ca_survives_a_cache_wiped_or_moved_aside(larder_factory, pki, serve
     assert not ca.is_relative_to(lr.cache_dir), "the CA is configuration: never in the cache directory"
 
 
-def test_a_ca_kept_in_the_cache_directory_by_an_earlier_version_is_moved_out(larder_factory, pki, servers, workdir):
+def test_a_ca_kept_in_the_cache_directory_by_an_earlier_version_is_copied_out(larder_factory, pki, servers, workdir):
     origin = origin_with(servers, *pki.leaf("good"))
     name = "upgraded"
     cache_dir, ca_dir = workdir / f"{name}-cache", workdir / f"{name}-ca"
@@ -88,19 +88,27 @@ def test_a_ca_kept_in_the_cache_directory_by_an_earlier_version_is_moved_out(lar
 
     lr = larder_factory(name=name, config=intercepting(pki, origin))
     log = lr.log_text()
-    assert f"moved the CA from {legacy / CERT} to {ca_dir / CERT}" in log, log
+    assert f"copied the CA from {legacy / CERT} to {ca_dir / CERT}" in log, log
     assert "generated a CA" not in log
     assert fingerprint(ca_dir / CERT) == fingerprint(trusted)
     assert (ca_dir / KEY).read_text() == key_text
-    assert not (legacy / CERT).exists() and not (legacy / KEY).exists(), "no copy of the key stays in the cache"
     assert (mode(ca_dir), mode(ca_dir / CERT), mode(ca_dir / KEY)) == (0o755, 0o644, 0o600)
+    # The copy in the cache stays, with a note saying where the CA is now.
+    assert fingerprint(legacy / CERT) == fingerprint(trusted) and str(ca_dir / CERT) in (legacy / "MOVED.txt").read_text()
     r = fetch_through(lr, origin, trusted, "/after-upgrade")
     assert r.returncode == 0 and b"body of /after-upgrade" in r.stdout, r.stderr
 
-    # The next start finds it where it now is, and says nothing more about a move.
+    # The next start uses the CA directory's and copies nothing.
     assert lr.stop() == 0
     again = larder_factory(name=name, config=intercepting(pki, origin))
-    assert "moved the CA" not in again.log_text() and "generated a CA" not in again.log_text()
+    assert "copied the CA" not in again.log_text() and "generated a CA" not in again.log_text()
+    assert "still holds the copy of this CA" in again.log_text(), again.log_text()
+
+    # A CA directory lost (a container re-created without a volume for it) is copied again, not replaced.
+    assert again.stop() == 0
+    shutil.rmtree(ca_dir)
+    third = larder_factory(name=name, config=intercepting(pki, origin))
+    assert "copied the CA" in third.log_text() and "generated a CA" not in third.log_text()
     assert fingerprint(ca_dir / CERT) == fingerprint(trusted)
 
 
