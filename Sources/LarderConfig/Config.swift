@@ -84,10 +84,12 @@ public struct Config: Sendable, Equatable {
         public var trust: [TrustException] = ConfigSchema.defaultValue(\.tls.trust)
         /// `tls.intercept`; empty: interception off.
         public var intercept: [HostPattern] = ConfigSchema.defaultValue(\.tls.intercept)
-        /// `tls.intercept_ca_certificate`; nil (with the key): Larder's own, under `cache_dir/ca`.
+        /// `tls.intercept_ca_certificate`; nil (with the key): Larder's own, in `interceptCADirectory`.
         public var interceptCACertificate: String? = ConfigSchema.defaultValue(\.tls.interceptCACertificate)
         /// `tls.intercept_ca_key`
         public var interceptCAKey: String? = ConfigSchema.defaultValue(\.tls.interceptCAKey)
+        /// `tls.intercept_ca_dir`: where Larder keeps its own CA, apart from the cache.
+        public var interceptCADirectory: String = ConfigSchema.defaultValue(\.tls.interceptCADirectory)
         /// `tls.intercept_key_type`
         public var interceptKeyType: KeyType = ConfigSchema.defaultValue(\.tls.interceptKeyType)
         /// `tls.intercept_certificate_lifetime`, seconds.

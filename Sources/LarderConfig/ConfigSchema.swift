@@ -244,9 +244,14 @@ public enum ConfigSchema {
         ConfigField("tls.intercept", \.tls.intercept, [], .restart,
                     "CONNECT destinations (host patterns) to decrypt and cache; empty: off", hostPatterns),
         ConfigField("tls.intercept_ca_certificate", \.tls.interceptCACertificate, nil, .restart,
-                    "the CA certificate that signs minted certificates; none: Larder's own in `cache_dir/ca`",
+                    "the CA certificate that signs minted certificates; none: Larder's own in `intercept_ca_dir`",
                     .optionalText),
         ConfigField("tls.intercept_ca_key", \.tls.interceptCAKey, nil, .restart, "that CA's key", .optionalText),
+        // Configuration, not cache: outside cache_dir, so a cache moved aside or wiped keeps the CA clients trust.
+        ConfigField("tls.intercept_ca_dir", \.tls.interceptCADirectory, "larder-ca", .restart,
+                    "directory of Larder's own interception CA (`larder-ca.pem` 0644, `larder-ca-key.pem` 0600), "
+                        + "apart from `cache_dir`: generated there on first use, or copied there from `cache_dir/ca` "
+                        + "(earlier versions); never replaced but by `larder ca init --force`", .text),
         ConfigField("tls.intercept_key_type", \.tls.interceptKeyType, .ecP256, .restart,
                     "key of minted certificates: `ec-p256` or `rsa-2048`", .choice),
         ConfigField("tls.intercept_certificate_lifetime", \.tls.interceptCertificateLifetime, 30 * 86_400, .restart,
@@ -385,10 +390,10 @@ public enum ConfigSchema {
             out.append((c.tls.listen.isEmpty ? "tls.admin" : "tls.listen",
                         "needs tls.certificate_file and tls.key_file (the certificate Larder presents)"))
         }
-        if c.cache.ephemeral, !c.tls.intercept.isEmpty, c.tls.interceptCACertificate == nil {
-            // Larder's own CA would be generated into cache_dir/ca, which an ephemeral cache never writes.
-            out.append(("tls.intercept", "cache.ephemeral writes nothing to disk, so interception needs its CA "
-                        + "given: set tls.intercept_ca_certificate and tls.intercept_ca_key"))
+        if !c.tls.intercept.isEmpty, c.tls.interceptCACertificate == nil, !c.cache.ephemeral,
+           ConfigPaths.isWithin(c.tls.interceptCADirectory, c.cacheDirectory) {
+            out.append(("tls.intercept_ca_dir", "\(c.tls.interceptCADirectory) is inside cache_dir: a cache moved aside "
+                        + "or wiped would take the CA clients trust with it; give a directory outside it"))
         }
         if (c.tls.interceptCACertificate == nil) != (c.tls.interceptCAKey == nil) {
             out.append(("tls.intercept_ca_certificate", "give both tls.intercept_ca_certificate and tls.intercept_ca_key, or neither"))

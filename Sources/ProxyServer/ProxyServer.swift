@@ -129,6 +129,20 @@ public final class ProxyServer: @unchecked Sendable {
         SocketSplice.setMaximumPipes(budget.pipes)
         let raised = files.now > files.before ? "raised from \(files.before)" : "the hard limit is \(files.hard)"
         logger.info("descriptors: \(files.now) open files allowed (\(raised)): at most \(budget.maxConnections(configured: config.limits.maxConnections)) client connections (limits.max_connections \(config.limits.maxConnections)), \(budget.idleOriginConnections) idle origin connections and \(budget.pipes) tunnel pipes")
+        let tls = config.tls
+        // Before the cache is opened: a damaged one is moved aside, with cache_dir/ca where earlier
+        // versions kept the CA, which must be moved out first.
+        var authority: CertificateAndKey?
+        if !tls.intercept.isEmpty {
+            do {
+                authority = try InterceptionAuthority.load(
+                    certificateFile: tls.interceptCACertificate, keyFile: tls.interceptCAKey,
+                    directory: tls.interceptCADirectory,
+                    legacyDirectory: config.cache.ephemeral ? nil : config.cacheDirectory + "/ca", logger: logger)
+            } catch {
+                throw .tls("interception CA: \(error)")
+            }
+        }
         let opened: Cache
         let log = logger
         do {
@@ -173,7 +187,6 @@ public final class ProxyServer: @unchecked Sendable {
                 throw .listen(error.message)
             }
         }
-        let tls = config.tls
         if !tls.listen.isEmpty || tls.admin {
             guard let cert = tls.certificateFile, let key = tls.keyFile else {
                 throw .tls("tls.listen and tls.admin need tls.certificate_file and tls.key_file")
@@ -185,20 +198,14 @@ public final class ProxyServer: @unchecked Sendable {
             }
         }
         var interception: Interception?
-        if !tls.intercept.isEmpty {
-            do {
-                let authority = try InterceptionAuthority.load(certificateFile: tls.interceptCACertificate,
-                                                               keyFile: tls.interceptCAKey,
-                                                               cacheDirectory: config.cacheDirectory, logger: logger)
-                interception = Interception(patterns: tls.intercept, authority: authority,
-                                            keyType: CertificateKeyType(tls.interceptKeyType),
-                                            lifetime: Int(tls.interceptCertificateLifetime),
-                                            directory: config.cache.ephemeral ? nil : config.cacheDirectory + "/certificates",
-                                            logger: logger)
-                logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
-            } catch {
-                throw .tls("interception CA: \(error)")
-            }
+        if let authority {
+            // Minted certificates are cache: under cache_dir, re-minted when it is gone.
+            interception = Interception(patterns: tls.intercept, authority: authority,
+                                        keyType: CertificateKeyType(tls.interceptKeyType),
+                                        lifetime: Int(tls.interceptCertificateLifetime),
+                                        directory: config.cache.ephemeral ? nil : config.cacheDirectory + "/certificates",
+                                        logger: logger)
+            logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
         }
         for i in 0..<count {
             let w = Worker(index: i, settings: settings, logger: logger, cache: opened, inFlight: inFlight,

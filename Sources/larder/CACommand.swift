@@ -14,11 +14,11 @@ struct CACommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "init",
             abstract: "Write a new interception CA (certificate and key) where Larder looks for it: "
-                + "cache_dir/ca, or --dir.")
+                + "tls.intercept_ca_dir, or --dir.")
 
         @OptionGroup var overrides: ConfigOverrides
 
-        @Option(name: .long, help: "Directory to write larder-ca.pem and larder-ca-key.pem into (default: cache_dir/ca).")
+        @Option(name: .long, help: "Directory to write larder-ca.pem and larder-ca-key.pem into (default: tls.intercept_ca_dir).")
         var dir: String?
 
         @Option(name: .customLong("key-type"), help: "ec-p256 or rsa-2048.")
@@ -28,8 +28,13 @@ struct CACommand: ParsableCommand {
         var force = false
 
         func run() throws {
-            let directory = try dir ?? (overrides.resolve().cacheDirectory + "/ca")
-            let made = try InterceptionCAFiles.create(in: directory, keyType: keyType, replace: force)
+            // The default place also answers for the one earlier versions used (cache_dir/ca); --dir
+            // needs no configuration.
+            let config = dir == nil ? try overrides.resolve() : nil
+            let directory = dir ?? config?.tls.interceptCADirectory ?? ""
+            let made = try InterceptionCAFiles.create(in: directory, legacyDirectory: config.map { $0.cacheDirectory + "/ca" },
+                                                      keyType: keyType, replace: force)
+            if let removed = made.removed { print("removed the CA earlier versions kept in \(removed)") }
             print("""
                 wrote the interception CA: \(made.path) (key beside it, readable by its owner only)
                 SHA-256 fingerprint: \(made.sha256)

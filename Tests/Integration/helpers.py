@@ -197,10 +197,13 @@ class Larder:
         self.workdir = Path(workdir)
         self.name = name
         self.cache_dir = self.workdir / f"{name}-cache"
+        # Larder's own interception CA, apart from the cache as in a real installation.
+        self.ca_dir = self.workdir / f"{name}-ca"
         base = {
             "admin_listen": Raw("off"),
             "workers": 2,
             "cache_dir": str(self.cache_dir),
+            "tls": {"intercept_ca_dir": str(self.ca_dir)},
             "shutdown_grace": "5s",
             "connect_ports": [443],
             "via_name": "larder",

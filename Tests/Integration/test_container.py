@@ -1,8 +1,8 @@
 """The container image, without a container engine: the Dockerfile passes hadolint, and the image's
 entry point, user, environment, ports, volume and health check are exercised on this machine.
 
-Outside an image two things must differ, and only these: the cache volume (/var/cache/larder) is
-a temporary directory, and /usr/local/bin/larder is the binary under test (the entry point's
+Outside an image two things must differ, and only these: the volumes (/var/cache/larder, and
+/var/lib/larder for the interception CA) are temporary directories, and /usr/local/bin/larder is the binary under test (the entry point's
 LARDER_BIN hook). The configuration is the file the image copies to /etc/larder/larder.yaml, and
 the ports are the image's own (the test is skipped when something else holds them)."""
 
@@ -12,6 +12,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -86,11 +87,15 @@ def test_dockerfile_copies_what_exists_and_declares_the_contract():
             source = rest.split()[0]
             assert (REPO / source).exists(), f"COPY of a missing file: {source}"
     assert ("USER", "10001:10001") in stage
-    assert exec_form(stage, "VOLUME") == ["/var/cache/larder"]
+    # The cache, and apart from it the state that is not cache (the interception CA).
+    assert exec_form(stage, "VOLUME") == ["/var/cache/larder", "/var/lib/larder"]
     assert ("EXPOSE", "3128 9090") in stage
     assert exec_form(stage, "ENTRYPOINT") == ["/usr/local/bin/larder-entrypoint"]
     env = image_env(stage)
     assert env["LARDER_CACHE_DIR"] == "/var/cache/larder" and env["LARDER_CONFIG"] == "/etc/larder/larder.yaml"
+    assert env["LARDER_TLS_INTERCEPT_CA_DIR"] == "/var/lib/larder/ca"
+    run = next(rest for word, rest in stage if word == "RUN")
+    assert "install -d -o larder -g larder -m 0755 /var/lib/larder" in run
     # Never an open proxy: only loopback and private networks by default.
     allowed = set(env["LARDER_ALLOW_CLIENTS"].split(","))
     assert allowed == {"127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}
@@ -98,7 +103,8 @@ def test_dockerfile_copies_what_exists_and_declares_the_contract():
     service = compose["services"]["larder"]
     assert service["build"]["dockerfile"] == "Docker/Dockerfile"
     assert "larder-cache:/var/cache/larder" in service["volumes"]
-    assert "larder-cache" in compose["volumes"]
+    assert "larder-state:/var/lib/larder" in service["volumes"]
+    assert {"larder-cache", "larder-state"} <= set(compose["volumes"])
 
 
 def test_entry_point_publishes_the_admin_endpoint_only_with_a_token(tmp_path):
@@ -140,12 +146,16 @@ def run_image(stage, root, origin):
     shutil.copy(REPO / "Config" / "larder.yaml", config)
     cache = root / "var/cache/larder"
     cache.mkdir(parents=True)
+    state = root / "var/lib/larder"
+    state.mkdir(parents=True)
     for d in (root / "usr", root / "usr/local", root / "usr/local/bin", root / "etc", root / "etc/larder", root / "var",
-              root / "var/cache"):
+              root / "var/cache", root / "var/lib", state):
         os.chmod(d, 0o755)
     env = image_env(stage)
     env["LARDER_CONFIG"] = str(config)
     env["LARDER_CACHE_DIR"] = str(cache)
+    env["LARDER_TLS_INTERCEPT_CA_DIR"] = str(root) + env["LARDER_TLS_INTERCEPT_CA_DIR"]
+    env["LARDER_TLS_INTERCEPT"] = "intercepted.example"  # so the CA is made where the image keeps it
     env["LARDER_LISTEN"] = env["LARDER_LISTEN"].replace("0.0.0.0", "127.0.0.1")  # loopback only here
     # The image admits private networks, so it refuses destinations on its own machine; the test's
     # origin is on this machine's loopback (in a real container, the container's own).
@@ -157,6 +167,7 @@ def run_image(stage, root, origin):
     if os.geteuid() == 0:
         # As the image's user: no root, and the volume owned by it.
         os.chown(cache, uid, gid)
+        os.chown(state, uid, gid)
         entry = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *entry]
     proc = spawn(entry, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     # HEALTHCHECK [options] CMD ["/usr/local/bin/larder", "healthcheck"]
@@ -175,6 +186,11 @@ def run_image(stage, root, origin):
         r = proxy_exchange(3128, "GET", origin.url("/bytes/64"))
         assert r.status == 200 and len(r.body) == 64
         assert (cache / "data.mdb").exists()
+        # The CA on the state volume, readable by clients, and nothing of it in the cache volume.
+        ca = state / "ca"
+        assert [stat.S_IMODE(p.stat().st_mode) for p in (ca, ca / "larder-ca.pem", ca / "larder-ca-key.pem")] == \
+            [0o755, 0o644, 0o600]
+        assert not (cache / "ca").exists()
         # STOPSIGNAL: a clean exit.
         rc, killed = stop_process(proc, getattr(signal, dict(stage).get("STOPSIGNAL", "SIGTERM")), 15)
         assert rc == 0 and not killed

@@ -80,13 +80,21 @@ def test_a_non_ephemeral_larder_still_uses_its_directory(larder_factory):
     assert json.loads(ask(lr.admin_port, "GET", "/stats").body)["cache_ephemeral"] == 0
 
 
-def test_interception_needs_its_ca_given(larder_factory, workdir):
-    lr = larder_factory(config={"tls": {"intercept": ["localhost"]}}, args=["--ephemeral"], wait=False)
-    assert lr.wait_exit(15) == 2
-    assert "cache.ephemeral writes nothing to disk, so interception needs its CA given" in lr.log_text()
+def test_interception_uses_the_ca_directory_and_never_the_cache_directory(larder_factory, workdir):
+    """The CA is configuration, not cache: an ephemeral Larder keeps its own in tls.intercept_ca_dir
+    (generated on first use, the same one after a restart) and creates nothing under cache_dir."""
+    lr = larder_factory(config={"tls": {"intercept": ["localhost"]}}, args=["--ephemeral"])
+    assert lr.wait_for_log(r"interception on for localhost")
+    made = lr.wait_for_log(r"generated a CA in (\S+?\.pem) \(SHA-256 (\w+)\)")
+    assert made and made.group(1) == str(lr.ca_dir / "larder-ca.pem"), lr.log_text()
+    assert lr.stop() == 0
     assert not lr.cache_dir.exists()
 
-    # Given one, it starts, and still writes nothing under the cache directory.
+    again = larder_factory(name=lr.name, config={"tls": {"intercept": ["localhost"]}}, args=["--ephemeral"])
+    assert again.wait_for_log(rf"interception: CA \S+, SHA-256 {made.group(2)}"), again.log_text()
+    assert "generated a CA" not in again.log_text()
+
+    # A given one works as before.
     ca = workdir / "ca"
     made = subprocess.run([larder_bin(), "ca", "init", "--dir", str(ca)], capture_output=True, timeout=30)
     assert made.returncode == 0, made.stderr
@@ -95,4 +103,4 @@ def test_interception_needs_its_ca_given(larder_factory, workdir):
         "intercept_ca_key": str(ca / "larder-ca-key.pem")}})
     assert lr.wait_for_log(r"interception on for localhost")
     assert lr.stop() == 0
-    assert not lr.cache_dir.exists()
+    assert not lr.cache_dir.exists() and not lr.ca_dir.exists()

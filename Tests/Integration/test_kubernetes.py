@@ -81,6 +81,7 @@ def test_probes_ports_volume_and_annotations_match_the_configuration():
     assert config["admin_listen"] == env["LARDER_ADMIN_LISTEN"]
     assert config["listen"] == [env["LARDER_LISTEN"]]
     assert config["cache_dir"] == env["LARDER_CACHE_DIR"]
+    assert config["tls"]["intercept_ca_dir"] == env["LARDER_TLS_INTERCEPT_CA_DIR"]
     assert ",".join(config["allow_clients"]) == env["LARDER_ALLOW_CLIENTS"]
 
     pod = docs["StatefulSet"]["spec"]["template"]
@@ -97,8 +98,12 @@ def test_probes_ports_volume_and_annotations_match_the_configuration():
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["cache"] == env["LARDER_CACHE_DIR"]
     assert os.path.join(mounts["config"], "larder.yaml") == env["LARDER_CONFIG"]
+    # The interception CA on a volume of its own: not the cache's, and writable (the root file system is not).
+    ca_dir = env["LARDER_TLS_INTERCEPT_CA_DIR"]
+    assert os.path.dirname(ca_dir) == mounts["state"] and not ca_dir.startswith(mounts["cache"] + "/")
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
     claims = docs["StatefulSet"]["spec"]["volumeClaimTemplates"]
-    assert [c["metadata"]["name"] for c in claims] == ["cache"]
+    assert [c["metadata"]["name"] for c in claims] == ["cache", "state"]
     assert pod["spec"]["securityContext"]["runAsUser"] == 10001 == pod["spec"]["securityContext"]["fsGroup"]
     # Draining ends before the kubelet's SIGKILL.
     grace = int(config["shutdown_grace"].rstrip("s"))
@@ -118,6 +123,7 @@ def test_the_kubelets_probes_succeed_without_the_token(larder_factory):
     config.update({"admin_listen": "127.0.0.1:0", "admin_token": token, "workers": 1})
     config.pop("listen")
     config.pop("cache_dir")
+    config.pop("tls")  # the CA directory: the test's own (interception is off anyway)
     lr = larder_factory(config=config)
 
     def get(path, headers):

@@ -337,7 +337,7 @@ def test_intercepted_https_goes_through_the_parent_inside_tls(larder_factory, pk
     parent = start(servers, Parent())
     lr = child_of(larder_factory, parent, pki, workdir, connect_ports=[origin.port],
                   tls={"ca_file": str(pki.ca), "intercept": ["localhost"]})
-    larder_ca = lr.cache_dir / "ca" / "larder-ca.pem"
+    larder_ca = lr.ca_dir / "larder-ca.pem"
     url = f"https://localhost:{origin.port}/intercepted"
     for _ in range(2):
         r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, url, "-D", "-")

@@ -338,7 +338,7 @@ def test_interception_serves_the_second_fetch_from_the_cache(larder_factory, pki
     origin = origin_with(servers, *pki.leaf("good"))
     lr = larder_factory(config={"workers": 1, "connect_ports": [origin.port],
                                 "tls": {"ca_file": str(pki.ca), "intercept": ["localhost"]}})
-    larder_ca = lr.cache_dir / "ca" / "larder-ca.pem"
+    larder_ca = lr.ca_dir / "larder-ca.pem"
     assert larder_ca.exists(), lr.log_text()
     assert str(larder_ca) in lr.log_text()
     url = f"https://localhost:{origin.port}/intercepted"
@@ -385,7 +385,7 @@ def test_a_client_that_does_not_trust_the_ca_fails_cleanly(larder_factory, pki, 
         assert time.monotonic() < deadline, lr.log_text()[-2000:]
         time.sleep(0.05)
     # The proxy is unharmed.
-    larder_ca = lr.cache_dir / "ca" / "larder-ca.pem"
+    larder_ca = lr.ca_dir / "larder-ca.pem"
     r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, f"https://localhost:{origin.port}/y")
     assert r.stdout == b"body of /y\n", r.stderr
 
@@ -411,11 +411,13 @@ def test_ca_init_writes_a_ca_and_will_not_overwrite_it(workdir):
     assert fingerprint(cert) != before
 
 
-def test_ca_init_creates_missing_parent_directories_private(workdir):
+def test_ca_init_creates_missing_parent_directories_clients_can_pass(workdir):
+    """Clients read the certificate, so the directories to it are 0755; the key is 0600."""
     target = workdir / "not" / "there" / "yet"
     r = subprocess.run([larder_bin(), "ca", "init", "--dir", str(target)], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert (target / "larder-ca.pem").exists()
+    assert stat.S_IMODE((target / "larder-ca.pem").stat().st_mode) == 0o644
+    assert stat.S_IMODE((target / "larder-ca-key.pem").stat().st_mode) == 0o600
     for d in (workdir / "not", workdir / "not" / "there", target):
-        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+        assert stat.S_IMODE(d.stat().st_mode) == 0o755, d

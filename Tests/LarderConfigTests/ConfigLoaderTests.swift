@@ -299,10 +299,10 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         ErrorRow(name: "interception CA certificate without its key",
                  yaml: "tls:\n  intercept_ca_certificate: /ca.pem\n",
                  lines: ["t.yaml: tls.intercept_ca_certificate: give both tls.intercept_ca_certificate and tls.intercept_ca_key, or neither"]),
-        ErrorRow(name: "ephemeral interception without a given CA",
-                 yaml: "tls:\n  intercept: [pkg.example]\ncache:\n  ephemeral: true\n",
-                 lines: ["t.yaml: tls.intercept: cache.ephemeral writes nothing to disk, so interception needs its CA "
-                         + "given: set tls.intercept_ca_certificate and tls.intercept_ca_key"]),
+        ErrorRow(name: "interception CA directory inside the cache directory",
+                 yaml: "cache_dir: /var/cache/larder\ntls:\n  intercept: [pkg.example]\n  intercept_ca_dir: /var/cache/larder/./ca\n",
+                 lines: ["t.yaml: tls.intercept_ca_dir: /var/cache/larder/./ca is inside cache_dir: a cache moved aside "
+                         + "or wiped would take the CA clients trust with it; give a directory outside it"]),
         ErrorRow(name: "ephemeral not a boolean", yaml: "cache:\n  ephemeral: sometimes\n",
                  lines: ["t.yaml:2: cache.ephemeral: expected true or false, got \"sometimes\""]),
         ErrorRow(name: "minted certificates living too long", yaml: "tls:\n  intercept_certificate_lifetime: 1000d\n",

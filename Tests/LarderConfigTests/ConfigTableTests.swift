@@ -73,6 +73,7 @@ tls:
   intercept: ["*.pkg.example", downloads.example]
   intercept_ca_certificate: /etc/larder/ca.pem
   intercept_ca_key: /etc/larder/ca.key
+  intercept_ca_dir: /var/lib/larder/ca
   intercept_key_type: rsa-2048
   intercept_certificate_lifetime: 7d
 cache:
