@@ -101,3 +101,29 @@ def test_a_real_package_file_is_still_kept_a_year(larder_factory, scripted):  # 
     again = proxy_exchange(lr.port, "GET", origin.url(path))
     assert again.body == b"deb bytes" and again.header("Cache-Status").startswith("larder; hit"), again.header("Cache-Status")
     assert origin.targets() == [path]
+
+
+def test_a_revalidation_never_gives_a_users_own_file_the_preset_lifetime(larder_factory, scripted):  # noqa: F811
+    """Stored for the user who asked with a cookie (kept only to revalidate, no lifetime), then
+    revalidated for that user again: the preset's year must not come with the revalidation, or the
+    next client without the cookie is served the file as a fresh hit."""
+    lr = larder_factory(config=PRESETS)
+    body = b"VICTIM-SECRET-ARTIFACT"
+
+    def handler(req):
+        if req.header("cookie") != "session=victim":
+            return answer(403, b"forbidden")
+        fields = [("ETag", '"v1"'), ("Content-Type", "application/octet-stream")]
+        if req.header("if-none-match") == '"v1"':
+            return b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n'
+        if req.method == "HEAD":
+            return answer(200, b"", fields, length=len(body))
+        return answer(200, body, fields)
+
+    origin = scripted(handler)
+    url = origin.url("/private/pool/main/y.deb")
+    victim = [("Cookie", "session=victim")]
+    assert proxy_exchange(lr.port, "GET", url, victim).body == body
+    assert proxy_exchange(lr.port, "GET", url, victim).body == body   # revalidated for the victim
+    other = proxy_exchange(lr.port, "GET", url)
+    assert other.status == 403 and body not in other.body, (other.status, other.header("Cache-Status"))

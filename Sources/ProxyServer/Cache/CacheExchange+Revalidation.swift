@@ -47,7 +47,8 @@ extension CacheExchange {
             phase = .revalidated
             return .serveStale
         case .unchanged:
-            guard freshen(with: head, now: now, cache: cache, setup: setup), let fresh = self.entry else { return .unusable }
+            guard freshen(with: head, request: request, now: now, cache: cache, setup: setup),
+                  let fresh = self.entry else { return .unusable }
             status = CacheStatus(forward: .stale, forwardStatus: head.status, ttl: fresh.facts.timeToLive(now: now),
                                  detail: method == .head ? "revalidated-head" : "revalidated")
             phase = .revalidated

@@ -56,9 +56,10 @@ extension CacheExchange {
         }
     }
 
-    /// The origin said the stored `entry` is unchanged (304, or a matching HEAD): refresh its
-    /// stored head from `update` (RFC 9111 §3.2, §4.3.4, §4.3.5). False when the stored head is unusable.
-    func freshen(with update: ResponseHead, now: Int64, cache: Cache, setup: CacheSetup) -> Bool {
+    /// The origin said the stored `entry` is unchanged (304, or a matching HEAD) in answer to
+    /// the revalidation of `request`: refresh its stored head from `update` (RFC 9111 §3.2,
+    /// §4.3.4, §4.3.5). False when the stored head is unusable.
+    func freshen(with update: ResponseHead, request: RequestHead, now: Int64, cache: Cache, setup: CacheSetup) -> Bool {
         guard let entry, let stored = entry.parsedHead ?? CachedResponseWriter.parse(entry.head) else { return false }
         // The qualified field lists of both heads keep applying: a field the stored response kept
         // private stays out whatever the update says, and the update's own lists apply too.
@@ -74,9 +75,14 @@ extension CacheExchange {
             setup.rules.storage(scheme: scheme, host: host, path: $0, status: parsed.status, contentType: nil).freshness
         }
         let policyHead = TargetedCacheControl.policyHead(of: parsed, targets: setup.targetedFields) ?? parsed
+        // A preset's lifetime is judged as for a new store: by the request that revalidated (its
+        // Cookie or Authorization), the answer (its Set-Cookie, which is never stored) and the
+        // head now stored. Otherwise an entry kept without one, a user's own file, would gain it
+        // at the first revalidation and be served to anyone for a year.
+        let guarded = SharingGuard.applicable(override, requestHeaders: request.headers, response: update)
         let facts = EntryFacts.make(response: policyHead, requestTime: requestTime, responseTime: now,
                                     bodyLength: entry.bodyLength, settings: setup.policy,
-                                    override: SharingGuard.applicable(override, requestHeaders: nil, response: policyHead))
+                                    override: SharingGuard.applicable(guarded, requestHeaders: nil, response: policyHead))
         cache.freshen(entry, facts: facts, head: newHead, parsedHead: parsed, now: now)
         var record = entry.record
         record.facts = facts
