@@ -180,11 +180,12 @@ public enum ConfigSchema {
                     "client connections at once from one address (429 beyond; 0: no limit)",
                     .integer(0...1_000_000, what: "a connection count (0: no limit)")),
         ConfigField("limits.detached_fetches_per_client", \.limits.detachedFetchesPerClient, 4, .live,
-                    "downloads running with no client attached (finished for the cache after the client left, "
-                        + "range fills, background refreshes) on behalf of one client address; beyond, the next is cut",
+                    "downloads and background refreshes running with no client attached (finished for the cache "
+                        + "after the client left, range fills) on behalf of one client address; beyond, the next is cut",
                     .integer(0...1_000_000, what: "a fetch count")),
         ConfigField("limits.detached_bytes_per_client", \.limits.detachedBytesPerClient, 64 << 20, .live,
-                    "… and the bytes those may still download (unknown lengths count as `cache.max_object_size`)",
+                    "… and the bytes those may still download (an unknown length counts what has arrived, a MiB "
+                        + "ahead); a client's first such download may be as large as any stored object",
                     .size(0...(1 << 50))),
         ConfigField("limits.detached_fetches", \.limits.detachedFetches, 64, .live,
                     "downloads with no client attached, all clients together",

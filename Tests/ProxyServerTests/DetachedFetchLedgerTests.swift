@@ -38,6 +38,33 @@ struct DetachedFetchLedgerTests {
         #expect(ledger.fetches(of: alice) == 1)
     }
 
+    @Test func aClientsFirstDownloadMayBeAnySizeTheOthersMustFit() throws {
+        var ledger = DetachedFetchLedger()
+        let big = try ledger.claim(client: alice, bytes: 200, limits: DetachedFetchLimits(
+            fetchesPerClient: 2, bytesPerClient: 100, fetches: 3, bytes: 1_000)).get()
+        let limits = DetachedFetchLimits(fetchesPerClient: 2, bytesPerClient: 100, fetches: 3, bytes: 1_000)
+        #expect(ledger.claim(client: alice, bytes: 1, limits: limits) == .failure(.bytesPerClient))
+        ledger.release(big)
+        #expect(ledger.claim(client: alice, bytes: 1, limits: limits).map { _ in true } == .success(true))
+    }
+
+    @Test func aClaimOfUnknownLengthGrowsWithinTheLimits() throws {
+        var ledger = DetachedFetchLedger()
+        let id = try ledger.claim(client: alice, bytes: 10, limits: limits).get()
+        #expect(ledger.grow(id, by: 150, limits: limits) == nil)   // its only claim: no per-client bound
+        #expect(ledger.bytesClaimed == 160)
+        #expect(ledger.grow(id, by: 100, limits: limits) == .bytes)  // 260 would pass the total of 250
+        // A second download of the same client's must fit beside what the first has claimed.
+        #expect(ledger.claim(client: alice, bytes: 0, limits: limits) == .failure(.bytesPerClient))
+        let small = try ledger.claim(client: bob, bytes: 50, limits: limits).get()
+        let second = try ledger.claim(client: bob, bytes: 40, limits: limits).get()
+        #expect(ledger.grow(second, by: 11, limits: limits) == .bytesPerClient)
+        ledger.release(id)
+        ledger.release(small)
+        ledger.release(second)
+        #expect(ledger.bytesClaimed == 0 && ledger.fetches(of: alice) == 0)
+    }
+
     @Test func zeroLimitsRefuseEverything() {
         var ledger = DetachedFetchLedger()
         let none = DetachedFetchLimits(fetchesPerClient: 0, bytesPerClient: 0, fetches: 0, bytes: 0)

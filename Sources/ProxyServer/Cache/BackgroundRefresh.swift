@@ -25,6 +25,8 @@ final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
     /// The address of that client: its download counts against that client's detached budget.
     private let client: [UInt8]
     private var task: SessionTask?
+    /// Its place in the client's detached budget while it asks the origin.
+    private var claim: Int?
 
     init(worker: Worker, exchange: CacheExchange, request: RequestHead, client: [UInt8]) {
         self.worker = worker
@@ -41,6 +43,16 @@ final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
     func start() {
         // Gone offline since the stale entry was served: the entry stays as it is.
         guard !worker.settings.cache.policy.offline, let revalidation = exchange.outboundRevalidation(for: .get) else { return finish() }
+        // A refresh is a request with no client attached: it takes a place in the client's
+        // detached budget (no bytes yet; a changed response's download claims its own), so one
+        // client with many stale entries cannot start a refresh, a lookup and a socket for each.
+        switch worker.inFlight.detached.claim(client: client, bytes: 0, limits: worker.settings.detachedFetches) {
+        case .success(let id):
+            claim = id
+        case .failure(let limit):
+            worker.noteDetachedCut(limit, client: client, upstream: String(decoding: exchange.host, as: UTF8.self))
+            return finish()
+        }
         send(revalidation)
     }
 
@@ -62,13 +74,21 @@ final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
         }
         exchange.requestTime = worker.clock.wallSeconds
         let t = worker.session.dataTask(origin: exchange.origin, method: revalidation.method, head: writer.bytes,
-                                        hasBody: false, isIdempotent: true, delegate: self)
+                                        hasBody: false, isIdempotent: true, client: client, delegate: self)
         task = t
         t.resume()
     }
 
     /// `handedOff`: an `OrphanedFetch` carries on with the download and the collapsed fetch.
+    private func releaseClaim() {
+        if let id = claim {
+            claim = nil
+            worker.inFlight.detached.release(id)
+        }
+    }
+
     private func finish(handedOff: Bool = false) {
+        releaseClaim()
         // Led since the entry went, and ended before a new response could be shared: the
         // followers fetch on their own.
         if !handedOff { exchange.endCollapse(failed: true, table: worker.inFlight) }
@@ -92,6 +112,7 @@ final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
         // The new response, being stored or shared: downloaded from here on as an orphaned fetch.
         if case .fetching = exchange.phase, exchange.writer != nil || exchange.inFlight != nil {
             self.task = nil
+            releaseClaim()   // the download claims a place of its own
             worker.adopt(OrphanedFetch(worker: worker, task: task, exchange: exchange, purpose: .refresh, client: client))
             finish(handedOff: true)
         }

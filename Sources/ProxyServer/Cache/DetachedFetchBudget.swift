@@ -40,11 +40,12 @@ struct DetachedFetchLedger: Sendable {
     private var nextID = 1
 
     /// Claims room for one fetch of `client`'s that may still download `bytes`; the claim's id, or
-    /// the first limit it would pass.
+    /// the first limit it would pass. A client's first detached download may be as large as any
+    /// stored object (one range fill of a large file); the bytes per client bound the others.
     mutating func claim(client: [UInt8], bytes: Int, limits: DetachedFetchLimits) -> Result<Int, Refusal> {
         let mine = perClient[client] ?? Usage()
         if mine.fetches + 1 > limits.fetchesPerClient { return .failure(.fetchesPerClient) }
-        if mine.bytes + bytes > limits.bytesPerClient { return .failure(.bytesPerClient) }
+        if mine.fetches > 0, mine.bytes + bytes > limits.bytesPerClient { return .failure(.bytesPerClient) }
         if total.fetches + 1 > limits.fetches { return .failure(.fetches) }
         if total.bytes + bytes > limits.bytes { return .failure(.bytes) }
         perClient[client] = Usage(fetches: mine.fetches + 1, bytes: mine.bytes + bytes)
@@ -54,6 +55,19 @@ struct DetachedFetchLedger: Sendable {
         nextID += 1
         claims[id] = (client, bytes)
         return .success(id)
+    }
+
+    /// A download of unknown length claims as it goes: `bytes` more for claim `id`, or the limit
+    /// that would pass (the claim keeps what it had).
+    mutating func grow(_ id: Int, by bytes: Int, limits: DetachedFetchLimits) -> Refusal? {
+        guard let (client, had) = claims[id] else { return nil }
+        let mine = perClient[client] ?? Usage()
+        if mine.fetches > 1, mine.bytes + bytes > limits.bytesPerClient { return .bytesPerClient }
+        if total.bytes + bytes > limits.bytes { return .bytes }
+        claims[id] = (client, had + bytes)
+        perClient[client] = Usage(fetches: mine.fetches, bytes: mine.bytes + bytes)
+        total.bytes += bytes
+        return nil
     }
 
     mutating func release(_ id: Int) {
@@ -73,12 +87,16 @@ struct DetachedFetchLedger: Sendable {
 }
 
 /// The ledger shared by every worker (a fetch is claimed and released on its own worker's loop,
-/// once each: never per body read).
+/// once each; one of unknown length grows its claim a MiB at a time, never per body read).
 final class DetachedFetchBudget: Sendable {
     private let ledger = Locked(DetachedFetchLedger())
 
     func claim(client: [UInt8], bytes: Int, limits: DetachedFetchLimits) -> Result<Int, DetachedFetchLedger.Refusal> {
         ledger.withLock { $0.claim(client: client, bytes: bytes, limits: limits) }
+    }
+
+    func grow(_ id: Int, by bytes: Int, limits: DetachedFetchLimits) -> DetachedFetchLedger.Refusal? {
+        ledger.withLock { $0.grow(id, by: bytes, limits: limits) }
     }
 
     func release(_ id: Int) { ledger.withLock { $0.release(id) } }

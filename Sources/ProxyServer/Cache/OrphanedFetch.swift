@@ -29,10 +29,14 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     let purpose: Purpose
     /// The address whose budget it is counted against.
     let client: [UInt8]
-    /// The client connection a range fill was for.
-    let connection: ObjectIdentifier?
+    /// The client connection a range fill was for, until it closes (its identifier may then be
+    /// another connection's).
+    private(set) var connection: ObjectIdentifier?
     /// Its place in the budget, once no reader is left.
     private var claim: Int?
+    /// For a response of unknown length: the body length its claim covers (it grows by `claimStep`).
+    private var claimedUpTo: Int?
+    static let claimStep = 1 << 20
     /// What holds the read back: the followers and the store (no client any more).
     private var gate: OriginReadGate = []
     private lazy var pacer = WriterPacer(loop: worker.loop) { [unowned self] in self.resume(.store) }
@@ -66,6 +70,7 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
 
     /// The range fill's client closed its connection: from now on the fill is an aborted download.
     func clientLeft() {
+        connection = nil
         guard purpose == .rangeFill, !OriginRelay.worthFinishing(exchange, worker.settings.cache) else { return }
         worker.logger.info("range fill of \(upstream) cut: its client left before most of it was in")
         cancel()
@@ -85,13 +90,27 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     /// fetch nobody else asked to finish make it an aborted download; any detached download needs
     /// room in the budget, claimed once for the bytes it may still bring.
     private func goesOnDetached() -> Bool {
-        if claim != nil { return true }
+        // Nothing being stored any more (too large, the disk full): nothing to go on for.
         guard let writer = exchange.writer, !writer.isAbandoned else { return false }
-        if purpose == .followers, !OriginRelay.worthFinishing(exchange, worker.settings.cache) { return false }
         let limits = worker.settings.detachedFetches
-        var remaining = worker.settings.cache.store.maxObjectSize - writer.bodyLength
-        if case .contentLength(let total)? = exchange.storedResponse?.framing { remaining = total - writer.bodyLength }
-        switch worker.inFlight.detached.claim(client: client, bytes: max(0, remaining), limits: limits) {
+        if let id = claim {
+            // Unknown length: the claim grows a step at a time, ahead of what has arrived.
+            guard let covered = claimedUpTo, writer.bodyLength >= covered else { return true }
+            if let limit = worker.inFlight.detached.grow(id, by: OrphanedFetch.claimStep, limits: limits) {
+                worker.noteDetachedCut(limit, client: client, upstream: upstream)
+                return false
+            }
+            claimedUpTo = covered + OrphanedFetch.claimStep
+            return true
+        }
+        if purpose == .followers, !OriginRelay.worthFinishing(exchange, worker.settings.cache) { return false }
+        var bytes = OrphanedFetch.claimStep
+        if case .contentLength(let total)? = exchange.storedResponse?.framing {
+            bytes = max(0, total - writer.bodyLength)
+        } else {
+            claimedUpTo = writer.bodyLength + bytes
+        }
+        switch worker.inFlight.detached.claim(client: client, bytes: bytes, limits: limits) {
         case .success(let id):
             claim = id
             return true
