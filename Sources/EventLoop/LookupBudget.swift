@@ -8,6 +8,7 @@ public struct LookupBudget: Sendable {
         case full(limit: Int)
         case client(limit: Int)
         case domain(String, limit: Int)
+        case clientInDomain(String, limit: Int)
 
         /// Why the lookup was not started, for error bodies and logs.
         public var reason: String {
@@ -15,6 +16,7 @@ public struct LookupBudget: Sendable {
             case .full(let n): return "\(n) name lookups already pending on this worker"
             case .client(let n): return "\(n) name lookups already pending for this client"
             case .domain(let d, let n): return "\(n) name lookups already pending under \(d)"
+            case .clientInDomain(let d, let n): return "\(n) name lookups already pending under \(d) for this client"
             }
         }
     }
@@ -25,6 +27,14 @@ public struct LookupBudget: Sendable {
     public private(set) var pending = 0
     private var byClient: [[UInt8]: Int] = [:]
     private var byDomain: [String: Int] = [:]
+    /// One client's lookups under one domain: at most half the domain's bound, so a client whose
+    /// names under a shared domain never answer leaves room for everyone else's names there.
+    private var byClientInDomain: [ClientInDomain: Int] = [:]
+
+    private struct ClientInDomain: Hashable {
+        let client: [UInt8]
+        let domain: String
+    }
 
     /// A lookup is two queries (A and AAAA) and evdns takes `Resolver.maxInflightQueries`:
     /// the total leaves room for its probes, so no query ever waits inside evdns untimed.
@@ -46,9 +56,14 @@ public struct LookupBudget: Sendable {
         if mine >= perClient { return .client(limit: perClient) }
         let theirs = byDomain[domain, default: 0]
         if theirs >= perDomain { return .domain(domain, limit: perDomain) }
+        let share = max(1, perDomain / 2)
+        let key = client.map { ClientInDomain(client: $0, domain: domain) }
+        let mineHere = key.map { byClientInDomain[$0, default: 0] } ?? 0
+        if mineHere >= share { return .clientInDomain(domain, limit: share) }
         if pending >= total { return .full(limit: total) }
         pending += 1
         if let client { byClient[client] = mine + 1 }
+        if let key { byClientInDomain[key] = mineHere + 1 }
         byDomain[domain] = theirs + 1
         return nil
     }
@@ -59,28 +74,34 @@ public struct LookupBudget: Sendable {
         pending -= 1
         byDomain[domain] = theirs > 1 ? theirs - 1 : nil
         if let client, let mine = byClient[client] { byClient[client] = mine > 1 ? mine - 1 : nil }
+        if let client {
+            let key = ClientInDomain(client: client, domain: domain)
+            if let n = byClientInDomain[key] { byClientInDomain[key] = n > 1 ? n - 1 : nil }
+        }
     }
 
     public func pending(client: [UInt8]) -> Int { byClient[client, default: 0] }
     public func pending(domain: String) -> Int { byDomain[domain, default: 0] }
 
     /// The registered domain a name's lookups count against: its last two labels
-    /// (`a.b.example.com` → `example.com`, `hole-7.test` → `hole-7.test`). Without a public
-    /// suffix list this groups all of `co.uk` together: its names share one bound, which only
-    /// limits lookups pending at the same moment, never cached or answered ones.
+    /// (`a.b.example.com` → `example.com`, `hole-7.test` → `hole-7.test`), or three under a
+    /// country's second level (`www.good.co.uk` → `good.co.uk`, `shop.example.com.au` →
+    /// `example.com.au`): without a public suffix list, a two-letter top level whose second
+    /// label is short or a common registry category counts as a suffix, so one client's dead
+    /// names under `co.uk` cannot hold the lookups of every other `co.uk` site. Guessing wrong
+    /// only makes a bound finer or coarser for lookups pending at the same moment.
     public static func registeredDomain(of host: String) -> String {
-        var utf8 = host.utf8[...]
-        if utf8.last == UInt8(ascii: ".") { utf8 = utf8.dropLast() }
-        var dots = 0
-        var i = utf8.endIndex
-        while i > utf8.startIndex {
-            let before = utf8.index(before: i)
-            if utf8[before] == UInt8(ascii: ".") {
-                dots += 1
-                if dots == 2 { return String(Substring(utf8[i...])) }
-            }
-            i = before
-        }
-        return String(Substring(utf8))
+        var labels = host.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: true)
+        let take = labels.count >= 3 && isSecondLevelSuffix(labels[labels.count - 2], under: labels[labels.count - 1]) ? 3 : 2
+        if labels.count > take { labels.removeFirst(labels.count - take) }
+        return labels.map { String(Substring($0)) }.joined(separator: ".")
+    }
+
+    private static let registryCategories: Set<String> = ["com", "net", "org", "gov", "edu", "ac", "co", "or", "ne",
+                                                          "go", "gob", "mil", "nic", "ltd", "plc", "sch", "nhs"]
+
+    private static func isSecondLevelSuffix(_ label: Substring.UTF8View, under top: Substring.UTF8View) -> Bool {
+        guard top.count == 2 else { return false }
+        return label.count <= 2 || registryCategories.contains(String(Substring(label)).lowercased())
     }
 }

@@ -27,6 +27,8 @@ public final class Resolver {
     public static let maxInflightQueries = 1_024
     /// Once one family's addresses are in, how long the other family's answer is waited for.
     static let otherFamilyGrace = 0.5
+    /// Seconds an answer missing a family is kept.
+    static let partialAnswerTTL: UInt32 = 2
 
     public enum Failure: Error, Sendable, Equatable {
         /// The name does not exist, has no address, or the name server said why not.
@@ -158,7 +160,11 @@ public final class Resolver {
             }
             return
         case .addresses(let list, let ttl):
-            cache.remember(addresses: list, ttl: ttl, for: lookup.host, now: now)
+            // One family still unanswered after the grace: what came is used now, but kept only
+            // briefly, so a late family's addresses are seen (and checked) by the next lookup.
+            let partial = lookup.v4 == nil || lookup.v6 == nil
+            cache.remember(addresses: list, ttl: partial ? min(ttl, Resolver.partialAnswerTTL) : ttl,
+                           for: lookup.host, now: now)
             finish(lookup) { $0.deliver(list) }
         case .notFound(let reason, let soaTTL):
             cache.rememberNotFound(reason, soaTTL: soaTTL, for: lookup.host, now: now)

@@ -100,6 +100,16 @@ private func notFound(_ answer: NameCache.Answer?) -> String? {
         #expect(budget.admit(client: nil, domain: "dead.test") == .domain("dead.test", limit: 2))
     }
 
+    @Test func aClientTakesAtMostHalfOfADomain() {
+        var budget = LookupBudget(total: 100, perClient: 10, perDomain: 4)
+        #expect(budget.admit(client: alice, domain: "dead.test") == nil)
+        #expect(budget.admit(client: alice, domain: "dead.test") == nil)
+        #expect(budget.admit(client: alice, domain: "dead.test") == .clientInDomain("dead.test", limit: 2))
+        #expect(budget.admit(client: bob, domain: "dead.test") == nil)
+        budget.release(client: alice, domain: "dead.test")
+        #expect(budget.admit(client: alice, domain: "dead.test") == nil)
+    }
+
     @Test func theTotalBoundsEveryone() {
         var budget = LookupBudget(total: 2, perClient: 10, perDomain: 10)
         #expect(budget.admit(client: alice, domain: "a.test") == nil)
@@ -133,9 +143,13 @@ private func notFound(_ answer: NameCache.Answer?) -> String? {
         ("hole-7.test", "hole-7.test"),
         ("n3.hole.test", "hole.test"),
         ("localhost", "localhost"),
-        ("www.example.co.uk", "co.uk"),
+        ("www.example.co.uk", "example.co.uk"),
+        ("shop.example.com.au", "example.com.au"),
+        ("a.b.example.de", "example.de"),
+        ("x.gov.uk", "x.gov.uk"),
+        ("co.uk", "co.uk"),
     ])
-    func registeredDomainIsTheLastTwoLabels(host: String, domain: String) {
+    func registeredDomainIsTheLastTwoLabelsOrThreeUnderACountrysSecondLevel(host: String, domain: String) {
         #expect(LookupBudget.registeredDomain(of: host) == domain)
     }
 }

@@ -3,6 +3,7 @@ others; lookups are bounded per client and per domain, answered from a cache wit
 and their failures are told apart (502 for a name that does not exist, 504 for no answer, 503 for
 a lookup not started)."""
 
+import re
 import socket
 import threading
 import time
@@ -234,5 +235,36 @@ def test_concurrent_lookups_of_one_name_share_one_query(larder_factory, origin):
                                                      .replace("127.0.0.1", "slow.test"))) for i in range(20)], 30)
         assert all(not isinstance(r, Exception) and r.status == 200 for r in results), results
         assert dns.asked("slow.test") == 1, dns.queries
+    finally:
+        dns.stop()
+
+
+@pytest.mark.timeout_s(60)
+def test_one_client_cannot_block_a_shared_suffix_or_a_domain_for_others(larder_factory, origin):
+    """Dead names under `evil.co.uk` from two clients: `co.uk` is a suffix, not one domain, and a
+    client takes at most half of a domain's lookups, so other sites under it, and other clients'
+    names under the same domain, still resolve."""
+    dns = FakeDNS(records={"www.good.co.uk": "127.0.0.1", "ok.shared.test": "127.0.0.1"},
+                  silent=r"(r\d+\.evil\.co\.uk|r\d+\.shared\.test)")
+    try:
+        lr = dns_larder(larder_factory, dns)
+        # Two clients, 16 each: `co.uk` taken as one domain would be full.
+        flood = [(lambda i=i: exchange(lr.port, f"http://r{i}.evil.co.uk/x", source=f"127.0.0.{10 + i % 2 * 2}"))
+                 for i in range(32)]
+        flood += [(lambda i=i: exchange(lr.port, f"http://r{i}.shared.test/x", source="127.0.0.10")) for i in range(32)]
+        threads = [threading.Thread(target=f, daemon=True) for f in flood]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        # Every lookup admitted is pending: 32 under evil.co.uk, 16 of this client's under shared.test.
+        while len({n.lower() for n, _ in dns.queries if re.search("evil|shared", n, re.I)}) < 48 \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        good = exchange(lr.port, origin.url("/status/200").replace("127.0.0.1", "www.good.co.uk"), source="127.0.0.11")
+        assert good.status == 200, (good.status, good.body)
+        other = exchange(lr.port, origin.url("/status/200").replace("127.0.0.1", "ok.shared.test"), source="127.0.0.11")
+        assert other.status == 200, (other.status, other.body)
+        for t in threads:
+            t.join(LOOKUP_TIMEOUT + 10)
     finally:
         dns.stop()
