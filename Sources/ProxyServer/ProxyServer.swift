@@ -116,6 +116,24 @@ public final class ProxyServer: @unchecked Sendable {
         config.workers > 0 ? config.workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
+    /// Every configured port another process holds stops the start (`Listener.checkUnused`).
+    /// All are probed before any is bound: a probe of `[::]:P` would otherwise meet this Larder's
+    /// own `127.0.0.1:P`.
+    private func checkPortsUnused(tls: Config.TLS) throws(StartError) {
+        var endpoints = (config.listen + tls.listen).map { (host: $0.host, port: $0.port, what: "") }
+        if let admin = config.adminListen { endpoints.append((admin.host, admin.port, "admin endpoint: ")) }
+        for (host, port, what) in endpoints where port != 0 {
+            guard let address = SocketAddress(ipLiteral: host == "localhost" ? "127.0.0.1" : host, port: port) else {
+                continue
+            }
+            do {
+                try Listener.checkUnused(address)
+            } catch {
+                throw .listen(what + error.description)
+            }
+        }
+    }
+
     public func start() throws(StartError) {
         // Whoever built the configuration, it passes the same checks as the loader's.
         do {
@@ -218,15 +236,11 @@ public final class ProxyServer: @unchecked Sendable {
             }
             workers.append(w)
         }
+        try checkPortsUnused(tls: tls)
         for (endpoint, isTLS) in config.listen.map({ ($0, false) }) + tls.listen.map({ ($0, true) }) {
             let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
                 throw .badAddress(endpoint.description)
-            }
-            do {
-                if endpoint.port != 0 { try Listener.checkUnused(address) }
-            } catch {
-                throw .listen(error.description)
             }
             for w in workers {
                 do {
@@ -254,11 +268,6 @@ public final class ProxyServer: @unchecked Sendable {
             let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
                 throw .badAddress(endpoint.description)
-            }
-            do {
-                if endpoint.port != 0 { try Listener.checkUnused(address) }
-            } catch {
-                throw .listen("admin endpoint: \(error.description)")
             }
             for w in workers {
                 do {

@@ -72,3 +72,12 @@ def test_a_restart_on_the_same_ports_is_not_refused(larder_factory, origin, work
     assert before.stop() == 0
     after = larder_factory(config=config, listen_flag=False, name="after")
     assert proxy_exchange(after.port, "GET", origin.url("/bytes/10?i=0")).status == 200
+
+
+def test_one_larder_may_listen_on_an_address_and_the_wildcard_on_one_port(larder_factory, origin):
+    """Its own listeners are no other process: probed before any is bound."""
+    port = free_port()
+    lr = larder_factory(config={"listen": [f"127.0.0.1:{port}", f"[::]:{port}"]}, listen_flag=False)
+    assert lr.wait_for_log(rf"proxy listening on \[::\]:{port}"), lr.log_text()[-2000:]
+    assert proxy_exchange(port, "GET", origin.url("/bytes/10")).status == 200
+    assert lr.stop() == 0
