@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from helpers import RawClient, _ThreadedServer, _read_head, SockReader, std_request
+from helpers import RawClient, _ThreadedServer, _read_head, SockReader, proxy_exchange, std_request
 from test_admin import ADMIN, stats, wait_stats
 
 MiB = 1 << 20
@@ -162,3 +162,98 @@ def test_a_collapsed_download_of_unknown_length_stops_when_its_last_reader_leave
     assert len(sent) == origin.connections and max(sent) < 24 * MiB, sent
     s = stats(lr)
     assert s["collapsed_requests"] >= 1, s["collapsed_requests"]
+
+
+class RefreshOrigin(_ThreadedServer):
+    """`/r`: version 1 (stale at once: `Age` past `max-age`, with `stale-while-revalidate`), then a
+    HEAD that says it changed, then version 2, chunked, `size` bytes (None: without end)."""
+
+    def __init__(self, size):
+        self.size = size
+        self.gets = 0
+        self.sent = []
+        super().__init__()
+
+    def handle(self, sock, peer):
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            method = head.split(b" ", 1)[0]
+            fields = b"Cache-Control: max-age=1, stale-while-revalidate=600\r\nAge: 5\r\n"
+            if method == b"HEAD":
+                sock.sendall(b'HTTP/1.1 200 OK\r\nETag: "2"\r\n' + fields + b"Content-Length: 1\r\n\r\n")
+                continue
+            self.gets += 1
+            if self.gets == 1:
+                sock.sendall(b'HTTP/1.1 200 OK\r\nETag: "1"\r\n' + fields + b"Content-Length: 9\r\n\r\nversion 1")
+                continue
+            sock.sendall(b'HTTP/1.1 200 OK\r\nETag: "2"\r\n' + fields + b"Transfer-Encoding: chunked\r\n\r\n")
+            sent = 0
+            try:
+                while self.size is None or sent < self.size:
+                    piece = b"2" * 65536
+                    sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    sent += len(piece)
+                    if self.size is None and sent > 512 * MiB:
+                        break
+                sock.sendall(b"0\r\n\r\n")
+            except OSError:
+                pass
+            finally:
+                self.sent.append(sent)
+            return
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def stale_then_refreshed(lr, url):
+    assert proxy_exchange(lr.port, "GET", url).body == b"version 1"
+    stale = proxy_exchange(lr.port, "GET", url)   # served stale; the refresh starts
+    assert stale.body == b"version 1", stale.header("Cache-Status")
+
+
+@pytest.mark.timeout_s(60)
+def test_a_background_refresh_of_unknown_length_is_stored_within_the_default_budget(larder_factory):
+    origin = RefreshOrigin(size=2 * MiB)
+    try:
+        lr = larder_factory(config=ADMIN)
+        url = origin.url("/r")
+        stale_then_refreshed(lr, url)
+        # Nobody asks meanwhile (a request could join the download and keep it going itself).
+        deadline = time.monotonic() + 20
+        while not origin.sent and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert origin.sent == [2 * MiB], origin.sent
+        assert sum(stats(lr)["detached_fetches_cut"].values()) == 0, lr.log_text()[-1500:]
+        deadline = time.monotonic() + 10
+        while True:   # visible once the disk writer has committed it
+            r = proxy_exchange(lr.port, "GET", url, headers=[("Cache-Control", "max-stale, only-if-cached")])
+            if r.body.startswith(b"2") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert r.body == b"2" * (2 * MiB), (len(r.body), r.header("Cache-Status"))
+    finally:
+        origin.stop()
+
+
+@pytest.mark.timeout_s(60)
+def test_a_detached_download_whose_store_is_given_up_stops(larder_factory):
+    """A background refresh's new response grows past `cache.max_object_size`: nothing is stored
+    and nobody reads it, so the download stops rather than run on with no client for days."""
+    origin = RefreshOrigin(size=None)
+    try:
+        lr = larder_factory(config=dict(ADMIN, cache={"max_object_size": "1MiB"}))
+        stale_then_refreshed(lr, origin.url("/r"))
+        deadline = time.monotonic() + 30
+        while not origin.sent and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert origin.sent and origin.sent[0] < 16 * MiB, origin.sent
+        assert wait_stats(lr, lambda s: s["detached_fetches_in_flight"] == 0)["detached_fetches_in_flight"] == 0
+    finally:
+        origin.stop()
