@@ -29,6 +29,11 @@ public final class Resolver {
     static let otherFamilyGrace = 0.5
     /// Seconds an answer missing a family is kept.
     static let partialAnswerTTL: UInt32 = 2
+    /// Every family's answer is waited for, however late (until the lookup's timeout), rather
+    /// than going on with the first after `otherFamilyGrace`: where answers decide a destination
+    /// check and not a connection (through a parent proxy), a late family's addresses must be
+    /// checked too, or a name whose denied address comes second slips past.
+    public var waitsForEveryFamily = false
 
     public enum Failure: Error, Sendable, Equatable {
         /// The name does not exist, has no address, or the name server said why not.
@@ -151,6 +156,7 @@ public final class Resolver {
         case .waitForOther:
             return
         case .waitBrieflyForOther:
+            if waitsForEveryFamily { return }
             if lookup.grace == nil {
                 let t = Timer(loop: loop) { [weak self, weak lookup] in
                     if let self, let lookup { self.decide(lookup, graceOver: true) }

@@ -69,7 +69,10 @@ public final class Session {
             throw SetupError(description: error.description)
         }
         do {
-            resolver = try Resolver(loop: loop, nameServers: configuration.nameServers, clock: clock)
+            let names = try Resolver(loop: loop, nameServers: configuration.nameServers, clock: clock)
+            // Through a parent the answers only check destinations (the parent connects).
+            names.waitsForEveryFamily = configuration.parentProxy != nil
+            resolver = names
         } catch {
             throw SetupError(description: "session.dns_servers: \(error.description)")
         }

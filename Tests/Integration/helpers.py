@@ -834,12 +834,16 @@ class FakeDNS:
     ``ttl``: the TTL of its A records, ``ttls`` (name -> seconds) for some names apart.
     ``silent``: a regular expression; names it matches are never answered (a dead domain).
     ``slow``: a regular expression; names it matches are answered after ``slow_delay`` seconds.
+    ``records6`` (name -> IPv6 address): AAAA records; ``slow6``: names whose AAAA answer comes late.
     ``soa_minimum``: when set, negative answers (NXDOMAIN, no data) carry an SOA record with this
     minimum and TTL, as real servers' do; without it they carry none.
     Every query is counted: ``asked(name)`` says how often, ``wait_asked(name, n)`` waits for it."""
 
-    def __init__(self, records=None, ttl=60, ttls=None, silent=None, soa_minimum=None, slow=None, slow_delay=1.0):
+    def __init__(self, records=None, ttl=60, ttls=None, silent=None, soa_minimum=None, slow=None, slow_delay=1.0,
+                 records6=None, slow6=None):
         self.records = {k.lower(): v for k, v in (records or {}).items()}
+        self.records6 = {k.lower(): v for k, v in (records6 or {}).items()}
+        self.slow6 = re.compile(slow6, re.I) if slow6 else None
         self.ttl = ttl
         self.ttls = {k.lower(): v for k, v in (ttls or {}).items()}
         self.silent = re.compile(silent, re.I) if silent else None
@@ -910,11 +914,14 @@ class FakeDNS:
                 self._asked.notify_all()
             if self.silent and self.silent.fullmatch(name):
                 continue
-            address = self.records.get(name.lower())
+            address = self.records.get(name.lower()) or self.records6.get(name.lower())
             answers = b""
-            if address and qtype == 1:
-                ttl = self.ttls.get(name.lower(), self.ttl)
-                answers = struct.pack("!HHHIH", 0xC00C, 1, 1, ttl, 4) + socket.inet_aton(address)
+            ttl = self.ttls.get(name.lower(), self.ttl)
+            if qtype == 1 and self.records.get(name.lower()):
+                answers = struct.pack("!HHHIH", 0xC00C, 1, 1, ttl, 4) + socket.inet_aton(self.records[name.lower()])
+            if qtype == 28 and self.records6.get(name.lower()):
+                answers = struct.pack("!HHHIH", 0xC00C, 28, 1, ttl, 16) + socket.inet_pton(
+                    socket.AF_INET6, self.records6[name.lower()])
             authority = self._soa() if not answers and self.soa_minimum is not None else b""
             rcode = 0 if address else 3  # NOERROR, NXDOMAIN
             rflags = 0x8000 | (flags & 0x7900) | 0x0080 | rcode  # QR, opcode+RD, RA
@@ -922,7 +929,7 @@ class FakeDNS:
                                 1 if authority else 0, 0)
             if qd:
                 reply += msg[12:qend] + answers + authority
-            if self.slow and self.slow.fullmatch(name):
+            if (self.slow and self.slow.fullmatch(name)) or (qtype == 28 and self.slow6 and self.slow6.fullmatch(name)):
                 t = threading.Timer(self.slow_delay, self._send, (reply, peer))
                 t.daemon = True
                 t.start()

@@ -95,3 +95,22 @@ def test_every_spelling_is_one_cache_key_and_one_host_upstream(larder_factory, o
     echoed = json.loads(proxy_exchange(lr.port, "GET", f"http://2130706433:{origin.port}/echo").body)
     hosts = [v for n, v in echoed["headers"] if n.lower() == "host"]
     assert hosts == [f"127.0.0.1:{origin.port}"], echoed["headers"]
+
+
+def test_a_denied_address_that_comes_late_in_a_second_family_is_still_refused_through_a_parent(
+        larder_factory, servers, workdir):  # noqa: F811
+    """Through a parent, Larder's lookup only checks the destination: the IPv6 answer naming a
+    denied address may come a while after the IPv4 one, and must still be waited for."""
+    from helpers import FakeDNS
+    dns = FakeDNS(records={"split.test": "127.0.0.1"}, records6={"split.test": "::1"},
+                  slow6=r"split\.test", slow_delay=1.5)
+    try:
+        parent = start(servers, Parent(required=None))
+        lr = child_of(larder_factory, parent, None, workdir, credentials=None, deny_destinations=["::1/128"],
+                      session={"proxy": f"http://127.0.0.1:{parent.port}", "dns_servers": [f"127.0.0.1:{dns.port}"],
+                               "connect_timeout": "10s", "timeout_interval_for_request": "10s"})
+        resp = proxy_exchange(lr.port, "GET", "http://split.test/secret", timeout=20)
+        assert resp.status == 403 and b"::1 is in deny_destinations" in resp.body, (resp.status, resp.body)
+        assert parent.heads == []
+    finally:
+        dns.stop()
