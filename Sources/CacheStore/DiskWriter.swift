@@ -55,12 +55,30 @@ public enum WriteOp: Sendable {
 public final class RemovalOutcome: Sendable {
     private let done = Semaphore()
     private let committed = Atomic<Bool>(false)
+    /// The verdict once given, or who waits for it (`whenFinished`).
+    private let state = Locked<(verdict: Bool?, waiter: (@Sendable (Bool) -> Void)?)>((nil, nil))
 
     public init() {}
 
     func finish(committed ok: Bool) {
         committed.store(ok, ordering: .releasing)
         done.signal()
+        let waiter = state.withLock { s -> (@Sendable (Bool) -> Void)? in
+            s.verdict = ok
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?(ok)
+    }
+
+    /// Calls `body` with the verdict (true: committed) once the writer gives it, on the writer's
+    /// thread, or at once on the caller's if it already has: for a caller that must not block.
+    public func whenFinished(_ body: @escaping @Sendable (Bool) -> Void) {
+        let verdict = state.withLock { s -> Bool? in
+            if s.verdict == nil { s.waiter = body }
+            return s.verdict
+        }
+        if let verdict { body(verdict) }
     }
 
     public enum Result: Sendable, Equatable {

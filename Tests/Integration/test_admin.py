@@ -194,6 +194,29 @@ def test_purge_method_on_the_proxy_port(larder_factory, origin, workdir):
     assert methods(origin, "pg") == ["GET"]
 
 
+def test_purges_pipelined_with_other_requests_are_answered_in_order(larder_factory, origin, workdir):
+    """A purge is answered once the disk writer has committed it, without holding the worker's
+    loop: requests behind it on the same connection (and the proxy's) wait their turn."""
+    lr = larder_factory(config=dict(ADMIN, workers=1))
+    script(workdir, "pp", headers=[("Cache-Control", "max-age=600")], body="pp")
+    url = origin.url("/res/pp")
+    proxy_exchange(lr.port, "GET", url)
+    host = f"127.0.0.1:{lr.admin_port}"
+    quoted = urllib.parse.quote(url, safe="")
+    with RawClient(lr.admin_port) as c:
+        c.send((f"DELETE /cache?url={quoted} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                f"DELETE /cache?url={quoted} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                f"DELETE /cache HTTP/1.1\r\nHost: {host}\r\n\r\n").encode())
+        answers = [c.response() for _ in range(4)]
+    assert [a.status for a in answers] == [200, 200, 404, 200], [(a.status, a.body) for a in answers]
+    assert b"purged" in answers[0].body and answers[1].body == b"ok\n" and b'"purged":"all"' in answers[3].body
+    with RawClient(lr.port) as c:
+        c.send(std_request("PURGE", url) + std_request("GET", origin.url("/bytes/5")) + std_request("PURGE", url))
+        statuses = [c.response().status for _ in range(3)]
+    assert statuses == [404, 200, 404], statuses
+
+
 def test_purge_is_refused_from_other_addresses(larder_factory, origin, workdir):
     lr = larder_factory(config={"purge_allowed_from": ["10.0.0.0/8"]})
     script(workdir, "pg2", headers=[("Cache-Control", "max-age=600")], body="pg")

@@ -1,3 +1,4 @@
+import CacheStore
 import EventLoop
 import HTTPWire
 import Logging
@@ -20,6 +21,8 @@ final class AdminConnection: StreamDelegate {
     private var idle: Timer?
     /// The body of a `POST /warm` being read: its bytes so far and its length.
     private var warmBody: (bytes: [UInt8], length: Int, target: AdminTarget)?
+    /// A purge waits for the disk writer: requests behind it wait their turn.
+    private var awaitingRemoval = false
 
     static let idleTimeout = 30.0
 
@@ -45,7 +48,7 @@ final class AdminConnection: StreamDelegate {
         guard !closing else { return }
         let input = stream.input
         let limits = HeadLimits(maxHeadBytes: 16 * 1024, maxHeaderCount: 64, maxRequestLineBytes: 8 * 1024)
-        while !closing, input.count > 0 {
+        while !closing, !awaitingRemoval, input.count > 0 {
             if warmBody != nil {
                 guard takeWarmBody(input) else { return }
                 continue
@@ -101,14 +104,37 @@ final class AdminConnection: StreamDelegate {
         } else {
             response = context.respond(method: request.method, target: target,
                                        authorization: request.headers.value(of: "authorization"), reader: worker.cacheReader)
-            if response.status >= 500 {
-                worker.logger.error("\(line) \(response.status): \(response.body.prefix(200))")
-            } else {
-                worker.logger.info("\(line) \(response.status)")
+            if let removal = response.removal {
+                return answerWhenRemoved(removal, line: line)
             }
+            log(response, line: line)
         }
         let hasBody = request.framing != .none
         send(response, close: hasBody || !request.keepAlive || worker.draining, headOnly: request.method == .head)
+    }
+
+    private func log(_ response: AdminResponse, line: String) {
+        if response.status >= 500 {
+            worker.logger.error("\(line) \(response.status): \(response.body.prefix(200))")
+        } else {
+            worker.logger.info("\(line) \(response.status)")
+        }
+    }
+
+    /// Answers a purge once the writer has committed it; the worker serves everyone else meanwhile.
+    private func answerWhenRemoved(_ removal: (outcome: RemovalOutcome, answer: @Sendable (RemovalOutcome.Result) -> AdminResponse),
+                       line: String) {
+        awaitingRemoval = true
+        let close = request.framing != .none || !request.keepAlive
+        let headOnly = request.method == .head
+        _ = RemovalWait(removal.outcome, loop: worker.loop) { [weak self] result in
+            guard let self, !self.closed else { return }
+            self.awaitingRemoval = false
+            let response = removal.answer(result)
+            self.log(response, line: line)
+            self.send(response, close: close || self.worker.draining, headOnly: headOnly)
+            if !self.closing, self.stream.input.count > 0 { self.streamReadable(self.stream) }
+        }
     }
 
     /// Takes what has arrived of a `POST /warm` body; starts the job once it is whole. False when

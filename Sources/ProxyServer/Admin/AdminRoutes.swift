@@ -92,6 +92,14 @@ struct AdminResponse {
     var contentType = "application/json"
     var body: String
     var extraFields: [(String, String)] = []
+    /// A purge queued for the disk writer: the real answer is made from its outcome once the writer
+    /// has given it (`AdminConnection` waits without blocking the loop).
+    var removal: (outcome: RemovalOutcome, answer: @Sendable (RemovalOutcome.Result) -> AdminResponse)?
+
+    static func awaiting(_ outcome: RemovalOutcome,
+                         _ answer: @escaping @Sendable (RemovalOutcome.Result) -> AdminResponse) -> AdminResponse {
+        AdminResponse(status: 0, body: "", removal: (outcome, answer))
+    }
 
     static func json(_ status: Int, _ body: String) -> AdminResponse { AdminResponse(status: status, body: body + "\n") }
 
@@ -240,19 +248,20 @@ extension AdminContext {
         return .json(200, out + "]}")
     }
 
-    /// DELETE /cache?url=… (one URL, all variants), ?since=RFC3339, or everything.
+    /// DELETE /cache?url=… (one URL, all variants), ?since=RFC3339, or everything. Answered once
+    /// the writer has committed the removal.
     private func purge(_ target: AdminTarget) -> AdminResponse {
         if let url = target.value("url") {
             switch primaryKey(url) {
             case .success(let key):
                 let count = cache.makeReader().variants(primaryKey: key).count
                 let url = jsonString(String(decoding: key, as: UTF8.self))
-                if let refusal = unconfirmed(cache.invalidate(primaryKey: key).wait(seconds: Cache.purgeConfirmSeconds), "\"url\":\(url)") {
-                    return refusal
+                return .awaiting(cache.invalidate(primaryKey: key)) { [self] result in
+                    if let refusal = unconfirmed(result, "\"url\":\(url)") { return refusal }
+                    // As PURGE answers: 404 when nothing was stored, so scripts can tell.
+                    if count == 0 { return .json(404, "{\"error\":\"not in the cache\",\"url\":\(url),\"variants\":0}") }
+                    return .json(200, "{\"purged\":\(url),\"variants\":\(count)}")
                 }
-                // As PURGE answers: 404 when nothing was stored, so scripts can tell.
-                if count == 0 { return .json(404, "{\"error\":\"not in the cache\",\"url\":\(url),\"variants\":0}") }
-                return .json(200, "{\"purged\":\(url),\"variants\":\(count)}")
             case .failure(let e):
                 return e.response
             }
@@ -262,14 +271,16 @@ extension AdminContext {
                 return .error(400, "since=\(since) is not an RFC 3339 time, e.g. 2026-11-23T10:00:00Z")
             }
             let since = jsonString(RFC3339.format(time))
-            if let refusal = unconfirmed(cache.purge(storedSince: time).wait(seconds: Cache.purgeConfirmSeconds), "\"since\":\(since)") { return refusal }
-            return .json(200, "{\"purged_stored_since\":\(jsonString(RFC3339.format(time)))}")
+            return .awaiting(cache.purge(storedSince: time)) { [self] result in
+                unconfirmed(result, "\"since\":\(since)") ?? .json(200, "{\"purged_stored_since\":\(since)}")
+            }
         }
         guard target.query.isEmpty else {
             return .error(400, "DELETE /cache takes ?url=<absolute URL>, ?since=<RFC 3339 time>, or nothing (purge all)")
         }
-        if let refusal = unconfirmed(cache.purgeAll().wait(seconds: Cache.purgeConfirmSeconds), "\"purge\":\"all\"") { return refusal }
-        return .json(200, "{\"purged\":\"all\"}")
+        return .awaiting(cache.purgeAll()) { [self] result in
+            unconfirmed(result, "\"purge\":\"all\"") ?? .json(200, "{\"purged\":\"all\"}")
+        }
     }
 
     /// A purge the writer did not commit is never answered as done: 500 when it failed (the

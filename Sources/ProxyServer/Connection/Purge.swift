@@ -10,8 +10,14 @@ enum Purge {
             && request.headers.withBytes(request.methodRange) { $0.count == 5 && equalsIgnoringCase($0, 0, 5, "PURGE") }
     }
 
+    /// The first time through, the removal is queued and the request waits (`checkPending`) for
+    /// the writer to commit it, with the worker serving everyone else meanwhile; routed again
+    /// once it is known (`RequestContext.purge`), the answer says what happened.
     static func handle(_ target: RequestTarget, on c: ClientConnection) {
         let worker = c.worker
+        if let purge = c.context.purge, let result = purge.result {
+            return answer(result, url: purge.url, variants: purge.variants, on: c)
+        }
         c.noteLookup(.lookupPass)
         let from = c.peerAddress
         guard worker.settings.purgeAllowedFrom.contains(where: { $0.contains(from) }) else {
@@ -29,9 +35,20 @@ enum Purge {
         }
         let url = String(decoding: key, as: UTF8.self)
         let variants = worker.cacheReader.variants(primaryKey: key).count
-        // Answered once the writer committed it (a few milliseconds): never "purged" for a removal
-        // that did not happen.
-        switch worker.cache.invalidate(primaryKey: key).wait(seconds: Cache.purgeConfirmSeconds) {
+        c.context.purge = RequestContext.PendingPurge(url: url, variants: variants)
+        let outcome = worker.cache.invalidate(primaryKey: key)
+        _ = RemovalWait(outcome, loop: worker.loop) { [weak c] result in
+            guard let c, c.context.purge != nil else { return }
+            c.context.purge?.result = result
+            c.checkFinished(nil)
+        }
+        c.send(.checkPending)
+    }
+
+    /// Never "purged" for a removal that did not happen.
+    private static func answer(_ result: RemovalOutcome.Result, url: String, variants: Int, on c: ClientConnection) {
+        let worker = c.worker
+        switch result {
         case .committed:
             break
         case .failed:

@@ -1,3 +1,4 @@
+import CacheStore
 import HTTPWire
 import SessionClient
 import Statistics
@@ -35,6 +36,14 @@ struct RequestContext {
     var upstream: OriginKey?
     /// A background credential check's answer, kept while the request is routed again.
     var authVerdict: ProxyAuthenticator.Verdict?
+    /// A `PURGE` waiting for the disk writer, then what became of it (`Purge.handle`).
+    var purge: PendingPurge?
+
+    struct PendingPurge {
+        let url: String
+        let variants: Int
+        var result: RemovalOutcome.Result?
+    }
     /// A parent-proxy destination check's answer that came after a lookup, for the same reason.
     var destinationAnswer: ParentProxyDestinations.Answer?
     /// The cache's part in the request, if any.
