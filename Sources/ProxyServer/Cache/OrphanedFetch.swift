@@ -88,7 +88,8 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
 
     /// Nobody reads the download: whether it may go on for the store alone. Followers gone from a
     /// fetch nobody else asked to finish make it an aborted download; any detached download needs
-    /// room in the budget, claimed once for the bytes it may still bring.
+    /// room in the budget, claimed once for the bytes it may still bring, or, for a response of
+    /// unknown length, a step at a time as it arrives.
     private func goesOnDetached() -> Bool {
         // Nothing being stored any more (too large, the disk full): nothing to go on for.
         guard let writer = exchange.writer, !writer.isAbandoned else { return false }
