@@ -59,9 +59,7 @@ public enum SharingGuard {
     }
 
     private static func startsWithLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ word: StaticString) -> Bool {
-        guard p.count - start >= word.utf8CodeUnitCount else { return false }
-        let w = UnsafeRawBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
-        for i in 0..<w.count where asciiLower(p[start + i]) != w[i] { return false }
-        return true
+        let end = start + word.utf8CodeUnitCount
+        return end <= p.count && equalsIgnoringCase(p, start, end, word)
     }
 }

@@ -162,7 +162,10 @@ public final class Session {
     public var openConnectionCount: Int { pools.values.reduce(0) { $0 + $1.openCount } }
 
     /// Idle connections currently pooled, across origins.
-    public var idleConnectionCount: Int { pools.values.reduce(0) { $0 + $1.idle.count } }
+    public var idleConnectionCount: Int {
+        assert(idleCount == pools.values.reduce(0) { $0 + $1.idle.count }, "the idle count drifted from the pools'")
+        return idleCount
+    }
 
     /// Idle connections across pools, kept by the pools as they change (`maxIdleConnections`).
     var idleCount = 0

@@ -80,15 +80,8 @@ final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
     }
 
     /// `handedOff`: an `OrphanedFetch` carries on with the download and the collapsed fetch.
-    private func releaseClaim() {
-        if let id = claim {
-            claim = nil
-            worker.inFlight.detached.release(id)
-        }
-    }
-
     private func finish(handedOff: Bool = false) {
-        releaseClaim()
+        worker.inFlight.detached.release(&claim)
         // Led since the entry went, and ended before a new response could be shared: the
         // followers fetch on their own.
         if !handedOff { exchange.endCollapse(failed: true, table: worker.inFlight) }
@@ -112,7 +105,7 @@ final class BackgroundRefresh: SessionTaskDelegate, CollapseParticipant {
         // The new response, being stored or shared: downloaded from here on as an orphaned fetch.
         if case .fetching = exchange.phase, exchange.writer != nil || exchange.inFlight != nil {
             self.task = nil
-            releaseClaim()   // the download claims a place of its own
+            worker.inFlight.detached.release(&claim)   // the download claims a place of its own
             worker.adopt(OrphanedFetch(worker: worker, task: task, exchange: exchange, purpose: .refresh, client: client))
             finish(handedOff: true)
         }

@@ -101,5 +101,12 @@ final class DetachedFetchBudget: Sendable {
 
     func release(_ id: Int) { ledger.withLock { $0.release(id) } }
 
+    /// Releases `claim`, if any, and forgets it: each holder's one way out, however it ends.
+    func release(_ claim: inout Int?) {
+        guard let id = claim else { return }
+        claim = nil
+        release(id)
+    }
+
     var fetchesInFlight: Int { ledger.withLock { $0.fetchesInFlight } }
 }

@@ -1,7 +1,6 @@
 import EventLoop
 import HTTPWire
 import SessionClient
-import Statistics
 
 /// A download no client of its own reads any more: it runs on for collapsed followers and the
 /// store. Once nobody at all reads it, it is a detached fetch: it goes on only as an aborted
@@ -79,10 +78,7 @@ final class OrphanedFetch: SessionTaskDelegate, CollapseParticipant {
     private var upstream: String { String(decoding: exchange.host, as: UTF8.self) }
 
     private func finished() {
-        if let id = claim {
-            claim = nil
-            worker.inFlight.detached.release(id)
-        }
+        worker.inFlight.detached.release(&claim)
         worker.orphanFinished(self)
     }
 
