@@ -364,6 +364,14 @@ public final class CacheReader {
         return read
     }
 
+    /// Calls `body` with chunk `index` of a body still being stored, once `progress` says it is
+    /// committed; its checksum is checked first. `.missing` for a chunk not committed (yet).
+    public func withCommittedChunk(of progress: BodyProgress, index: Int,
+                                   _ body: (UnsafeRawBufferPointer) -> Void) -> ChunkRead {
+        guard let disk, let length = progress.committedLength(ofChunk: index) else { return .missing }
+        return disk.withChunk(id: progress.bodyID, index: index, expectedCount: length, verify: true, body)
+    }
+
     /// Every stored variant of one URL, with its tier (admin; copies).
     public func variants(primaryKey: [UInt8]) -> [(record: EntryRecord, tier: StoragePolicy)] {
         let digest = KeyDigest(primaryKey)
@@ -403,7 +411,11 @@ public final class EntryWriter {
     private var pending: [UInt8] = []
     private var whole: [UInt8]? = []
     private var chunksWritten = 0
+    private var bytesQueued = 0
     private var length = 0
+    /// How much of the body is committed to disk, for requests that join its download late; nil
+    /// until `followProgress` asks for it.
+    public private(set) var progress: BodyProgress?
     public private(set) var isAbandoned = false
     private var finished = false
 
@@ -459,6 +471,8 @@ public final class EntryWriter {
     private func flushChunk() {
         cache.disk?.enqueue(.chunk(id: record.bodyID, index: chunksWritten, bytes: pending))
         chunksWritten += 1
+        bytesQueued += pending.count
+        if let progress { cache.disk?.enqueue(.progress(progress, bytes: bytesQueued)) }
         pending.removeAll(keepingCapacity: true)
     }
 
@@ -500,6 +514,18 @@ public final class EntryWriter {
             }
         }
         return true
+    }
+
+    /// Starts telling how much of the body the disk writer has committed (`BodyProgress`), for
+    /// requests that join the download late, with a pin that keeps those chunks readable until it
+    /// is let go, even if the store is given up meanwhile. Nil when the body is not stored on disk.
+    /// Asked for only when needed: every progress report is one more operation for the writer.
+    public func followProgress() -> (BodyProgress, BodyPin?)? {
+        guard tier == .allowed, !isAbandoned, let disk = cache.disk else { return nil }
+        let p = progress ?? BodyProgress(bodyID: record.bodyID, chunkSize: record.chunkSize)
+        if progress == nil, bytesQueued > 0 { disk.enqueue(.progress(p, bytes: bytesQueued)) }
+        progress = p
+        return (p, BodyPin(store: disk, id: record.bodyID))
     }
 
     /// Gives up: nothing of this body will be visible.

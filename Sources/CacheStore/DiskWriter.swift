@@ -24,6 +24,9 @@ public enum WriteOp: Sendable {
     case purgeSince(time: Int64, done: RemovalOutcome? = nil)
     /// Runs `done` once everything queued before it is committed.
     case barrier(@Sendable () -> Void)
+    /// The first `bytes` of a body being stored are in chunks queued before this: told to
+    /// `progress` once they are committed (or that the body was lost).
+    case progress(BodyProgress, bytes: Int)
 
     var byteCount: Int {
         switch self {
@@ -302,6 +305,10 @@ final class DiskWriter: @unchecked Sendable {
             let ok = committed || applyRemovalAlone(op)
             op.removalOutcome?.finish(committed: ok)
         }
+        for op in batch {
+            guard case .progress(let progress, let n) = op else { continue }
+            if committed, !brokenBodies.contains(progress.bodyID) { progress.advance(to: n) } else { progress.lose() }
+        }
         // A body's life ends with its commit or discard: nothing more will come for it.
         if !brokenBodies.isEmpty {
             for op in batch {
@@ -515,7 +522,7 @@ final class DiskWriter: @unchecked Sendable {
                     return true
                 }
                 for (key, r) in doomed { try remove(txn, key: key, record: r, bytes: &byteDelta, count: &countDelta) }
-            case .barrier:
+            case .barrier, .progress:
                 break
             }
         }

@@ -32,7 +32,8 @@ The behaviour is chosen by the request path:
                       N pattern bytes instead of "body", "reset_after": close
                       after that many body bytes, "pause_after" and "pause": send
                       that many body bytes, sleep that many seconds, send the
-                      rest}); HEAD gets the head only
+                      rest}, "rate": send the body at that many bytes a second);
+                      HEAD gets the head only
 
 Query parameters understood everywhere: ``delay=S`` (sleep before answering).
 Keep-alive, pipelining, Content-Length and chunked request bodies and
@@ -414,9 +415,25 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
             yield pattern_slice(start, n)
             start += n
 
+    rate = spec.get("rate")
+    began = time.monotonic()
+
     def send_body(start, end):
+        sent_here = 0
         for piece in pieces(start, end):
-            sock.sendall(piece)
+            if rate:
+                # Paced: each 64 KiB goes out when the rate says it is due.
+                for i in range(0, len(piece), 65536):
+                    due = began + (start + sent_here) / float(rate)
+                    wait = due - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                    part = piece[i:i + 65536]
+                    sock.sendall(part)
+                    sent_here += len(part)
+            else:
+                sock.sendall(piece)
+                sent_here += len(piece)
     etag = _header(fields, "etag")
     lm = _header(fields, "last-modified")
     if spec.get("conditional"):

@@ -60,13 +60,23 @@ extension CacheExchange {
     /// marker (whether the URL's next misses may wait on each other, see `InFlightTable`).
     func announce(_ shared: InFlightFetch.Head?, table: InFlightTable) {
         if let f = inFlight {
-            if let shared { f.publish(shared) } else { endCollapse(failed: false, table: table) }
+            if let shared {
+                f.publish(shared, disk: diskBacking())
+            } else { endCollapse(failed: false, table: table) }
         }
         switch passMarking {
         case .none: break
         case .markOrClear: if shared == nil { table.markPass(primaryKey) } else { table.clearPass(primaryKey) }
         case .clearIfStored: if shared != nil { table.clearPass(primaryKey) }
         }
+    }
+
+    /// A body stored on disk as it arrives, too large for the memory window: requests that join
+    /// late read what is committed there. A smaller one is joined from memory alone.
+    private func diskBacking() -> DiskBacking? {
+        guard let w = writer else { return nil }
+        if case .contentLength(let n)? = storedResponse?.framing, n <= InFlightTable.joinWindow { return nil }
+        return w.followProgress().map { DiskBacking(progress: $0.0, pin: $0.1) }
     }
 
     /// The origin's exchange ended (`error` nil) or broke off.

@@ -73,6 +73,7 @@ extension CacheExchange {
     func tee(_ source: Buffer, count: Int) -> Bool {
         if let w = writer, !w.isAbandoned {
             source.forEachSegment(upTo: count) { w.append($0) }
+            if w.isAbandoned { inFlight?.storeStopped() }
         }
         guard let f = inFlight else { return false }
         var pause = false

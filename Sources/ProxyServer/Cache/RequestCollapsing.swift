@@ -1,3 +1,4 @@
+import CacheStore
 import EventLoop
 import HTTPWire
 import Locking
@@ -11,7 +12,13 @@ import Locking
 /// or a fetch that fails before its head, *releases* the followers at once to fetch on their own,
 /// so an uncacheable URL never queues requests behind each other.
 ///
-/// Memory stays bounded: only the first `joinWindow` bytes are kept for late joiners; after that
+/// A response being stored on disk can be joined at any point of its download: a follower reads
+/// the bytes the disk writer has committed from the disk (`BodyProgress`), and the rest from
+/// memory, which holds only what is not committed yet (and what followers near the front still
+/// read). Nobody waits for a slow follower then: it reads the disk at its own pace.
+///
+/// Otherwise (kept in memory only, too large to store, or a store given up halfway) memory stays
+/// bounded the old way: only the first `joinWindow` bytes are kept for late joiners; after that
 /// nobody new joins (they fetch on their own) and bytes every follower has read are dropped. A
 /// follower more than `lagLimit` behind pauses the leader's origin read, as a slow client pauses its
 /// own fetch, but only while it keeps reading: one that reads nothing for `stallTimeout` while the
@@ -22,7 +29,7 @@ import Locking
 /// hit-for-miss): its requests fetch on their own at once instead of queueing behind a leader
 /// whose answer nobody can share. A response that is stored (or shared) clears the marker.
 final class InFlightTable: Sendable {
-    /// Bytes of body kept for requests that join late.
+    /// Bytes of body kept for requests that join late, when the body is not being stored on disk.
     static let joinWindow = 2 << 20
     /// How far the slowest follower may trail the origin before the origin read pauses.
     static let lagLimit = 4 << 20
@@ -56,7 +63,7 @@ final class InFlightTable: Sendable {
     enum Role {
         case lead(InFlightFetch)
         case follow(InFlightFetch, id: Int)
-        /// A fetch for the URL is under way but too far along to join.
+        /// A fetch for the URL is under way but too far along to join (its body is not on disk).
         case alone
         /// The URL's last response was not stored: fetch on your own. `renew`: the marker is old
         /// enough that another answer not stored should write it again.
@@ -219,17 +226,45 @@ final class InFlightFetch: Sendable {
         var total = 0
         var followers: [Int: Follower] = [:]
         var nextID = 0
+        /// The body as the disk writer commits it, while it is being stored on disk.
+        var disk: DiskBacking?
+
+        /// Bytes from the body's start that a follower can read from the disk instead of memory.
+        var onDisk: Int { disk?.progress.committedBytes ?? 0 }
+
+        /// The store on disk goes on with the download: every byte will be readable from the disk.
+        var storeGrowing: Bool { disk.map { !$0.stopped && $0.progress.committedBytes != nil } ?? false }
 
         var joinable: Bool {
-            (phase == .awaitingHead || phase == .streaming) && base == 0 && total <= InFlightTable.joinWindow
+            guard phase == .awaitingHead || phase == .streaming else { return false }
+            return storeGrowing || (base == 0 && total <= InFlightTable.joinWindow)
         }
 
-        var slowestOffset: Int { followers.values.lazy.map(\.offset).min() ?? total }
+        /// Where a follower needs memory from: its offset, or past what the disk holds.
+        func memoryNeed(_ f: Follower, onDisk: Int) -> Int { max(f.offset, onDisk) }
 
-        /// Drops segments nobody needs: everything read by all followers once nobody can join.
+        /// The lowest offset any follower still needs from memory (`total` when none does).
+        var slowestOffset: Int {
+            let disk = onDisk
+            return followers.values.lazy.map { self.memoryNeed($0, onDisk: disk) }.min() ?? total
+        }
+
+        /// Whether followers hold the leader back: never while the store on disk keeps up with
+        /// the download (they read the disk), else when the slowest is more than `lagLimit` behind.
+        var followersLag: Bool {
+            !followers.isEmpty && !storeGrowing && total - slowestOffset > InFlightTable.lagLimit
+        }
+
+        /// Drops segments nobody needs from memory: those every follower has read (or can read
+        /// from the disk), and, while newcomers may still join, those the disk already holds.
         mutating func trim() {
-            guard !joinable else { return }
-            let keepFrom = slowestOffset
+            var keepFrom = total
+            if joinable {
+                // Within the memory window with no disk to read from, everything stays.
+                guard storeGrowing else { return }
+                keepFrom = onDisk
+            }
+            if !followers.isEmpty { keepFrom = min(keepFrom, slowestOffset) }
             let size = InFlightFetch.segmentSize
             var dropped = 0
             while dropped < segments.count, segments[dropped].count == size, base + (dropped + 1) * size <= keepFrom {
@@ -273,16 +308,18 @@ final class InFlightFetch: Sendable {
 
     var hasFollowers: Bool { state.withLock { !$0.followers.isEmpty } }
 
-    /// Body bytes held for followers.
+    /// Body bytes held in memory for followers.
     var retainedBytes: Int { state.withLock { $0.total - $0.base } }
 
     /// How many followers were detached for lagging.
     var detachedCount: Int { state.withLock { $0.detached.count } }
 
-    /// The response will be stored: followers may answer with it.
-    func publish(_ head: Head) {
+    /// The response will be stored: followers may answer with it. `disk`: the body is being stored
+    /// on disk, and late joiners read what is committed from there.
+    func publish(_ head: Head, disk: DiskBacking? = nil) {
         let wakes = state.withLock { s -> [ParticipantHandle] in
             s.head = head
+            s.disk = disk
             s.phase = .streaming
             return s.takeWakes(all: true)
         }
@@ -307,7 +344,7 @@ final class InFlightFetch: Sendable {
             }
             s.total += bytes.count
             s.trim()
-            let pause = !s.followers.isEmpty && s.total - s.slowestOffset > InFlightTable.lagLimit
+            let pause = s.followersLag
             if pause { s.leaderPaused = true }
             return (s.takeWakes(all: false), pause)
         }
@@ -320,8 +357,10 @@ final class InFlightFetch: Sendable {
     func detachStalled(now: Double) -> Bool {
         let (wakes, stillPaused) = state.withLock { s -> ([ParticipantHandle], Bool) in
             var wakes: [ParticipantHandle] = []
+            let onDisk = s.onDisk
             for (id, f) in s.followers
-            where s.total - f.offset > InFlightTable.lagLimit && now - f.lastRead >= InFlightTable.stallTimeout {
+            where s.total - s.memoryNeed(f, onDisk: onDisk) > InFlightTable.lagLimit
+                && now - f.lastRead >= InFlightTable.stallTimeout {
                 s.followers[id] = nil
                 s.detached.insert(id)
                 wakes.append(f.handle)
@@ -352,6 +391,15 @@ final class InFlightFetch: Sendable {
     /// The response will not be stored: followers fetch on their own.
     func release() { finish(failed: false) }
 
+    /// The store on disk was given up halfway: what it committed stays readable (pinned) for the
+    /// followers already reading it, but nobody new joins beyond the memory window.
+    func storeStopped() {
+        state.withLock { s in
+            guard let d = s.disk, !d.stopped else { return }
+            d.stopped = true
+        }
+    }
+
     // MARK: - Follower side
 
     /// A new follower, or nil when the fetch is too far along (or over) to join.
@@ -361,6 +409,20 @@ final class InFlightFetch: Sendable {
             let id = s.nextID
             s.nextID += 1
             s.followers[id] = Follower(handle: handle, lastRead: now)
+            return id
+        }
+    }
+
+    /// The leader's own client, too slow for the origin, becomes a follower at the front of the
+    /// body (`offset`, what it has been sent) so that the fetch runs at the origin's pace: only
+    /// while the store on disk keeps every byte readable. Nil otherwise.
+    func addFollower(_ handle: ParticipantHandle, at offset: Int, now: Double) -> Int? {
+        state.withLock { s in
+            // Growing, the store holds on disk every byte memory no longer does.
+            guard s.phase == .streaming, s.storeGrowing, offset <= s.total else { return nil }
+            let id = s.nextID
+            s.nextID += 1
+            s.followers[id] = Follower(handle: handle, offset: offset, lastRead: now)
             return id
         }
     }
@@ -406,12 +468,35 @@ final class InFlightFetch: Sendable {
         case detached
     }
 
-    /// Passes the follower up to `limit` unread bytes, in pieces, and moves it past them.
-    func read(_ id: Int, limit: Int, now: Double, _ deliver: (UnsafeRawBufferPointer) -> Void) -> ReadEnd {
+    /// Passes the follower up to `limit` unread bytes, in pieces, and moves it past them: bytes the
+    /// fetch no longer holds in memory come from the disk through `disk`.
+    func read(_ id: Int, limit: Int, now: Double, disk: CacheReader? = nil,
+              _ deliver: (UnsafeRawBufferPointer) -> Void) -> ReadEnd {
+        var budget = limit
+        while budget > 0, let backing = state.withLock({ s in s.followers[id].flatMap { $0.offset < s.base ? s.disk : nil } }) {
+            // Behind what memory holds: the committed chunks on disk, one at a time, outside the lock.
+            let offset = state.withLock { $0.followers[id]?.offset } ?? 0
+            let size = backing.progress.chunkSize
+            var taken = 0
+            let read = disk?.withCommittedChunk(of: backing.progress, index: offset / size) { chunk in
+                let within = offset % size
+                taken = min(chunk.count - within, budget)
+                if taken > 0 { deliver(UnsafeRawBufferPointer(rebasing: chunk[within..<within + taken])) }
+            }
+            guard read == .delivered, taken > 0 else {
+                // Neither in memory nor on disk (the store's batch failed): this follower cannot go on.
+                leave(id)
+                return .failed
+            }
+            budget -= taken
+            state.withLock { s in
+                s.followers[id]?.offset += taken
+                s.followers[id]?.lastRead = now
+            }
+        }
         let (end, resume) = state.withLock { s -> (ReadEnd, ParticipantHandle?) in
             guard var f = s.followers[id] else { return (s.detached.contains(id) ? .detached : .failed, nil) }
             f.wakePending = false
-            var budget = limit
             while budget > 0, f.offset < s.total {
                 let index = (f.offset - s.base) / InFlightFetch.segmentSize
                 let within = (f.offset - s.base) % InFlightFetch.segmentSize
@@ -439,10 +524,26 @@ final class InFlightFetch: Sendable {
     }
 }
 
+/// A body being stored on disk while it is fetched: how much the writer has committed, and a pin
+/// that keeps those chunks readable for the fetch's followers even if the store is given up.
+final class DiskBacking: @unchecked Sendable {
+    let progress: BodyProgress
+    /// Let go with the fetch.
+    private let pin: BodyPin?
+    /// The store was given up: no more bytes will reach the disk. Written under the fetch's lock.
+    var stopped = false
+
+    init(progress: BodyProgress, pin: BodyPin?) {
+        self.progress = progress
+        self.pin = pin
+    }
+}
+
 extension InFlightFetch.State {
     /// The leader, if it paused for followers that have now caught up (or gone).
     fileprivate mutating func takeLeaderResume() -> ParticipantHandle? {
-        guard leaderPaused, followers.isEmpty || total - slowestOffset <= InFlightTable.lagLimit / 2 else { return nil }
+        guard leaderPaused, followers.isEmpty || storeGrowing || total - slowestOffset <= InFlightTable.lagLimit / 2
+        else { return nil }
         leaderPaused = false
         return leader
     }

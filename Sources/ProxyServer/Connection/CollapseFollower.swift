@@ -13,11 +13,25 @@ final class CollapseFollower {
     private var streaming = false
     private var left = false
 
-    private init(connection: ClientConnection, fetch: InFlightFetch, id: Int, exchange: CacheExchange) {
+    private init(connection: ClientConnection, fetch: InFlightFetch, id: Int, exchange: CacheExchange,
+                 streaming: Bool = false) {
         self.connection = connection
         self.fetch = fetch
         self.id = id
         self.exchange = exchange
+        self.streaming = streaming
+    }
+
+    /// The leader's client reads slower than the origin sends: rather than pausing the origin
+    /// read (and everyone following it), the client reads the rest like a follower, from memory
+    /// and the disk, and the fetch runs on at the origin's pace (`OrphanedFetch`, `.followers`).
+    /// False when the fetch cannot take it (not stored on disk as it goes, or not all of it).
+    static func takeOver(_ exchange: CacheExchange, sent: Int, on c: ClientConnection) -> Bool {
+        guard let fetch = exchange.inFlight,
+              let id = fetch.addFollower(c.participantHandle, at: sent, now: c.worker.clock.monotonic) else { return false }
+        c.send(.followingStarted(CollapseFollower(connection: c, fetch: fetch, id: id, exchange: exchange,
+                                                  streaming: true)))
+        return true
     }
 
     /// A cacheable miss: lead a fetch of the URL, or follow the one under way. True when following
@@ -76,7 +90,7 @@ final class CollapseFollower {
         guard room > 0 else { return }
         let chunked = c.context.framing == .chunked
         var delivered = 0
-        let end = fetch.read(id, limit: room, now: c.worker.clock.monotonic) { bytes in
+        let end = fetch.read(id, limit: room, now: c.worker.clock.monotonic, disk: c.worker.cacheReader) { bytes in
             delivered += bytes.count
             if chunked {
                 c.chunkWriter.reset()

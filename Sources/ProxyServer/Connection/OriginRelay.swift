@@ -27,6 +27,8 @@ final class OriginRelay: SessionTaskDelegate {
     private var stallWatch: Timer?
     /// A ranged miss filling the cache: the client's range, cut from the whole object.
     private var rangeFill: RangeFill?
+    /// Body bytes passed to the client so far.
+    private var bodySent = 0
 
     private init(connection: ClientConnection) {
         self.connection = connection
@@ -346,6 +348,7 @@ final class OriginRelay: SessionTaskDelegate {
             return
         }
         c.noteBody(count, fromCache: false)
+        bodySent += count
         switch c.context.framing {
         case .chunked:
             c.chunkWriter.reset()
@@ -358,7 +361,16 @@ final class OriginRelay: SessionTaskDelegate {
         case .none:
             source.drain(count)
         }
-        if out.count > ClientConnection.outputHighWater, !gate.contains(.client) { pause(.client) }
+        if out.count > ClientConnection.outputHighWater, !gate.contains(.client) {
+            // A download stored on disk as it arrives goes on without waiting for this client,
+            // which reads the rest as a follower: nobody else waits for a slow first client.
+            if let exchange = c.context.cache, exchange.writer.map({ $0.progress != nil && !$0.isAbandoned }) == true,
+               case .contentLength? = exchange.storedResponse?.framing, c.request.method == .get,
+               !c.context.bodyPending, CollapseFollower.takeOver(exchange, sent: bodySent, on: c) {
+                return
+            }
+            pause(.client)
+        }
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {

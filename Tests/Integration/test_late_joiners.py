@@ -1,0 +1,187 @@
+"""Joining a download at any point: requests for a URL whose response is being fetched and
+stored on disk read what the disk holds and follow the rest, however far along the download is,
+and the origin sees one GET. Nobody waits for a client that stops reading, not even for the
+first client, whose request started the fetch.
+
+Clients join when an earlier client has received a given number of bytes (never after a fixed
+time), so where each one joins is the same on a fast machine and a slow one. Set
+LARDER_LATE_JOIN_FULL=1 for the sizes of the published targets (8.7 MB at 2 MiB/s for six
+clients, 64 MiB at 8 MiB/s for twenty); the default sizes are smaller for the suite's sake."""
+
+import hashlib
+import os
+import socket
+import threading
+
+from helpers import _read_head, connect, pattern_sha256, std_request
+from test_cache import methods, script
+
+FULL = os.environ.get("LARDER_LATE_JOIN_FULL") == "1"
+MiB = 1 << 20
+
+
+class Download(threading.Thread):
+    """A client reading the whole answer and hashing it; `milestones` are (byte count, event)
+    pairs set as the body passes them."""
+
+    def __init__(self, port, url, milestones=(), stop_after=None, timeout=120):
+        super().__init__(daemon=True)
+        self.port, self.url, self.timeout = port, url, timeout
+        self.milestones = sorted(milestones, key=lambda m: m[0])
+        self.stop_after = stop_after
+        self.stopped = threading.Event()
+        self.done = threading.Event()
+        self.received = 0
+        self.digest = None
+        self.status = None
+        self.cache_status = ""
+        self.error = None
+        self.sock = None
+
+    def run(self):
+        try:
+            self.sock = connect(self.port, self.timeout)
+            self.sock.sendall(std_request("GET", self.url))
+            reader = _Reader(self.sock)
+            head = _read_head(reader)
+            self.status = head.status
+            self.cache_status = head.header("Cache-Status") or ""
+            length = int(head.header("Content-Length"))
+            h = hashlib.sha256()
+            pending = list(self.milestones)
+            for piece in reader.body(length):
+                h.update(piece)
+                self.received += len(piece)
+                while pending and self.received >= pending[0][0]:
+                    pending.pop(0)[1].set()
+                if self.stop_after is not None and self.received >= self.stop_after:
+                    # Stops reading with the connection open: its socket fills and stays full.
+                    self.stopped.set()
+                    return
+            for _, event in pending:
+                event.set()
+            self.digest = h.hexdigest()
+        except Exception as e:  # reported by the test
+            self.error = e
+        finally:
+            # A client that failed lets the others start all the same: the test then reports it.
+            if self.error is not None:
+                for _, event in self.milestones:
+                    event.set()
+            if self.stop_after is None and self.sock is not None:
+                self.sock.close()
+            self.done.set()
+
+
+class _Reader:
+    """What `_read_head` needs, then the body in large pieces."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = bytearray()
+
+    def read_line(self):
+        while b"\n" not in self.buf:
+            more = self.sock.recv(65536)
+            if not more:
+                raise ConnectionError("closed in the head")
+            self.buf += more
+        i = self.buf.index(b"\n") + 1
+        line = bytes(self.buf[:i])
+        del self.buf[:i]
+        return line
+
+    def body(self, length):
+        left = length
+        if self.buf:
+            first = bytes(self.buf[:left])
+            del self.buf[:len(first)]
+            left -= len(first)
+            yield first
+        while left > 0:
+            more = self.sock.recv(min(left, 1 << 20))
+            if not more:
+                raise ConnectionError(f"closed with {left} bytes of the body missing")
+            left -= len(more)
+            yield more
+
+
+def joiners(port, url, pacer, join_points):
+    """A client starting as `pacer` passes each of `join_points` bytes."""
+    out = []
+    for point in join_points:
+        went = threading.Event()
+        pacer.milestones.append((point, went))
+        out.append((went, Download(port, url)))
+    pacer.milestones.sort(key=lambda m: m[0])
+    return out
+
+
+def run_joiners(pending, timeout):
+    for went, d in pending:
+        assert went.wait(timeout), "the first client stopped short of a join point"
+        d.start()
+
+
+def test_six_index_downloads_starting_one_after_another_make_one_origin_fetch(larder_factory, origin, workdir):
+    size = 8_700_000 if FULL else 3_000_000
+    rate = 2 * MiB if FULL else 1 * MiB
+    larder = larder_factory({"cache": {"memory_max_object_size": "1MiB"}})
+    script(workdir, "packages", headers=[("Cache-Control", "max-age=600"), ("Content-Type", "text/plain")],
+           body_bytes=size, rate=rate)
+    url = origin.url("/res/packages")
+    first = Download(larder.port, url)
+    # The others start as the first has 0.05, 0.5, 1, 2 and (nearly) all of it: the last three
+    # well past the first 2 MiB after which an earlier version fetched again.
+    points = [int(size * f) for f in (0.02, 0.2, 0.35, 0.7, 0.95)]
+    pending = joiners(larder.port, url, first, points)
+    first.start()
+    run_joiners(pending, 120)
+    everyone = [first] + [d for _, d in pending]
+    for d in everyone:
+        assert d.done.wait(120)
+    want = pattern_sha256(size)
+    for d in everyone:
+        assert d.error is None, d.error
+        assert d.status == 200 and d.digest == want, (d.received, d.cache_status)
+    assert methods(origin, "packages") == ["GET"]
+    assert sum("collapsed" in d.cache_status for d in everyone) == 5, [d.cache_status for d in everyone]
+
+
+def test_twenty_clients_joining_a_large_download_stored_on_disk_while_its_first_client_stalls(
+        larder_factory, origin, workdir):
+    size = 64 * MiB if FULL else 16 * MiB
+    rate = 8 * MiB if FULL else 4 * MiB
+    # The memory tier is smaller than the object: it is stored on disk as it downloads. The
+    # stalled client is not cut for a minute, far longer than the others need.
+    larder = larder_factory({"cache": {"memory_max_object_size": "1MiB"},
+                             "limits": {"client_idle_timeout": "120s"}})
+    script(workdir, "image", headers=[("Cache-Control", "max-age=600"),
+                                      ("Content-Type", "application/octet-stream")],
+           body_bytes=size, rate=rate)
+    url = origin.url("/res/image")
+    # The first client (whose request starts the fetch) reads 1 MiB and stops reading.
+    stalled = Download(larder.port, url, stop_after=MiB)
+    stalled.start()
+    assert stalled.stopped.wait(60)
+    pacer = Download(larder.port, url)
+    # Nineteen more join while the pacer reads the first three eighths.
+    points = [int(size * 3 / 8 * i / 19) + 1 for i in range(1, 20)]
+    pending = joiners(larder.port, url, pacer, points)
+    pacer.start()
+    run_joiners(pending, 120)
+    everyone = [pacer] + [d for _, d in pending]
+    for d in everyone:
+        assert d.done.wait(180)
+    want = pattern_sha256(size)
+    for d in everyone:
+        assert d.error is None, d.error
+        assert d.status == 200 and d.digest == want, (d.received, d.cache_status)
+    assert methods(origin, "image") == ["GET"]
+    # The stalled client was never cut: nobody waited for it, nor for its timeout.
+    stalled.sock.setblocking(False)
+    try:
+        peeked = stalled.sock.recv(1, socket.MSG_PEEK)
+        assert peeked, "the stalled client's connection was closed"
+    finally:
+        stalled.sock.close()
