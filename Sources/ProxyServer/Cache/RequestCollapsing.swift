@@ -404,13 +404,16 @@ final class InFlightFetch: Sendable {
 
     /// A new follower, or nil when the fetch is too far along (or over) to join.
     func addFollower(_ handle: ParticipantHandle, now: Double) -> Int? {
-        state.withLock { s in
-            guard s.joinable else { return nil }
+        let (id, wakeLeader) = state.withLock { s -> (Int?, ParticipantHandle?) in
+            guard s.joinable else { return (nil, nil) }
             let id = s.nextID
             s.nextID += 1
             s.followers[id] = Follower(handle: handle, lastRead: now)
-            return id
+            // A leader whose client holds the read back stops doing so for a follower (`OriginRelay`).
+            return (id, s.storeGrowing && s.followers.count == 1 ? s.leader : nil)
         }
+        wakeLeader?.wake()
+        return id
     }
 
     /// The leader's own client, too slow for the origin, becomes a follower at the front of the

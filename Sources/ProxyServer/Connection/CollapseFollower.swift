@@ -147,7 +147,7 @@ extension ClientConnection: CollapseParticipant {
     func collapseProgress() {
         switch machine.state {
         case .exchanging(.following(let follower)): follower.progress()
-        case .exchanging(.origin(let relay)): relay.followersCaughtUp()
+        case .exchanging(.origin(let relay)): relay.collapseNews()
         default: break
         }
     }

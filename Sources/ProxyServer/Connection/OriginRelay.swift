@@ -362,15 +362,29 @@ final class OriginRelay: SessionTaskDelegate {
             source.drain(count)
         }
         if out.count > ClientConnection.outputHighWater, !gate.contains(.client) {
-            // A download stored on disk as it arrives goes on without waiting for this client,
-            // which reads the rest as a follower: nobody else waits for a slow first client.
-            if let exchange = c.context.cache, exchange.writer.map({ $0.progress != nil && !$0.isAbandoned }) == true,
-               case .contentLength? = exchange.storedResponse?.framing, c.request.method == .get,
-               !c.context.bodyPending, CollapseFollower.takeOver(exchange, sent: bodySent, on: c) {
-                return
-            }
+            if handOver() { return }
             pause(.client)
         }
+    }
+
+    /// Followers wait on a download this client reads slower than the origin sends: when it is
+    /// stored on disk as it arrives, the fetch goes on at the origin's pace and the client reads
+    /// the rest as one more follower. Alone, a slow client still paces its own fetch (a client
+    /// cannot turn many slow reads into downloads at full speed).
+    private func handOver() -> Bool {
+        let c = connection
+        guard let exchange = c.context.cache, let fetch = exchange.inFlight, fetch.hasFollowers,
+              exchange.writer.map({ $0.progress != nil && !$0.isAbandoned }) == true,
+              case .contentLength? = exchange.storedResponse?.framing, rangeFill == nil,
+              c.request.method == .get, !c.context.bodyPending else { return false }
+        return CollapseFollower.takeOver(exchange, sent: bodySent, on: c)
+    }
+
+    /// News from the collapsed fetch this request leads: followers caught up, or one joined while
+    /// this client holds the origin read back.
+    func collapseNews() {
+        if gate.contains(.client), handOver() { return }
+        followersCaughtUp()
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
