@@ -222,9 +222,9 @@ final class Worker: @unchecked Sendable {
 
     func connectionClosed(_ conn: ClientConnection) {
         guard served.clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
-        if !background.orphans.isEmpty {
+        if !background.fetches.isEmpty {
             let id = ObjectIdentifier(conn)
-            for fetch in Array(background.orphans.values) where fetch.connection == id { fetch.clientLeft() }
+            for fetch in Array(background.fetches.values) where fetch.connection == id { fetch.clientLeft() }
         }
         if conn.refusal != nil { refusals.refusing -= 1 }
         if conn.addressCounted { addressCounts.release(conn.peerAddress) }
@@ -232,8 +232,9 @@ final class Worker: @unchecked Sendable {
         stats.set(.clientConnectionsOpen, served.clients.count)
     }
 
-    func adopt(_ fetch: OrphanedFetch) {
-        background.orphans[ObjectIdentifier(fetch)] = fetch
+    /// Runs a fetch with no client attached (a download left running, a background refresh).
+    func adopt(_ fetch: DetachedFetch) {
+        background.fetches[ObjectIdentifier(fetch)] = fetch
         fetch.start()
     }
 
@@ -261,20 +262,14 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    func orphanFinished(_ fetch: OrphanedFetch) {
-        background.orphans[ObjectIdentifier(fetch)] = nil
+    func detachedFetchFinished(_ fetch: DetachedFetch) {
+        background.fetches[ObjectIdentifier(fetch)] = nil
     }
 
     /// Starts refreshing a stale entry in the background, unless a refresh of that URL is running.
     func refreshInBackground(_ exchange: CacheExchange, request: RequestHead, client: [UInt8]) {
         guard inFlight.beginRefresh(exchange.primaryKey) else { return }
-        let refresh = BackgroundRefresh(worker: self, exchange: exchange, request: request, client: client)
-        background.refreshes[ObjectIdentifier(refresh)] = refresh
-        refresh.start()
-    }
-
-    func refreshFinished(_ refresh: BackgroundRefresh) {
-        background.refreshes[ObjectIdentifier(refresh)] = nil
+        adopt(DetachedFetch(worker: self, refreshing: exchange, request: request, client: client))
     }
 
     /// Stop accepting; idle connections close now, busy ones after their current response.
@@ -323,14 +318,11 @@ private struct RefusalTally {
 
 /// Fetches a worker runs with no client attached.
 private struct BackgroundFetches {
-    /// Collapsed fetches whose leading client left, running on for their followers.
-    var orphans: [ObjectIdentifier: OrphanedFetch] = [:]
-    /// stale-while-revalidate refreshes under way.
-    var refreshes: [ObjectIdentifier: BackgroundRefresh] = [:]
+    /// Downloads left running for followers or the store, and stale-while-revalidate refreshes.
+    var fetches: [ObjectIdentifier: DetachedFetch] = [:]
 
     func cancelAll() {
-        for fetch in Array(orphans.values) { fetch.cancel() }
-        for refresh in Array(refreshes.values) { refresh.cancel() }
+        for fetch in Array(fetches.values) { fetch.cancel() }
     }
 }
 

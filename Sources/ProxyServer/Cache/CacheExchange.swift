@@ -53,7 +53,7 @@ final class CacheExchange {
     /// What this fetch's answer does to the URL's pass marker (`InFlightTable`).
     var passMarking = PassMarking.none
     /// A background refresh's: once it finds the entry changed and removes it, it leads a
-    /// collapsed fetch of the URL as this participant (`BackgroundRefresh`).
+    /// collapsed fetch of the URL as this participant (`DetachedFetch`, `.refresh`).
     var refreshLeader: ParticipantHandle?
 
     init(primaryKey: [UInt8], scheme: String, host: [UInt8], origin: OriginKey,

@@ -53,7 +53,7 @@ final class InFlightTable: Sendable {
     private let passes = Locked<[ByteKey: Double]>([:])
     /// Dates the pass markers.
     private let clock: any ProxyClock
-    /// Downloads running with no client attached, on every worker (`OrphanedFetch`).
+    /// Downloads running with no client attached, on every worker (`DetachedFetch`).
     let detached = DetachedFetchBudget()
 
     init(clock: any ProxyClock = SystemClock.shared) {
@@ -84,7 +84,7 @@ final class InFlightTable: Sendable {
         }
     }
 
-    /// Leads a fetch of `key` when none is under way (a background refresh's, see `BackgroundRefresh`).
+    /// Leads a fetch of `key` when none is under way (a background refresh's, see `DetachedFetch`, `.refresh`).
     func lead(key: [UInt8], participant: ParticipantHandle) -> InFlightFetch? {
         fetches.withLock { table in
             guard table[ByteKey(key)] == nil else { return nil }

@@ -24,7 +24,7 @@ final class CollapseFollower {
 
     /// The leader's client reads slower than the origin sends: rather than pausing the origin
     /// read (and everyone following it), the client reads the rest like a follower, from memory
-    /// and the disk, and the fetch runs on at the origin's pace (`OrphanedFetch`, `.followers`).
+    /// and the disk, and the fetch runs on at the origin's pace (`DetachedFetch`, `.followers`).
     /// False when the fetch cannot take it (not stored on disk as it goes, or not all of it).
     static func takeOver(_ exchange: CacheExchange, sent: Int, on c: ClientConnection) -> Bool {
         guard let fetch = exchange.inFlight,

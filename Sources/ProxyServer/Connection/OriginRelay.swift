@@ -4,27 +4,13 @@ import HTTPWire
 import SessionClient
 import Statistics
 
-/// What holds the origin read back: any one of them pauses it, and it resumes when none does.
-struct OriginReadGate: OptionSet {
-    let rawValue: UInt8
-    /// The client has more than the output high-water mark queued.
-    static let client = OriginReadGate(rawValue: 1)
-    /// The cache's disk writer is behind.
-    static let store = OriginReadGate(rawValue: 2)
-    /// A collapsed follower lags (see `InFlightTable`).
-    static let followers = OriginReadGate(rawValue: 4)
-}
-
 /// One request forwarded to an origin: sends the client's body along, and relays the response
 /// back in the client's framing, through the cache's part when there is one.
 final class OriginRelay: SessionTaskDelegate {
     unowned(unsafe) let connection: ClientConnection
     private(set) var task: SessionTask?
-    private(set) var gate: OriginReadGate = []
-    /// Polls the disk writer while it is behind; made on first need.
-    private var storePacer: WriterPacer?
-    /// While paused for followers: detaches those that stopped reading; made on first need.
-    private var stallWatch: Timer?
+    /// What holds the origin read back: the client, the disk writer, lagging followers.
+    private let control: OriginReadControl
     /// A ranged miss filling the cache: the client's range, cut from the whole object.
     private var rangeFill: RangeFill?
     /// Body bytes passed to the client so far.
@@ -32,6 +18,7 @@ final class OriginRelay: SessionTaskDelegate {
 
     private init(connection: ClientConnection) {
         self.connection = connection
+        control = OriginReadControl(loop: connection.worker.loop, clock: connection.worker.clock)
     }
 
     /// Sends the current request to `origin` (or the cache's revalidation of it, if it is revalidating).
@@ -73,63 +60,22 @@ final class OriginRelay: SessionTaskDelegate {
                                            expectsContinue: request.expectsContinue, client: c.peerAddress,
                                            delegate: relay)
         relay.task = task
+        relay.control.task = task
         c.send(.originStarted(relay, sendsBody: hasBody))
         task.resume()
     }
 
     // MARK: - Pausing the origin read
 
-    func pause(_ source: OriginReadGate) {
-        gate.insert(source)
-        task?.suspendReading()
-    }
-
-    func resume(_ source: OriginReadGate) {
-        gate.remove(source)
-        if gate.isEmpty { task?.resumeReading() }
-    }
-
     func clientCaughtUp() {
-        if gate.contains(.client) { resume(.client) }
-    }
-
-    /// The cache's disk writer took body bytes: pause while it is behind.
-    func paceStore(_ writer: EntryWriter) {
-        let pacer = storePacer ?? WriterPacer(loop: connection.worker.loop) { [unowned self] in self.resume(.store) }
-        storePacer = pacer
-        if pacer.shouldPause(after: writer) { pause(.store) }
-    }
-
-    /// A follower is far behind: wait for it while it reads (`followersCaughtUp` resumes), and
-    /// every `stallTimeout` detach those that read nothing meanwhile.
-    func waitForFollowers() {
-        pause(.followers)
-        let watch = stallWatch ?? Timer(loop: connection.worker.loop) { [unowned self] in self.checkStalledFollowers() }
-        stallWatch = watch
-        watch.schedule(after: InFlightTable.stallTimeout)
-    }
-
-    func followersCaughtUp() {
-        guard gate.contains(.followers) else { return }
-        stallWatch?.cancel()
-        resume(.followers)
-    }
-
-    private func checkStalledFollowers() {
-        guard gate.contains(.followers), let fetch = connection.context.cache?.inFlight else { return }
-        if fetch.detachStalled(now: connection.worker.clock.monotonic) {
-            stallWatch?.schedule(after: InFlightTable.stallTimeout)
-        } else {
-            resume(.followers)
-        }
+        if control.gate.contains(.client) { control.resume(.client) }
     }
 
     /// The connection is done with this exchange. A fetch that collapsed followers depend on, or a
     /// download mostly in that is being stored (`worthFinishing`), runs on without the client; any
     /// other is cancelled.
     func release() {
-        stallWatch?.cancel()
-        storePacer?.cancel()
+        control.stop()
         guard let t = task else { return }
         task = nil
         let c = connection
@@ -138,7 +84,7 @@ final class OriginRelay: SessionTaskDelegate {
             if purpose == .finishing {
                 c.worker.logger.info("client \(c.peer) left; finishing \(c.context.upstreamName)'s response for the cache")
             }
-            c.worker.adopt(OrphanedFetch(worker: c.worker, task: t, exchange: exchange, purpose: purpose,
+            c.worker.adopt(DetachedFetch(worker: c.worker, task: t, exchange: exchange, purpose: purpose,
                                          client: c.peerAddress, connection: ObjectIdentifier(c)))
         } else {
             t.cancel()
@@ -146,7 +92,7 @@ final class OriginRelay: SessionTaskDelegate {
     }
 
     /// Why a fetch the connection is done with should run on without it, nil when it should not.
-    private func leftRunning(_ exchange: CacheExchange, _ c: ClientConnection) -> OrphanedFetch.Purpose? {
+    private func leftRunning(_ exchange: CacheExchange, _ c: ClientConnection) -> DetachedFetch.Purpose? {
         if exchange.inFlight?.hasFollowers ?? false { return .followers }
         if OriginRelay.worthFinishing(exchange, c.worker.settings.cache) { return .finishing }
         if rangeFill?.clientDone == true, exchange.writer?.isAbandoned == false { return .rangeFill }
@@ -234,6 +180,7 @@ final class OriginRelay: SessionTaskDelegate {
     private func refuseBody(_ status: Int, _ logged: String, _ reason: String) {
         task?.cancel()
         task = nil
+        control.stop()
         if connection.context.responseStarted {
             connection.worker.logger.notice("\(status) to \(connection.peer): \(logged)")
             connection.send(.cut)
@@ -268,6 +215,7 @@ final class OriginRelay: SessionTaskDelegate {
         let c = connection
         if head.status == 101 {
             self.task = nil
+            control.stop()
             guard c.context.upgrading, let upgraded = task.takeUpgradedStream() else {
                 task.cancel()
                 return c.respond(502, "upstream \(c.context.upstreamName) switched protocols without being asked")
@@ -295,9 +243,10 @@ final class OriginRelay: SessionTaskDelegate {
                 // Too far in to read through: the client's range is asked for on its own, and a
                 // whole response being stored runs on without the client.
                 self.task = nil
+                control.stop()
                 c.context.cache = nil
                 if let w = ex.writer, !w.isAbandoned {
-                    c.worker.adopt(OrphanedFetch(worker: c.worker, task: task, exchange: ex, purpose: .rangeFill,
+                    c.worker.adopt(DetachedFetch(worker: c.worker, task: task, exchange: ex, purpose: .rangeFill,
                                                  client: c.peerAddress, connection: ObjectIdentifier(c)))
                 } else {
                     task.cancel()
@@ -331,8 +280,8 @@ final class OriginRelay: SessionTaskDelegate {
             return source.drain(count)
         }
         if let exchange = c.context.cache {
-            if exchange.tee(source, count: count) { waitForFollowers() }
-            if let w = exchange.writer { paceStore(w) }
+            if exchange.tee(source, count: count), let fetch = exchange.inFlight { control.waitForFollowers(of: fetch) }
+            control.paceStore(exchange.writer)
         }
         let out = c.stream.output
         if var fill = rangeFill {
@@ -342,8 +291,8 @@ final class OriginRelay: SessionTaskDelegate {
             c.noteBody(delivered, fromCache: false)
             if fill.clientDone, delivered > 0 || fill.received == count {
                 c.send(.answered)  // the range is out; the fetch runs on for the store (`release`)
-            } else if out.count > ClientConnection.outputHighWater, !gate.contains(.client) {
-                pause(.client)
+            } else if out.count > ClientConnection.outputHighWater, !control.gate.contains(.client) {
+                control.pause(.client)
             }
             return
         }
@@ -361,9 +310,9 @@ final class OriginRelay: SessionTaskDelegate {
         case .none:
             source.drain(count)
         }
-        if out.count > ClientConnection.outputHighWater, !gate.contains(.client) {
+        if out.count > ClientConnection.outputHighWater, !control.gate.contains(.client) {
             if handOver() { return }
-            pause(.client)
+            control.pause(.client)
         }
     }
 
@@ -383,15 +332,13 @@ final class OriginRelay: SessionTaskDelegate {
     /// News from the collapsed fetch this request leads: followers caught up, or one joined while
     /// this client holds the origin read back.
     func collapseNews() {
-        if gate.contains(.client), handOver() { return }
-        followersCaughtUp()
+        if control.gate.contains(.client), handOver() { return }
+        control.followersCaughtUp()
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
-        gate = []
-        stallWatch?.cancel()
-        storePacer?.cancel()
+        control.stop()
         let c = connection
         if CacheFlow.taskCompleted(error: error, on: c) { return }
         if let error {
