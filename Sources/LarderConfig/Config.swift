@@ -171,6 +171,7 @@ public struct Config: Sendable, Equatable {
         public var maxConnectionsPerClient: Int = ConfigSchema.defaultValue(\.limits.maxConnectionsPerClient)
         /// `limits.detached_fetches_per_client`, `detached_bytes_per_client`, `detached_fetches`,
         /// `detached_bytes`: downloads running with no client attached.
+        public var originFetchesPerClient: Int = ConfigSchema.defaultValue(\.limits.originFetchesPerClient)
         public var detachedFetchesPerClient: Int = ConfigSchema.defaultValue(\.limits.detachedFetchesPerClient)
         public var detachedBytesPerClient: Int = ConfigSchema.defaultValue(\.limits.detachedBytesPerClient)
         public var detachedFetches: Int = ConfigSchema.defaultValue(\.limits.detachedFetches)

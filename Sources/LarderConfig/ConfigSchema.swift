@@ -179,6 +179,10 @@ public enum ConfigSchema {
         ConfigField("limits.max_connections_per_client", \.limits.maxConnectionsPerClient, 512, .live,
                     "client connections at once from one address (429 beyond; 0: no limit)",
                     .integer(0...1_000_000, what: "a connection count (0: no limit)")),
+        ConfigField("limits.origin_fetches_per_client", \.limits.originFetchesPerClient, 256, .live,
+                    "requests of one client address at origins at once (forwarded, revalidated, fetched for the "
+                        + "cache), all workers together; 429 beyond (0: no limit)",
+                    .integer(0...1_000_000, what: "a fetch count (0: no limit)")),
         ConfigField("limits.detached_fetches_per_client", \.limits.detachedFetchesPerClient, 4, .live,
                     "downloads and background refreshes running with no client attached (finished for the cache "
                         + "after the client left, range fills) on behalf of one client address; beyond, the next is cut",

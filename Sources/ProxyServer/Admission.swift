@@ -1,29 +1,55 @@
 import Locking
+import Synchronization
 
-/// Client connections open per client address, across workers, for
-/// `limits.max_connections_per_client`. Touched once when a connection opens and once when it
-/// closes, never per request.
+/// What each client address holds, across workers: its connections open, for
+/// `limits.max_connections_per_client`, touched once when a connection opens and once when it
+/// closes; and its requests at origins, for `limits.origin_fetches_per_client`, counted on the
+/// address's `ClientShare` (an atomic, no lock and no lookup per request).
 final class ClientAddressCounts: Sendable {
-    private let counts = Locked<[[UInt8]: Int]>([:])
+    private let shares = Locked<[[UInt8]: ClientShare]>([:])
 
-    /// Counts one more connection from `address` unless it already has `limit`.
-    func acquire(_ address: [UInt8], limit: Int) -> Bool {
-        counts.withLock { c in
-            let n = c[address, default: 0]
-            guard limit == 0 || n < limit else { return false }
-            c[address] = n + 1
-            return true
+    /// One more connection from `address`, unless it already has `limit` (0: no limit): the
+    /// share its requests count on, released when the connection closes.
+    func acquire(_ address: [UInt8], limit: Int) -> ClientShare? {
+        shares.withLock { all in
+            let share = all[address] ?? ClientShare()
+            guard limit == 0 || share.connections < limit else { return nil }
+            share.connections += 1
+            all[address] = share
+            return share
         }
     }
 
     func release(_ address: [UInt8]) {
-        counts.withLock { c in
-            guard let n = c[address] else { return }
-            c[address] = n > 1 ? n - 1 : nil
+        shares.withLock { all in
+            guard let share = all[address] else { return }
+            share.connections -= 1
+            if share.connections == 0 { all[address] = nil }
         }
     }
 
-    func count(_ address: [UInt8]) -> Int { counts.withLock { $0[address, default: 0] } }
+    func count(_ address: [UInt8]) -> Int { shares.withLock { $0[address]?.connections ?? 0 } }
+}
+
+/// One client address's share of the budgets counted per address.
+final class ClientShare: @unchecked Sendable {
+    /// Connections open; read and written under `ClientAddressCounts`' lock only.
+    fileprivate var connections = 0
+    private let originFetches = Atomic<Int>(0)
+
+    /// One more of the address's requests goes to an origin, unless `limit` already do (0: no limit).
+    func claimOriginFetch(limit: Int) -> Bool {
+        let n = originFetches.wrappingAdd(1, ordering: .relaxed).newValue
+        if limit > 0, n > limit {
+            originFetches.wrappingSubtract(1, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    func releaseOriginFetch() { originFetches.wrappingSubtract(1, ordering: .relaxed) }
+
+    var originFetchesInFlight: Int { originFetches.load(ordering: .relaxed) }
 }
 
 /// What a connection Larder will not serve is told before it is closed (lingering, so the

@@ -26,6 +26,8 @@ struct ProxySettings: Sendable {
     /// What the open-files limit allows (read when the settings are made, at start and reload).
     var descriptors: DescriptorBudget
     var detachedFetches: DetachedFetchLimits
+    /// `limits.origin_fetches_per_client` (0: no limit).
+    var originFetchesPerClient: Int
     var clientIdleTimeout: Double
     var session: SessionConfiguration
     var cache: CacheSetup
@@ -97,6 +99,7 @@ struct ProxySettings: Sendable {
                                               bytesPerClient: config.limits.detachedBytesPerClient,
                                               fetches: config.limits.detachedFetches,
                                               bytes: config.limits.detachedBytes)
+        originFetchesPerClient = config.limits.originFetchesPerClient
         clientIdleTimeout = config.limits.clientIdleTimeout
         session = SessionConfiguration(
             httpAdditionalHeaders: config.session.httpAdditionalHeaders.map { AdditionalHeader(name: $0.name, value: $0.value) },

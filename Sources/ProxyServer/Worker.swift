@@ -142,18 +142,15 @@ final class Worker: @unchecked Sendable {
     private func accept(_ fd: Int32, _ peer: SocketAddress, tls: Bool) {
         guard let stream = stream(for: fd, tls: tls) else { return }
         var refusal: ConnectionRefusal?
-        var counted = false
+        var share: ClientShare?
         if served.clients.count - refusals.refusing >= settings.maxConnectionsPerWorker {
             refusal = refuse(peer, .full, .connectionsRefusedFull)
-        } else if settings.maxConnectionsPerClient > 0 {
-            if addressCounts.acquire(peer.addressBytes, limit: settings.maxConnectionsPerClient) {
-                counted = true
-            } else {
-                refusal = refuse(peer, .perClient, .connectionsRefusedPerClient)
-            }
+        } else {
+            share = addressCounts.acquire(peer.addressBytes, limit: settings.maxConnectionsPerClient)
+            if share == nil { refusal = refuse(peer, .perClient, .connectionsRefusedPerClient) }
         }
         let conn = ClientConnection(worker: self, stream: stream, peer: peer, tls: tls, refusal: refusal,
-                                    addressCounted: counted)
+                                    share: share)
         served.clients[ObjectIdentifier(conn)] = conn
         openConnections.add(1, ordering: .relaxed)
         stats.add(.connectionsAccepted)
@@ -198,6 +195,7 @@ final class Worker: @unchecked Sendable {
     private var refusals = RefusalTally()
     private var untrustedLog = LogThrottle()
     private var detachedCutLog = LogThrottle()
+    private var originFetchRefusalLog = LogThrottle()
     private var descriptorLog = LogThrottle()
     private var lookupRefusalLog = LogThrottle()
 
@@ -227,7 +225,7 @@ final class Worker: @unchecked Sendable {
             for fetch in Array(background.fetches.values) where fetch.connection == id { fetch.clientLeft() }
         }
         if conn.refusal != nil { refusals.refusing -= 1 }
-        if conn.addressCounted { addressCounts.release(conn.peerAddress) }
+        if conn.share != nil { addressCounts.release(conn.peerAddress) }
         openConnections.subtract(1, ordering: .relaxed)
         stats.set(.clientConnectionsOpen, served.clients.count)
     }
@@ -259,6 +257,16 @@ final class Worker: @unchecked Sendable {
         if let n = detachedCutLog.note(now: clock.monotonic) {
             let who = SocketAddress(addressBytes: client, port: 0)?.host ?? "?"
             logger.warning("download of \(upstream) for \(who) cut instead of finished with no client attached: \(limit.description) reached (\(n) cut since the last line)")
+        }
+    }
+
+    /// A request refused its origin fetch by `limits.origin_fetches_per_client`: counted, and
+    /// logged a line a second at most.
+    func noteOriginFetchRefused(client: SocketAddress) {
+        stats.add(.originFetchesRefusedPerClient)
+        if let n = originFetchRefusalLog.note(now: clock.monotonic) {
+            let limit = settings.originFetchesPerClient
+            logger.warning("429 to \(client.host): \(limit) of its requests already at origins (limits.origin_fetches_per_client; \(n) refused since the last line)")
         }
     }
 

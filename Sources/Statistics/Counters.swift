@@ -25,6 +25,8 @@ public enum Count: Int, CaseIterable, Sendable {
     case connectionsRefusedProxyUntrusted, connectionsRefusedProxyHeader
     /// Downloads with no client attached that were cut, by the limit that cut them.
     case detachedCutPerClientFetches, detachedCutPerClientBytes, detachedCutFetches, detachedCutBytes
+    /// Requests refused because their client had too many at origins already.
+    case originFetchesRefusedPerClient
 }
 
 /// What a worker reports about its state, refreshed by the worker itself.

@@ -97,6 +97,10 @@ public enum Metrics {
             ("detached_fetches", .count(.detachedCutFetches)),
             ("detached_bytes", .count(.detachedCutBytes)),
         ]),
+        labelled("origin_fetches_refused", .counter,
+                 "Requests answered 429 instead of going to an origin, by the limit they would have passed.", "limit", [
+            ("origin_fetches_per_client", .count(.originFetchesRefusedPerClient)),
+        ]),
         labelled("cache_entries", .gauge, "Stored responses by tier.", "tier",
                  [("memory", .sampled(.memoryEntries)), ("disk", .sampled(.diskEntries))]),
         labelled("cache_bytes", .gauge, "Bytes stored by tier.", "tier",

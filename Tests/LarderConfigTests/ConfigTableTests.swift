@@ -42,6 +42,7 @@ limits:
   max_request_body: 1MB
   max_connections: 100
   max_connections_per_client: 0
+  origin_fetches_per_client: 9
   detached_fetches_per_client: 1
   detached_bytes_per_client: 8MiB
   detached_fetches: 16

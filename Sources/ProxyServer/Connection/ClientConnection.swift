@@ -29,8 +29,9 @@ final class ClientConnection: StreamDelegate {
     private let clientDenied: Bool
     /// Why the worker refuses this connection outright, if it does: told, then closed.
     let refusal: ConnectionRefusal?
-    /// Counted for `max_connections_per_client`, released at close.
-    let addressCounted: Bool
+    /// The address's share of the per-client budgets: this connection is counted in it until it
+    /// closes. Nil for a connection refused outright.
+    let share: ClientShare?
     /// How collapsed fetches on other threads reach this connection.
     lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
     /// The client's address in network order (4 or 16 bytes), for access rules and limits.
@@ -44,12 +45,12 @@ final class ClientConnection: StreamDelegate {
     static let uploadHighWater = 512 * 1024
 
     init(worker: Worker, stream: Stream, peer: SocketAddress, tls: Bool, refusal: ConnectionRefusal?,
-         addressCounted: Bool) {
+         share: ClientShare?) {
         self.worker = worker
         self.stream = stream
         self.peer = peer
         self.refusal = refusal
-        self.addressCounted = addressCounted
+        self.share = share
         tlsHandshakePending = tls
         peerAddress = peer.addressBytes
         let address = peerAddress

@@ -9,16 +9,33 @@ import Statistics
 final class OriginRelay: SessionTaskDelegate {
     unowned(unsafe) let connection: ClientConnection
     private(set) var task: SessionTask?
-    /// What holds the origin read back: the client, the disk writer, lagging followers.
-    private let control: OriginReadControl
+    /// What holds the origin read back: the client, the disk writer, lagging followers. Made on
+    /// first need: a response relayed as fast as it comes never waits for anything.
+    private var control: OriginReadControl?
+    private var readControl: OriginReadControl {
+        if let control { return control }
+        let made = OriginReadControl(loop: connection.worker.loop, clock: connection.worker.clock, task: task)
+        control = made
+        return made
+    }
     /// A ranged miss filling the cache: the client's range, cut from the whole object.
     private var rangeFill: RangeFill?
     /// Body bytes passed to the client so far.
     private var bodySent = 0
+    /// The client address whose origin fetches count this one, until it ends (`OriginFetchBudget`).
+    private var counted: ClientShare?
 
     private init(connection: ClientConnection) {
         self.connection = connection
-        control = OriginReadControl(loop: connection.worker.loop, clock: connection.worker.clock)
+    }
+
+    deinit { endCount() }
+
+    /// This request is no longer at the origin on its client's behalf: ended, or handed over to
+    /// a detached fetch, which counts apart.
+    private func endCount() {
+        counted?.releaseOriginFetch()
+        counted = nil
     }
 
     /// Sends the current request to `origin` (or the cache's revalidation of it, if it is revalidating).
@@ -54,13 +71,17 @@ final class OriginRelay: SessionTaskDelegate {
         default: idempotent = false
         }
         c.context.upstream = origin
+        guard let share = c.share, share.claimOriginFetch(limit: worker.settings.originFetchesPerClient) else {
+            worker.noteOriginFetchRefused(client: c.peer)
+            return c.respond(429, "too many of this client's requests are at origins already", extraField: "Retry-After: 1")
+        }
         let relay = OriginRelay(connection: c)
+        relay.counted = share
         let task = worker.session.dataTask(origin: origin, method: revalidation?.method ?? request.method,
                                            head: c.writer.bytes, hasBody: hasBody, isIdempotent: idempotent,
                                            expectsContinue: request.expectsContinue, client: c.peerAddress,
                                            delegate: relay)
         relay.task = task
-        relay.control.task = task
         c.send(.originStarted(relay, sendsBody: hasBody))
         task.resume()
     }
@@ -68,14 +89,15 @@ final class OriginRelay: SessionTaskDelegate {
     // MARK: - Pausing the origin read
 
     func clientCaughtUp() {
-        if control.gate.contains(.client) { control.resume(.client) }
+        if let control, control.gate.contains(.client) { control.resume(.client) }
     }
 
     /// The connection is done with this exchange. A fetch that collapsed followers depend on, or a
     /// download mostly in that is being stored (`worthFinishing`), runs on without the client; any
     /// other is cancelled.
     func release() {
-        control.stop()
+        control?.stop()
+        endCount()
         guard let t = task else { return }
         task = nil
         let c = connection
@@ -180,7 +202,7 @@ final class OriginRelay: SessionTaskDelegate {
     private func refuseBody(_ status: Int, _ logged: String, _ reason: String) {
         task?.cancel()
         task = nil
-        control.stop()
+        control?.stop()
         if connection.context.responseStarted {
             connection.worker.logger.notice("\(status) to \(connection.peer): \(logged)")
             connection.send(.cut)
@@ -215,7 +237,7 @@ final class OriginRelay: SessionTaskDelegate {
         let c = connection
         if head.status == 101 {
             self.task = nil
-            control.stop()
+            control?.stop()
             guard c.context.upgrading, let upgraded = task.takeUpgradedStream() else {
                 task.cancel()
                 return c.respond(502, "upstream \(c.context.upstreamName) switched protocols without being asked")
@@ -243,7 +265,8 @@ final class OriginRelay: SessionTaskDelegate {
                 // Too far in to read through: the client's range is asked for on its own, and a
                 // whole response being stored runs on without the client.
                 self.task = nil
-                control.stop()
+                control?.stop()
+                endCount()
                 c.context.cache = nil
                 if let w = ex.writer, !w.isAbandoned {
                     c.worker.adopt(DetachedFetch(worker: c.worker, task: task, exchange: ex, purpose: .rangeFill,
@@ -280,8 +303,8 @@ final class OriginRelay: SessionTaskDelegate {
             return source.drain(count)
         }
         if let exchange = c.context.cache {
-            if exchange.tee(source, count: count), let fetch = exchange.inFlight { control.waitForFollowers(of: fetch) }
-            control.paceStore(exchange.writer)
+            if exchange.tee(source, count: count), let fetch = exchange.inFlight { readControl.waitForFollowers(of: fetch) }
+            if let w = exchange.writer, w.isBehind { readControl.paceStore(w) }
         }
         let out = c.stream.output
         if var fill = rangeFill {
@@ -291,8 +314,8 @@ final class OriginRelay: SessionTaskDelegate {
             c.noteBody(delivered, fromCache: false)
             if fill.clientDone, delivered > 0 || fill.received == count {
                 c.send(.answered)  // the range is out; the fetch runs on for the store (`release`)
-            } else if out.count > ClientConnection.outputHighWater, !control.gate.contains(.client) {
-                control.pause(.client)
+            } else if out.count > ClientConnection.outputHighWater, !readControl.gate.contains(.client) {
+                readControl.pause(.client)
             }
             return
         }
@@ -310,9 +333,9 @@ final class OriginRelay: SessionTaskDelegate {
         case .none:
             source.drain(count)
         }
-        if out.count > ClientConnection.outputHighWater, !control.gate.contains(.client) {
+        if out.count > ClientConnection.outputHighWater, !readControl.gate.contains(.client) {
             if handOver() { return }
-            control.pause(.client)
+            readControl.pause(.client)
         }
     }
 
@@ -332,13 +355,15 @@ final class OriginRelay: SessionTaskDelegate {
     /// News from the collapsed fetch this request leads: followers caught up, or one joined while
     /// this client holds the origin read back.
     func collapseNews() {
+        guard let control else { return }
         if control.gate.contains(.client), handOver() { return }
         control.followersCaughtUp()
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
-        control.stop()
+        control?.stop()
+        endCount()
         let c = connection
         if CacheFlow.taskCompleted(error: error, on: c) { return }
         if let error {
