@@ -8,7 +8,7 @@ import Testing
 @testable import ProxyServer
 
 /// The origin's side of the cache flow (`CacheExchange+Origin`), shared by client requests,
-/// background refreshes and orphaned fetches, on a real cache in a temporary directory and with
+/// and detached fetches (background refreshes among them), on a real cache in a temporary directory and with
 /// time set by hand: fetch and store, revalidate (unchanged, changed by HEAD, changed by a
 /// conditional GET), a 5xx seen by a client and by a background refresh, a fetch that breaks off.
 @Suite(.serialized) struct CacheFlowTests {
