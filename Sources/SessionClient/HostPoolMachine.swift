@@ -85,7 +85,8 @@ struct HostPoolMachine<Connection: AnyObject, Waiter: AnyObject> {
         if offline, let waiter = popWaiting() { return .fail(waiter, .offline) }
         guard waitingCount > 0, inspecting == nil else { return nil }
         if let i = idle.lastIndex(where: { !$0.resting }) {
-            let entry = idle.remove(at: i)
+            // Mostly the last: the most recent, and resting ones are rare.
+            let entry = i == idle.count - 1 ? idle.removeLast() : idle.remove(at: i)
             if entry.recheck {
                 inspecting = entry.connection
                 return .inspect(entry.connection)

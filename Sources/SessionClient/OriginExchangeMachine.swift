@@ -136,7 +136,10 @@ struct OriginExchangeMachine {
         awaitingContinue = request.hasBody && request.expectsContinue
     }
 
-    var isFinished: Bool { state == .finished }
+    var isFinished: Bool {
+        if case .finished = state { return true }
+        return false
+    }
 
     /// Whether request body bytes may be written now.
     var acceptsRequestBody: Bool {
@@ -162,7 +165,7 @@ struct OriginExchangeMachine {
     // MARK: - Events from the owner
 
     mutating func resume(offline: Bool) -> Action {
-        guard state == .created else { return .none }
+        guard case .created = state else { return .none }
         if offline { return fail(.offline) }
         state = .waiting
         return .joinQueue
@@ -185,14 +188,14 @@ struct OriginExchangeMachine {
 
     /// The owner gives up: no delegate call follows.
     mutating func cancel() -> Action {
-        guard state != .finished else { return .none }
+        guard !isFinished else { return .none }
         let undo = cleanup
         state = .finished
         return .abandon(undo)
     }
 
     mutating func takeUpgraded() -> Action {
-        guard state == .upgraded else { return .none }
+        guard case .upgraded = state else { return .none }
         state = .finished
         return .handOverUpgraded
     }
@@ -204,14 +207,14 @@ struct OriginExchangeMachine {
     // MARK: - Events from the pool
 
     mutating func connectionAssigned(reused: Bool) -> Action {
-        guard state == .waiting else { return .returnConnection }
+        guard case .waiting = state else { return .returnConnection }
         usedReusedConnection = reused
         state = .awaitingHead(answerStarted: false)
         return .writeHead(startReading: !paused, askForBody: request.hasBody)
     }
 
     mutating func connectFailed() -> Action {
-        guard state == .waiting else { return .none }
+        guard case .waiting = state else { return .none }
         return fail(.connectFailed)
     }
 
@@ -344,7 +347,7 @@ struct OriginExchangeMachine {
 
     /// What the socket held after the response (asked for by `.checkUnread`).
     mutating func unreadChecked(_ unread: Stream.UnreadInput) -> Action {
-        guard state == .checkingUnread else { return .none }
+        guard case .checkingUnread = state else { return .none }
         return finish(verdict(bytesAfterEnd: false, unread: unread)!)
     }
 
@@ -388,7 +391,7 @@ struct OriginExchangeMachine {
     }
 
     private mutating func fail(_ failure: Failure) -> Action {
-        guard state != .finished else { return .none }
+        guard !isFinished else { return .none }
         let undo = cleanup
         state = .finished
         return .fail(failure, undo)
