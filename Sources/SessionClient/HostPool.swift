@@ -86,36 +86,40 @@ final class HostPool {
         while let action = machine.nextAction(offline: session.offline) { perform(action) }
     }
 
-    /// Carries out what the machine answered to an event; first brings the session's count of idle
-    /// connections up to date with the machine's, which the event may have changed.
-    private func perform(_ action: consuming Machine.Action?, connectError: SessionError? = nil) {
-        reportIdleCount()
-        guard let action else { return }
-        switch consume action {
-        case .open(let task):
-            open(for: task)
-        case .inspect(let conn):
-            perform(machine.inspected(conn, strayBytes: conn.stream.unreadInput != .nothing))
-        case .hand(let conn, let task, let reused):
-            if reused {
-                conn.leaveIdle()
-                session.noteReused()
+    /// Carries out what the machine answered to an event, and what it answers to an inspection;
+    /// each time, first brings the session's count of idle connections up to date with the
+    /// machine's. Inlined, so that the action is matched where the machine built it.
+    @inline(__always)
+    private func perform(_ first: Machine.Action?, connectError: SessionError? = nil) {
+        var next = first
+        while let action = next.take() {
+            reportIdleCount()
+            switch consume action {
+            case .open(let task):
+                open(for: task)
+            case .inspect(let conn):
+                next = machine.inspected(conn, strayBytes: conn.stream.unreadInput != .nothing)
+            case .hand(let conn, let task, let reused):
+                if reused {
+                    conn.leaveIdle()
+                    session.noteReused()
+                }
+                task.attach(conn, pool: self, reused: reused)
+            case .keepIdle(let conn, let resting):
+                conn.enterIdle(timeout: session.configuration.idleConnectionTimeout)
+                conn.idleOrder = session.nextIdleOrder()
+                if resting { scheduleSettle() }
+                if session.idleCount > session.configuration.maxIdleConnections { session.closeLongestIdle() }
+            case .close(let conn):
+                conn.close()
+            case .discard(let conn):
+                session.noteDiscardedUnsafe()
+                conn.close()
+            case .fail(let task, .offline):
+                task.failBeforeAttach(.offline(upstream: task.origin.description))
+            case .fail(let task, .connectFailed):
+                if let connectError { task.failBeforeAttach(connectError) }
             }
-            task.attach(conn, pool: self, reused: reused)
-        case .keepIdle(let conn, let resting):
-            conn.enterIdle(timeout: session.configuration.idleConnectionTimeout)
-            conn.idleOrder = session.nextIdleOrder()
-            if resting { scheduleSettle() }
-            if session.idleCount > session.configuration.maxIdleConnections { session.closeLongestIdle() }
-        case .close(let conn):
-            conn.close()
-        case .discard(let conn):
-            session.noteDiscardedUnsafe()
-            conn.close()
-        case .fail(let task, .offline):
-            task.failBeforeAttach(.offline(upstream: task.origin.description))
-        case .fail(let task, .connectFailed):
-            if let connectError { task.failBeforeAttach(connectError) }
         }
     }
 

@@ -3,7 +3,8 @@
 /// recent is handed out first), resting (idle, but back from a body-less answer: not handed out
 /// until the loop has turned, see `HostPool.settle`), busy or opening; the per-host cap counts them
 /// all. Tasks wait in FIFO order. Generic over what a connection and a waiter are, so that tests
-/// drive it with stand-ins.
+/// drive it with stand-ins. The events of every request (`nextAction`, `released`) are
+/// `@inline(__always)`: the action they build is matched right there by `HostPool`.
 struct HostPoolMachine<Connection: AnyObject, Waiter: AnyObject> {
     struct Limits: Equatable {
         /// Connections idle, busy or opening (`httpMaximumConnectionsPerHost`).
@@ -80,6 +81,7 @@ struct HostPoolMachine<Connection: AnyObject, Waiter: AnyObject> {
 
     /// The next thing to do for the waiting tasks, nil when there is nothing. Call until nil after
     /// every event that may free a connection or add a waiter.
+    @inline(__always)
     mutating func nextAction(offline: Bool) -> Action? {
         // Tasks queued before the session went offline: not sent, even on a connection already open.
         if offline, let waiter = popWaiting() { return .fail(waiter, .offline) }
@@ -131,6 +133,7 @@ struct HostPoolMachine<Connection: AnyObject, Waiter: AnyObject> {
 
     /// A task is done with its connection: `reusable` as its exchange judged it (and still open);
     /// `rests` after a body-less answer.
+    @inline(__always)
     mutating func released(_ connection: Connection, reusable: Bool, rests: Bool) -> Action {
         busy -= 1
         return reusable ? keep(connection, resting: rests) : .close(connection)

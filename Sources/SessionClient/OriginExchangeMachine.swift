@@ -7,6 +7,9 @@ import HTTPWire
 /// framed and read, 1xx and 101 answers, when a stale pooled connection is tried again, and, in
 /// `verdict(bytesAfterEnd:unread:)` alone, whether the connection may serve another request.
 ///
+/// The events of the read path are `@inline(__always)`: inlined into `SessionTask.read`, the
+/// action they answer folds into that loop's switch instead of being built and matched per event.
+///
 /// Events that come after the exchange ended (a delegate that cancelled from inside a callback)
 /// answer `.none`; events that contradict the response's framing fail the exchange and close the
 /// connection, never reuse it.
@@ -226,6 +229,7 @@ struct OriginExchangeMachine {
     }
 
     /// `buffered` response bytes wait in the input: what to do with them.
+    @inline(__always)
     mutating func readable(buffered: Int) -> Action {
         if paused { return .none }
         switch state {
@@ -255,6 +259,7 @@ struct OriginExchangeMachine {
     }
 
     /// A head was parsed. `requestBytesQueued`: request bytes are still waiting to be written.
+    @inline(__always)
     mutating func responseHead(_ head: ResponseFacts, requestBytesQueued: Bool) -> Action {
         switch state {
         case .awaitingHead: break
@@ -284,6 +289,7 @@ struct OriginExchangeMachine {
     }
 
     /// The delegate has the final head.
+    @inline(__always)
     mutating func headDelivered(buffered: Int) -> Action {
         switch state {
         case .receivingBody(.absent), .receivingBody(.contentLength(remaining: 0)):
@@ -294,6 +300,7 @@ struct OriginExchangeMachine {
     }
 
     /// The delegate took the body bytes; `buffered` are left in the input.
+    @inline(__always)
     mutating func bodyDelivered(buffered: Int) -> Action {
         switch state {
         case .receivingBody(.contentLength(remaining: 0)):
@@ -346,6 +353,7 @@ struct OriginExchangeMachine {
     }
 
     /// What the socket held after the response (asked for by `.checkUnread`).
+    @inline(__always)
     mutating func unreadChecked(_ unread: Stream.UnreadInput) -> Action {
         guard case .checkingUnread = state else { return .none }
         return finish(verdict(bytesAfterEnd: false, unread: unread)!)
@@ -353,6 +361,7 @@ struct OriginExchangeMachine {
 
     // MARK: - The end
 
+    @inline(__always)
     private mutating func endOfResponse(bytesAfterEnd: Bool) -> Action {
         if let verdict = verdict(bytesAfterEnd: bytesAfterEnd, unread: nil) { return finish(verdict) }
         state = .checkingUnread
@@ -362,6 +371,7 @@ struct OriginExchangeMachine {
     /// Whether the connection may serve another request: only when nothing is unread and nothing
     /// is owed. `unread` is nil until the socket was looked at, which costs a system call: the
     /// answer is nil while only that look could still refuse reuse.
+    @inline(__always)
     private func verdict(bytesAfterEnd: Bool, unread: Stream.UnreadInput?) -> ConnectionVerdict? {
         if response.framing == .untilClose { return .close(.delimitedByClose) }
         if !response.keepAlive { return .close(.originClosing) }

@@ -225,6 +225,8 @@ public final class SessionTask {
                 action = exchange.bodyDelivered(buffered: input.count)
             case .checkUnread:
                 action = exchange.unreadChecked(stream.unreadInput)
+            case .none:
+                return
             default:
                 return run(action)
             }
