@@ -165,7 +165,7 @@ struct HostPoolMachine<Connection: AnyObject, Waiter: AnyObject> {
         return all
     }
 
-    // MARK: - Helpers
+    // MARK: - Keeping and handing out
 
     private mutating func keep(_ connection: Connection, resting: Bool) -> Action {
         if idle.count >= limits.maxIdle { return .close(connection) }

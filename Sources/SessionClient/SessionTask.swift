@@ -109,6 +109,8 @@ public final class SessionTask {
 
     func attach(_ conn: OriginConnection, pool: HostPool, reused: Bool) {
         guard case .writeHead(let startReading, let askForBody) = exchange.connectionAssigned(reused: reused) else {
+            // Not waiting any more: the pool keeps the connection, resting and looked at before
+            // reuse, as nothing here knows what it carried last.
             pool.release(conn, reusable: true, rests: true)
             return
         }
