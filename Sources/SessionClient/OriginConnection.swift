@@ -9,11 +9,6 @@ final class OriginConnection: StreamDelegate {
     /// tasks: a resumed task lives until it finishes, whoever else still refers to it. The task
     /// lets go of the connection when it finishes, and releasing the connection clears this.
     var task: SessionTask?
-    /// The last response had no body by rule (HEAD, 204, 304), the classic place for an origin to
-    /// put one anyway: the socket is checked for stray bytes again when the connection is reused.
-    var recheckBeforeReuse = false
-    /// Resting after such an answer until the loop has turned once (`HostPool.settle`).
-    var settling = false
     /// Room for the response heads read on this connection, lent to each task in turn: parsing
     /// reuses its capacity instead of allocating for every response.
     var headSpace = ResponseHead()

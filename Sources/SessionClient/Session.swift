@@ -163,7 +163,7 @@ public final class Session {
 
     /// Idle connections currently pooled, across origins.
     public var idleConnectionCount: Int {
-        assert(idleCount == pools.values.reduce(0) { $0 + $1.idle.count }, "the idle count drifted from the pools'")
+        assert(idleCount == pools.values.reduce(0) { $0 + $1.idleCount }, "the idle count drifted from the pools'")
         return idleCount
     }
 

@@ -3,21 +3,12 @@ import HTTPWire
 
 /// One request/response exchange with an origin (NSURLSessionDataTask's role). Created suspended by
 /// `Session.dataTask`; `resume()` starts it. Lives on the session's loop.
+///
+/// A shell around `OriginExchangeMachine`, which decides everything: the task hands it each event
+/// (a call from its owner, the pool or the connection, a parsed head, a delegate callback returned)
+/// and carries out the action it answers, which often leads to the next event.
 public final class SessionTask {
-    private enum State {
-        /// Made, not resumed.
-        case created
-        /// In the pool's FIFO, waiting for a connection.
-        case waiting
-        /// Head sent (body maybe still going); waiting for the response head.
-        case awaitingHead
-        /// Final head delivered; body arriving.
-        case receivingBody
-        /// A 101 was delivered; the connection belongs to whoever takes it.
-        case upgraded
-        /// Completed, failed or cancelled: nothing more happens.
-        case finished
-    }
+    private typealias Action = OriginExchangeMachine.Action
 
     private unowned let session: Session
     /// The session's, held so that a task freed after its session can still leave the list.
@@ -25,35 +16,21 @@ public final class SessionTask {
     public let origin: OriginKey
     public let method: HTTPMethod
     private let head: [UInt8]
-    private let hasBody: Bool
-    private let isIdempotent: Bool
     /// Whom the request is for (network-order address), for the resolver's per-client bound.
     let client: [UInt8]?
     /// Held strongly until the task finishes, as URLSession holds a task's delegate, then let go, so a
     /// delegate that owns its task is freed with it. (A weak reference would cost every task a side
     /// table and every retain of the delegate the slow path.) Set on a finished task, it is not kept.
     public var delegate: (any SessionTaskDelegate)? {
-        didSet { if state == .finished { delegate = nil } }
+        didSet { if exchange.isFinished { delegate = nil } }
     }
 
-    private var state = State.created
+    private var exchange: OriginExchangeMachine
     private var connection: OriginConnection?
     private var pool: HostPool?
-    private var reusedConnection = false
-    private var retried = false
-    private var bodyFinished = false
-    private var responseStarted = false
-    private var paused = false
-    /// The final response head arrived before the whole request body was written: the origin may
-    /// not have read it, and what it left unread would be taken as the next request.
-    private var answeredBeforeBodySent = false
-    /// `Expect: 100-continue` was sent and no `100 Continue` has come: the origin may answer
-    /// without reading the body at all (RFC 9110 §10.1.1).
-    private var awaitingContinue: Bool
-    private var processing = false
+    /// The read loop is running: a delegate call inside it that asks to read again is served by it.
+    private var reading = false
     private var response = ResponseHead()
-    private var framing = BodyFraming.none
-    private var remaining = 0
     private var decoder = ChunkedDecoder()
     /// `timeoutIntervalForResource`, kept by the session's `ResourceDeadlines`.
     var hasDeadline = false
@@ -68,12 +45,11 @@ public final class SessionTask {
         self.origin = origin
         self.method = method
         self.head = head
-        self.hasBody = hasBody
-        self.isIdempotent = isIdempotent
         self.client = client
-        self.awaitingContinue = hasBody && expectsContinue
+        exchange = OriginExchangeMachine(.init(hasBody: hasBody, isIdempotent: isIdempotent, expectsContinue: expectsContinue,
+                                               throughParent: session.usesParentProxy && origin.scheme == .http,
+                                               trustsBodylessAnswers: session.configuration.reuseAfterBodylessAnswers))
         self.delegate = delegate
-        bodyFinished = !hasBody
     }
 
     deinit {
@@ -83,68 +59,45 @@ public final class SessionTask {
 
     /// The whole exchange took longer than `timeoutIntervalForResource`.
     func resourceDeadlinePassed() {
-        fail(.resourceTimeout(upstream: origin.description))
+        run(exchange.resourceDeadlinePassed())
     }
 
     /// Whether the response came over a connection that had served earlier requests.
-    public var usedReusedConnection: Bool { reusedConnection }
+    public var usedReusedConnection: Bool { exchange.usedReusedConnection }
 
     /// Where the request body goes once `taskCanSendBody` has been called; nil before and after.
     public var bodyOutput: Buffer? {
-        guard state == .awaitingHead || state == .receivingBody, !bodyFinished else { return nil }
-        return connection?.stream.output
+        exchange.acceptsRequestBody ? connection?.stream.output : nil
     }
 
     /// Bytes of request body queued but not yet written to the origin.
     public var pendingBodyBytes: Int { connection?.stream.output.count ?? 0 }
 
     public func resume() {
-        guard state == .created else { return }
-        if session.offline { return fail(.offline(upstream: origin.description)) }
-        deadlines.add(self)
-        let p = session.pool(for: origin)
-        pool = p
-        state = .waiting
-        p.enqueue(self)
+        run(exchange.resume(offline: session.offline))
     }
 
     /// The whole request body has been written to `bodyOutput`.
-    public func finishBody() { bodyFinished = true }
+    public func finishBody() { exchange.requestBodyWritten() }
 
     /// Stops reading the response (the consumer is behind); `resumeReading` continues.
     public func suspendReading() {
-        paused = true
-        connection?.stream.disableReading()
+        run(exchange.suspendReading())
     }
 
     public func resumeReading() {
-        guard paused else { return }
-        paused = false
-        guard let c = connection, state == .awaitingHead || state == .receivingBody else { return }
-        c.stream.enableReading()
-        if c.stream.input.count > 0 { originReadable() }
+        run(exchange.resumeReading())
     }
 
     /// Abandons the exchange; the connection is closed (it is mid-message). No delegate call follows.
     public func cancel() {
-        guard state != .finished else { return }
-        let wasWaiting = state == .waiting
-        state = .finished
-        delegate = nil
-        deadlines.remove(self)
-        if let c = connection {
-            connection = nil
-            pool?.release(c, reusable: false)
-        } else if wasWaiting {
-            pool?.remove(self)
-        }
+        run(exchange.cancel())
     }
 
     /// After a 101: the raw connection, now the caller's. The pool forgets it.
     public func takeUpgradedStream() -> Stream? {
-        guard state == .upgraded, let c = connection else { return nil }
+        guard let c = connection, case .handOverUpgraded = exchange.takeUpgraded() else { return nil }
         connection = nil
-        state = .finished
         delegate = nil
         pool?.detach(c)
         c.stream.delegate = nil
@@ -155,58 +108,44 @@ public final class SessionTask {
     // MARK: - Driven by the pool and the connection
 
     func attach(_ conn: OriginConnection, pool: HostPool, reused: Bool) {
-        guard state == .waiting else {
-            pool.release(conn, reusable: true)
+        guard case .writeHead(let startReading, let askForBody) = exchange.connectionAssigned(reused: reused) else {
+            // Not waiting any more: the pool keeps the connection, resting and looked at before
+            // reuse, as nothing here knows what it carried last.
+            pool.release(conn, reusable: true, rests: true)
             return
         }
         connection = conn
         conn.task = self
         swap(&response, &conn.headSpace)
-        reusedConnection = reused
-        responseStarted = false
-        state = .awaitingHead
         let stream = conn.stream
         let t = session.configuration.timeoutIntervalForRequest
         stream.setTimeouts(read: t, write: t)
         stream.output.append(head)
-        if !paused { stream.enableReading() }
-        if hasBody { delegate?.taskCanSendBody(self) }
+        if startReading { stream.enableReading() }
+        if askForBody { delegate?.taskCanSendBody(self) }
         // The delegate may have cancelled the task (a request body it refused): the connection is
         // closed and gone, and nothing more of it may be read.
-        guard state == .awaitingHead, connection === conn else { return }
+        guard connection === conn else { return }
         // Bytes that arrived while the connection sat idle were handled by the pool; anything in the
         // input now is an early answer.
         if stream.input.count > 0 { originReadable() }
     }
 
     func failBeforeAttach(_ error: SessionError) {
-        guard state == .waiting else { return }
-        fail(error)
+        if case .fail(_, let cleanup) = exchange.connectFailed() { finish(failing: error, cleanup) }
     }
 
     func originDrained() {
-        if hasBody, !bodyFinished, state == .awaitingHead || state == .receivingBody {
-            delegate?.taskBodyDrained(self)
-        }
+        run(exchange.requestBytesDrained())
     }
 
     func originReadable() {
-        if processing || paused { return }
+        if reading { return }
         guard let conn = connection else { return }
-        processing = true
-        defer { processing = false }
-        let input = conn.stream.input
-        if input.count > 0 { responseStarted = true }
-        while !paused, connection != nil {
-            switch state {
-            case .awaitingHead:
-                if !parseHead(input) { return }
-            case .receivingBody:
-                if !deliverBody(input) { return }
-            default:
-                return
-            }
-        }
+        reading = true
+        defer { reading = false }
+        let stream = conn.stream
+        read(exchange.readable(buffered: stream.input.count), from: stream)
     }
 
     func originEvent(_ event: StreamEvent) {
@@ -214,30 +153,89 @@ public final class SessionTask {
         case .connected:
             return
         case .timeout:
-            fail(.requestTimeout(upstream: origin.description))
+            run(exchange.timedOut())
         case .endOfStream, .error:
-            if state == .receivingBody, framing == .untilClose, let c = connection {
-                let n = c.stream.input.count
-                if n > 0 { delegate?.task(self, didReceiveBody: c.stream.input, count: n) }
-                if state == .receivingBody { complete(reusable: false) }
-                return
-            }
-            if state == .awaitingHead, !responseStarted, reusedConnection, isIdempotent, !hasBody, !retried {
-                // A pooled connection the origin had already closed: try once more on a fresh one.
-                retried = true
-                if let c = connection { connection = nil; pool?.release(c, reusable: false) }
-                state = .waiting
-                pool?.enqueue(self)
-                return
-            }
-            fail(.prematureClose(upstream: origin.description))
+            run(exchange.originClosed(buffered: connection?.stream.input.count ?? 0))
         }
     }
 
-    // MARK: - Response processing
+    // MARK: - Carrying out the machine's actions
 
-    /// Returns whether to keep looping.
-    private func parseHead(_ input: Buffer) -> Bool {
+    /// Carries out `action`; reading actions go on in `read`, with the connection's input at hand.
+    private func run(_ action: Action) {
+        switch action {
+        case .none:
+            return
+        case .joinQueue:
+            deadlines.add(self)
+            let p = session.pool(for: origin)
+            pool = p
+            p.enqueue(self)
+        case .writeHead, .returnConnection:
+            // Answers to `connectionAssigned`, carried out by `attach`, which holds the connection.
+            return
+        case .stopReading:
+            connection?.stream.disableReading()
+        case .resumeReading:
+            guard let c = connection else { return }
+            c.stream.enableReading()
+            if c.stream.input.count > 0 { originReadable() }
+        case .notifyBodyDrained:
+            delegate?.taskBodyDrained(self)
+        case .parseHead, .decodeChunk, .deliverInformational, .deliverHead, .deliverBody, .checkUnread:
+            guard let c = connection else { return }
+            read(action, from: c.stream)
+        case .deliverUpgrade:
+            deadlines.remove(self)
+            delegate?.task(self, didReceiveResponse: response)
+        case .complete(let verdict):
+            complete(verdict)
+        case .retryOnFreshConnection:
+            if let c = connection { connection = nil; pool?.release(c, reusable: false) }
+            pool?.enqueue(self)
+        case .fail(let failure, let cleanup):
+            finish(failing: error(failure), cleanup)
+        case .abandon(let cleanup):
+            delegate = nil
+            end(cleanup)
+        case .handOverUpgraded:
+            // Carried out by `takeUpgradedStream`, which asked for it.
+            return
+        }
+    }
+
+    /// Carries out reading actions, and the ones the events they cause are answered with, until one
+    /// needs no more of the input. A delegate that cancels meanwhile is noticed by the machine: it
+    /// answers whatever follows with `.none`.
+    private func read(_ first: Action, from stream: Stream) {
+        let input = stream.input
+        var action = first
+        while true {
+            switch action {
+            case .parseHead:
+                action = parseHead(input, queuedRequestBytes: stream.output.count)
+            case .decodeChunk:
+                action = decodeChunk(input)
+            case .deliverInformational:
+                delegate?.task(self, didReceiveInformational: response)
+                action = exchange.readable(buffered: input.count)
+            case .deliverHead:
+                delegate?.task(self, didReceiveResponse: response)
+                action = exchange.headDelivered(buffered: input.count)
+            case .deliverBody(let count):
+                delegate?.task(self, didReceiveBody: input, count: count)
+                action = exchange.bodyDelivered(buffered: input.count)
+            case .checkUnread:
+                action = exchange.unreadChecked(stream.unreadInput)
+            case .none:
+                return
+            default:
+                return run(action)
+            }
+        }
+    }
+
+    private func parseHead(_ input: Buffer, queuedRequestBytes: Int) -> Action {
         let limits = HeadLimits(maxHeadBytes: session.configuration.maxResponseHeadBytes,
                                 maxHeaderCount: session.configuration.maxResponseHeaderCount,
                                 maxRequestLineBytes: session.configuration.maxResponseHeadBytes)
@@ -246,151 +244,95 @@ public final class SessionTask {
             parsed = try input.withContiguousPrefix(maxBytes: limits.maxHeadBytes) { bytes throws(HTTPWireError) in
                 try ResponseParser.parse(bytes, into: &response, requestMethod: method, limits: limits)
             }
-        } catch .headTooLarge {
-            fail(.responseHeadTooLarge(upstream: origin.description))
-            return false
         } catch {
-            fail(.invalidResponse(upstream: origin.description, error))
-            return false
+            return exchange.responseInvalid(error)
         }
         guard let length = parsed else {
-            if input.count >= limits.maxHeadBytes { fail(.responseHeadTooLarge(upstream: origin.description)) }
-            return false
+            return input.count >= limits.maxHeadBytes ? exchange.responseInvalid(.headTooLarge) : .none
         }
         input.drain(length)
         response.removeFieldsNominatedByConnection()
-        if response.status == 101 {
-            state = .upgraded
-            deadlines.remove(self)
-            delegate?.task(self, didReceiveResponse: response)
-            return false
-        }
-        if response.status == 407, let parent = session.parentCarrying(origin) {
-            // The parent's challenge for its own credentials: not an answer to pass on, where a
-            // client would take it for Larder's.
-            fail(.parentRefused(parent: parent.key.description, request: "a request for http://\(origin)", status: 407))
-            return false
-        }
-        if response.isInformational {
-            if response.status == 100 { awaitingContinue = false }
-            delegate?.task(self, didReceiveInformational: response)
-            return state == .awaitingHead
-        }
-        state = .receivingBody
-        if hasBody, awaitingContinue || !bodyFinished || connection.map({ $0.stream.output.count > 0 }) ?? false {
-            answeredBeforeBodySent = true
-        }
-        framing = response.framing
-        switch framing {
-        case .contentLength(let n): remaining = n
-        case .chunked: decoder = ChunkedDecoder()
-        default: break
-        }
-        delegate?.task(self, didReceiveResponse: response)
-        guard state == .receivingBody else { return false }
-        switch framing {
-        case .none, .contentLength(0):
-            complete(reusable: response.keepAlive)
-            return false
-        default:
-            return true
-        }
+        let action = exchange.responseHead(ResponseFacts(response), requestBytesQueued: queuedRequestBytes > 0)
+        if case .deliverHead = action, case .chunked = response.framing { decoder = ChunkedDecoder() }
+        return action
     }
 
-    /// Returns whether to keep looping.
-    private func deliverBody(_ input: Buffer) -> Bool {
-        switch framing {
-        case .contentLength:
-            let n = min(input.count, remaining)
-            if n == 0 { return false }
-            remaining -= n
-            delegate?.task(self, didReceiveBody: input, count: n)
-            guard state == .receivingBody else { return false }
-            if remaining == 0 {
-                complete(reusable: response.keepAlive && input.count == 0)
-                return false
-            }
-            return true
-        case .untilClose:
-            let n = input.count
-            if n == 0 { return false }
-            delegate?.task(self, didReceiveBody: input, count: n)
-            return state == .receivingBody
-        case .chunked:
-            return deliverChunked(input)
-        case .none:
-            complete(reusable: response.keepAlive)
-            return false
-        }
-    }
-
-    private func deliverChunked(_ input: Buffer) -> Bool {
-        if input.count == 0 { return false }
+    private func decodeChunk(_ input: Buffer) -> Action {
         let step: ChunkedDecoder.Step
         do {
             step = try ChunkedFrontView.step(&decoder, input)
         } catch {
-            fail(.invalidResponse(upstream: origin.description, error))
-            return false
+            return exchange.responseInvalid(error)
         }
         switch step {
         case .needMore:
-            return false
+            return .none
         case .framing(let n):
             input.drain(n)
-            return true
+            return exchange.readable(buffered: input.count)
         case .data(let n):
-            delegate?.task(self, didReceiveBody: input, count: n)
-            return state == .receivingBody
+            return exchange.chunkedBodyData(count: n)
         case .done(let n):
             input.drain(n)
-            complete(reusable: response.keepAlive && input.count == 0)
-            return false
+            return exchange.chunkedBodyEnded(buffered: input.count)
         }
     }
 
-    /// A body-less answer (HEAD, 204, 304) whose head announced a body: reused only when the
-    /// configuration trusts origins to send none (a 204 announcing one is never trusted).
-    private var announcedBodyWithheld: Bool {
-        guard framing == .none, response.announcesBody else { return false }
-        return response.status == 204 || !session.configuration.reuseAfterBodylessAnswers
-    }
-
-    private func complete(reusable: Bool) {
-        guard state != .finished else { return }
-        state = .finished
+    private func complete(_ verdict: ConnectionVerdict) {
         deadlines.remove(self)
         if let c = connection {
             connection = nil
-            var reuse = reusable && bodyFinished && !paused
-            let unread = reuse ? c.stream.unreadInput : .nothing
-            if unread == .endOfStream { reuse = false }
-            if reuse, answeredBeforeBodySent || announcedBodyWithheld || unread == .bytes {
-                // Bytes after a complete response (a body on a HEAD, 204 or 304 answer, or a
-                // second response nobody asked for) or a request body the origin did not wait
-                // for: the connection's framing cannot be trusted any more.
-                reuse = false
-                session.noteDiscardedUnsafe()
+            switch verdict {
+            case .reuse(let rests):
+                swap(&response, &c.headSpace)
+                pool?.release(c, reusable: true, rests: rests)
+            case .close(let reason):
+                if reason.isUnsafe { session.noteDiscardedUnsafe() }
+                pool?.release(c, reusable: false)
             }
-            c.recheckBeforeReuse = framing == .none
-            if reuse { swap(&response, &c.headSpace) }
-            pool?.release(c, reusable: reuse)
         }
         finishedDelegate()?.task(self, didCompleteWith: nil)
     }
 
-    private func fail(_ error: SessionError) {
-        guard state != .finished else { return }
-        let wasWaiting = state == .waiting
-        state = .finished
-        deadlines.remove(self)
-        if let c = connection {
-            connection = nil
-            pool?.release(c, reusable: false)
-        } else if wasWaiting {
-            pool?.remove(self)
-        }
+    private func finish(failing error: SessionError, _ cleanup: OriginExchangeMachine.Cleanup) {
+        end(cleanup)
         finishedDelegate()?.task(self, didCompleteWith: error)
+    }
+
+    /// Lets go of the connection (closed) or of the place in the queue.
+    private func end(_ cleanup: OriginExchangeMachine.Cleanup) {
+        deadlines.remove(self)
+        switch cleanup {
+        case .none:
+            break
+        case .leaveQueue:
+            pool?.remove(self)
+        case .closeConnection:
+            if let c = connection {
+                connection = nil
+                pool?.release(c, reusable: false)
+            }
+        }
+    }
+
+    private func error(_ failure: OriginExchangeMachine.Failure) -> SessionError {
+        let upstream = origin.description
+        switch failure {
+        case .offline: return .offline(upstream: upstream)
+        case .connectFailed:
+            // Answered to `connectFailed` alone, where `failBeforeAttach` passes on the connector's error.
+            return .connectFailed(upstream: upstream, reason: "no connection could be opened")
+        case .requestTimeout: return .requestTimeout(upstream: upstream)
+        case .resourceTimeout: return .resourceTimeout(upstream: upstream)
+        case .prematureClose: return .prematureClose(upstream: upstream)
+        case .invalidResponse(let e): return .invalidResponse(upstream: upstream, e)
+        case .responseHeadTooLarge: return .responseHeadTooLarge(upstream: upstream)
+        case .parentChallenge:
+            // The parent's challenge for its own credentials: not an answer to pass on, where a
+            // client would take it for Larder's.
+            let parent = session.parentCarrying(origin)?.key.description ?? upstream
+            return .parentRefused(parent: parent, request: "a request for http://\(origin)", status: 407)
+        }
     }
 
     /// The delegate, let go of now that the task has finished: it hears the end, and nothing after.
