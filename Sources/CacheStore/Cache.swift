@@ -520,12 +520,14 @@ public final class EntryWriter {
     /// requests that join the download late, with a pin that keeps those chunks readable until it
     /// is let go, even if the store is given up meanwhile. Nil when the body is not stored on disk.
     /// Asked for only when needed: every progress report is one more operation for the writer.
-    public func followProgress() -> (BodyProgress, BodyPin?)? {
-        guard tier == .allowed, !isAbandoned, let disk = cache.disk else { return nil }
+    public func followProgress() -> (BodyProgress, BodyPin)? {
+        // Without a pin (a purge of everything is being committed) the chunks could go under a reader.
+        guard tier == .allowed, !isAbandoned, let disk = cache.disk,
+              let pin = BodyPin(store: disk, id: record.bodyID) else { return nil }
         let p = progress ?? BodyProgress(bodyID: record.bodyID, chunkSize: record.chunkSize)
         if progress == nil, bytesQueued > 0 { disk.enqueue(.progress(p, bytes: bytesQueued)) }
         progress = p
-        return (p, BodyPin(store: disk, id: record.bodyID))
+        return (p, pin)
     }
 
     /// Gives up: nothing of this body will be visible.

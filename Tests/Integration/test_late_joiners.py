@@ -185,3 +185,26 @@ def test_twenty_clients_joining_a_large_download_stored_on_disk_while_its_first_
         assert peeked, "the stalled client's connection was closed"
     finally:
         stalled.sock.close()
+
+
+def test_a_purge_during_a_download_lets_nobody_new_join_it(larder_factory, origin, workdir):
+    from helpers import proxy_exchange
+    size = 3_000_000
+    larder = larder_factory({"cache": {"memory_max_object_size": "1MiB"}})
+    script(workdir, "purged", headers=[("Cache-Control", "max-age=600")], body_bytes=size, rate=MiB)
+    url = origin.url("/res/purged")
+    first = Download(larder.port, url)
+    passed = threading.Event()
+    first.milestones.append((MiB, passed))
+    first.start()
+    assert passed.wait(60)
+    assert proxy_exchange(larder.port, "PURGE", url).status in (200, 404)
+    # Asked after the purge: answered by a fetch of its own, not from what came before it.
+    after = Download(larder.port, url)
+    after.start()
+    for d in (first, after):
+        assert d.done.wait(120)
+        assert d.error is None, d.error
+        assert d.digest == pattern_sha256(size)
+    assert "collapsed" not in after.cache_status, after.cache_status
+    assert methods(origin, "purged") == ["GET", "GET"]

@@ -27,8 +27,10 @@ import Testing
          facts(body: 10, announced: 100, abort: true), .stop),
         ("followers gone from a download mostly in: finished like an abort would be",
          facts(body: 95, announced: 100, abort: true, worth: true), .claim(bytes: 5, coversUpTo: nil)),
-        ("a judged abort that already holds a claim keeps it", facts(body: 10, announced: 100, claimed: true, abort: true),
-         .goOn),
+        ("a judged abort is stopped even with a claim (a hand-over's)",
+         facts(body: 10, announced: 100, claimed: true, abort: true), .stop),
+        ("a judged abort worth finishing goes on with its claim",
+         facts(body: 95, announced: 100, claimed: true, abort: true, worth: true), .goOn),
     ]
 
     @Test(arguments: cases.indices)

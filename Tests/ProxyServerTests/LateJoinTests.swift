@@ -164,3 +164,64 @@ import Testing
         }
     }
 }
+
+/// A follower reading while the leader appends and the disk writer commits on other threads: the
+/// memory it reads may be trimmed between two looks, and what it needs is then read from disk. Every
+/// byte must arrive, in order, whichever way it comes.
+@Suite(.serialized) struct LateJoinRaceTests {
+    @Test func aFollowerReadingWhileMemoryIsTrimmedUnderItGetsEveryByte() throws {
+        let helper = LateJoinTests()
+        try helper.withCache { cache in
+            let table = InFlightTable(clock: ManualClock())
+            let key = Array("http://o/race".utf8)
+            let all = helper.body(24 << 20)
+            guard let (fetch, w) = helper.lead(table, cache, key: key, length: all.count),
+                  case .follow(_, let id) = table.join(key: key, participant: helper.handle, now: 0) else {
+                Issue.record("lead and follow expected"); return
+            }
+            let leader = Thread {
+                var offset = 0
+                while offset < all.count {
+                    let n = min(48 * 1024, all.count - offset)
+                    _ = helper.feed(all[offset..<offset + n], fetch, w)
+                    offset += n
+                    if offset % (1 << 20) < n { cache.flush() }
+                }
+                w.finish(head: Array("HTTP/1.1 200 OK\r\n".utf8), facts: helper.facts())
+                fetch.finish(failed: false)
+            }
+            leader.start()
+            let reader = cache.makeReader()
+            var got: [UInt8] = []
+            got.reserveCapacity(all.count)
+            while true {
+                let end = fetch.read(id, limit: 5_000, now: 0, disk: reader) { got.append(contentsOf: $0) }
+                if end == .complete { break }
+                #expect(end == .more)
+                if end != .more { break }
+            }
+            leader.join()
+            #expect(got.count == all.count)
+            #expect(got == all)
+        }
+    }
+}
+
+/// A joinable thread, for the race above.
+private final class Thread: @unchecked Sendable {
+    private var thread = pthread_t()
+    private let body: () -> Void
+
+    init(_ body: @escaping () -> Void) { self.body = body }
+
+    func start() {
+        let box = Unmanaged.passRetained(self)
+        pthread_create(&thread, nil, { raw in
+            let me = Unmanaged<Thread>.fromOpaque(raw!).takeRetainedValue()
+            me.body()
+            return nil
+        }, box.toOpaque())
+    }
+
+    func join() { pthread_join(thread, nil) }
+}

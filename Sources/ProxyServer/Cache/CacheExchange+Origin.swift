@@ -48,6 +48,7 @@ extension CacheExchange {
             for key in Invalidation.targets(method: request.method, status: head.status, targetKey: primaryKey,
                                             response: head) {
                 cache.invalidate(primaryKey: key)
+                table.forget(key)
             }
             return .forward
         case .revalidated, .refetch:

@@ -54,8 +54,9 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
     private var revalidating: Bool
 
     /// Takes over `task`, a download under way whose client is gone.
+    /// `claim`: room in the detached budget its client's connection already took for it (a hand-over).
     init(worker: Worker, task: SessionTask, exchange: CacheExchange, purpose: Purpose, client: [UInt8],
-         connection: ObjectIdentifier? = nil) {
+         connection: ObjectIdentifier? = nil, claim: Int? = nil) {
         self.worker = worker
         self.task = task
         self.exchange = exchange
@@ -64,6 +65,7 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         self.connection = connection
         request = nil
         revalidating = false
+        self.claim = claim
         control = OriginReadControl(loop: worker.loop, clock: worker.clock, task: task)
     }
 
@@ -297,11 +299,12 @@ enum DetachedFetchRule {
     static func decide(_ f: Facts) -> Decision {
         // Nothing being stored any more: nothing to go on for.
         guard f.storing else { return .stop }
+        // Judged as an abort even with a claim (a hand-over's): its readers all left.
+        if f.judgedAsAbort, !f.worthFinishing { return .stop }
         if f.claimed {
             guard let covered = f.claimedUpTo, f.bodyLength >= covered else { return .goOn }
             return .grow(bytes: claimStep)
         }
-        if f.judgedAsAbort, !f.worthFinishing { return .stop }
         if let total = f.announcedLength { return .claim(bytes: max(0, total - f.bodyLength), coversUpTo: nil) }
         return .claim(bytes: claimStep, coversUpTo: f.bodyLength + claimStep)
     }

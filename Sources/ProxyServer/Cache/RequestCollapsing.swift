@@ -103,6 +103,12 @@ final class InFlightTable: Sendable {
 
     var count: Int { fetches.withLock { $0.count } }
 
+    /// `key` was purged or invalidated: a fetch of it under way takes nobody new (those reading it
+    /// finish), so that no request after the removal is answered from what came before it.
+    func forget(_ key: [UInt8]) {
+        _ = fetches.withLock { $0.removeValue(forKey: ByteKey(key)) }
+    }
+
     /// Claims the background refresh of `key`; false when one is already running.
     func beginRefresh(_ key: [UInt8]) -> Bool {
         refreshing.withLock { $0.insert(ByteKey(key)).inserted }
@@ -394,10 +400,22 @@ final class InFlightFetch: Sendable {
     /// The store on disk was given up halfway: what it committed stays readable (pinned) for the
     /// followers already reading it, but nobody new joins beyond the memory window.
     func storeStopped() {
-        state.withLock { s in
-            guard let d = s.disk, !d.stopped else { return }
+        let wakes = state.withLock { s -> [ParticipantHandle] in
+            guard let d = s.disk, !d.stopped else { return [] }
             d.stopped = true
+            // From now on memory must hold everything past the disk for every follower, and the
+            // read waits for the slowest: one already far behind would hold everyone up while it
+            // reads the disk. It is detached, as a follower that lags while nothing is stored is.
+            var wakes: [ParticipantHandle] = []
+            for (id, f) in s.followers where s.total - f.offset > InFlightTable.lagLimit {
+                s.followers[id] = nil
+                s.detached.insert(id)
+                wakes.append(f.handle)
+            }
+            s.trim()
+            return wakes
         }
+        for h in wakes { h.wake() }
     }
 
     // MARK: - Follower side
@@ -476,54 +494,68 @@ final class InFlightFetch: Sendable {
     func read(_ id: Int, limit: Int, now: Double, disk: CacheReader? = nil,
               _ deliver: (UnsafeRawBufferPointer) -> Void) -> ReadEnd {
         var budget = limit
-        while budget > 0, let backing = state.withLock({ s in s.followers[id].flatMap { $0.offset < s.base ? s.disk : nil } }) {
-            // Behind what memory holds: the committed chunks on disk, one at a time, outside the lock.
-            let offset = state.withLock { $0.followers[id]?.offset } ?? 0
-            let size = backing.progress.chunkSize
-            var taken = 0
-            let read = disk?.withCommittedChunk(of: backing.progress, index: offset / size) { chunk in
-                let within = offset % size
-                taken = min(chunk.count - within, budget)
-                if taken > 0 { deliver(UnsafeRawBufferPointer(rebasing: chunk[within..<within + taken])) }
-            }
-            guard read == .delivered, taken > 0 else {
-                // Neither in memory nor on disk (the store's batch failed): this follower cannot go on.
-                leave(id)
-                return .failed
-            }
-            budget -= taken
-            state.withLock { s in
-                s.followers[id]?.offset += taken
-                s.followers[id]?.lastRead = now
-            }
-        }
-        let (end, resume) = state.withLock { s -> (ReadEnd, ParticipantHandle?) in
-            guard var f = s.followers[id] else { return (s.detached.contains(id) ? .detached : .failed, nil) }
-            f.wakePending = false
-            while budget > 0, f.offset < s.total {
-                let index = (f.offset - s.base) / InFlightFetch.segmentSize
-                let within = (f.offset - s.base) % InFlightFetch.segmentSize
-                let take = s.segments[index].withUnsafeBytes { seg -> Int in
-                    let n = min(seg.count - within, budget)
-                    deliver(UnsafeRawBufferPointer(rebasing: seg[within..<within + n]))
-                    return n
+        while true {
+            // Decided under the lock each time: memory may be trimmed past the follower between two
+            // looks, and then what it needs is on disk.
+            let step = state.withLock { s -> ReadStep in
+                guard var f = s.followers[id] else { return .end(s.detached.contains(id) ? .detached : .failed, nil) }
+                f.wakePending = false
+                if budget > 0, f.offset < s.base {
+                    s.followers[id] = f
+                    return s.disk.map { .disk($0, offset: f.offset) } ?? .end(.failed, nil)
                 }
-                f.offset += take
-                budget -= take
+                while budget > 0, f.offset < s.total {
+                    let index = (f.offset - s.base) / InFlightFetch.segmentSize
+                    let within = (f.offset - s.base) % InFlightFetch.segmentSize
+                    let take = s.segments[index].withUnsafeBytes { seg -> Int in
+                        let n = min(seg.count - within, budget)
+                        deliver(UnsafeRawBufferPointer(rebasing: seg[within..<within + n]))
+                        return n
+                    }
+                    f.offset += take
+                    budget -= take
+                }
+                if budget < limit { f.lastRead = now }
+                s.followers[id] = f
+                s.trim()
+                let resume = s.takeLeaderResume()
+                if f.offset < s.total { return .end(.more, resume) }
+                switch s.phase {
+                case .complete: return .end(.complete, resume)
+                case .failed, .released: return .end(.failed, resume)
+                case .awaitingHead, .streaming: return .end(.more, resume)
+                }
             }
-            if budget < limit { f.lastRead = now }
-            s.followers[id] = f
-            s.trim()
-            let resume = s.takeLeaderResume()
-            if f.offset < s.total { return (.more, resume) }
-            switch s.phase {
-            case .complete: return (.complete, resume)
-            case .failed, .released: return (.failed, resume)
-            case .awaitingHead, .streaming: return (.more, resume)
+            switch step {
+            case .end(let end, let resume):
+                resume?.wake()
+                return end
+            case .disk(let backing, let offset):
+                // Behind what memory holds: a committed chunk on disk, outside the lock.
+                let size = backing.progress.chunkSize
+                var taken = 0
+                let read = disk?.withCommittedChunk(of: backing.progress, index: offset / size) { chunk in
+                    let within = offset % size
+                    taken = min(chunk.count - within, budget)
+                    if taken > 0 { deliver(UnsafeRawBufferPointer(rebasing: chunk[within..<within + taken])) }
+                }
+                guard read == .delivered, taken > 0 else {
+                    // Neither in memory nor on disk (the store's batch failed): this follower cannot go on.
+                    leave(id)
+                    return .failed
+                }
+                budget -= taken
+                state.withLock { s in
+                    s.followers[id]?.offset += taken
+                    s.followers[id]?.lastRead = now
+                }
             }
         }
-        resume?.wake()
-        return end
+    }
+
+    private enum ReadStep {
+        case disk(DiskBacking, offset: Int)
+        case end(ReadEnd, ParticipantHandle?)
     }
 }
 

@@ -32,6 +32,8 @@ final class ClientConnection: StreamDelegate {
     /// The address's share of the per-client budgets: this connection is counted in it until it
     /// closes. Nil for a connection refused outright.
     let share: ClientShare?
+    /// The current request counts in its address's requests at origins (`OriginRelay.forward`).
+    var holdsOriginFetch = false
     /// How collapsed fetches on other threads reach this connection.
     lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
     /// The client's address in network order (4 or 16 bytes), for access rules and limits.
@@ -326,6 +328,10 @@ final class ClientConnection: StreamDelegate {
     /// when the fetch completed, anything else must not leave collapsed followers waiting.
     private func endRequest() {
         logRequest()
+        if holdsOriginFetch {
+            holdsOriginFetch = false
+            share?.releaseOriginFetch()
+        }
         if let exchange = context.cache {
             context.cache = nil
             exchange.endCollapse(failed: true, table: worker.inFlight)

@@ -22,21 +22,13 @@ final class OriginRelay: SessionTaskDelegate {
     private var rangeFill: RangeFill?
     /// Body bytes passed to the client so far.
     private var bodySent = 0
-    /// The client address whose origin fetches count this one, until it ends (`OriginFetchBudget`).
-    private var counted: ClientShare?
+    /// The detached budget's claim a hand-over took (`handOver`), passed on to the `DetachedFetch`.
+    private var handOverClaim: Int?
 
     private init(connection: ClientConnection) {
         self.connection = connection
     }
 
-    deinit { endCount() }
-
-    /// This request is no longer at the origin on its client's behalf: ended, or handed over to
-    /// a detached fetch, which counts apart.
-    private func endCount() {
-        counted?.releaseOriginFetch()
-        counted = nil
-    }
 
     /// Sends the current request to `origin` (or the cache's revalidation of it, if it is revalidating).
     static func forward(_ c: ClientConnection, to origin: OriginKey, route: OutboundHead.Route, path pathRange: Range<Int>) {
@@ -71,12 +63,17 @@ final class OriginRelay: SessionTaskDelegate {
         default: idempotent = false
         }
         c.context.upstream = origin
-        guard let share = c.share, share.claimOriginFetch(limit: worker.settings.originFetchesPerClient) else {
-            worker.noteOriginFetchRefused(client: c.peer)
-            return c.respond(429, "too many of this client's requests are at origins already", extraField: "Retry-After: 1")
+        // Counted once per request, however often it goes to an origin (a refetch after HEAD, a
+        // range asked for on its own, a follower fetching alone): released when the request ends.
+        if !c.holdsOriginFetch {
+            guard let share = c.share, share.claimOriginFetch(limit: worker.settings.originFetchesPerClient) else {
+                worker.noteOriginFetchRefused(client: c.peer)
+                return c.respond(429, "too many of this client's requests are at origins already",
+                                 extraField: "Retry-After: 1")
+            }
+            c.holdsOriginFetch = true
         }
         let relay = OriginRelay(connection: c)
-        relay.counted = share
         let task = worker.session.dataTask(origin: origin, method: revalidation?.method ?? request.method,
                                            head: c.writer.bytes, hasBody: hasBody, isIdempotent: idempotent,
                                            expectsContinue: request.expectsContinue, client: c.peerAddress,
@@ -97,7 +94,9 @@ final class OriginRelay: SessionTaskDelegate {
     /// other is cancelled.
     func release() {
         control?.stop()
-        endCount()
+        var claim = handOverClaim
+        handOverClaim = nil
+        defer { connection.worker.inFlight.detached.release(&claim) }
         guard let t = task else { return }
         task = nil
         let c = connection
@@ -107,7 +106,8 @@ final class OriginRelay: SessionTaskDelegate {
                 c.worker.logger.info("client \(c.peer) left; finishing \(c.context.upstreamName)'s response for the cache")
             }
             c.worker.adopt(DetachedFetch(worker: c.worker, task: t, exchange: exchange, purpose: purpose,
-                                         client: c.peerAddress, connection: ObjectIdentifier(c)))
+                                         client: c.peerAddress, connection: ObjectIdentifier(c), claim: claim))
+            claim = nil
         } else {
             t.cancel()
         }
@@ -266,7 +266,6 @@ final class OriginRelay: SessionTaskDelegate {
                 // whole response being stored runs on without the client.
                 self.task = nil
                 control?.stop()
-                endCount()
                 c.context.cache = nil
                 if let w = ex.writer, !w.isAbandoned {
                     c.worker.adopt(DetachedFetch(worker: c.worker, task: task, exchange: ex, purpose: .rangeFill,
@@ -341,15 +340,23 @@ final class OriginRelay: SessionTaskDelegate {
 
     /// Followers wait on a download this client reads slower than the origin sends: when it is
     /// stored on disk as it arrives, the fetch goes on at the origin's pace and the client reads
-    /// the rest as one more follower. Alone, a slow client still paces its own fetch (a client
-    /// cannot turn many slow reads into downloads at full speed).
+    /// the rest as one more follower. Alone, a slow client still paces its own fetch. Running ahead
+    /// of its client, the download is a detached fetch for the budget's sake: it claims the bytes
+    /// still to come in the client's share (`limits.detached_*`), or the client keeps pacing it, so
+    /// slow reads (with a second connection to follow) cannot turn into many full-speed downloads.
     private func handOver() -> Bool {
         let c = connection
         guard let exchange = c.context.cache, let fetch = exchange.inFlight, fetch.hasFollowers,
               exchange.writer.map({ $0.progress != nil && !$0.isAbandoned }) == true,
-              case .contentLength? = exchange.storedResponse?.framing, rangeFill == nil,
-              c.request.method == .get, !c.context.bodyPending else { return false }
-        return CollapseFollower.takeOver(exchange, sent: bodySent, on: c)
+              case .contentLength(let total)? = exchange.storedResponse?.framing, rangeFill == nil,
+              c.request.method == .get, !c.context.bodyPending, handOverClaim == nil else { return false }
+        let budget = c.worker.inFlight.detached
+        guard case .success(let id) = budget.claim(client: c.peerAddress, bytes: max(0, total - bodySent),
+                                                   limits: c.worker.settings.detachedFetches) else { return false }
+        handOverClaim = id
+        if CollapseFollower.takeOver(exchange, sent: bodySent, on: c) { return true }
+        budget.release(&handOverClaim)
+        return false
     }
 
     /// News from the collapsed fetch this request leads: followers caught up, or one joined while
@@ -363,7 +370,6 @@ final class OriginRelay: SessionTaskDelegate {
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
         control?.stop()
-        endCount()
         let c = connection
         if CacheFlow.taskCompleted(error: error, on: c) { return }
         if let error {

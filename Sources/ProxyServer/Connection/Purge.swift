@@ -37,6 +37,7 @@ enum Purge {
         let variants = worker.cacheReader.variants(primaryKey: key).count
         c.context.purge = RequestContext.PendingPurge(url: url, variants: variants)
         let outcome = worker.cache.invalidate(primaryKey: key)
+        worker.inFlight.forget(key)
         _ = RemovalWait(outcome, loop: worker.loop) { [weak c] result in
             guard let c, c.context.purge != nil else { return }
             c.context.purge?.result = result
