@@ -25,6 +25,7 @@ import Testing
         close(b)
         #expect(stream.unreadInput == .endOfStream)
         stream.close()
+        #expect(stream.unreadInput == .endOfStream)
     }
 
     /// An urgent byte left out of band would hide from the peek (and from a tunnel).

@@ -169,5 +169,6 @@ import Testing
         #expect(tls.detachSocket() == nil)   // plain streams only
         tls.close()
         #expect(tls.fileDescriptor == -1)
+        #expect(tls.unreadInput == .endOfStream)
     }
 }
