@@ -1,7 +1,8 @@
 import Glibc
 
-/// The TCP socket options and queries both stream transports set on their sockets. Each ignores
-/// a socket that is not there yet (-1) and a refusal (a Unix socket has no TCP options).
+/// The socket options the stream transports set, and the one kernel query the plain transport's
+/// write timeout makes. The setters skip a socket not made yet (-1) and ignore refusals (a Unix
+/// socket has no TCP options).
 enum SocketOptions {
     /// TCP urgent data read as ordinary bytes (SO_OOBINLINE). Otherwise the kernel takes the urgent
     /// byte out of the stream and `recv` stops short in front of it: bytes an origin sends behind a

@@ -6,8 +6,8 @@ import Glibc
 /// events. Made by `connectTLS`, `startTLS` and `acceptTLS`.
 final class TLSTransport {
     /// Where callbacks go, unretained (a retain per callback shows in the instruction gates). Set
-    /// by the stream as it wraps this transport; the stream owns it and frees its events before
-    /// it goes away, so it is there for every callback.
+    /// by the stream as it wraps this transport; the stream owns it and frees the bufferevent
+    /// before it goes away, so it is there for every callback.
     var owner: Unmanaged<Stream>?
     /// nil once closed.
     private(set) var bev: OpaquePointer?
