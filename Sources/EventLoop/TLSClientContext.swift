@@ -3,14 +3,6 @@ import COpenSSL
 import Glibc
 import HTTPWire
 
-extension TLSClientContext {
-    /// Decrypted bytes OpenSSL holds for a TLS bufferevent that it has not handed over yet.
-    static func pendingBytes(_ bev: OpaquePointer) -> Int32 {
-        guard let ssl = bufferevent_openssl_get_ssl(bev) else { return 0 }
-        return SSL_pending(ssl)
-    }
-}
-
 /// OpenSSL client settings for connections to https origins: peer verification against the system
 /// store or a CA file, hostname checks, SNI, ALPN `http/1.1`, protocol version bounds.
 public final class TLSClientContext: @unchecked Sendable {
@@ -66,8 +58,8 @@ public final class TLSClientContext: @unchecked Sendable {
 
     /// Keeps (a copy of) `stream`'s session, if it can be resumed, for the next connection to `origin`.
     public func rememberSession(of stream: Stream, origin: String) {
-        guard let b = stream.rawBufferevent, let ssl = bufferevent_openssl_get_ssl(b),
-              let current = SSL_get_session(ssl), SSL_SESSION_is_resumable(current) == 1 else { return }
+        guard let ssl = stream.tls?.ssl, let current = SSL_get_session(ssl),
+              SSL_SESSION_is_resumable(current) == 1 else { return }
         // A copy: the connection's own session is marked unusable when the connection is freed
         // without a TLS shutdown, which is how pooled connections usually end.
         guard let copy = SSL_SESSION_dup(current) else { return }
@@ -77,7 +69,7 @@ public final class TLSClientContext: @unchecked Sendable {
 
     /// Whether `stream`'s handshake resumed a kept session.
     public func resumedSession(_ stream: Stream) -> Bool {
-        guard let b = stream.rawBufferevent, let ssl = bufferevent_openssl_get_ssl(b) else { return false }
+        guard let ssl = stream.tls?.ssl else { return false }
         return SSL_session_reused(ssl) == 1
     }
 
@@ -120,7 +112,7 @@ extension Stream {
         }
         // Many servers close without close_notify; treat that as an ordinary end of stream.
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
-        let stream = Stream(bev: bev, isTLS: true)
+        let stream = Stream(TLSTransport(bev))
         let rc = address.withSockaddr { sa, len in bufferevent_socket_connect(bev, sa, Int32(len)) }
         if rc != 0 {
             let e = errno
@@ -146,30 +138,27 @@ extension Stream {
         }
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
         // A tunnel's socket through a parent proxy was a plain stream's, limited (`unsentLimit`).
-        limitUnsent(fd, to: 0)
-        return .success(Stream(bev: bev, isTLS: true))
+        SocketOptions.limitUnsent(fd, to: 0)
+        return .success(Stream(TLSTransport(bev)))
     }
 
     /// SHA-256 (lowercase hex) of the certificate the peer presented, if any.
     public var peerCertificateSHA256: String? {
-        guard isTLS, let b = rawBufferevent, let ssl = bufferevent_openssl_get_ssl(b),
-              let cert = SSL_get1_peer_certificate(ssl) else { return nil }
+        guard let ssl = tls?.ssl, let cert = SSL_get1_peer_certificate(ssl) else { return nil }
         defer { X509_free(cert) }
         return Certificates.sha256(of: cert)
     }
 
     /// Why a TLS connection failed, in words (certificate verification first), if it did.
     public var tlsFailureReason: String? {
-        guard isTLS, let b = rawBufferevent else { return nil }
-        if let ssl = bufferevent_openssl_get_ssl(b) {
+        guard let tls else { return nil }
+        if let ssl = tls.ssl {
             let verify = SSL_get_verify_result(ssl)
             if verify != X509_V_OK {
                 return "certificate verification failed: " + String(cString: X509_verify_cert_error_string(verify))
             }
         }
-        var code = bufferevent_get_openssl_error(b)
-        var last: UInt = 0
-        while code != 0 { last = code; code = bufferevent_get_openssl_error(b) }
+        let last = tls.lastOpenSSLError()
         if last != 0, let reason = ERR_reason_error_string(last) {
             return "TLS handshake failed: " + String(cString: reason)
         }

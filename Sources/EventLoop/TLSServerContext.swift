@@ -70,10 +70,10 @@ extension Stream {
             return nil
         }
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
-        Stream.setNoDelay(fd)
-        Stream.keepUrgentDataInline(fd)
+        SocketOptions.setNoDelay(fd)
+        SocketOptions.keepUrgentDataInline(fd)
         // An intercepted client's socket was a plain stream's, limited (`Stream.unsentLimit`).
-        Stream.limitUnsent(fd, to: 0)
-        return Stream(bev: bev, isTLS: true)
+        SocketOptions.limitUnsent(fd, to: 0)
+        return Stream(TLSTransport(bev))
     }
 }

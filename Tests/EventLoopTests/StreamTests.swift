@@ -4,38 +4,7 @@ import Testing
 
 /// The plain-socket stream against the other end of a socketpair, driven by the real loop.
 @Suite struct StreamTests {
-    /// Records what a stream reports; stops the loop when `until` says so.
-    final class Recorder: StreamDelegate {
-        let loop: EventLoop
-        var received: [UInt8] = []
-        var drained = 0
-        var events: [StreamEvent] = []
-        var consume = true
-        var until: (Recorder) -> Bool = { _ in false }
-
-        init(loop: EventLoop) { self.loop = loop }
-
-        func streamReadable(_ stream: Stream) {
-            if consume {
-                received += stream.input.copyBytes()
-                stream.input.drain(stream.input.count)
-            }
-            check()
-        }
-        func streamDrained(_ stream: Stream) { drained += 1; check() }
-        func stream(_ stream: Stream, event: StreamEvent) { events.append(event); check() }
-        func check() { if until(self) { loop.stop() } }
-    }
-
-    private func readAll(_ fd: Int32) -> [UInt8] {
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { return out }
-            out += chunk[0..<n]
-        }
-    }
+    typealias Recorder = StreamRecorder
 
     @Test func queuedOutputIsWrittenOnceTheCallbacksReturnAndDrainedIsReported() {
         let loop = EventLoop()
@@ -167,20 +136,6 @@ import Testing
         let n = chunk.withUnsafeMutableBytes { recv(b, $0.baseAddress, $0.count, 0) }
         #expect(n == 0)   // end of stream, not EAGAIN
         stream.close()
-    }
-
-    /// TCP_NOTSENT_LOWAT as a socket reports it; 0 when unset (the kernel's default is "no limit").
-    private func unsentLimit(of fd: Int32) -> Int32 {
-        var value: Int32 = -1
-        var len = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &value, &len) == 0 else { return -1 }
-        return value
-    }
-
-    private func urgentDataInline(_ fd: Int32) -> Bool {
-        var value: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        return getsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &value, &length) == 0 && value != 0
     }
 
     /// Both also read TCP urgent data inline, so no byte can hide behind the urgent mark.

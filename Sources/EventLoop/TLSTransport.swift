@@ -1,0 +1,156 @@
+@preconcurrency import CLibevent
+import COpenSSL
+import Glibc
+
+/// TLS under a `Stream`: an OpenSSL bufferevent, which owns the socket, both buffers and the
+/// events. Made by `connectTLS`, `startTLS` and `acceptTLS`.
+final class TLSTransport {
+    /// Where callbacks go, unretained (a retain per callback shows in the instruction gates). Set
+    /// by the stream as it wraps this transport; the stream owns it and frees the bufferevent
+    /// before it goes away, so it is there for every callback.
+    var owner: Unmanaged<Stream>?
+    /// nil once closed.
+    private(set) var bev: OpaquePointer?
+    let input: Buffer
+    let output: Buffer
+    private var shutdownWhenFlushed = false
+
+    /// Largest single read and write: bodies move in big slices, fewer syscalls per MiB.
+    static let largestSlice = 256 * 1024
+
+    init(_ bev: OpaquePointer) {
+        self.bev = bev
+        input = Buffer(bufferevent_get_input(bev))
+        output = Buffer(bufferevent_get_output(bev))
+        bufferevent_setcb(bev, TLSTransport.readCallback, TLSTransport.writeCallback, TLSTransport.eventCallback,
+                          Unmanaged.passUnretained(self).toOpaque())
+        bufferevent_set_max_single_read(bev, TLSTransport.largestSlice)
+        bufferevent_set_max_single_write(bev, TLSTransport.largestSlice)
+    }
+
+    var fileDescriptor: Int32 {
+        guard let bev else { return -1 }
+        return bufferevent_getfd(bev)
+    }
+
+    /// The connection's OpenSSL object, while open.
+    var ssl: OpaquePointer? {
+        guard let bev else { return nil }
+        return bufferevent_openssl_get_ssl(bev)
+    }
+
+    /// Decrypted bytes OpenSSL holds that it has not handed over yet.
+    var pendingBytes: Int32 {
+        guard let ssl else { return 0 }
+        return SSL_pending(ssl)
+    }
+
+    /// The last OpenSSL error queued for this connection (0: none); reading empties the queue.
+    func lastOpenSSLError() -> UInt {
+        guard let bev else { return 0 }
+        var code = bufferevent_get_openssl_error(bev)
+        var last: UInt = 0
+        while code != 0 { last = code; code = bufferevent_get_openssl_error(bev) }
+        return last
+    }
+
+    func enableReading() {
+        guard let bev else { return }
+        bufferevent_enable(bev, Int16(EV_READ))
+    }
+
+    func disableReading() {
+        guard let bev else { return }
+        bufferevent_disable(bev, Int16(EV_READ))
+    }
+
+    var isReading: Bool {
+        guard let bev else { return false }
+        return Int32(bufferevent_get_enabled(bev)) & EV_READ != 0
+    }
+
+    func setTimeouts(read: timeval?, write: timeval?) {
+        guard let bev else { return }
+        var r = read ?? timeval()
+        var w = write ?? timeval()
+        withUnsafePointer(to: &r) { rp in
+            withUnsafePointer(to: &w) { wp in
+                _ = bufferevent_set_timeouts(bev, read == nil ? nil : rp, write == nil ? nil : wp)
+            }
+        }
+    }
+
+    func setWriteLowWatermark(_ bytes: Int) {
+        guard let bev else { return }
+        bufferevent_setwatermark(bev, Int16(EV_WRITE), bytes, 0)
+    }
+
+    func setReadHighWatermark(_ bytes: Int) {
+        guard let bev else { return }
+        bufferevent_setwatermark(bev, Int16(EV_READ), 0, bytes)
+    }
+
+    /// The sending side is shut down once `output` is written out (the write callback, with the
+    /// low-watermark at 0).
+    func shutdownWriteOnceFlushed() {
+        guard let bev else { return }
+        shutdownWhenFlushed = true
+        bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
+    }
+
+    /// Frees the bufferevent, and with it the socket and the buffers; no callback follows.
+    func close() {
+        guard let b = bev else { return }
+        bev = nil
+        bufferevent_setcb(b, nil, nil, nil, nil)
+        bufferevent_free(b)
+    }
+
+    // The stream, called without a retain.
+    private func reportReadable() { owner?._withUnsafeGuaranteedRef { $0.reportReadable() } }
+    private func reportDrained() { owner?._withUnsafeGuaranteedRef { $0.reportDrained() } }
+    private func report(_ event: StreamEvent) { owner?._withUnsafeGuaranteedRef { $0.report(event) } }
+
+    // MARK: Callbacks from libevent
+
+    /// Runs `body` with the stream held: its delegate may drop the last reference to it, and so
+    /// to this transport.
+    private static func withTransport(_ arg: UnsafeMutableRawPointer?, _ body: (TLSTransport) -> Void) {
+        Unmanaged<TLSTransport>.fromOpaque(arg!)._withUnsafeGuaranteedRef { t in
+            withExtendedLifetime(t.owner?.takeUnretainedValue()) { body(t) }
+        }
+    }
+
+    private static let readCallback: bufferevent_data_cb = { _, arg in
+        withTransport(arg) { $0.reportReadable() }
+    }
+
+    private static let writeCallback: bufferevent_data_cb = { bev, arg in
+        withTransport(arg) { t in
+            if t.shutdownWhenFlushed, t.output.count == 0, let bev {
+                t.shutdownWhenFlushed = false
+                shutdown(bufferevent_getfd(bev), Int32(SHUT_WR))
+            }
+            t.reportDrained()
+        }
+    }
+
+    private static let eventCallback: bufferevent_event_cb = { _, what, arg in
+        let failure = errno
+        withTransport(arg) { t in
+            let w = Int32(what)
+            let event: StreamEvent
+            if w & BEV_EVENT_CONNECTED != 0 {
+                SocketOptions.setNoDelay(t.fileDescriptor)
+                event = .connected
+            } else if w & BEV_EVENT_TIMEOUT != 0 {
+                event = .timeout
+            } else if w & BEV_EVENT_EOF != 0 {
+                event = .endOfStream
+            } else {
+                event = .error(failure)
+            }
+            t.report(event)
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import Glibc
+import Testing
+@testable import EventLoop
+
+/// The TLS transport: a server stream (`acceptTLS`) and a client stream (`startTLS`) on the two
+/// ends of one connection, with a leaf certificate for "localhost" minted by a test authority.
+@Suite struct TLSTransportTests {
+    /// Both ends of a finished handshake, and what each reported.
+    struct Pair {
+        let loop: EventLoop
+        let server: Stream
+        let client: Stream
+        let serverEvents: StreamRecorder
+        let clientEvents: StreamRecorder
+        let leaf: CertificateAndKey
+
+        func close() {
+            server.close()
+            client.close()
+        }
+    }
+
+    /// The authority's certificate in a file, as `TLSClientContext` takes it.
+    private func caFile(_ authority: CertificateAndKey) -> String {
+        var template = Array("/tmp/larder-test-ca-XXXXXX".utf8CString)
+        let fd = mkstemp(&template)
+        precondition(fd >= 0)
+        let pem = Array(authority.certificatePEM.utf8)
+        precondition(write(fd, pem, pem.count) == pem.count)
+        close(fd)
+        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    /// Runs the handshake over `sockets` (server end, client end); nil when it did not finish.
+    private func handshake(over sockets: (Int32, Int32), trusting: CertificateAndKey? = nil) throws -> Pair? {
+        let loop = EventLoop()
+        let authority = try Certificates.makeAuthority(commonName: "Stream Test CA")
+        let leaf = try Certificates.issue(for: "localhost", by: authority, keyType: .ecP256, lifetime: 3_600)
+        let path = caFile(trusting ?? authority)
+        defer { unlink(path) }
+        let clientContext = try TLSClientContext(caFile: path)
+        guard let server = Stream.acceptTLS(loop: loop, socket: sockets.0, context: try TLSServerContext(leaf)) else {
+            Issue.record("acceptTLS failed")
+            return nil
+        }
+        guard case .success(let client) = Stream.startTLS(loop: loop, socket: sockets.1, context: clientContext,
+                                                          serverName: "localhost", origin: "localhost:443") else {
+            Issue.record("startTLS failed")
+            return nil
+        }
+        let serverEvents = StreamRecorder(loop: loop)
+        let clientEvents = StreamRecorder(loop: loop)
+        server.delegate = serverEvents
+        client.delegate = clientEvents
+        let done = { !serverEvents.events.isEmpty && !clientEvents.events.isEmpty }
+        serverEvents.until = { _ in done() }
+        clientEvents.until = { _ in done() }
+        runLoop(loop, atMost: 5)
+        serverEvents.until = { _ in false }
+        clientEvents.until = { _ in false }
+        return Pair(loop: loop, server: server, client: client, serverEvents: serverEvents, clientEvents: clientEvents,
+                    leaf: leaf)
+    }
+
+    @Test func theHandshakeCompletesAndBytesCrossBothWays() throws {
+        guard let pair = try handshake(over: socketPair()) else { return }
+        defer { pair.close() }
+        #expect(pair.serverEvents.events == [.connected])
+        #expect(pair.clientEvents.events == [.connected])
+        #expect(pair.server.isTLS && pair.client.isTLS)
+        #expect(pair.client.peerCertificateSHA256 == pair.leaf.sha256)
+        #expect(pair.client.tlsFailureReason == nil)
+
+        pair.server.enableReading()
+        pair.client.enableReading()
+        pair.serverEvents.until = { $0.received.count == 7 }
+        pair.client.output.append("request")
+        runLoop(pair.loop, atMost: 2)
+        #expect(pair.serverEvents.received == Array("request".utf8))
+        #expect(pair.clientEvents.drained > 0)
+
+        let body = [UInt8](repeating: 9, count: 700_000)   // several TLS records and slices
+        pair.serverEvents.until = { _ in false }
+        pair.clientEvents.until = { $0.received.count == body.count }
+        pair.server.output.append(body)
+        runLoop(pair.loop, atMost: 5)
+        #expect(pair.clientEvents.received.count == body.count)
+        #expect(pair.clientEvents.received.allSatisfy { $0 == 9 })
+        #expect(pair.server.output.count == 0)
+    }
+
+    @Test func aHalfCloseDeliversEverythingThenEndOfStream() throws {
+        guard let pair = try handshake(over: socketPair()) else { return }
+        defer { pair.close() }
+        pair.client.enableReading()
+        pair.clientEvents.until = { !$0.events.dropFirst().isEmpty }
+        pair.server.output.append([UInt8](repeating: 4, count: 300_000))
+        pair.server.shutdownWriteWhenFlushed()
+        runLoop(pair.loop, atMost: 5)
+        #expect(pair.clientEvents.received.count == 300_000)
+        // A shutdown without close_notify: OpenSSL 3 reports it as an error, not an end.
+        #expect(pair.clientEvents.events.first == .connected)
+        #expect(pair.clientEvents.events.dropFirst() == [.endOfStream] || pair.clientEvents.events.dropFirst() == [.error(0)])
+    }
+
+    @Test func readingPausesAtTheHighWatermarkAndUnreadBytesAreReported() throws {
+        guard let pair = try handshake(over: socketPair()) else { return }
+        defer { pair.close() }
+        #expect(pair.server.unreadInput == .nothing)
+        pair.serverEvents.consume = false
+        pair.server.setReadHighWatermark(16_384)
+        pair.server.enableReading()
+        pair.client.output.append([UInt8](repeating: 5, count: 100_000))
+        runLoop(pair.loop, atMost: 0.5)
+        #expect(pair.server.input.count >= 16_384)
+        #expect(pair.server.input.count < 100_000)   // bounded, whatever the peer sends
+        #expect(pair.server.unreadInput == .bytes)
+        // Draining below the watermark resumes reading by itself.
+        let first = pair.server.input.count
+        pair.server.input.drain(first)
+        pair.serverEvents.consume = true
+        pair.serverEvents.until = { $0.received.count >= 100_000 - first }
+        runLoop(pair.loop, atMost: 5)
+        #expect(first + pair.serverEvents.received.count == 100_000)
+    }
+
+    @Test func aReadTimeoutIsReported() throws {
+        guard let pair = try handshake(over: socketPair()) else { return }
+        defer { pair.close() }
+        pair.server.setTimeouts(read: 0.1, write: nil)
+        pair.server.enableReading()
+        pair.serverEvents.until = { $0.events.count > 1 }
+        runLoop(pair.loop, atMost: 2)
+        #expect(pair.serverEvents.events == [.connected, .timeout])
+    }
+
+    @Test func anUntrustedCertificateFailsWithTheVerificationReason() throws {
+        let stranger = try Certificates.makeAuthority(commonName: "Someone Else")
+        guard let pair = try handshake(over: socketPair(), trusting: stranger) else { return }
+        defer { pair.close() }
+        guard case .error = pair.clientEvents.events.first else {
+            Issue.record("client reported \(pair.clientEvents.events)")
+            return
+        }
+        #expect(pair.client.tlsFailureReason?.hasPrefix("certificate verification failed") == true)
+    }
+
+    /// A socket a plain stream had (an intercepted CONNECT) goes to OpenSSL with the kernel's
+    /// default unsent limit: TLS streams time out writes without counting acknowledged bytes.
+    @Test func aSocketHandedToOpenSSLGetsTheKernelDefaultsBack() throws {
+        let loop = EventLoop()
+        let (fd, peer) = tcpPair()
+        defer { close(peer) }
+        let plain = Stream(loop: loop, acceptedSocket: fd)
+        #expect(unsentLimit(of: fd) == Stream.unsentLimit)
+        guard let handed = plain.detachSocket() else {
+            Issue.record("no socket handed over")
+            return
+        }
+        let authority = try Certificates.makeAuthority(commonName: "Stream Test CA")
+        let leaf = try Certificates.issue(for: "localhost", by: authority, keyType: .ecP256, lifetime: 3_600)
+        guard let tls = Stream.acceptTLS(loop: loop, socket: handed, context: try TLSServerContext(leaf)) else {
+            Issue.record("acceptTLS failed")
+            return
+        }
+        #expect(tls.fileDescriptor == handed)
+        #expect(unsentLimit(of: handed) == 0)
+        #expect(urgentDataInline(handed))
+        #expect(tls.detachSocket() == nil)   // plain streams only
+        tls.close()
+        #expect(tls.fileDescriptor == -1)
+        #expect(tls.unreadInput == .endOfStream)
+    }
+}
