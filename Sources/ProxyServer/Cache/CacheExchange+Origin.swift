@@ -76,7 +76,7 @@ extension CacheExchange {
     /// late read what is committed there. A smaller one is joined from memory alone.
     private func diskBacking() -> DiskBacking? {
         guard let w = writer else { return nil }
-        if case .contentLength(let n)? = storedResponse?.framing, n <= InFlightTable.joinWindow { return nil }
+        if let n = announcedLength, n <= InFlightTable.joinWindow { return nil }
         return w.followProgress().map { DiskBacking(progress: $0.0, pin: $0.1) }
     }
 
@@ -92,7 +92,7 @@ extension CacheExchange {
             // Decided on the head; a failure after it does not matter.
             return entry.map { .serveEntry($0) } ?? .done
         case .refetch:
-            phase = .fetching
+            fetchWhole()
             status = CacheStatus(forward: .stale, detail: "revalidated-head-changed")
             requestTime = now
             return .refetch

@@ -63,14 +63,14 @@ extension CacheExchange {
             cache.invalidate(primaryKey: primaryKey)
             self.entry = nil
             // A HEAD answer has no body to store: forwarded, and the exchange is done with it.
-            phase = .bypass
+            bypass()
             status = CacheStatus(forward: .stale, forwardStatus: head.status, detail: "revalidated-head-changed")
             return .forwardThis
         case .changedStoreThis:
             leadAsRefresh(table: table, setup: setup)
             cache.invalidate(primaryKey: primaryKey)
             self.entry = nil
-            phase = .fetching
+            fetchWhole()
             status = CacheStatus(forward: .stale, forwardStatus: head.status)
             announce(beginStoring(request: request, response: head, now: now, cache: cache, setup: setup), table: table)
             return .storeThis

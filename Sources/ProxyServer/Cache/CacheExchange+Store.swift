@@ -46,11 +46,7 @@ extension CacheExchange {
                 status.detail = "too-large"
                 return shared
             }
-            writer = w
-            storedResponse = head
-            storedFacts = facts
-            omitFields = omit
-            responseTime = now
+            beginStore(StoreInProgress(writer: w, response: head, facts: facts, omitFields: omit, responseTime: now))
             status.stored = true
             return shared
         }

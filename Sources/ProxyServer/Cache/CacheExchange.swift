@@ -37,14 +37,9 @@ final class CacheExchange {
     /// the response served from the entry, never stored.
     var personalFields: [UInt8] = []
 
-    // A store in progress.
-    var writer: EntryWriter?
-    var storedResponse: ResponseHead?
-    /// The entry's facts as the decision to store computed them; only the body's length is left
-    /// to fill in when it is complete.
-    var storedFacts: EntryFacts?
-    var omitFields: [[UInt8]] = []
-    var responseTime: Int64 = 0
+    /// The response being stored, while phase `.fetching` downloads it (`beginStoring`), until
+    /// `completeFetch` commits or abandons it.
+    private(set) var store: StoreInProgress?
     /// The collapsed fetch this request leads, if any.
     var inFlight: InFlightFetch?
     /// A ranged miss fetching the whole object to store (`RangeRequest.fillsCache`); the client's
@@ -65,6 +60,50 @@ final class CacheExchange {
     /// The path and query as the rules see them: the end of the primary key, which holds them byte
     /// for byte (the key's `/` before a bare query aside), rather than a copy for every request.
     var path: ArraySlice<UInt8> { primaryKey.suffix(pathRange.count) }
+
+    var writer: EntryWriter? { store?.writer }
+
+    /// The Content-Length of the response being stored, if it announced one.
+    var announcedLength: Int? {
+        if case .contentLength(let n)? = store?.response.framing { return n }
+        return nil
+    }
+
+    // MARK: - Phase changes, all here
+
+    /// Asks the origin whether the entry is still good, with `method`.
+    func revalidate(with method: RevalidationMethod) { phase = .revalidating(method) }
+
+    /// Fetches the whole response, to store (a ranged miss filling the cache, a fetch after a
+    /// revalidation found a change, an entry that cannot be served).
+    func fetchWhole() { phase = .fetching }
+
+    /// The request does not use the cache: forwarded and reported, never stored.
+    func bypass() { phase = .bypass }
+
+    /// An unsafe method: the URL is invalidated after a non-error answer.
+    func invalidateAfterAnswer() { phase = .unsafe }
+
+    func beginStore(_ s: StoreInProgress) {
+        assert({ if case .fetching = phase { return true } else { return false } }(), "only a fetch is stored")
+        store = s
+    }
+
+    /// The store in progress ends (committed or abandoned by the caller).
+    func takeStore() -> StoreInProgress? {
+        defer { store = nil }
+        return store
+    }
+}
+
+/// A response being stored as it downloads: its writer, and the head, facts and private fields
+/// the decision to store computed (only the body's length is left to fill in when it completes).
+struct StoreInProgress {
+    let writer: EntryWriter
+    let response: ResponseHead
+    let facts: EntryFacts
+    let omitFields: [[UInt8]]
+    let responseTime: Int64
 }
 
 extension CacheExchange {
@@ -85,14 +124,15 @@ extension CacheExchange {
     /// tell collapsed followers. The store goes first so that requests arriving after the table
     /// entry is gone find the new entry.
     func completeFetch(error: SessionError?, table: InFlightTable) {
-        if let w = writer {
-            writer = nil
+        if let s = takeStore() {
             if error != nil {
-                w.abandon()
-            } else if let head = storedResponse, var facts = storedFacts {
-                let length = w.bodyLength
+                s.writer.abandon()
+            } else {
+                let length = s.writer.bodyLength
+                var facts = s.facts
                 facts.contentLength = length
-                w.finish(head: StoredHead.make(response: head, bodyLength: length, omitFields: omitFields), facts: facts)
+                s.writer.finish(head: StoredHead.make(response: s.response, bodyLength: length, omitFields: s.omitFields),
+                                facts: facts)
             }
         }
         endCollapse(failed: error != nil, table: table)

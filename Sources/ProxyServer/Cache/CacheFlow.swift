@@ -43,7 +43,7 @@ enum CacheFlow {
             return false
         default:
             c.noteLookup(.lookupPass)
-            exchange.phase = .unsafe
+            exchange.invalidateAfterAnswer()
             exchange.status = CacheStatus(forward: .method)
             c.context.cache = exchange
             return false
@@ -104,14 +104,14 @@ enum CacheFlow {
             worker.refreshInBackground(refresh, request: request, client: c.peerAddress)
             return true
         case .revalidate(let m):
-            exchange.phase = .revalidating(m)
+            exchange.revalidate(with: m)
             exchange.status = CacheStatus(forward: .stale)
             return false
         case .fetch(let reason):
             exchange.status = CacheStatus(forward: CacheStatus.Forward(reason))
             if reason == .bypass {
                 c.noteLookup(.lookupPass)
-                exchange.phase = .bypass
+                exchange.bypass()
                 return false
             }
             c.noteLookup(.lookupMiss)
@@ -139,7 +139,7 @@ enum CacheFlow {
     /// Forwarded and reported, never stored.
     private static func pass(_ exchange: CacheExchange, detail: CacheStatus.Detail, on c: ClientConnection) -> Bool {
         c.noteLookup(.lookupPass)
-        exchange.phase = .bypass
+        exchange.bypass()
         exchange.status = CacheStatus(forward: .bypass, detail: detail)
         c.context.cache = exchange
         return false
@@ -214,7 +214,7 @@ enum CacheFlow {
         if request.method == .get, request.headers.firstIndex(of: "range") != nil {
             range = RangeRequest.decide(request: request, length: entry.bodyLength, entry: entry.facts)
             if range == .passToOrigin {
-                ex.phase = .fetching
+                ex.fetchWhole()
                 ex.status = CacheStatus(forward: .partial)
                 ex.entry = nil
                 return false
@@ -265,7 +265,7 @@ enum CacheFlow {
                : worker.cacheReader.withChunk(of: entry, index: bodyStart / chunkSize, verify: true, { _ in }),
            read != .delivered {
             // Damaged (dropped and counted), or evicted since it was looked up: the origin answers.
-            ex.phase = .fetching
+            ex.fetchWhole()
             ex.status = CacheStatus(forward: .miss, detail: read == .damaged ? "damaged" : "gone")
             ex.entry = nil
             return false

@@ -81,7 +81,7 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         control = OriginReadControl(loop: worker.loop, clock: worker.clock)
         // The stored GET is refreshed, whatever the client asked; without validators, with a GET.
         let configured = worker.settings.cache.policy.revalidation
-        exchange.phase = .revalidating(exchange.entry.map { Revalidation.method(for: .get, entry: $0.facts,
+        exchange.revalidate(with: exchange.entry.map { Revalidation.method(for: .get, entry: $0.facts,
                                                                                 configured: configured) } ?? configured)
         exchange.refreshLeader = ParticipantHandle(loop: worker.loop, target: self)
     }
@@ -124,7 +124,7 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         let facts = DetachedFetchRule.Facts(
             storing: exchange.writer.map { !$0.isAbandoned } ?? false,
             bodyLength: exchange.writer?.bodyLength ?? 0,
-            announcedLength: exchange.storedResponse.flatMap { if case .contentLength(let n) = $0.framing { n } else { nil } },
+            announcedLength: exchange.announcedLength,
             claimed: claim != nil, claimedUpTo: claimedUpTo,
             judgedAsAbort: purpose == .followers,
             worthFinishing: OriginRelay.worthFinishing(exchange, worker.settings.cache))

@@ -126,7 +126,7 @@ final class OriginRelay: SessionTaskDelegate {
     /// large (`cache.finish_aborted_max_size`), so the client's retry is a hit.
     static func worthFinishing(_ exchange: CacheExchange, _ setup: CacheSetup) -> Bool {
         guard let fraction = setup.finishAbortedFraction, let writer = exchange.writer, !writer.isAbandoned,
-              case .contentLength(let total)? = exchange.storedResponse?.framing,
+              let total = exchange.announcedLength,
               total > 0, total <= setup.finishAbortedMaxSize else { return false }
         return Double(writer.bodyLength) >= fraction * Double(total)
     }
@@ -348,7 +348,7 @@ final class OriginRelay: SessionTaskDelegate {
         let c = connection
         guard let exchange = c.context.cache, let fetch = exchange.inFlight, fetch.hasFollowers,
               exchange.writer.map({ $0.progress != nil && !$0.isAbandoned }) == true,
-              case .contentLength(let total)? = exchange.storedResponse?.framing, rangeFill == nil,
+              let total = exchange.announcedLength, rangeFill == nil,
               c.request.method == .get, !c.context.bodyPending, handOverClaim == nil else { return false }
         let budget = c.worker.inFlight.detached
         guard case .success(let id) = budget.claim(client: c.peerAddress, bytes: max(0, total - bodySent),
