@@ -63,7 +63,7 @@ final class Worker: @unchecked Sendable {
         self.cache = cache
         self.inFlight = inFlight
         cacheReader = cache.makeReader()
-        loop = EventLoop()
+        loop = EventLoop(clock: clock)
     }
 
     /// Before the worker's thread runs (nothing else touches the loop yet).

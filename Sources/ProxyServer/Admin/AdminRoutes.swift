@@ -18,8 +18,9 @@ final class AdminContext: Sendable {
     let token: Locked<[UInt8]?>
     /// `admin_hosts`: names a request's `Host` may give besides the endpoint's address; reloadable.
     let hostNames: Locked<[String]>
-    /// Re-reads the configuration and applies what can be applied (POST /config/reload).
-    let reload: @Sendable () -> ReloadOutcome
+    /// Re-reads the configuration and applies what can be applied (POST /config/reload); calls
+    /// back, on some worker's thread, once every worker has applied it.
+    let reload: @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void
     let cache: Cache
     let inFlight: InFlightTable
     let workerStats: [WorkerStatistics]
@@ -35,7 +36,7 @@ final class AdminContext: Sendable {
 
     init(token: String?, hostNames: [String], cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
          hosts: [TopHosts], warming: AdminWarming, clock: any ProxyClock,
-         reload: @escaping @Sendable () -> ReloadOutcome) {
+         reload: @escaping @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void) {
         self.clock = clock
         self.warming = warming
         started = clock.monotonic
@@ -87,7 +88,7 @@ final class AdminContext: Sendable {
 }
 
 /// One admin answer.
-struct AdminResponse {
+struct AdminResponse: Sendable {
     var status: Int
     var contentType = "application/json"
     var body: String
@@ -95,6 +96,9 @@ struct AdminResponse {
     /// A purge queued for the disk writer: the real answer is made from its outcome once the writer
     /// has given it (`AdminConnection` waits without blocking the loop).
     var removal: (outcome: RemovalOutcome, answer: @Sendable (RemovalOutcome.Result) -> AdminResponse)?
+    /// An answer made later, on any thread (a reload's, once every worker applied it): the
+    /// function is called with where to deliver it (`AdminConnection` posts it to its loop).
+    var later: (@Sendable (@escaping @Sendable (AdminResponse) -> Void) -> Void)?
 
     static func awaiting(_ outcome: RemovalOutcome,
                          _ answer: @escaping @Sendable (RemovalOutcome.Result) -> AdminResponse) -> AdminResponse {
@@ -142,8 +146,12 @@ extension AdminContext {
                                  body: snapshot().prometheusText())
         case "/config/reload":
             guard method == .post else { return notAllowed("POST") }
-            let outcome = reload()
-            return .json(outcome.isRejected ? 422 : 200, outcome.json)
+            // Answered once every worker applies the change: a client that is told "applied" finds
+            // it in force on whichever worker its next request reaches.
+            let reload = self.reload
+            var r = AdminResponse(status: 0, body: "")
+            r.later = { deliver in reload { outcome in deliver(.json(outcome.isRejected ? 422 : 200, outcome.json)) } }
+            return r
         case "/warm":
             switch method {
             case .get, .head: return .json(200, warming.json)
