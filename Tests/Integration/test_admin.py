@@ -34,14 +34,15 @@ def stats(lr, token=None):
     return json.loads(body)
 
 
-def wait_stats(lr, check, timeout=5.0):
-    """Statistics once `check` holds (gauges are refreshed about once a second)."""
+def wait_stats(lr, check, timeout=5.0, interval=0.02):
+    """Statistics once `check` holds (the workers' gauges are refreshed about once a second; the
+    cache's are read when asked)."""
     deadline = time.monotonic() + timeout
     while True:
         s = stats(lr)
         if check(s) or time.monotonic() > deadline:
             return s
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def test_health_and_readiness(larder_factory):

@@ -362,12 +362,12 @@ def wait_for_methods(origin, name, expected, timeout=5.0):
     return methods(origin, name)
 
 
-def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(larder, origin, workdir):
+def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(larder, origin, workdir, proxy_clock):
     cc = ("Cache-Control", "max-age=1, stale-while-revalidate=30")
     script(workdir, "swr", headers=[cc, ("ETag", '"v1"')], body="v1 body", conditional=True)
     url = origin.url("/res/swr")
     assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
+    proxy_clock.advance(2.2)
     # The new version is fresh for long enough that the checks below do not start another refresh.
     script(workdir, "swr", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="v2 body",
            conditional=True)
@@ -386,12 +386,12 @@ def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(lar
     assert methods(origin, "swr") == ["GET", "HEAD", "GET"]
 
 
-def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, workdir):
+def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, workdir, proxy_clock):
     script(workdir, "swr2", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"same"')],
            body="same body", conditional=True)
     url = origin.url("/res/swr2")
     assert get(larder, url).body == b"same body"
-    time.sleep(2.2)
+    proxy_clock.advance(2.2)
     # Same validators, longer lifetime: the HEAD's fields freshen the entry (RFC 9111 §4.3.5).
     script(workdir, "swr2", headers=[("Cache-Control", "max-age=60"), ("ETag", '"same"')],
            body="same body", conditional=True)
@@ -463,14 +463,14 @@ def test_conditional_get_revalidation_is_one_round_trip(larder_factory, origin, 
     assert seen(origin, "cget")[3][1].get("if-none-match") == '"c2"'
 
 
-def test_stale_if_error_serves_stale_when_the_origin_fails(larder, origin, workdir):
+def test_stale_if_error_serves_stale_when_the_origin_fails(larder, origin, workdir, proxy_clock):
     script(workdir, "sie", headers=[("Cache-Control", "max-age=1, stale-if-error=60"), ("ETag", '"e"')],
            body="kept")
     script(workdir, "sie2", headers=[("Cache-Control", "max-age=1"), ("ETag", '"e"')], body="old")
     url, url2 = origin.url("/res/sie"), origin.url("/res/sie2")
     get(larder, url)
     get(larder, url2)
-    time.sleep(2.2)
+    proxy_clock.advance(2.2)
     script(workdir, "sie", status=503, body="down")
     script(workdir, "sie2", status=503, body="down")
     resp = get(larder, url)

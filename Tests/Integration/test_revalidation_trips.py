@@ -20,6 +20,9 @@ from test_cache import cache_status, get, methods, script, seen, wait_for_method
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
 
+# Entries go stale by moving the proxy's clock (helpers.TestClock), not by waiting.
+pytestmark = pytest.mark.usefixtures("proxy_clock")
+
 
 def head_changed_count(lr):
     status, _, body = admin(lr, "GET", "/metrics")
@@ -37,7 +40,7 @@ def test_stale_entry_without_validators_is_revalidated_with_one_plain_get(larder
     script(workdir, "noval", headers=[("Cache-Control", "max-age=1")], body="v1 body")
     url = origin.url("/res/noval")
     assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
+    larder.clock.advance(2.2)
     script(workdir, "noval", headers=[("Cache-Control", "max-age=60"), ("X-Version", "2")], body="v2 body")
     resp = get(larder, url)
     assert resp.status == 200 and resp.body == b"v2 body" and resp.header("X-Version") == "2"
@@ -74,7 +77,7 @@ def stale_then_changed(larder, origin, workdir, name, changed, query="", etag=Tr
     script(workdir, name, headers=[SWR] + ([("ETag", '"v1"')] if etag else []), body="v1 body", conditional=True)
     url = origin.url(f"/res/{name}{query}")
     assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
+    larder.clock.advance(2.2)
     script(workdir, name, headers=changed, body="v2 body", conditional=True, **more)
     return url
 
@@ -209,7 +212,7 @@ def test_client_head_for_an_entry_without_validators_is_one_head(larder, origin,
     script(workdir, "headnoval", headers=[("Cache-Control", "max-age=1")], body="old")
     url = origin.url("/res/headnoval")
     get(larder, url)
-    time.sleep(2.2)
+    larder.clock.advance(2.2)
     resp = get(larder, url, method="HEAD")
     assert methods(origin, "headnoval") == ["GET", "HEAD"]
     assert resp.status == 200 and resp.header("Content-Length") == "3"
@@ -269,7 +272,7 @@ def test_change_found_by_a_background_head_is_counted(larder_factory, origin, wo
            body="v1 body", conditional=True)
     url = origin.url("/res/bgchg")
     get(lr, url)
-    time.sleep(2.2)
+    lr.clock.advance(2.2)
     script(workdir, "bgchg", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="v2 body",
            conditional=True)
     assert "stale-while-revalidate" in cache_status(get(lr, url))

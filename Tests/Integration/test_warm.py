@@ -195,7 +195,7 @@ def test_progress_is_plain_lines_off_a_terminal_and_one_redrawn_line_on_one(lard
             elif proc.poll() is not None:
                 break
         out = proc.stdout.read().decode()
-        assert proc.wait(10) == 0
+        assert wait_process(proc, 10) == 0
     finally:
         os.close(master)
         if slave is not None:
