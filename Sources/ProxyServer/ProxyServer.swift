@@ -290,10 +290,18 @@ public final class ProxyServer: @unchecked Sendable {
                 [unowned self] done in self.reload(then: done)
             }
             admin = context
-            // The dashboard's history, sampled on the first worker's loop.
-            let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistory() }
-            t.schedule(after: context.history.interval)
-            historyTimer = t
+            // The dashboard's history, sampled on the first worker's loop every interval of the
+            // clock. A test clock can jump: it is looked at often, and a sample taken once it
+            // passes the next one's time, so a test moving the clock need not wait for the timer.
+            if clock is OffsetClock {
+                let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistoryIfDue() }
+                t.schedule(after: ProxyServer.testClockHistoryCheck)
+                historyTimer = t
+            } else {
+                let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistory() }
+                t.schedule(after: context.history.interval)
+                historyTimer = t
+            }
             let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
                 throw .badAddress(endpoint.description)
@@ -317,6 +325,9 @@ public final class ProxyServer: @unchecked Sendable {
         admin?.ready.store(true, ordering: .relaxed)
         logger.info("larder started with \(count) worker\(count == 1 ? "" : "s")")
     }
+
+    /// How often the history's time is checked on a test clock (`OffsetClock`).
+    static let testClockHistoryCheck = 0.05
 
     /// POST /warm's runner: through the first plain proxy listener, on loopback when it listens on
     /// every address.

@@ -554,6 +554,7 @@ class OriginProcess:
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # origin.py --notify writes a line to stdout after each request it logs: waits wake on it.
         self.logged = 0
+        self.ended = []  # (connection number, "done" or "peer-gone") as connections end
         self.logged_cond = threading.Condition()
         self.pid = self.proc.pid
         self.port = None
@@ -576,9 +577,13 @@ class OriginProcess:
         self._notes.start()
 
     def _read_notes(self):
-        for _ in iter(self.proc.stdout.readline, b""):
+        for line in iter(self.proc.stdout.readline, b""):
             with self.logged_cond:
-                self.logged += 1
+                if line.startswith(b"ended "):
+                    _, conn, how = line.decode().split()
+                    self.ended.append((int(conn), how))
+                else:
+                    self.logged += 1
                 self.logged_cond.notify_all()
         with self.logged_cond:
             self.logged = float("inf")  # the origin is gone: nothing more will come
@@ -600,6 +605,13 @@ class OriginProcess:
                 except ValueError:
                     pass  # a line being written right now
         return out
+
+    def wait_ended(self, n, timeout=10.0):
+        """How the origin's connections ended, once ``n`` have (or ``timeout`` passed): a list of
+        (connection number, "done" or "peer-gone"), in the order they ended."""
+        with self.logged_cond:
+            self.logged_cond.wait_for(lambda: len(self.ended) >= n, timeout)
+            return list(self.ended)
 
     def wait_requests(self, n, timeout=5.0):
         """The requests logged once there are ``n`` (or ``timeout`` passed): woken by the origin's

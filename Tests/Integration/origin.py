@@ -248,6 +248,7 @@ class Origin:
         sock.settimeout(IO_TIMEOUT)
         conn = Conn(sock)
         seq = 0
+        how = "done"
         try:
             while True:
                 try:
@@ -262,12 +263,17 @@ class Origin:
                 if not keep:
                     return
         except (PeerGone, BrokenPipeError, ConnectionResetError, socket.timeout, OSError):
+            how = "peer-gone"
             return
         finally:
             try:
                 sock.close()
             except OSError:
                 pass
+            if self.notify:
+                with self.log_lock:
+                    sys.stdout.write(f"ended {conn_id} {how}\n")
+                    sys.stdout.flush()
 
     def handle_request(self, sock, conn, head, peer, conn_id, seq):
         lines = head.split(b"\r\n")

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from helpers import (RawClient, RSSSampler, SockReader, build_request, curl, free_port, headers_named, pattern,
-                     pattern_chunks, pattern_sha256, read_response)
+                     pattern_chunks, pattern_sha256, read_response, wait_for_file)
 
 
 def _connect_tunnel(proxy_port, target_port, timeout=10):
@@ -445,14 +445,10 @@ def test_spliced_tunnel_logs_the_bytes_each_way(larder_factory, workdir, mode):
         got = _client_recv_sha(c)
     assert origin.wait() == (pattern_sha256(up), up)
     assert got[1] == down
-    deadline = time.monotonic() + 5
-    records = []
-    while time.monotonic() < deadline:
-        records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        if any(r["method"] == "CONNECT" for r in records):
-            break
-        time.sleep(0.05)
-    tunnel = next(r for r in records if r["method"] == "CONNECT")
+    def records():
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    wait_for_file(log, lambda: any(r["method"] == "CONNECT" for r in records()))
+    tunnel = next(r for r in records() if r["method"] == "CONNECT")
     assert tunnel["bytes"] == down and tunnel["bytes_from_client"] == up, tunnel
 
 

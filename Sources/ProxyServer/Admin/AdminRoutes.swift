@@ -49,9 +49,25 @@ final class AdminContext: Sendable {
         self.workerStats = workerStats
     }
 
+    /// When the next history sample is due, on `clock` (`recordHistoryIfDue`).
+    private let nextSample = Locked<Double>(0)
+
     /// Called every `history.interval` seconds.
     func recordHistory() {
         history.record(snapshot(), time: clock.monotonic)
+    }
+
+    /// Called often on a clock that can jump (a test clock): a sample once `history.interval` of
+    /// its time has passed since the last.
+    func recordHistoryIfDue() {
+        let now = clock.monotonic
+        let due = nextSample.withLock { next -> Bool in
+            if next == 0 { next = started + history.interval }
+            guard now >= next else { return false }
+            next = now + history.interval
+            return true
+        }
+        if due { history.record(snapshot(), time: now) }
     }
 
     func snapshot() -> StatisticsSnapshot {
