@@ -411,6 +411,27 @@ class RSSSampler:
         self._t.join(5)
 
 
+_NEVER = threading.Event()
+
+
+def pace(seconds):
+    """How a simulated slow peer (an origin sending a piece at a time, a client reading at a set
+    rate or a byte a second) spaces what it does: a timed wait, the behaviour under test. Tests
+    themselves never wait with it; they wait for events (and the few polls left use time.sleep)."""
+    _NEVER.wait(seconds)
+
+
+def wait_until(check, timeout=5.0, interval=0.01):
+    """Polls ``check()`` until it is true or ``timeout`` passed; its last result. Only for state
+    nothing announces (the time a poll sleeps is short, and counted like every sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(interval)
+
+
 # ---------------------------------------------------------------------------
 # Waiting for files to change (inotify), not polling them
 

@@ -10,7 +10,7 @@ import urllib.parse
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import RawClient, proxy_exchange, std_request
+from helpers import RawClient, proxy_exchange, std_request, wait_until
 from test_cache import cache_status, methods, script
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
@@ -233,11 +233,12 @@ def test_readyz_says_503_while_the_proxy_drains(larder_factory, origin):
     # A download that keeps the proxy draining for a while after SIGTERM.
     c = RawClient(lr.port, 15)
     c.send(std_request("GET", origin.url("/unique/1/65536?delay=3")))
-    time.sleep(0.3)
+    assert len(origin.wait_requests(1)) == 1  # in flight
     os.kill(lr.pid, signal.SIGTERM)
-    time.sleep(0.3)
-    # The proxy no longer accepts, but the admin endpoint still answers, to say it is not ready.
-    assert admin(lr, "GET", "/readyz")[0] == 503
+    lr.wait_for_text("shutting down")
+    # The proxy no longer accepts, but the admin endpoint still answers, to say it is not ready
+    # (from the moment shutdown begins, just after that line).
+    assert wait_until(lambda: admin(lr, "GET", "/readyz")[0] == 503, timeout=5)
     assert admin(lr, "GET", "/healthz")[0] == 200
     c.close()
     assert lr.wait_exit(15) == 0

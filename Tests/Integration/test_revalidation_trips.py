@@ -16,7 +16,7 @@ import pytest
 
 from helpers import concurrently
 from test_admin import admin
-from test_cache import cache_status, get, methods, script, seen, wait_for_methods
+from test_cache import cache_status, get, methods, script, seen, wait_for_fresh_hit, wait_for_methods
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
 
@@ -87,12 +87,7 @@ def test_background_refresh_without_validators_is_one_get(larder, origin, workdi
     stale = get(larder, url)
     assert stale.body == b"v1 body" and "detail=stale-while-revalidate" in cache_status(stale), cache_status(stale)
     assert wait_for_methods(origin, "swrnoval", ["GET", "GET"]) == ["GET", "GET"]
-    deadline = time.monotonic() + 5
-    while True:
-        fresh = get(larder, url)
-        if fresh.body == b"v2 body" or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    fresh = wait_for_fresh_hit(larder, url, b"v2 body")
     assert fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit"), cache_status(fresh)
     assert methods(origin, "swrnoval") == ["GET", "GET"]
 
