@@ -286,7 +286,12 @@ public final class ProxyServer: @unchecked Sendable {
         if let endpoint = config.adminListen {
             let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: opened, inFlight: inFlight,
                                        workerStats: workers.map(\.stats), hosts: workers.map(\.hosts),
-                                       warming: makeWarming(), clock: clock) {
+                                       warming: makeWarming(), clock: clock,
+                                       refreshLevels: { [workers] done in
+                                           let counted = Countdown(workers.count)
+                                           counted.whenDone(done)
+                                           for w in workers { w.loop.execute { w.publishLevels(); counted.one() } }
+                                       }) {
                 [unowned self] done in self.reload(then: done)
             }
             admin = context

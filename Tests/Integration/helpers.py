@@ -972,6 +972,7 @@ class _ThreadedServer:
         self.events = []
         self._stop = threading.Event()
         self._threads = []
+        self._socks = []
         self._t = threading.Thread(target=self._accept_loop, daemon=True)
         self._t.start()
 
@@ -984,6 +985,7 @@ class _ThreadedServer:
             except OSError:
                 return
             self.connections += 1
+            self._socks.append(sock)
             sock.settimeout(15)
             t = threading.Thread(target=self._guard, args=(sock, peer), daemon=True)
             t.start()
@@ -1010,6 +1012,13 @@ class _ThreadedServer:
         except OSError:
             pass
         self._t.join(2)
+        # Connections a client keeps open (Larder's idle pooled ones) would hold their handler in
+        # recv until its timeout: shut down, they end at once.
+        for s in self._socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         for t in self._threads:
             t.join(2)
 

@@ -138,6 +138,7 @@ def test_kill_9_while_storing_a_thousand_entries_a_second(larder_factory, origin
     stop = threading.Event()
     answered = []          # (time answered, url, sha256 of the body the client got)
     lock = threading.Lock()
+    progress = threading.Condition(lock)
 
     def size_of(n):
         return 512 + (n * 7919) % 16384
@@ -154,6 +155,7 @@ def test_kill_9_while_storing_a_thousand_entries_a_second(larder_factory, origin
                 if resp.status == 200:
                     with lock:
                         answered.append((time.monotonic(), url, hashlib.sha256(body).hexdigest()))
+                        progress.notify_all()
                 n += 8
         except (OSError, http.client.HTTPException):
             pass  # cut by the crash
@@ -164,7 +166,10 @@ def test_kill_9_while_storing_a_thousand_entries_a_second(larder_factory, origin
     t0 = time.monotonic()
     for t in threads:
         t.start()
-    time.sleep(3)
+    # Load for a while (each answer wakes this): two seconds and some thousands of entries, so
+    # that some were stored well over a second before the kill.
+    with progress:
+        progress.wait_for(lambda: len(answered) >= 3000 and time.monotonic() - t0 >= 2.0, timeout=20)
     killed_at = time.monotonic()
     with lock:
         before_kill = len(answered)

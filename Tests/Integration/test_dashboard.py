@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from helpers import proxy_exchange
+from helpers import proxy_exchange, wait_until
 from test_admin import ADMIN, admin
 from test_cache import script
 
@@ -79,14 +79,14 @@ def history_points(lr):
 
 def let_history_grow(lr, points):
     """Moves the proxy's clock a history interval at a time until the history holds ``points``
-    samples (on a test clock it is sampled once the clock passes the next sample's time)."""
+    points (on a test clock a sample is taken once the clock passes the next sample's time, within
+    50 ms; a point needs two samples, so the first move adds none)."""
     interval = json.loads(admin(lr, "GET", "/stats/history")[2])["interval"]
     deadline = time.monotonic() + 30
     while len(history_points(lr)) < points and time.monotonic() < deadline:
         have = len(history_points(lr))
         lr.clock.advance(interval)
-        while len(history_points(lr)) == have and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: len(history_points(lr)) > have, timeout=0.3, interval=0.02)
     return history_points(lr)
 
 

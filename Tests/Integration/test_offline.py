@@ -41,7 +41,7 @@ def origin_paths(origin):
     return [(r["method"], r.get("path", "")) for r in origin.requests()]
 
 
-def settle(origin, before, wait=0.5):
+def settle(origin, before, wait=0.25):
     """What the origin received since `before`, after giving background work a moment."""
     time.sleep(wait)
     return origin_paths(origin)[len(before):]

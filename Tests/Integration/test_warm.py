@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 
-from helpers import _ThreadedServer, child_env, larder_bin, proxy_exchange, spawn, stop_process
+from helpers import _ThreadedServer, child_env, larder_bin, proxy_exchange, spawn, stop_process, wait_process
 from test_cache import cache_status
 from test_security_admin import ask
 
@@ -141,7 +141,7 @@ class HostileProxy(_ThreadedServer):
             data += piece
         name = data.split(b" ")[1].rsplit(b"/", 1)[1].decode()
         if name == "silent":
-            time.sleep(3)  # longer than the client's --timeout
+            self._stop.wait(3)  # says nothing for longer than the client's --timeout (or until the test ends)
             return
         sock.sendall(self.ANSWERS[name])
 

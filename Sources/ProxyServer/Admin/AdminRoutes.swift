@@ -33,11 +33,16 @@ final class AdminContext: Sendable {
     let started: Double
     /// Listeners up and not draining.
     let ready = Atomic<Bool>(false)
+    /// Has every worker publish its levels on its loop, then calls back (on the last one's thread):
+    /// /stats and /metrics answer with levels as they are, not as they were at the last tick.
+    let refreshLevels: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     init(token: String?, hostNames: [String], cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
          hosts: [TopHosts], warming: AdminWarming, clock: any ProxyClock,
+         refreshLevels: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = { $0() },
          reload: @escaping @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void) {
         self.clock = clock
+        self.refreshLevels = refreshLevels
         self.warming = warming
         started = clock.monotonic
         self.hosts = hosts
@@ -150,16 +155,20 @@ extension AdminContext {
             return AdminResponse(status: 200, contentType: "text/html; charset=utf-8", body: Dashboard.html)
         case "/stats":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
-            let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
-            return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "],\"warm\":"
-                                              + warming.json))
+            return afterRefresh { [self] in
+                let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
+                return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "],\"warm\":"
+                                                  + warming.json))
+            }
         case "/stats/history":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return .json(200, history.json(now: clock.monotonic))
         case "/metrics":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
-            return AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                 body: snapshot().prometheusText())
+            return afterRefresh { [self] in
+                AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                              body: snapshot().prometheusText())
+            }
         case "/config/reload":
             guard method == .post else { return notAllowed("POST") }
             // Answered once every worker applies the change: a client that is told "applied" finds
@@ -185,6 +194,14 @@ extension AdminContext {
         default:
             return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /cache?url=, /warm, /healthz, /readyz")
         }
+    }
+
+    /// An answer made once every worker has published its levels (`refreshLevels`).
+    private func afterRefresh(_ make: @escaping @Sendable () -> AdminResponse) -> AdminResponse {
+        var r = AdminResponse(status: 0, body: "")
+        let refresh = refreshLevels
+        r.later = { deliver in refresh { deliver(make()) } }
+        return r
     }
 
     /// 401 unless the request carries the token (when one is set). It may also come as ?token=, so
