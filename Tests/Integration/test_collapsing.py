@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from helpers import RawClient, _read_head, concurrently, pattern, proxy_exchange, std_request
+from helpers import RawClient, _read_head, concurrently, pattern, proxy_exchange, std_request, wait_for_file
 from test_admin import ADMIN, wait_stats
 from test_cache import cache_status, methods, script
 
@@ -226,14 +226,11 @@ def test_released_followers_are_logged_as_misses_not_collapsed(larder_factory, o
     script(workdir, "relog", headers=[("Cache-Control", "no-store")], body="x")
     url = origin.url("/res/relog?delay=1")
     concurrently(4, lambda i: proxy_exchange(lr.port, "GET", url, timeout=20))
-    deadline = time.monotonic() + 5
-    lines = []
-    while time.monotonic() < deadline:
+    def logged():
         text = log.read_text() if log.exists() else ""
-        lines = [json.loads(line) for line in text.splitlines() if "/res/relog" in line]
-        if len(lines) >= 4:
-            break
-        time.sleep(0.1)
+        return [json.loads(line) for line in text.splitlines() if "/res/relog" in line]
+    wait_for_file(log, lambda: len(logged()) >= 4)
+    lines = logged()
     assert len(lines) == 4, lines
     assert not any(entry.get("cache") == "collapsed" for entry in lines), lines
 
