@@ -122,7 +122,7 @@ def workdir(tmp_path):
 
 @pytest.fixture
 def proxy_clock(tmp_path):
-    """The test clock (``helpers.TestClock``): every Larder a test that asks for it starts runs on
+    """The test clock (``TestClock``): every Larder a test that asks for it starts runs on
     it (``LARDER_TEST_CLOCK_FILE``), and so does the origin's ``Date``; ``proxy_clock.advance(s)``
     lets ``s`` seconds pass for them at once, instead of sleeping."""
     return TestClock(tmp_path)

@@ -217,7 +217,7 @@ class Origin:
         self.counter_lock = threading.Lock()
 
     def now(self):
-        """The time, moved like the proxy's when the test moves its clock (helpers.TestClock writes
+        """The time, moved like the proxy's when the test moves its clock (the TestClock writes
         ``clock.offset`` next to the log: 8 bytes, little-endian nanoseconds)."""
         try:
             with open(os.path.join(os.path.dirname(os.path.abspath(self.log_path)), "clock.offset"), "rb") as f:

@@ -17,7 +17,7 @@ from test_admin import ADMIN, admin
 from test_cache import cache_status, get, methods, script
 from test_reload import rewrite
 
-# Entries go stale by moving the proxy's clock (helpers.TestClock), not by waiting.
+# Entries go stale by moving the proxy's clock (TestClock), not by waiting.
 pytestmark = pytest.mark.usefixtures("proxy_clock")
 
 POLICIES = ["use-protocol-cache-policy", "reload-ignoring-local-cache-data", "reload-revalidating-cache-data",

@@ -20,7 +20,7 @@ from test_cache import cache_status, get, methods, script, seen, wait_for_fresh_
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
 
-# Entries go stale by moving the proxy's clock (helpers.TestClock), not by waiting.
+# Entries go stale by moving the proxy's clock (TestClock), not by waiting.
 pytestmark = pytest.mark.usefixtures("proxy_clock")
 
 
