@@ -30,14 +30,16 @@ let package = Package(
         .target(name: "CSignals"),
         // The lock and semaphore shared between threads (pthread-based, visible to ThreadSanitizer).
         .target(name: "Locking", swiftSettings: strict),
+        // Where time comes from (`ProxyClock`): one clock, passed to everything that reads the time.
+        .target(name: "Timekeeping", dependencies: ["Locking"], swiftSettings: strict),
         // Pure: HTTP/1.1 framing over bytes, no I/O.
         .target(name: "HTTPWire", swiftSettings: strict),
         // Pure: the documented cache policy and RFC 9111 as decisions; no I/O, no clock.
         .target(name: "CachePolicy", dependencies: ["HTTPWire"], swiftSettings: strict),
         // Thin wrappers over libevent, and OpenSSL: TLS streams, contexts, certificates.
-        .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "HTTPWire", "Locking"], swiftSettings: strict),
+        .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "HTTPWire", "Locking", "Timekeeping"], swiftSettings: strict),
         // The cache: LMDB on disk, a memory tier in front, one writer thread.
-        .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "HTTPWire", "Locking"], swiftSettings: strict),
+        .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "HTTPWire", "Locking", "Timekeeping"], swiftSettings: strict),
         // The outbound session client, modelled on NSURLSession.
         .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
@@ -62,7 +64,8 @@ let package = Package(
         .testTarget(name: "LarderConfigTests", dependencies: ["LarderConfig", "CachePolicy"], swiftSettings: strict),
         .testTarget(name: "SessionClientTests", dependencies: ["SessionClient", "EventLoop", "HTTPWire"],
                     swiftSettings: strict),
-        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy", "CLMDB", "HTTPWire", "Locking"],
+        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CachePolicy", "CLMDB", "HTTPWire", "Locking",
+                                                       "Timekeeping"],
                     swiftSettings: strict),
         .testTarget(name: "ProxyServerTests", dependencies: ["ProxyServer", "HTTPWire", "SessionClient", "EventLoop", "LarderConfig",
                                                         "CachePolicy", "CacheStore"],

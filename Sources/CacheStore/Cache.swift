@@ -2,6 +2,7 @@ import CachePolicy
 import Glibc
 import HTTPWire
 import Synchronization
+import Timekeeping
 
 public struct CacheSettings: Sendable, Equatable {
     public var disk: DiskStoreSettings
@@ -48,26 +49,32 @@ public final class Cache: Sendable {
     let pendingRemovals = PendingRemovals()
     let pendingCommits = PendingCommits()
     let damage: DamageReports
+    /// The process's clock, which the store and its writer read (`ProxyClock`).
+    public let clock: any ProxyClock
     private let log: @Sendable (String) -> Void
 
     /// A stand-in for a cache that could not be opened: nothing is looked up in it or stored
     /// (`standIn`).
     public let isDisabled: Bool
 
-    public init(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
+    public init(settings: CacheSettings, clock: any ProxyClock = SystemClock.shared,
+                log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
         self.settings = settings
-        disk = settings.ephemeral ? nil : try DiskStore(settings: settings.disk, log: log)
+        self.clock = clock
+        disk = settings.ephemeral ? nil : try DiskStore(settings: settings.disk, clock: clock, log: log)
         memory = MemoryTier(capacity: settings.memoryCapacity)
-        damage = DamageReports(log: log)
+        damage = DamageReports(log: log, clock: clock)
         self.log = log
         isDisabled = false
     }
 
-    private init(disabledWith store: DiskStore, settings: CacheSettings, log: @escaping @Sendable (String) -> Void) {
+    private init(disabledWith store: DiskStore, settings: CacheSettings, clock: any ProxyClock,
+                 log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
+        self.clock = clock
         disk = store
         memory = MemoryTier(capacity: 0)
-        damage = DamageReports(log: log)
+        damage = DamageReports(log: log, clock: clock)
         self.log = log
         isDisabled = true
     }
@@ -75,7 +82,8 @@ public final class Cache: Sendable {
     /// A cache that stores nothing, for serving as a plain proxy when the cache directory cannot be
     /// used: the workers' code paths stay the same, with an empty store in a private temporary
     /// directory behind them (removed by `close`).
-    public static func standIn(settings: CacheSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) -> Cache {
+    public static func standIn(settings: CacheSettings, clock: any ProxyClock = SystemClock.shared,
+                               log: @escaping @Sendable (String) -> Void) throws(LMDBError) -> Cache {
         let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         let pattern = base + "/larder-uncached-XXXXXX"
         var template = Array(pattern.utf8CString)
@@ -85,8 +93,8 @@ public final class Cache: Sendable {
         var s = settings.disk
         s.directory = String(cString: made)
         s.capacity = 1 << 20
-        let store = try DiskStore(settings: s, log: log)
-        return Cache(disabledWith: store, settings: settings, log: log)
+        let store = try DiskStore(settings: s, clock: clock, log: log)
+        return Cache(disabledWith: store, settings: settings, clock: clock, log: log)
     }
 
     public func close() {
@@ -181,6 +189,13 @@ public final class Cache: Sendable {
     /// Whether an entry of `primaryKey` is complete but not committed yet (see `PendingCommits`).
     public func isCommitPending(primaryKey: [UInt8]) -> Bool {
         pendingCommits.contains(primaryKey)
+    }
+
+    /// Calls `done` once no entry of `primaryKey` waits for its commit: at once on the caller's
+    /// thread if none does now, else on the disk writer's thread right after the commit (post it
+    /// to your loop). Not called if the cache closes first.
+    public func whenCommitted(primaryKey: [UInt8], _ done: @escaping @Sendable () -> Void) {
+        pendingCommits.whenNonePending(primaryKey, done)
     }
 
     /// Records that an entry was served (LRU order on disk; memory order is updated on lookup).
@@ -466,6 +481,14 @@ public final class EntryWriter {
     /// until this turns false, so stores keep up instead of being given up.
     public var isBehind: Bool {
         tier == .allowed && !isAbandoned && (cache.disk?.pendingBytes ?? 0) > cache.settings.maxPendingWriteBytes
+    }
+
+    /// Calls `done` once the writer is no longer behind (`isBehind` false): at once on the caller's
+    /// thread if it is not behind now, else on the writer's thread when a batch brings its queue
+    /// down (post it to your loop). Not called if the cache closes first.
+    public func whenCaughtUp(_ done: @escaping @Sendable () -> Void) {
+        guard isBehind, let disk = cache.disk else { return done() }
+        disk.writer.whenPending(atMost: cache.settings.maxPendingWriteBytes, done)
     }
 
     private func flushChunk() {

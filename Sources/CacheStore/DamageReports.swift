@@ -1,6 +1,6 @@
-import Glibc
 import Locking
 import Synchronization
+import Timekeeping
 
 /// Counts stored entries found damaged and logs them: at most one line per interval, with how
 /// many more were found since the last line, so a failing disk cannot flood the log.
@@ -9,15 +9,18 @@ final class DamageReports: Sendable {
 
     let count = Atomic<Int>(0)
     private let log: @Sendable (String) -> Void
+    /// The cache's clock: the interval is measured on its monotonic time.
+    private let clock: any ProxyClock
     private let state = Locked<(loggedAt: Double, unlogged: Int)>((-.infinity, 0))
 
-    init(log: @escaping @Sendable (String) -> Void) { self.log = log }
+    init(log: @escaping @Sendable (String) -> Void, clock: any ProxyClock) {
+        self.log = log
+        self.clock = clock
+    }
 
     func report(_ description: String) {
         count.add(1, ordering: .relaxed)
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        let now = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        let now = clock.monotonic
         let line = state.withLock { s -> String? in
             guard now - s.loggedAt >= DamageReports.logInterval else {
                 s.unlogged += 1

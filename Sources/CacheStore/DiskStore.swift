@@ -3,6 +3,7 @@ import CLMDB
 import Glibc
 import Locking
 import Synchronization
+import Timekeeping
 
 /// How commits reach the disk.
 public enum Durability: String, Sendable, Equatable {
@@ -93,12 +94,14 @@ public final class DiskStore: @unchecked Sendable {
     /// Opens the cache in `settings.directory`, refusing one another process uses. A directory
     /// proven damaged (truncated, corrupt) or holding another format is renamed aside (noted in
     /// `startupNotes`) and replaced by an empty cache; any other error is thrown.
-    public init(settings: DiskStoreSettings, log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
+    public init(settings: DiskStoreSettings, clock: any ProxyClock = SystemClock.shared,
+                log: @escaping @Sendable (String) -> Void) throws(LMDBError) {
         self.settings = settings
+        DiskStore.asideClock.withLock { $0 = clock }
         var notes: [String] = []
         try DiskStore.makeDirectory(settings.directory)
         var lock = try DirectoryLock.acquire(settings.directory)
-        let (o, sweep) = try DiskStore.openAndSweep(settings, lock: &lock, notes: &notes)
+        let (o, sweep) = try DiskStore.openAndSweep(settings, clock: clock, lock: &lock, notes: &notes)
         self.lock = lock
         env = o.env
         variants = o.variants; entries = o.entries; chunks = o.chunks; access = o.access; info = o.info
@@ -113,7 +116,7 @@ public final class DiskStore: @unchecked Sendable {
         writer = DiskWriter(env: env, dbs: DiskWriter.Databases(variants: variants, entries: entries, chunks: chunks,
                                                                 access: access, info: info),
                             settings: settings, pageSize: pageSize == Int.max ? 4_096 : pageSize,
-                            bytes: sweep.bytes, entryCount: sweep.entryCount, pins: pins, log: log)
+                            bytes: sweep.bytes, entryCount: sweep.entryCount, pins: pins, clock: clock, log: log)
         // Before any reader or the writer runs: the map may still be resized.
         if let note = writer.recoverAtStart() { startupNotes.append(note) }
         writer.start()
@@ -227,12 +230,12 @@ public final class DiskStore: @unchecked Sendable {
     /// Opens and sweeps the environment. One proven damaged or of another format is moved aside
     /// (the reason logged) and replaced by an empty one, with the lock taken again in the new
     /// directory; any other error is thrown, the files left as they are.
-    private static func openAndSweep(_ s: DiskStoreSettings, lock: inout DirectoryLock,
+    private static func openAndSweep(_ s: DiskStoreSettings, clock: any ProxyClock, lock: inout DirectoryLock,
                                      notes: inout [String]) throws(LMDBError) -> (Opened, SweepResult) {
         do throws(LMDBError) {
             return try openSwept(s)
         } catch where error.provesDamage {
-            let aside = try moveAside(s.directory)
+            let aside = try moveAside(s.directory, clock: clock)
             notes.append("cache in \(s.directory) is damaged or from another version (\(error)); moved to \(aside.to), starting empty")
             notes += aside.leftovers
             if aside.directoryReplaced {
@@ -333,6 +336,10 @@ public final class DiskStore: @unchecked Sendable {
         }
     }
 
+    /// The clock that dates a damaged cache's copy: the last store opened's (the process has one),
+    /// kept here for LMDB's assertion callback, which has no context to carry it.
+    static let asideClock = Locked<any ProxyClock>(SystemClock.shared)
+
     /// Where a damaged cache went, whether `directory` itself is a new, empty one, and what of an
     /// older broken copy could not be removed on the way.
     struct MovedAside {
@@ -344,28 +351,29 @@ public final class DiskStore: @unchecked Sendable {
     /// Renames the directory to `<directory>.broken-<time>`. When the directory cannot be renamed
     /// (a mount point, as a container volume is, or a parent Larder may not write), its LMDB files
     /// are moved into `<directory>/broken-<time>/` instead, the one such copy kept.
-    static func moveAside(_ directory: String) throws(LMDBError) -> MovedAside {
-        var aside = "\(directory).broken-\(time(nil))"
+    static func moveAside(_ directory: String, clock: any ProxyClock) throws(LMDBError) -> MovedAside {
+        let now = clock.wallSeconds
+        var aside = "\(directory).broken-\(now)"
         var n = 1
-        while Glibc.access(aside, F_OK) == 0 { aside = "\(directory).broken-\(time(nil))-\(n)"; n += 1 }
+        while Glibc.access(aside, F_OK) == 0 { aside = "\(directory).broken-\(now)-\(n)"; n += 1 }
         if rename(directory, aside) == 0 { return MovedAside(to: aside, directoryReplaced: true) }
         let renameError = errno
         guard renameError == EBUSY || renameError == EACCES || renameError == EPERM || renameError == EXDEV else {
             throw LMDBError(code: renameError, operation: "moving the damaged cache \(directory) aside to \(aside)")
         }
         var leftovers: [String] = []
-        let inside = try moveFilesAside(directory, leftovers: &leftovers)
+        let inside = try moveFilesAside(directory, now: now, leftovers: &leftovers)
         return MovedAside(to: inside, directoryReplaced: false, leftovers: leftovers)
     }
 
     /// Moves `data.mdb` and `lock.mdb` into a fresh `broken-<time>` subdirectory (same file system,
     /// so a rename), after removing an older one; what of that could not be removed is added to
     /// `leftovers` (it costs disk, not the move).
-    private static func moveFilesAside(_ directory: String, leftovers: inout [String]) throws(LMDBError) -> String {
+    private static func moveFilesAside(_ directory: String, now: Int64, leftovers: inout [String]) throws(LMDBError) -> String {
         for old in entryNames(of: directory) where old.hasPrefix("broken-") {
             leftovers += removeDirectory(directory + "/" + old)
         }
-        let inside = "\(directory)/broken-\(time(nil))"
+        let inside = "\(directory)/broken-\(now)"
         guard mkdir(inside, 0o700) == 0 || errno == EEXIST else {
             throw LMDBError(code: errno, operation: "making \(inside) for the damaged cache")
         }
@@ -583,7 +591,7 @@ private func assertionMovesCacheAside(_ env: OpaquePointer?, _ message: UnsafePo
     let what = message.map { String(cString: $0) } ?? "?"
     var outcome: String
     do {
-        let aside = try DiskStore.moveAside(directory)
+        let aside = try DiskStore.moveAside(directory, clock: DiskStore.asideClock.withLock { $0 })
         outcome = "moved to \(aside.to); the next start begins with an empty cache"
         for leftover in aside.leftovers { outcome += "; \(leftover)" }
     } catch {

@@ -3,6 +3,7 @@ import CLMDB
 import Glibc
 import Locking
 import Synchronization
+import Timekeeping
 
 /// One change to the disk cache, applied in order by the writer thread.
 public enum WriteOp: Sendable {
@@ -124,6 +125,8 @@ final class DiskWriter: @unchecked Sendable {
     private let db: Databases
     private let settings: DiskStoreSettings
     private let log: @Sendable (String) -> Void
+    /// The cache's clock: sync intervals, failure-report intervals, the eviction stamp.
+    private let clock: any ProxyClock
     private let queue = Locked<[WriteOp]>([])
     private let wake = Semaphore()
     private let stopped = Atomic<Bool>(false)
@@ -144,6 +147,39 @@ final class DiskWriter: @unchecked Sendable {
     let bytes: Atomic<Int>
     let entryCount: Atomic<Int>
     let pendingBytes = Atomic<Int>(0)
+    /// Who waits for `pendingBytes` to fall to a mark (`whenPending(atMost:)`), told by the writer
+    /// after each batch instead of polling it.
+    private let drainWaiters = Locked<[(mark: Int, done: @Sendable () -> Void)]>([])
+
+    /// Calls `done` once at most `mark` bytes are queued: at once on the caller's thread if that is
+    /// so now, else on the writer's thread after the batch that brings it there (a caller on an
+    /// event loop posts it to its loop). Never called if the writer stops first.
+    func whenPending(atMost mark: Int, _ done: @escaping @Sendable () -> Void) {
+        // Checked under the waiters' lock: the writer lowers the count before it takes the lock to
+        // call the waiters, so a waiter added after a stale check is still called.
+        let already = drainWaiters.withLock { waiters -> Bool in
+            if pendingBytes.load(ordering: .relaxed) <= mark { return true }
+            waiters.append((mark, done))
+            return false
+        }
+        if already { done() }
+    }
+
+    /// After a batch lowered `pendingBytes`: calls the waiters whose mark it reached.
+    private func callDrainWaiters() {
+        let due = drainWaiters.withLock { waiters -> [@Sendable () -> Void] in
+            guard !waiters.isEmpty else { return [] }
+            let pending = pendingBytes.load(ordering: .relaxed)
+            var due: [@Sendable () -> Void] = []
+            waiters.removeAll { w in
+                guard pending <= w.mark else { return false }
+                due.append(w.done)
+                return true
+            }
+            return due
+        }
+        for done in due { done() }
+    }
 
     private let pins: BodyPins
     /// Bodies the current write transaction deletes, and those it leaves to their readers: told
@@ -175,8 +211,9 @@ final class DiskWriter: @unchecked Sendable {
     }
 
     init(env: OpaquePointer, dbs: Databases, settings: DiskStoreSettings, pageSize: Int, bytes: Int, entryCount: Int,
-         pins: BodyPins, log: @escaping @Sendable (String) -> Void) {
+         pins: BodyPins, clock: any ProxyClock = SystemClock.shared, log: @escaping @Sendable (String) -> Void) {
         self.env = env
+        self.clock = clock
         budget = MapBudget(mapBytes: settings.mapSize, batchBytes: settings.batchBytes, pageSize: pageSize)
         self.pins = pins
         self.db = dbs
@@ -259,15 +296,9 @@ final class DiskWriter: @unchecked Sendable {
         if wait, !stopped.load(ordering: .acquiring) { usleep(DiskWriter.gatherMicroseconds) }
     }
 
-    private static func monotonicNow() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
     private func syncIfDue(force: Bool) {
         guard settings.durability == .fast else { return }
-        let now = Self.monotonicNow()
+        let now = clock.monotonic
         if force || now - lastSync >= settings.syncInterval {
             mdb_env_sync(env, 1)
             lastSync = now
@@ -279,6 +310,7 @@ final class DiskWriter: @unchecked Sendable {
         let batchBytes = batch.reduce(0) { $0 + $1.byteCount }
         defer {
             pendingBytes.subtract(batchBytes, ordering: .relaxed)
+            callDrainWaiters()
             for b in barriers { b() }
         }
         for op in batch { if case .barrier(let b) = op { barriers.append(b) } }
@@ -401,7 +433,7 @@ final class DiskWriter: @unchecked Sendable {
     private func commitPassage() throws(LMDBError) {
         let txn = try WriteTransaction(env: env)
         var stamp: [UInt8] = []
-        stamp.appendInt64(Int64(time(nil)))
+        stamp.appendInt64(clock.wallSeconds)
         try txn.put(db.info, Array("evicted-at".utf8), stamp)
         try txn.commit()
     }
@@ -416,7 +448,7 @@ final class DiskWriter: @unchecked Sendable {
     }
 
     private func evictionFailed(_ error: LMDBError) {
-        guard evictionFailures.count(now: Self.monotonicNow()) else { return }
+        guard evictionFailures.count(now: clock.monotonic) else { return }
         log("cache eviction failing (\(error)): \(evictionFailures.unreported) time(s) since the last report")
         evictionFailures.reported()
     }
@@ -424,7 +456,7 @@ final class DiskWriter: @unchecked Sendable {
     /// A batch that could not be written (disk full, I/O error): its entries are lost, the proxy
     /// carries on without storing them.
     private func batchFailed(_ batch: [WriteOp], _ error: LMDBError) {
-        if batchFailures.count(now: Self.monotonicNow()) {
+        if batchFailures.count(now: clock.monotonic) {
             var fs = statvfs()
             let free = statvfs(settings.directory, &fs) == 0 ? "; \(Int(fs.f_bavail) * Int(fs.f_frsize)) bytes free on its file system" : ""
             log("cache writes failing (\(error)\(free)): \(batchFailures.unreported) batch(es) dropped since the last report; "

@@ -11,8 +11,12 @@ public final class EventLoop: @unchecked Sendable {
     let base: OpaquePointer
     private let mailbox: Mailbox
     private var mailboxEvent: OpaquePointer?
+    /// What `monotonicNow` reads, for the deadlines and timeouts run on this loop: the worker's
+    /// clock (`ProxyClock`), never the system's directly.
+    public let clock: any ProxyClock
 
-    public init() {
+    public init(clock: any ProxyClock = SystemClock.shared) {
+        self.clock = clock
         let cfg = event_config_new()
         event_config_set_flag(cfg, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
         guard let b = event_base_new_with_config(cfg) else { fatalError("event_base_new_with_config failed") }
@@ -54,12 +58,9 @@ public final class EventLoop: @unchecked Sendable {
         return Double(tv.tv_sec) + Double(tv.tv_usec) / 1_000_000
     }
 
-    /// Seconds on the monotonic clock (not set with the date; read through the vDSO, no syscall).
-    public var monotonicNow: Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1_000_000_000
-    }
+    /// Seconds on the loop's monotonic clock (`clock.monotonic`: not set with the date; the
+    /// system's is read through the vDSO, no syscall).
+    public var monotonicNow: Double { clock.monotonic }
 
     private func drainMailbox() {
         for job in mailbox.take() { job() }

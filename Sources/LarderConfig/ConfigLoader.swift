@@ -149,7 +149,7 @@ public enum ConfigLoader {
     public static func environmentWarnings(_ environment: [String: String]) -> [String] {
         // Not settings: the configuration file, and the test hooks (a crash, how tunnels relay).
         let known = Set(ConfigSchema.fields.map(\.environmentName))
-            .union(["LARDER_CONFIG", "LARDER_TEST_CRASH", "LARDER_TEST_TUNNEL_SPLICE"])
+            .union(["LARDER_CONFIG", "LARDER_TEST_CRASH", "LARDER_TEST_TUNNEL_SPLICE", "LARDER_TEST_CLOCK_FILE"])
         var warnings: [String] = []
         for name in environment.keys.sorted()
         where name.hasPrefix("LARDER_") && !known.contains(name) && !isServiceLink(name) {

@@ -30,8 +30,8 @@ public final class ProxyServer: @unchecked Sendable {
     private var historyTimer: Timer?
     /// Every address Larder listens on, so nothing is forwarded to itself.
     private let ownListeners = OwnListeners()
-    /// The clock every worker and the admin endpoint read.
-    private let clock: any ProxyClock = SystemClock.shared
+    /// The clock every worker, the cache and the admin endpoint read (`ProxyClock`).
+    private let clock: any ProxyClock
     /// The certificate of the HTTPS listeners and admin endpoint, when one is configured.
     private var identity: ServerIdentity?
 
@@ -49,8 +49,9 @@ public final class ProxyServer: @unchecked Sendable {
         }
     }
 
-    public init(config: Config, logger: Logger,
+    public init(config: Config, logger: Logger, clock: any ProxyClock = SystemClock.shared,
                 reloadSource: (@Sendable () throws(ConfigErrors) -> Config)? = nil) {
+        self.clock = clock
         self.config = config
         self.current = Locked(config)
         self.logger = logger
@@ -60,12 +61,30 @@ public final class ProxyServer: @unchecked Sendable {
     /// How long shutdown waits for in-flight requests, as currently configured.
     public var shutdownGrace: Double { current.withLock { $0.shutdownGrace } }
 
+    /// SIGHUP: `reload(then:)`, waiting for it. Blocks until every worker has applied the change,
+    /// so never call it on a worker's thread.
+    public func reload() -> ReloadOutcome {
+        let done = Semaphore()
+        let result = Locked<ReloadOutcome?>(nil)
+        reload { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+
     /// SIGHUP or POST /config/reload: reads the configuration again; applies what a running proxy
     /// can change (new requests see it; nothing is dropped), reports the rest, or keeps the old
-    /// configuration whole when the new one is invalid.
-    public func reload() -> ReloadOutcome {
-        guard let reloadSource else { return .rejected("this Larder was started without a configuration source") }
+    /// configuration whole when the new one is invalid. The outcome is logged and `done` called
+    /// once every worker has applied the change on its loop (on the last one's thread), so what
+    /// was told "applied" is in force for every request after it; at once when nothing is applied.
+    public func reload(then done: @escaping @Sendable (ReloadOutcome) -> Void) {
+        guard let reloadSource else { return done(.rejected("this Larder was started without a configuration source")) }
         let outcome: ReloadOutcome
+        let clock = self.clock
+        // Calls `finish` once every worker that is told the new settings has applied them.
+        var countdown: Countdown?
         do {
             let new = try reloadSource()
             let workers = self.workers
@@ -81,11 +100,18 @@ public final class ProxyServer: @unchecked Sendable {
                     // The mix must pass the checks too: a new file may move admin_listen to loopback
                     // and drop admin_token at once, while the running endpoint stays where it is.
                     try ConfigLoader.check(applied, source: "running configuration with the keys that need a restart unchanged")
-                    settings = try ProxySettings.load(applied, ownListeners: ownListeners)
+                    settings = try ProxySettings.load(applied, ownListeners: ownListeners, clock: clock)
                 } catch {
                     return .rejected("\(error)")
                 }
-                for w in workers { w.loop.execute { w.apply(settings) } }
+                let counted = Countdown(workers.count)
+                countdown = counted
+                for w in workers {
+                    w.loop.execute {
+                        w.apply(settings)
+                        counted.one()
+                    }
+                }
                 admin?.token.withLock { $0 = applied.adminToken.map { Array($0.utf8) } }
                 admin?.hostNames.withLock { $0 = applied.adminHosts }
                 old = applied
@@ -94,9 +120,12 @@ public final class ProxyServer: @unchecked Sendable {
         } catch {
             outcome = .rejected(error.description)
         }
-        if outcome.isRejected { logger.error("\(outcome.summary)") } else { logger.notice("\(outcome.summary)") }
-        if !outcome.isRejected { reloadIdentity() }
-        return outcome
+        let finish: @Sendable () -> Void = { [self, outcome] in
+            if outcome.isRejected { logger.error("\(outcome.summary)") } else { logger.notice("\(outcome.summary)") }
+            if !outcome.isRejected { reloadIdentity() }
+            done(outcome)
+        }
+        if let countdown { countdown.whenDone(finish) } else { finish() }
     }
 
     /// Reads the listeners' certificate and key again (renewed files usually keep their names).
@@ -142,7 +171,7 @@ public final class ProxyServer: @unchecked Sendable {
             throw .config(error.description)
         }
         let files = OpenFilesLimit.raiseToHard()
-        let settings = try ProxySettings.load(config, ownListeners: ownListeners)
+        let settings = try ProxySettings.load(config, ownListeners: ownListeners, clock: clock)
         let budget = settings.descriptors
         SocketSplice.setMaximumPipes(budget.pipes)
         let raised = files.now > files.before ? "raised from \(files.before)" : "the hard limit is \(files.hard)"
@@ -164,7 +193,7 @@ public final class ProxyServer: @unchecked Sendable {
         let opened: Cache
         let log = logger
         do {
-            opened = try Cache(settings: settings.cache.store, log: { log.warning("\($0)") })
+            opened = try Cache(settings: settings.cache.store, clock: clock, log: { log.warning("\($0)") })
             if let disk = opened.disk {
                 for note in disk.startupNotes { logger.warning("\(note)") }
                 logger.info("cache in \(absolutePath(config.cacheDirectory)): \(disk.entryCount) entries, \(disk.storedBytes) bytes")
@@ -176,7 +205,7 @@ public final class ProxyServer: @unchecked Sendable {
             let problem = "cannot open the cache in \(config.cacheDirectory): \(error.description)"
             guard config.cache.onUnusableDirectory == .passThrough else { throw .cache(problem) }
             do {
-                opened = try Cache.standIn(settings: settings.cache.store, log: { log.warning("\($0)") })
+                opened = try Cache.standIn(settings: settings.cache.store, clock: clock, log: { log.warning("\($0)") })
             } catch {
                 throw .cache("\(problem); and no stand-in for pass-through either: \(error.description)")
             }
@@ -257,14 +286,27 @@ public final class ProxyServer: @unchecked Sendable {
         if let endpoint = config.adminListen {
             let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: opened, inFlight: inFlight,
                                        workerStats: workers.map(\.stats), hosts: workers.map(\.hosts),
-                                       warming: makeWarming(), clock: clock) {
-                [unowned self] in self.reload()
+                                       warming: makeWarming(), clock: clock,
+                                       refreshLevels: { [workers] done in
+                                           let counted = Countdown(workers.count)
+                                           counted.whenDone(done)
+                                           for w in workers { w.loop.execute { w.publishLevels(); counted.one() } }
+                                       }) {
+                [unowned self] done in self.reload(then: done)
             }
             admin = context
-            // The dashboard's history, sampled on the first worker's loop.
-            let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistory() }
-            t.schedule(after: context.history.interval)
-            historyTimer = t
+            // The dashboard's history, sampled on the first worker's loop every interval of the
+            // clock. A test clock can jump: it is looked at often, and a sample taken once it
+            // passes the next one's time, so a test moving the clock need not wait for the timer.
+            if clock is OffsetClock {
+                let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistoryIfDue() }
+                t.schedule(after: ProxyServer.testClockHistoryCheck)
+                historyTimer = t
+            } else {
+                let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistory() }
+                t.schedule(after: context.history.interval)
+                historyTimer = t
+            }
             let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
             guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
                 throw .badAddress(endpoint.description)
@@ -289,12 +331,15 @@ public final class ProxyServer: @unchecked Sendable {
         logger.info("larder started with \(count) worker\(count == 1 ? "" : "s")")
     }
 
+    /// How often the history's time is checked on a test clock (`OffsetClock`).
+    static let testClockHistoryCheck = 0.05
+
     /// POST /warm's runner: through the first plain proxy listener, on loopback when it listens on
     /// every address.
     private func makeWarming() -> AdminWarming {
         let listener = boundAddresses.first.flatMap(WarmProxyAddress.parse).map { (host: $0.host, port: $0.port) }
         let log = logger
-        return AdminWarming(listener: listener, cacheName: config.viaName, log: { log.notice("\($0)") })
+        return AdminWarming(listener: listener, cacheName: config.viaName, clock: clock, log: { log.notice("\($0)") })
     }
 
     /// Runs `job` on the first worker's loop after `seconds` (the way into a worker for the crash test hook).
@@ -339,6 +384,35 @@ public final class ProxyServer: @unchecked Sendable {
         historyTimer = nil  // while its loop still exists
         accessLog?.close()
         cache?.close()
+    }
+}
+
+/// Counts the workers that still have to apply a reload; calls back once all have (or at once
+/// when there are none).
+final class Countdown: Sendable {
+    private let state: Locked<(left: Int, then: (@Sendable () -> Void)?)>
+
+    init(_ count: Int) { state = Locked((count, nil)) }
+
+    /// One more is done.
+    func one() {
+        let then = state.withLock { s -> (@Sendable () -> Void)? in
+            s.left -= 1
+            guard s.left == 0 else { return nil }
+            defer { s.then = nil }
+            return s.then
+        }
+        then?()
+    }
+
+    /// Calls `then` once all are done: now if they are, else on the thread of the last one.
+    func whenDone(_ then: @escaping @Sendable () -> Void) {
+        let now = state.withLock { s -> Bool in
+            if s.left <= 0 { return true }
+            s.then = then
+            return false
+        }
+        if now { then() }
     }
 }
 

@@ -38,7 +38,8 @@ struct ProxySettings: Sendable {
 
     /// Reads `auth.users_file` and `session.proxy_credentials_file` too: a missing or malformed
     /// file is a start-up error, or a rejected reload.
-    static func load(_ config: Config, ownListeners: OwnListeners) throws(ProxyServer.StartError) -> ProxySettings {
+    static func load(_ config: Config, ownListeners: OwnListeners,
+                     clock: any ProxyClock = SystemClock.shared) throws(ProxyServer.StartError) -> ProxySettings {
         var users: UsersFile?
         if let path = config.auth.usersFile {
             guard let text = ConfigLoader.readFile(path) else {
@@ -64,10 +65,12 @@ struct ProxySettings: Sendable {
                 throw .config("session.proxy_credentials_file \(path): \(error.description)")
             }
         }
-        return ProxySettings(config, ownListeners: ownListeners, users: users, parentCredentials: parentCredentials)
+        return ProxySettings(config, ownListeners: ownListeners, users: users, parentCredentials: parentCredentials,
+                             clock: clock)
     }
 
-    init(_ config: Config, ownListeners: OwnListeners, users: UsersFile?, parentCredentials: ProxyCredentials? = nil) {
+    init(_ config: Config, ownListeners: OwnListeners, users: UsersFile?, parentCredentials: ProxyCredentials? = nil,
+         clock: any ProxyClock = SystemClock.shared) {
         headLimits = HeadLimits(maxHeadBytes: config.limits.maxHeadBytes,
                                 maxHeaderCount: config.limits.maxHeaderCount,
                                 maxRequestLineBytes: config.limits.maxURIBytes)
@@ -81,7 +84,7 @@ struct ProxySettings: Sendable {
         authenticator = users.map {
             ProxyAuthenticator(users: $0, realm: config.auth.realm, destinations: config.auth.destinations,
                                pendingLimit: config.auth.maxPendingChecks,
-                               pendingPerClient: config.auth.maxPendingChecksPerClient)
+                               pendingPerClient: config.auth.maxPendingChecksPerClient, clock: clock)
         }
         if let r = config.reverseOrigin {
             reverseOrigin = OriginKey(scheme: r.scheme, host: r.host, port: r.port)

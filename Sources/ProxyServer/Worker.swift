@@ -63,7 +63,7 @@ final class Worker: @unchecked Sendable {
         self.cache = cache
         self.inFlight = inFlight
         cacheReader = cache.makeReader()
-        loop = EventLoop()
+        loop = EventLoop(clock: clock)
     }
 
     /// Before the worker's thread runs (nothing else touches the loop yet).
@@ -81,12 +81,18 @@ final class Worker: @unchecked Sendable {
         let now = clock.monotonic
         stats.set(.loopLagMicroseconds, Int(max(0, now - (tick?.due ?? now)) * 1_000_000))
         tick?.due = now + Worker.tickInterval
+        publishLevels()
+        accessLog?.flush()
+    }
+
+    /// Publishes the session's levels and the top hosts to `stats` (once a second, and when the
+    /// admin endpoint is asked for statistics, so they are current then). On the loop's thread.
+    func publishLevels() {
         stats.set(.originConnectionsOpen, session.openConnectionCount)
         stats.set(.originConnectionsIdle, session.idleConnectionCount)
         stats.set(.originConnectionsDiscardedUnsafe, session.connectionsDiscardedUnsafe)
         stats.set(.originTLSHandshakes, session.tlsHandshakes)
         stats.set(.originTLSResumptions, session.tlsResumptions)
-        accessLog?.flush()
         hosts.publish()
     }
 

@@ -13,6 +13,8 @@ public final class WarmJob: Sendable {
     private let cacheName: String?
     private let state: Locked<State>
     private let sockets = OpenSockets()
+    /// Times the job (`elapsed`): the proxy's clock for `POST /warm`, the system's for `larder warm`.
+    private let clock: any ProxyClock
     /// Monotonic seconds when the job was made.
     public let startedAt: Double
 
@@ -24,7 +26,9 @@ public final class WarmJob: Sendable {
         var threads: [LoopThread] = []
     }
 
-    public init(list: WarmList, proxy: WarmProxy, concurrency: Int, timeout: Double, cacheName: String?) {
+    public init(list: WarmList, proxy: WarmProxy, concurrency: Int, timeout: Double, cacheName: String?,
+                clock: any ProxyClock = SystemClock.shared) {
+        self.clock = clock
         self.list = list
         self.proxy = proxy
         self.concurrency = max(1, concurrency)
@@ -34,7 +38,7 @@ public final class WarmJob: Sendable {
         // Lines that are no URL fail at once; they are reported like any other failure.
         for r in list.rejected { tally.record(.failed(r.reason), url: "line \(r.line): \(r.text)") }
         state = Locked(State(tally: tally))
-        startedAt = WarmJob.monotonic()
+        startedAt = clock.monotonic
     }
 
     /// Starts the threads; `finished` is called on the last one once every URL is done.
@@ -42,7 +46,7 @@ public final class WarmJob: Sendable {
         let count = min(concurrency, list.urls.count)
         if count == 0 {
             let t = state.withLock { s -> WarmTally in
-                s.finishedAt = WarmJob.monotonic()
+                s.finishedAt = self.clock.monotonic
                 return s.tally
             }
             finished(t)
@@ -56,7 +60,7 @@ public final class WarmJob: Sendable {
                     let done = self.state.withLock { s -> WarmTally? in
                         s.running -= 1
                         guard s.running == 0 else { return nil }
-                        s.finishedAt = WarmJob.monotonic()
+                        s.finishedAt = self.clock.monotonic
                         return s.tally
                     }
                     if let done { finished(done) }
@@ -101,12 +105,6 @@ public final class WarmJob: Sendable {
 
     /// Seconds since the start, or until the end once finished.
     public var elapsed: Double {
-        (state.withLock { $0.finishedAt } ?? WarmJob.monotonic()) - startedAt
-    }
-
-    public static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        (state.withLock { $0.finishedAt } ?? clock.monotonic) - startedAt
     }
 }

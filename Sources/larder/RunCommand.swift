@@ -1,4 +1,5 @@
 import ArgumentParser
+import EventLoop
 import Glibc
 import LarderConfig
 import Logging
@@ -34,8 +35,20 @@ struct RunCommand: ParsableCommand {
             throw ExitCode(2)
         }
 
+        // The one clock of the process. LARDER_TEST_CLOCK_FILE (tests only) is read here, once.
+        let clock: any ProxyClock
+        do {
+            clock = try OffsetClock.fromEnvironment(ProcessEnvironment.variables())
+        } catch {
+            printToStandardError("larder: \(error.description)")
+            throw ExitCode(2)
+        }
+        if let test = clock as? OffsetClock {
+            logger.critical("TEST CLOCK ENABLED (\(OffsetClock.environmentVariable)=\(test.path)): this process's time is the system's plus an offset any local user who can write that file sets. For tests only: unset it in production.")
+        }
+
         let overrides = self.overrides
-        let server = ProxyServer(config: config, logger: logger) { () throws(ConfigErrors) -> Config in
+        let server = ProxyServer(config: config, logger: logger, clock: clock) { () throws(ConfigErrors) -> Config in
             try overrides.resolve()
         }
         do {

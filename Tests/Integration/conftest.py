@@ -7,6 +7,8 @@
 * ``larder``: one instance with the base config.
 * ``origin`` / ``origin_factory``: origin.py as a separate process.
 * ``echo_server``, ``tls_server``, ``fake_dns``: small in-process servers.
+* ``proxy_clock``: the test clock; the Larders of a test that asks for it run on it, and
+  ``proxy_clock.advance(seconds)`` moves their time (and the origin's ``Date``) without waiting.
 
 Per-test time limit: ``larder_test_timeout`` in pytest.ini (or
 ``@pytest.mark.timeout_s(N)``).  When it passes, a watchdog thread SIGKILLs the
@@ -23,7 +25,7 @@ import threading
 import pytest
 
 import helpers
-from helpers import (CHILDREN, CHILDREN_LOCK, EchoServer, FakeDNS, Larder, OriginProcess, TLSServer,
+from helpers import (CHILDREN, CHILDREN_LOCK, EchoServer, FakeDNS, Larder, OriginProcess, TestClock, TLSServer,
                      make_self_signed_cert)
 
 
@@ -85,7 +87,7 @@ def pytest_runtest_protocol(item, nextitem):
             if p.poll() is None:
                 try:
                     os.kill(p.pid, signal.SIGKILL)
-                    p.wait(5)
+                    helpers.wait_process(p, 5)
                 except (ProcessLookupError, Exception):
                     pass
 
@@ -119,11 +121,22 @@ def workdir(tmp_path):
 
 
 @pytest.fixture
+def proxy_clock(tmp_path):
+    """The test clock (``TestClock``): every Larder a test that asks for it starts runs on
+    it (``LARDER_TEST_CLOCK_FILE``), and so does the origin's ``Date``; ``proxy_clock.advance(s)``
+    lets ``s`` seconds pass for them at once, instead of sleeping."""
+    return TestClock(tmp_path)
+
+
+@pytest.fixture
 def larder_factory(tmp_path, request):
     started = []
     request.node._larders = started
+    clock = request.getfixturevalue("proxy_clock") if "proxy_clock" in request.fixturenames else None
 
     def start(config=None, args=(), listeners=1, name=None, wait=True, listen_flag=True, **more):
+        if clock is not None:
+            more.setdefault("clock", clock)
         nm = name or f"larder{len(started) + 1}"
         inst = Larder(tmp_path, config=config, args=args, listeners=listeners, name=nm,
                       wait=wait, listen_flag=listen_flag, **more)

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import signal
 import socket
 import ssl
@@ -106,6 +107,26 @@ def spawn(cmd, **kw):
     return proc
 
 
+def wait_process(proc, timeout):
+    """Waits up to ``timeout`` s for a child process to exit; its exit code, or None if it is still
+    running. Event-driven: a pidfd becomes readable when the process exits (Popen.wait with a
+    timeout would poll with sleeps)."""
+    if proc.poll() is not None:
+        return proc.returncode
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd (an old kernel): Popen's own wait
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    try:
+        ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
+    finally:
+        os.close(fd)
+    return proc.wait() if ready else proc.poll()
+
+
 def stop_process(proc, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
     """Signal a process by PID, wait; SIGKILL as a last resort. Returns (rc, killed)."""
     if proc.poll() is not None:
@@ -114,14 +135,14 @@ def stop_process(proc, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
         os.kill(proc.pid, sig)
     except ProcessLookupError:
         pass
+    rc = wait_process(proc, timeout)
+    if rc is not None:
+        return rc, False
     try:
-        return proc.wait(timeout=timeout), False
-    except subprocess.TimeoutExpired:
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        return proc.wait(timeout=10), True
+        os.kill(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return wait_process(proc, 10), True
 
 
 # ---------------------------------------------------------------------------
@@ -193,8 +214,13 @@ ADMIN_RE = re.compile(r"admin endpoint listening on 127\.0\.0\.1:(\d+)")
 
 class Larder:
     def __init__(self, workdir, config=None, args=(), listeners=1, name="larder",
-                 listen_flag=True, wait=True, wrapper=(), binary=None, start_timeout=START_TIMEOUT, env=None):
+                 listen_flag=True, wait=True, wrapper=(), binary=None, start_timeout=START_TIMEOUT, env=None,
+                 clock=None):
         self.workdir = Path(workdir)
+        # ``clock``: a TestClock this instance runs on (``self.clock.advance(s)``), or None.
+        self.clock = clock
+        if clock is not None:
+            env = {**clock.env, **(env or {})}
         self.name = name
         self.cache_dir = self.workdir / f"{name}-cache"
         # Larder's own interception CA, apart from the cache as in a real installation.
@@ -220,6 +246,9 @@ class Larder:
         self.cmd = [str(c) for c in cmd]
         self.lines = []
         self.lines_lock = threading.Lock()
+        # Notified for every line the reader thread adds (``wait_for_log`` waits on it).
+        self.lines_added = threading.Condition(self.lines_lock)
+        self.reader_done = False
         self.ports = []
         self.admin_ports = []
         self.listeners = listeners
@@ -249,7 +278,11 @@ class Larder:
                     self.ports.append(int(m.group(1)))
                     if len(self.ports) >= self.listeners:
                         self.ready.set()
+                self.lines_added.notify_all()
         self.ready.set()
+        with self.lines_lock:
+            self.reader_done = True
+            self.lines_added.notify_all()
 
     def wait_listening(self, timeout=START_TIMEOUT):
         if not self.ready.wait(timeout) or len(self.ports) < self.listeners:
@@ -266,11 +299,15 @@ class Larder:
     def admin_port(self):
         """The admin endpoint's port (it is logged just after the proxy's)."""
         deadline = time.monotonic() + START_TIMEOUT
-        while not self.admin_ports:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"larder did not report its admin endpoint\n{self.log_text()[-3000:]}")
-            time.sleep(0.02)
-        return self.admin_ports[0]
+        with self.lines_lock:
+            while not self.admin_ports:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.reader_done:
+                    break
+                self.lines_added.wait(left)
+            if self.admin_ports:
+                return self.admin_ports[0]
+        raise AssertionError(f"larder did not report its admin endpoint\n{self.log_text()[-3000:]}")
 
     @property
     def proxy_url(self):
@@ -284,16 +321,38 @@ class Larder:
         """The first match of ``pattern`` in the log, waiting up to ``timeout`` s for the reader
         thread to catch up with what the process has already written; None if it never appears."""
         deadline = time.monotonic() + timeout
-        while True:
-            m = re.search(pattern, self.log_text())
-            if m or time.monotonic() > deadline:
-                return m
-            time.sleep(0.02)
+        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        with self.lines_lock:
+            while True:
+                m = rx.search("\n".join(self.lines))
+                left = deadline - time.monotonic()
+                if m or left <= 0 or self.reader_done:
+                    return m
+                self.lines_added.wait(left)
+
+    def wait_for_text(self, text, timeout=5):
+        """Waits for ``text`` (plain text, not a pattern) to appear in the log; fails if it does not."""
+        if not self.wait_for_log(re.escape(text), timeout):
+            raise AssertionError(f"no {text!r} in {self.name}'s log within {timeout} s:\n{self.log_text()[-3000:]}")
+
+    def count_in_log(self, text):
+        with self.lines_lock:
+            return sum(line.count(text) for line in self.lines)
+
+    def wait_for_count(self, text, n, timeout=5):
+        """Waits until ``text`` has appeared ``n`` times in the log; returns the count reached."""
+        deadline = time.monotonic() + timeout
+        with self.lines_lock:
+            while True:
+                got = sum(line.count(text) for line in self.lines)
+                left = deadline - time.monotonic()
+                if got >= n or left <= 0 or self.reader_done:
+                    return got
+                self.lines_added.wait(left)
 
     def wait_exit(self, timeout):
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        rc = wait_process(self.proc, timeout)
+        if rc is None:
             return None
         self.reader.join(5)
         self.returncode = rc
@@ -352,6 +411,159 @@ class RSSSampler:
         self._t.join(5)
 
 
+_NEVER = threading.Event()
+
+
+def pace(seconds):
+    """How a simulated slow peer (an origin sending a piece at a time, a client reading at a set
+    rate or a byte a second) spaces what it does: a timed wait, the behaviour under test. Tests
+    themselves never wait with it; they wait for events (and the few polls left use time.sleep)."""
+    _NEVER.wait(seconds)
+
+
+def wait_until(check, timeout=5.0, interval=0.01):
+    """Polls ``check()`` until it is true or ``timeout`` passed; its last result. Only for state
+    nothing announces (the time a poll sleeps is short, and counted like every sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------
+# Waiting for files to change (inotify), not polling them
+
+
+class FileWatch:
+    """Wakes when files in ``directory`` are created, written, renamed or removed (inotify through
+    libc): ``wait(timeout)`` returns True on a change, False when ``timeout`` passed without one."""
+
+    IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = (
+        0x2, 0x4, 0x8, 0x40, 0x80, 0x100, 0x200)
+
+    def __init__(self, directory):
+        self.fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        mask = (self.IN_MODIFY | self.IN_ATTRIB | self.IN_CLOSE_WRITE | self.IN_MOVED_FROM | self.IN_MOVED_TO
+                | self.IN_CREATE | self.IN_DELETE)
+        if _libc.inotify_add_watch(self.fd, str(directory).encode(), mask) < 0:
+            err = ctypes.get_errno()
+            os.close(self.fd)
+            raise OSError(err, f"inotify_add_watch {directory}")
+
+    def wait(self, timeout, name=None):
+        """True once a file (the one called ``name``, when given) changed; False after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return False
+            names = set()
+            try:
+                while True:
+                    data = os.read(self.fd, 65536)
+                    if not data:
+                        break
+                    i = 0
+                    while i + 16 <= len(data):  # struct inotify_event: wd, mask, cookie, len, name
+                        _, _, _, n = struct.unpack_from("iIII", data, i)
+                        names.add(data[i + 16:i + 16 + n].rstrip(b"\0").decode(errors="replace"))
+                        i += 16 + n
+            except BlockingIOError:
+                pass
+            if name is None or name in names:
+                return True
+
+    def close(self):
+        os.close(self.fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def wait_for_file(path, check, timeout=5.0):
+    """Calls ``check()`` until it returns something true, again each time the file ``path`` changes
+    (is created, written, renamed or removed), for up to ``timeout`` s; returns its last result."""
+    deadline = time.monotonic() + timeout
+    with FileWatch(Path(path).parent) as watch:
+        while True:
+            got = check()
+            left = deadline - time.monotonic()
+            if got or left <= 0:
+                return got
+            watch.wait(left, Path(path).name)
+
+
+def wait_for_quiet_file(path, quiet, timeout):
+    """Waits until ``path`` has not changed for ``quiet`` s (or ``timeout`` passed)."""
+    deadline = time.monotonic() + timeout
+    with FileWatch(Path(path).parent) as watch:
+        while time.monotonic() < deadline:
+            if not watch.wait(min(quiet, deadline - time.monotonic()), Path(path).name):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------------------
+# The test clock
+
+
+class TestClock:
+    """Moves a Larder's clock forward without waiting: for tests of what happens once time passes
+    (entries going stale, rate limits, ages).
+
+    ``LARDER_TEST_CLOCK_FILE=<path>`` in a Larder's environment, read once at its start-up, makes its
+    one clock (``ProxyClock``: every date, age, duration and deadline it computes) the system's plus
+    an offset read from that file: its first 8 bytes, a little-endian signed count of nanoseconds,
+    mapped shared by the binary, so ``advance`` is seen by the proxy's next read of the time, with
+    no signal and no restart. The binary logs a loud warning when the variable is set; unset, it
+    reads the system clock directly and the file is never opened. The offset only grows (the
+    proxy's monotonic clock must never go back). libevent timers still fire after real time: a
+    timeout is not brought forward, but a deadline checked after the move sees the time moved.
+
+    The origin (origin.py) dates its scripted responses by the same file (``clock.offset`` next to
+    its log, i.e. in the test's directory), so after a move the two agree on what "now" is.
+
+        clock = TestClock(workdir)
+        lr = larder_factory(env=clock.env)
+        ...
+        clock.advance(61)   # every response cached so far is 61 s older
+    """
+
+    __test__ = False  # not a test class for pytest
+
+    def __init__(self, workdir):
+        import mmap
+        self.path = Path(workdir) / "clock.offset"
+        self.path.write_bytes(b"\0" * 8)
+        self._file = open(self.path, "r+b")
+        self._map = mmap.mmap(self._file.fileno(), 8)
+        # One aligned 8-byte store: the proxy never reads half of an update.
+        self._offset = ctypes.c_int64.from_buffer(self._map)
+        self.offset = 0.0
+
+    @property
+    def env(self):
+        """The environment that gives a Larder this clock (``larder_factory(env=clock.env)``)."""
+        return {"LARDER_TEST_CLOCK_FILE": str(self.path)}
+
+    def advance(self, seconds):
+        """Moves the clock ``seconds`` forward, at once, for every process started with it."""
+        assert seconds >= 0, "the test clock only moves forward"
+        self.offset += seconds
+        self._offset.value = round(self.offset * 1e9)
+
+    def now(self):
+        """Wall-clock seconds as the proxy sees them (for dates a test writes itself)."""
+        return time.time() + self.offset
+
+
 # ---------------------------------------------------------------------------
 # Origin process
 
@@ -359,8 +571,12 @@ class RSSSampler:
 class OriginProcess:
     def __init__(self, workdir, name="origin"):
         self.log_path = Path(workdir) / f"{name}.jsonl"
-        self.proc = spawn([sys.executable, HERE / "origin.py", "--port", "0", "--log", self.log_path],
+        self.proc = spawn([sys.executable, HERE / "origin.py", "--port", "0", "--log", self.log_path, "--notify"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # origin.py --notify writes a line to stdout after each request it logs: waits wake on it.
+        self.logged = 0
+        self.ended = []  # (connection number, "done" or "peer-gone") as connections end
+        self.logged_cond = threading.Condition()
         self.pid = self.proc.pid
         self.port = None
         deadline = time.monotonic() + START_TIMEOUT
@@ -378,6 +594,21 @@ class OriginProcess:
         self.port = int(m.group(1))
         self.base = f"http://127.0.0.1:{self.port}"
         self.hostport = f"127.0.0.1:{self.port}"
+        self._notes = threading.Thread(target=self._read_notes, daemon=True)
+        self._notes.start()
+
+    def _read_notes(self):
+        for line in iter(self.proc.stdout.readline, b""):
+            with self.logged_cond:
+                if line.startswith(b"ended "):
+                    _, conn, how = line.decode().split()
+                    self.ended.append((int(conn), how))
+                else:
+                    self.logged += 1
+                self.logged_cond.notify_all()
+        with self.logged_cond:
+            self.logged = float("inf")  # the origin is gone: nothing more will come
+            self.logged_cond.notify_all()
 
     def url(self, path):
         return self.base + path
@@ -396,13 +627,24 @@ class OriginProcess:
                     pass  # a line being written right now
         return out
 
+    def wait_ended(self, n, timeout=10.0):
+        """How the origin's connections ended, once ``n`` have (or ``timeout`` passed): a list of
+        (connection number, "done" or "peer-gone"), in the order they ended."""
+        with self.logged_cond:
+            self.logged_cond.wait_for(lambda: len(self.ended) >= n, timeout)
+            return list(self.ended)
+
     def wait_requests(self, n, timeout=5.0):
+        """The requests logged once there are ``n`` (or ``timeout`` passed): woken by the origin's
+        note after each request it logs."""
         deadline = time.monotonic() + timeout
-        while True:
-            reqs = self.requests()
-            if len(reqs) >= n or time.monotonic() > deadline:
-                return reqs
-            time.sleep(0.02)
+        with self.logged_cond:
+            while self.logged < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.logged_cond.wait(left)
+        return self.requests()
 
     def stop(self):
         rc, _ = stop_process(self.proc, signal.SIGTERM, 5)
@@ -730,6 +972,7 @@ class _ThreadedServer:
         self.events = []
         self._stop = threading.Event()
         self._threads = []
+        self._socks = []
         self._t = threading.Thread(target=self._accept_loop, daemon=True)
         self._t.start()
 
@@ -742,6 +985,7 @@ class _ThreadedServer:
             except OSError:
                 return
             self.connections += 1
+            self._socks.append(sock)
             sock.settimeout(15)
             t = threading.Thread(target=self._guard, args=(sock, peer), daemon=True)
             t.start()
@@ -768,6 +1012,13 @@ class _ThreadedServer:
         except OSError:
             pass
         self._t.join(2)
+        # Connections a client keeps open (Larder's idle pooled ones) would hold their handler in
+        # recv until its timeout: shut down, they end at once.
+        for s in self._socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         for t in self._threads:
             t.join(2)
 

@@ -209,12 +209,23 @@ class BodySink:
 
 
 class Origin:
-    def __init__(self, log_path, quiet=False):
+    def __init__(self, log_path, quiet=False, notify=False):
         self.log_path = log_path
         self.quiet = quiet
+        self.notify = notify
         self.log_lock = threading.Lock()
         self.conn_counter = 0
         self.counter_lock = threading.Lock()
+
+    def now(self):
+        """The time, moved like the proxy's when the test moves its clock (the TestClock writes
+        ``clock.offset`` next to the log: 8 bytes, little-endian nanoseconds)."""
+        try:
+            with open(os.path.join(os.path.dirname(os.path.abspath(self.log_path)), "clock.offset"), "rb") as f:
+                data = f.read(8)
+        except OSError:
+            return time.time()
+        return time.time() + (int.from_bytes(data, "little", signed=True) / 1e9 if len(data) == 8 else 0)
 
     def log(self, record):
         if self.quiet:
@@ -224,6 +235,10 @@ class Origin:
             with open(self.log_path, "a", encoding="utf-8") as f:
                 f.write(line)
                 f.flush()
+            if self.notify:
+                # After the line is in the file: the test's waits wake and read it.
+                sys.stdout.write("logged\n")
+                sys.stdout.flush()
 
     # -- connection handling ------------------------------------------------
 
@@ -234,6 +249,7 @@ class Origin:
         sock.settimeout(IO_TIMEOUT)
         conn = Conn(sock)
         seq = 0
+        how = "done"
         try:
             while True:
                 try:
@@ -248,12 +264,17 @@ class Origin:
                 if not keep:
                     return
         except (PeerGone, BrokenPipeError, ConnectionResetError, socket.timeout, OSError):
+            how = "peer-gone"
             return
         finally:
             try:
                 sock.close()
             except OSError:
                 pass
+            if self.notify:
+                with self.log_lock:
+                    sys.stdout.write(f"ended {conn_id} {how}\n")
+                    sys.stdout.flush()
 
     def handle_request(self, sock, conn, head, peer, conn_id, seq):
         lines = head.split(b"\r\n")
@@ -397,7 +418,7 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     status = int(spec.get("status", 200))
     fields = [(n, v) for n, v in spec.get("headers", [])]
     if not any(n.lower() == "date" for n, _ in fields):
-        fields.append(("Date", time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())))
+        fields.append(("Date", time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(origin.now()))))
     if "body_bytes" in spec:
         total = int(spec["body_bytes"])
     else:
@@ -678,9 +699,10 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--log", required=True)
     ap.add_argument("--quiet", action="store_true", help="record nothing (scripted resources still live next to --log)")
+    ap.add_argument("--notify", action="store_true", help="write a line to stdout after each request logged")
     args = ap.parse_args()
 
-    origin = Origin(args.log, quiet=args.quiet)
+    origin = Origin(args.log, quiet=args.quiet, notify=args.notify)
     open(args.log, "a").close()
 
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

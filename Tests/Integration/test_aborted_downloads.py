@@ -53,7 +53,9 @@ def test_an_object_barely_started_is_dropped_with_its_client(larder, origin, wor
            pause_after=4 << 20, pause=1)
     url = origin.url("/res/little")
     abort_after(larder, url, 4 << 20)
-    time.sleep(2)
+    # The fetch is dropped with its client: the origin's connection is closed (a finished fetch
+    # would have kept it for the next request).
+    assert len(origin.wait_ended(1)) == 1
     r = proxy_exchange(larder.port, "GET", url, headers=[("Cache-Control", "only-if-cached")])
     assert r.status == 504
     proxy_exchange(larder.port, "GET", url, timeout=15)
@@ -66,8 +68,11 @@ def test_objects_over_the_size_limit_or_with_the_feature_off_are_dropped(larder_
     for config in ({"cache": {"finish_aborted_max_size": "16MiB"}}, {"cache": {"finish_aborted_fraction": "off"}}):
         lr = larder_factory(config=config)
         url = origin.url("/res/big")
+        before = len(origin.ended)
         abort_after(lr, url, MOST)
-        time.sleep(2)
+        # Dropped with its client: the origin's connection is closed (a finished fetch would have
+        # kept it for the next request).
+        assert len(origin.wait_ended(before + 1)) == before + 1, config
         r = proxy_exchange(lr.port, "GET", url, headers=[("Cache-Control", "only-if-cached")])
         assert r.status == 504, config
         lr.stop()

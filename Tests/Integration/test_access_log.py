@@ -8,7 +8,7 @@ import signal
 import socket
 import time
 
-from helpers import RawClient, build_request, proxy_exchange
+from helpers import RawClient, build_request, proxy_exchange, wait_for_file
 from test_cache import script
 
 # The combined log format, then our two fields: cache result and seconds.
@@ -19,12 +19,10 @@ COMBINED = re.compile(r'^(?P<client>\S+) - - \[(?P<time>\d\d/\w{3}/\d{4}:\d\d:\d
 
 def read_lines(path, n, timeout=5.0):
     """The file's lines once there are at least n (workers hand lines over about once a second)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = path.read_text().splitlines() if path.exists() else []
-        if len(lines) >= n or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.1)
+    def lines():
+        return path.read_text().splitlines() if path.exists() else []
+    wait_for_file(path, lambda: len(lines()) >= n, timeout)
+    return lines()
 
 
 def test_combined_lines_parse(larder_factory, origin, workdir):
@@ -72,9 +70,7 @@ def test_sigusr1_reopens_the_file_after_rotation(larder_factory, origin, workdir
     rotated = workdir / "access.log.1"
     os.rename(log, rotated)
     os.kill(lr.pid, signal.SIGUSR1)
-    deadline = time.monotonic() + 5
-    while not log.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_file(log, log.exists)
     proxy_exchange(lr.port, "GET", origin.url("/bytes/2"))
     new = read_lines(log, 1)
     assert len(new) == 1 and '"GET ' + origin.url("/bytes/2") in new[0]
@@ -84,8 +80,8 @@ def test_sigusr1_reopens_the_file_after_rotation(larder_factory, origin, workdir
 def test_access_log_off_writes_nothing(larder_factory, origin, workdir):
     lr = larder_factory(config={"access_log": "off"})
     proxy_exchange(lr.port, "GET", origin.url("/bytes/1"))
-    time.sleep(1.2)
-    assert not list(workdir.glob("*.log"))
+    # Longer than the workers' hand-over interval: a log file would have appeared by then.
+    assert not wait_for_file(workdir / "access.log", lambda: list(workdir.glob("*.log")), timeout=1.2)
     assert 'GET ' not in lr.log_text()
 
 

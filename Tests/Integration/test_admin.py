@@ -10,7 +10,7 @@ import urllib.parse
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import RawClient, proxy_exchange, std_request
+from helpers import RawClient, proxy_exchange, std_request, wait_until
 from test_cache import cache_status, methods, script
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
@@ -34,14 +34,15 @@ def stats(lr, token=None):
     return json.loads(body)
 
 
-def wait_stats(lr, check, timeout=5.0):
-    """Statistics once `check` holds (gauges are refreshed about once a second)."""
+def wait_stats(lr, check, timeout=5.0, interval=0.02):
+    """Statistics once `check` holds (the workers' gauges are refreshed about once a second; the
+    cache's are read when asked)."""
     deadline = time.monotonic() + timeout
     while True:
         s = stats(lr)
         if check(s) or time.monotonic() > deadline:
             return s
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def test_health_and_readiness(larder_factory):
@@ -232,11 +233,12 @@ def test_readyz_says_503_while_the_proxy_drains(larder_factory, origin):
     # A download that keeps the proxy draining for a while after SIGTERM.
     c = RawClient(lr.port, 15)
     c.send(std_request("GET", origin.url("/unique/1/65536?delay=3")))
-    time.sleep(0.3)
+    assert len(origin.wait_requests(1)) == 1  # in flight
     os.kill(lr.pid, signal.SIGTERM)
-    time.sleep(0.3)
-    # The proxy no longer accepts, but the admin endpoint still answers, to say it is not ready.
-    assert admin(lr, "GET", "/readyz")[0] == 503
+    lr.wait_for_text("shutting down")
+    # The proxy no longer accepts, but the admin endpoint still answers, to say it is not ready
+    # (from the moment shutdown begins, just after that line).
+    assert wait_until(lambda: admin(lr, "GET", "/readyz")[0] == 503, timeout=5)
     assert admin(lr, "GET", "/healthz")[0] == 200
     c.close()
     assert lr.wait_exit(15) == 0

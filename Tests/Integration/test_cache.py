@@ -9,7 +9,7 @@ import email.utils
 import json
 import time
 
-from helpers import RawClient, pattern, proxy_exchange
+from helpers import RawClient, pattern, proxy_exchange, wait_until
 
 
 def script(workdir, name, status=200, headers=(), body="hello", **extra):
@@ -37,6 +37,13 @@ def methods(origin, name):
 
 def cache_status(resp):
     return resp.header("Cache-Status") or ""
+
+
+def wait_disk_entries(lr, n, timeout=10.0):
+    """Waits until the writer has committed ``n`` entries (the admin endpoint's statistics)."""
+    from test_admin import wait_stats
+    s = wait_stats(lr, lambda s: s["cache_entries"]["disk"] >= n, timeout=timeout)
+    assert s["cache_entries"]["disk"] >= n, s["cache_entries"]
 
 
 def http_date(offset):
@@ -302,9 +309,9 @@ def test_client_conditional_is_answered_304_from_the_cache(larder, origin, workd
 def test_entries_survive_a_restart(larder_factory, origin, workdir):
     script(workdir, "persist", headers=[("Cache-Control", "max-age=600")], body="still here")
     url = origin.url("/res/persist")
-    lr = larder_factory()
+    lr = larder_factory(config={"admin_listen": "127.0.0.1:0"})
     get(lr, url)
-    time.sleep(1.5)  # let the writer commit
+    wait_disk_entries(lr, 1)  # committed by the writer
     lr.stop()
     lr2 = larder_factory(name=lr.name)
     resp = get(lr2, url)
@@ -356,18 +363,38 @@ def test_if_match_and_if_unmodified_since_go_to_the_origin(larder, origin, workd
 
 
 def wait_for_methods(origin, name, expected, timeout=5.0):
+    """The methods the origin saw for /res/NAME once they are ``expected`` (woken by each request
+    it logs) or ``timeout`` passed."""
     deadline = time.monotonic() + timeout
-    while methods(origin, name) != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return methods(origin, name)
+    while True:
+        with origin.logged_cond:
+            logged = origin.logged
+        got = methods(origin, name)
+        left = deadline - time.monotonic()
+        if got == expected or left <= 0:
+            return got
+        with origin.logged_cond:
+            origin.logged_cond.wait_for(lambda: origin.logged > logged, left)
 
 
-def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(larder, origin, workdir):
+def wait_for_fresh_hit(lr, url, body, timeout=5.0):
+    """GETs ``url`` until the answer is a hit with ``body`` (a background refresh stores it; a request
+    meanwhile may follow the refresh's download instead) or ``timeout`` passed; the last answer."""
+    last = []
+
+    def fresh_hit():
+        last[:] = [get(lr, url)]
+        return last[0].body == body and cache_status(last[0]).startswith("larder; hit")
+    wait_until(fresh_hit, timeout, interval=0.02)
+    return last[0]
+
+
+def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(larder, origin, workdir, proxy_clock):
     cc = ("Cache-Control", "max-age=1, stale-while-revalidate=30")
     script(workdir, "swr", headers=[cc, ("ETag", '"v1"')], body="v1 body", conditional=True)
     url = origin.url("/res/swr")
     assert get(larder, url).body == b"v1 body"
-    time.sleep(2.2)
+    proxy_clock.advance(2.2)
     # The new version is fresh for long enough that the checks below do not start another refresh.
     script(workdir, "swr", headers=[("Cache-Control", "max-age=60"), ("ETag", '"v2"')], body="v2 body",
            conditional=True)
@@ -376,25 +403,17 @@ def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(lar
     assert "detail=stale-while-revalidate" in cache_status(stale), cache_status(stale)
     # The refresh runs after the client has its answer: HEAD says changed, GET stores the new one.
     assert wait_for_methods(origin, "swr", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
-    deadline = time.monotonic() + 5
-    while True:
-        # A request that arrives while the new response is still downloading follows that fetch
-        # (collapsed); once it is stored, the next one is a hit.
-        fresh = get(larder, url)
-        if (fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit")) or time.monotonic() > deadline:
-            break
-        assert fresh.body in (b"v1 body", b"v2 body")
-        time.sleep(0.1)
+    fresh = wait_for_fresh_hit(larder, url, b"v2 body")
     assert fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit"), cache_status(fresh)
     assert methods(origin, "swr") == ["GET", "HEAD", "GET"]
 
 
-def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, workdir):
+def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, workdir, proxy_clock):
     script(workdir, "swr2", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"same"')],
            body="same body", conditional=True)
     url = origin.url("/res/swr2")
     assert get(larder, url).body == b"same body"
-    time.sleep(2.2)
+    proxy_clock.advance(2.2)
     # Same validators, longer lifetime: the HEAD's fields freshen the entry (RFC 9111 §4.3.5).
     script(workdir, "swr2", headers=[("Cache-Control", "max-age=60"), ("ETag", '"same"')],
            body="same body", conditional=True)
@@ -411,12 +430,13 @@ def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, wor
 def test_memory_only_rule_keeps_entries_off_disk(larder_factory, origin, workdir):
     script(workdir, "memonly", headers=[("Cache-Control", "max-age=600")], body="in memory")
     script(workdir, "ondisk", headers=[("Cache-Control", "max-age=600")], body="on disk")
-    lr = larder_factory(config={"cache": {"rules": [{"path_prefix": "/res/memonly", "storage": "memory-only"}]}})
+    lr = larder_factory(config={"admin_listen": "127.0.0.1:0",
+                                "cache": {"rules": [{"path_prefix": "/res/memonly", "storage": "memory-only"}]}})
     for name in ("memonly", "ondisk"):
         get(lr, origin.url(f"/res/{name}"))
         hit = get(lr, origin.url(f"/res/{name}"))
         assert cache_status(hit).startswith("larder; hit"), cache_status(hit)
-    time.sleep(1.5)  # let the writer commit the disk entry
+    wait_disk_entries(lr, 1)  # the writer committed the disk entry
     lr.stop()
     lr2 = larder_factory(name=lr.name)
     gone = get(lr2, origin.url("/res/memonly"), headers=[("Cache-Control", "only-if-cached")])
@@ -466,14 +486,14 @@ def test_conditional_get_revalidation_is_one_round_trip(larder_factory, origin, 
     assert seen(origin, "cget")[3][1].get("if-none-match") == '"c2"'
 
 
-def test_stale_if_error_serves_stale_when_the_origin_fails(larder, origin, workdir):
+def test_stale_if_error_serves_stale_when_the_origin_fails(larder, origin, workdir, proxy_clock):
     script(workdir, "sie", headers=[("Cache-Control", "max-age=1, stale-if-error=60"), ("ETag", '"e"')],
            body="kept")
     script(workdir, "sie2", headers=[("Cache-Control", "max-age=1"), ("ETag", '"e"')], body="old")
     url, url2 = origin.url("/res/sie"), origin.url("/res/sie2")
     get(larder, url)
     get(larder, url2)
-    time.sleep(2.2)
+    proxy_clock.advance(2.2)
     script(workdir, "sie", status=503, body="down")
     script(workdir, "sie2", status=503, body="down")
     resp = get(larder, url)

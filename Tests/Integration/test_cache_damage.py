@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from helpers import mounted_tmpfs, pattern, proxy_exchange
+from test_admin import wait_stats
 from test_cache import cache_status, methods, script
 
 ONLY_IF_CACHED = [("Cache-Control", "only-if-cached")]
@@ -285,7 +286,9 @@ def disk_usage(directory):
 def test_the_cache_directory_stays_within_disk_capacity_on_disk(larder_factory, origin, workdir, report_metric):
     capacity = 20 << 20
     margin = max(capacity // 10, 4 << 20)
-    lr = larder_factory(config={"cache": {"disk_capacity": "20MiB", "memory_capacity": "0"}})
+    # With the admin endpoint: its statistics say when the writer has committed.
+    lr = larder_factory(config={"cache": {"disk_capacity": "20MiB", "memory_capacity": "0"},
+                                "admin_listen": "127.0.0.1:0"})
     sizes = {f"fill{i}": 900_000 + 4_099 * i for i in range(120)}   # ~110 MB through a 20 MiB cache
     for name, size in sizes.items():
         script(workdir, name, headers=[("Cache-Control", "max-age=600")], body_bytes=size)
@@ -301,7 +304,8 @@ def test_the_cache_directory_stays_within_disk_capacity_on_disk(larder_factory, 
         for start in range(0, len(names), 12):
             list(pool.map(fetch, names[start:start + 12]))
             peak = max(peak, disk_usage(lr.cache_dir))
-    time.sleep(2)  # past a sync interval: the writer has committed the last stores
+    s = wait_stats(lr, lambda s: s["cache_pending_write_bytes"] == 0)  # the last stores are committed
+    assert s["cache_pending_write_bytes"] == 0, s["cache_pending_write_bytes"]
     peak = max(peak, disk_usage(lr.cache_dir))
     assert peak <= capacity + margin, f"{peak} bytes on disk for a {capacity}-byte capacity"
     # Still a working cache: a good part of the capacity holds entries (eviction is by last use,
@@ -354,7 +358,8 @@ def mount_point(tmp_path):
         yield target
 
 
-def test_a_damaged_cache_on_a_mount_point_has_its_files_moved_aside(larder_factory, origin, workdir, mount_point):
+def test_a_damaged_cache_on_a_mount_point_has_its_files_moved_aside(larder_factory, origin, workdir, mount_point,
+                                                                    proxy_clock):
     """A mount point cannot be renamed: its files go into <cache_dir>/broken-<time>/ instead."""
     args = ("--cache-dir", str(mount_point))
     lr = larder_factory(args=args, config={"cache": {"memory_capacity": "0"}})
@@ -372,4 +377,4 @@ def test_a_damaged_cache_on_a_mount_point_has_its_files_moved_aside(larder_facto
         assert_serves_miss_then_hit(lr2, origin, workdir, name=f"after{attempt}")
         assert lr2.stop() == 0
         os.truncate(mount_point / "data.mdb", (mount_point / "data.mdb").stat().st_size // 2)
-        time.sleep(1.1)  # a new second for the next copy's name
+        proxy_clock.advance(1.1)  # a new second for the next copy's name

@@ -12,13 +12,14 @@ import time
 import pytest
 
 from helpers import RawClient, RSSSampler, _read_head, pattern, pattern_sha256, proxy_exchange, read_response, std_request
+from test_admin import ADMIN, wait_stats
 from test_cache import cache_status, methods, script
 
 ONLY_IF_CACHED = [("Cache-Control", "only-if-cached")]
 
 
 def test_kill_9_during_writes_leaves_only_whole_entries(larder_factory, origin, workdir):
-    lr = larder_factory()
+    lr = larder_factory(config=ADMIN)  # its statistics say when the writer has committed
     # Whole entries, committed well before the crash.
     small = {f"done{i}": 1000 + 7919 * i for i in range(6)}
     for name, size in small.items():
@@ -33,7 +34,9 @@ def test_kill_9_during_writes_leaves_only_whole_entries(larder_factory, origin, 
     racing = {f"race{i}": 200_000 + 4099 * i for i in range(12)}
     for name, size in racing.items():
         script(workdir, name, headers=[("Cache-Control", "max-age=600")], body_bytes=size)
-    time.sleep(1.5)  # past a sync interval: the small entries are on disk
+    # Committed: the small entries are in the map, which a kill -9 does not undo.
+    s = wait_stats(lr, lambda s: s["cache_entries"]["disk"] >= len(small))
+    assert s["cache_entries"]["disk"] >= len(small), s["cache_entries"]
 
     clients = []
     for name in stuck:
@@ -42,9 +45,10 @@ def test_kill_9_during_writes_leaves_only_whole_entries(larder_factory, origin, 
         assert _read_head(c.reader).status == 200
         c.reader.read_exact(4 << 20)
         clients.append(c)
-    # The client has its bytes before the disk writer commits them: under load it can lag, so give
-    # it a moment (the stuck bodies stay paused for 15 s).
-    time.sleep(1.0)
+    # The client has its bytes before the disk writer commits them: under load it can lag, so wait
+    # for its queue to empty (the stuck bodies stay paused for 15 s).
+    s = wait_stats(lr, lambda s: s["cache_pending_write_bytes"] == 0)
+    assert s["cache_pending_write_bytes"] == 0, s["cache_pending_write_bytes"]
 
     def race(name):
         try:
@@ -134,6 +138,7 @@ def test_kill_9_while_storing_a_thousand_entries_a_second(larder_factory, origin
     stop = threading.Event()
     answered = []          # (time answered, url, sha256 of the body the client got)
     lock = threading.Lock()
+    progress = threading.Condition(lock)
 
     def size_of(n):
         return 512 + (n * 7919) % 16384
@@ -150,6 +155,7 @@ def test_kill_9_while_storing_a_thousand_entries_a_second(larder_factory, origin
                 if resp.status == 200:
                     with lock:
                         answered.append((time.monotonic(), url, hashlib.sha256(body).hexdigest()))
+                        progress.notify_all()
                 n += 8
         except (OSError, http.client.HTTPException):
             pass  # cut by the crash
@@ -160,7 +166,10 @@ def test_kill_9_while_storing_a_thousand_entries_a_second(larder_factory, origin
     t0 = time.monotonic()
     for t in threads:
         t.start()
-    time.sleep(3)
+    # Load for a while (each answer wakes this): two seconds and some thousands of entries, so
+    # that some were stored well over a second before the kill.
+    with progress:
+        progress.wait_for(lambda: len(answered) >= 3000 and time.monotonic() - t0 >= 2.0, timeout=20)
     killed_at = time.monotonic()
     with lock:
         before_kill = len(answered)

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from helpers import RawClient, _read_head, concurrently, pattern, proxy_exchange, std_request
+from helpers import RawClient, _read_head, concurrently, pattern, proxy_exchange, std_request, wait_for_file
+from test_admin import ADMIN, wait_stats
 from test_cache import cache_status, methods, script
 
 
@@ -185,10 +186,12 @@ def test_a_variant_not_stored_does_not_hide_the_variants_on_disk(larder_factory,
     assert methods(origin, "varypass") == ["GET"] * 3
 
 
-def test_a_background_refresh_that_stores_a_changed_answer_lets_the_url_collapse_again(larder, origin, workdir):
+def test_a_background_refresh_that_stores_a_changed_answer_lets_the_url_collapse_again(larder_factory, origin, workdir,
+                                                                                        proxy_clock):
     # A Vary miss answered no-store marks the URL pass; the stored variant's background refresh then
     # stores a changed answer, which clears the marker as any stored answer does: a burst of misses
     # for another variant shares one fetch again instead of each going to the origin.
+    larder = larder_factory(config=ADMIN)  # its statistics say when the refresh is over
     vary = [("Vary", "Accept-Language")]
     en, fr, de = [("Accept-Language", "en")], [("Accept-Language", "fr")], [("Accept-Language", "de")]
     script(workdir, "refreshpass", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=60"),
@@ -201,11 +204,15 @@ def test_a_background_refresh_that_stores_a_changed_answer_lets_the_url_collapse
     assert r.body == b"not kept" and "detail=no-store" in cache_status(r), cache_status(r)   # marked pass now
     script(workdir, "refreshpass", headers=[("Cache-Control", "max-age=60"), ("ETag", '"two"')] + vary,
            body="two" * 20, pause_after=10, pause=1)
-    time.sleep(1.2)   # en is stale, inside stale-while-revalidate
+    proxy_clock.advance(1.2)   # en is stale, inside stale-while-revalidate
+    asked = len(origin.requests())
     r = proxy_exchange(larder.port, "GET", url, headers=en)
     assert "stale-while-revalidate" in cache_status(r) and r.body == b"one", cache_status(r)
     # No request for the URL until the refresh is done: a miss meanwhile would clear the marker itself.
-    time.sleep(3)
+    # The refresh's HEAD and GET reach the origin, then it runs with no client until stored.
+    assert len(origin.wait_requests(asked + 2)) == asked + 2
+    s = wait_stats(larder, lambda s: s["detached_fetches_in_flight"] == 0, timeout=10)
+    assert s["detached_fetches_in_flight"] == 0, s
     r = proxy_exchange(larder.port, "GET", url, headers=en)
     assert r.body == b"two" * 20 and cache_status(r).startswith("larder; hit"), cache_status(r)
     statuses = [cache_status(x) for x in concurrently(4, lambda i: proxy_exchange(larder.port, "GET", url,
@@ -219,14 +226,11 @@ def test_released_followers_are_logged_as_misses_not_collapsed(larder_factory, o
     script(workdir, "relog", headers=[("Cache-Control", "no-store")], body="x")
     url = origin.url("/res/relog?delay=1")
     concurrently(4, lambda i: proxy_exchange(lr.port, "GET", url, timeout=20))
-    deadline = time.monotonic() + 5
-    lines = []
-    while time.monotonic() < deadline:
+    def logged():
         text = log.read_text() if log.exists() else ""
-        lines = [json.loads(line) for line in text.splitlines() if "/res/relog" in line]
-        if len(lines) >= 4:
-            break
-        time.sleep(0.1)
+        return [json.loads(line) for line in text.splitlines() if "/res/relog" in line]
+    wait_for_file(log, lambda: len(logged()) >= 4)
+    lines = logged()
     assert len(lines) == 4, lines
     assert not any(entry.get("cache") == "collapsed" for entry in lines), lines
 

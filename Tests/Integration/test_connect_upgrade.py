@@ -13,7 +13,7 @@ import time
 import pytest
 
 from helpers import (RawClient, RSSSampler, SockReader, build_request, curl, free_port, headers_named, pattern,
-                     pattern_chunks, pattern_sha256, read_response)
+                     pattern_chunks, pattern_sha256, read_response, wait_for_file)
 
 
 def _connect_tunnel(proxy_port, target_port, timeout=10):
@@ -379,11 +379,12 @@ def test_tunnel_to_a_slow_reader_holds_little_memory(larder_factory, memory_boun
         c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         c.reader.read_exact(256 * 1024)  # a bulk flow, then the client stops reading
         with RSSSampler(lr) as rss:
-            time.sleep(2)
+            # Unbounded, the proxy would take in the origin's 16 MiB within milliseconds on loopback.
+            time.sleep(0.5)
         got = _recv_sha(c.sock, already=pattern(256 * 1024) + bytes(c.reader.buf))
     origin.wait()
     grown = rss.peak_kib - before
-    report_metric(f"RSS growth with a 16 MiB tunnel to a client paused for 2 s: {grown} KiB")
+    report_metric(f"RSS growth with a 16 MiB tunnel to a client paused for 0.5 s: {grown} KiB")
     assert grown < 4 * 1024, f"RSS grew {grown} KiB while the client did not read"
     assert got == (pattern_sha256(size), size)
 
@@ -445,14 +446,10 @@ def test_spliced_tunnel_logs_the_bytes_each_way(larder_factory, workdir, mode):
         got = _client_recv_sha(c)
     assert origin.wait() == (pattern_sha256(up), up)
     assert got[1] == down
-    deadline = time.monotonic() + 5
-    records = []
-    while time.monotonic() < deadline:
-        records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        if any(r["method"] == "CONNECT" for r in records):
-            break
-        time.sleep(0.05)
-    tunnel = next(r for r in records if r["method"] == "CONNECT")
+    def records():
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    wait_for_file(log, lambda: any(r["method"] == "CONNECT" for r in records()))
+    tunnel = next(r for r in records() if r["method"] == "CONNECT")
     assert tunnel["bytes"] == down and tunnel["bytes_from_client"] == up, tunnel
 
 

@@ -8,6 +8,7 @@ and reaps its own Larder, since the fixture expects every instance to be running
 import ctypes
 import os
 import platform
+import re
 import signal
 import threading
 import time
@@ -28,6 +29,7 @@ class Traffic:
     def __init__(self, lr, origin):
         self.lr, self.origin = lr, origin
         self.answered = 0
+        self._answers = threading.Condition()
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
@@ -37,15 +39,16 @@ class Traffic:
             n += 1
             try:
                 proxy_exchange(self.lr.port, "GET", self.origin.url(f"/bytes/2000?n={n}"), timeout=2)
-                self.answered += 1
+                with self._answers:
+                    self.answered += 1
+                    self._answers.notify_all()
             except (OSError, EOFError, ValueError):
-                time.sleep(0.02)  # the proxy is going away
+                self._stop.wait(0.02)  # the proxy is going away: try again until the test is over
 
     def __enter__(self):
         self._t.start()
-        deadline = time.monotonic() + 5
-        while self.answered < 5 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        with self._answers:
+            self._answers.wait_for(lambda: self.answered >= 5, timeout=5)
         assert self.answered >= 5, "no traffic got through before the crash"
         return self
 
@@ -68,15 +71,8 @@ def exit_within(lr, limit):
 
 
 def wait_for_line(lr, text, timeout):
-    """The monotonic time at which ``text`` was first seen on Larder's stderr (polled), or None."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in lr.log_text():
-            return time.monotonic()
-        if lr.proc.poll() is not None:
-            return time.monotonic() if text in lr.log_text() else None
-        time.sleep(0.005)
-    return None
+    """The monotonic time at which ``text`` was first seen on Larder's stderr, or None."""
+    return time.monotonic() if lr.wait_for_log(re.escape(text), timeout) else None
 
 
 def crash_report(lr):
@@ -139,8 +135,7 @@ def test_crash_inside_a_worker_ends_larder_promptly(larder_factory, origin, repo
 
 def test_crash_hook_off_without_its_variable(larder_factory):
     lr = larder_factory()
-    time.sleep(0.5)
-    assert lr.proc.poll() is None
+    assert lr.wait_exit(0.5) is None
     assert "test hook" not in lr.log_text()
 
 

@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from helpers import proxy_exchange
+from helpers import proxy_exchange, wait_until
 from test_admin import ADMIN, admin
 from test_cache import script
 
@@ -73,23 +73,40 @@ def png_pixels(path):
     return width, height, bpp, rows
 
 
-def test_dashboard_renders_live_charts(larder_factory, origin, workdir):
+def history_points(lr):
+    return json.loads(admin(lr, "GET", "/stats/history")[2])["points"]
+
+
+def let_history_grow(lr, points):
+    """Moves the proxy's clock a history interval at a time until the history holds ``points``
+    points (on a test clock a sample is taken once the clock passes the next sample's time, within
+    50 ms; a point needs two samples, so the first move adds none)."""
+    interval = json.loads(admin(lr, "GET", "/stats/history")[2])["interval"]
+    deadline = time.monotonic() + 30
+    while len(history_points(lr)) < points and time.monotonic() < deadline:
+        have = len(history_points(lr))
+        lr.clock.advance(interval)
+        wait_until(lambda: len(history_points(lr)) > have, timeout=0.3, interval=0.02)
+    return history_points(lr)
+
+
+def test_dashboard_renders_live_charts(larder_factory, origin, workdir, proxy_clock):
     lr = larder_factory(config=ADMIN)
     script(workdir, "dash", headers=[("Cache-Control", "max-age=600")], body="d" * 2000)
-    # Traffic until the pictures are taken: mostly hits, some misses and a 404.
+    # Traffic until the pictures are taken: mostly hits, some misses and a 404. Paced by the
+    # origin, which answers each miss a little late.
     stop = threading.Event()
 
     def traffic():
         i = 0
         end = time.monotonic() + 60
         while not stop.is_set() and time.monotonic() < end:
-            proxy_exchange(lr.port, "GET", origin.url("/res/dash"))
-            if i % 4 == 0:
-                proxy_exchange(lr.port, "GET", origin.url(f"/bytes/{100 + i}"))
-            if i % 9 == 0:
+            for _ in range(3):
+                proxy_exchange(lr.port, "GET", origin.url("/res/dash"))
+            proxy_exchange(lr.port, "GET", origin.url(f"/bytes/{100 + i}?delay=0.05"))
+            if i % 3 == 0:
                 proxy_exchange(lr.port, "GET", origin.url("/status/404"))
             i += 1
-            time.sleep(0.02)
 
     worker = threading.Thread(target=traffic, daemon=True)
     worker.start()
@@ -101,12 +118,7 @@ def test_dashboard_renders_live_charts(larder_factory, origin, workdir):
 
 
 def check_dashboard(lr, workdir):
-    deadline = time.monotonic() + 30
-    while True:
-        points = json.loads(admin(lr, "GET", "/stats/history")[2])["points"]
-        if len(points) >= 4 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    points = let_history_grow(lr, 4)
     assert len(points) >= 4, points
     url = f"http://127.0.0.1:{lr.admin_port}/"
     assert "text/html" in admin(lr, "GET", "/")[1]["content-type"]
@@ -138,11 +150,9 @@ def check_dashboard(lr, workdir):
         shutil.copy(shot, keep)
 
 
-def test_an_idle_dashboard_labels_small_rates_and_draws_both_series(larder_factory):
+def test_an_idle_dashboard_labels_small_rates_and_draws_both_series(larder_factory, proxy_clock):
     lr = larder_factory(config=ADMIN)
-    deadline = time.monotonic() + 30
-    while len(json.loads(admin(lr, "GET", "/stats/history")[2])["points"]) < 3 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    assert len(let_history_grow(lr, 3)) >= 3
     dom = run_chromium(["--dump-dom", f"http://127.0.0.1:{lr.admin_port}/"]).stdout.decode()
     rps = dom.split('id="chart-rps"')[1].split("</svg>")[0]
     labels = re.findall(r'<text class="label" x="2" y="[^"]*">([^<]*)</text>', rps)

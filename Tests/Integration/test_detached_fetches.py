@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from helpers import RawClient, _ThreadedServer, _read_head, SockReader, proxy_exchange, std_request
+from helpers import RawClient, SockReader, _ThreadedServer, _read_head, pace, proxy_exchange, std_request
 from test_admin import ADMIN, stats, wait_stats
 
 MiB = 1 << 20
@@ -49,7 +49,7 @@ class PacedOrigin(_ThreadedServer):
                 sock.sendall(b"%x\r\n%s\r\n" % (n, piece) if self.chunked else piece)
                 sent += n
                 if sent >= self.first:
-                    time.sleep(self.pace)
+                    pace(self.pace)
             if self.chunked:
                 sock.sendall(b"0\r\n\r\n")
         except OSError:

@@ -28,10 +28,13 @@ def test_graceful_shutdown_finishes_in_flight_download(larder_factory, origin):
     total = 5 * MiB
     state = {"received": 0, "resp": None, "error": None}
     h = hashlib.sha256()
+    progress = threading.Condition()
 
     def sink(piece):
         h.update(piece)
-        state["received"] += len(piece)
+        with progress:
+            state["received"] += len(piece)
+            progress.notify_all()
 
     c = RawClient(lr.port, timeout=15)
     c.send(std_request("GET", origin.url(f"/slow/{total}?seconds=2")))
@@ -44,9 +47,8 @@ def test_graceful_shutdown_finishes_in_flight_download(larder_factory, origin):
 
     t = threading.Thread(target=read, daemon=True)
     t.start()
-    deadline = time.monotonic() + 5
-    while state["received"] < 200 * 1024 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    with progress:
+        progress.wait_for(lambda: state["received"] >= 200 * 1024, timeout=5)
     at_signal = state["received"]
     assert 0 < at_signal < total, f"{at_signal} bytes when about to signal"
     os.kill(lr.pid, signal.SIGTERM)

@@ -8,12 +8,17 @@ cached responses are served fresh or stale, a miss is a 504, tunnels and unsafe 
 import json
 import time
 
+import pytest
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from helpers import RawClient, build_request, proxy_exchange
 from test_admin import ADMIN, admin
 from test_cache import cache_status, get, methods, script
 from test_reload import rewrite
+
+# Entries go stale by moving the proxy's clock (TestClock), not by waiting.
+pytestmark = pytest.mark.usefixtures("proxy_clock")
 
 POLICIES = ["use-protocol-cache-policy", "reload-ignoring-local-cache-data", "reload-revalidating-cache-data",
             "return-cache-data-else-load", "return-cache-data-dont-load"]
@@ -22,8 +27,8 @@ POLICIES = ["use-protocol-cache-policy", "reload-ignoring-local-cache-data", "re
 def set_offline(lr, offline):
     rewrite(lr, {"cache": {"offline": offline}})
     status, _, body = admin(lr, "POST", "/config/reload")
+    # Answered once every worker has applied it: the next request on any worker is offline.
     assert status == 200 and json.loads(body)["applied"] == ["cache.offline"], body
-    time.sleep(0.2)  # the workers pick the settings up on their loops
 
 
 def assert_offline_refusal(resp, status=503):
@@ -36,7 +41,7 @@ def origin_paths(origin):
     return [(r["method"], r.get("path", "")) for r in origin.requests()]
 
 
-def settle(origin, before, wait=0.5):
+def settle(origin, before, wait=0.25):
     """What the origin received since `before`, after giving background work a moment."""
     time.sleep(wait)
     return origin_paths(origin)[len(before):]
@@ -49,7 +54,7 @@ def test_cached_urls_are_served_fresh_and_stale_whatever_policy_is_asked(larder_
            conditional=True)
     for name in ("fresh", "stale"):
         assert get(lr, origin.url(f"/res/{name}")).status == 200
-    time.sleep(2.2)
+    lr.clock.advance(2.2)
     set_offline(lr, True)
     before = origin_paths(origin)
     for policy in POLICIES:
@@ -88,7 +93,7 @@ def test_no_revalidation_and_no_background_refresh(larder_factory, origin, workd
            body="must body", conditional=True)
     for name in ("reval", "swr", "mustrev"):
         assert get(lr, origin.url(f"/res/{name}")).status == 200
-    time.sleep(2.2)
+    lr.clock.advance(2.2)
     set_offline(lr, True)
     before = origin_paths(origin)
     # Online these would revalidate with the origin (HEAD) or refresh it in the background.

@@ -80,17 +80,15 @@ class Parent(_ThreadedServer):
         if mode == "close":
             return
         if mode == "stall":
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not self._stop.is_set():
-                time.sleep(0.05)
+            self._stop.wait(10)  # says nothing until the test ends it
             return
         if mode == "early":
             sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n\x16\x03\x03\x00\x05hello")
-            time.sleep(1)
+            self._stop.wait(1)  # holds the connection a while (or until the test ends)
             return
         if mode == "interims":
             sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" * 20)
-            time.sleep(1)
+            self._stop.wait(1)  # holds the connection a while (or until the test ends)
             return
         if mode == "huge":
             sock.sendall(b"HTTP/1.1 200 Connection established\r\n")

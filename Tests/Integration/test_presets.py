@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import HERE, START_TIMEOUT, child_env, deep_merge, proxy_exchange, spawn, stop_process, to_yaml
+from helpers import (HERE, START_TIMEOUT, child_env, deep_merge, proxy_exchange, spawn, stop_process, to_yaml,
+                     wait_for_quiet_file)
 
 CLIENT_TIMEOUT = 60
 
@@ -67,15 +68,7 @@ def static_origin_factory(workdir):
 
 def settled_records(path, timeout=8.0):
     """Every record, once no new one has arrived for 2.5 s (the log is handed over about once a second)."""
-    deadline = time.monotonic() + timeout
-    count, since = -1, time.monotonic()
-    while time.monotonic() < deadline:
-        n = len(path.read_text().splitlines()) if path.exists() else 0
-        if n != count:
-            count, since = n, time.monotonic()
-        elif time.monotonic() - since > 2.5:
-            break
-        time.sleep(0.1)
+    wait_for_quiet_file(path, 2.5, timeout)
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 

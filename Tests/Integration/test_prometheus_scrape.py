@@ -53,7 +53,13 @@ scrape_configs:
     try:
         deadline = time.monotonic() + 45
         target = None
-        while time.monotonic() < deadline and proc.poll() is None:
+        # Larder logs each scrape it answers: after each, ask Prometheus whether it took it.
+        for scrapes in range(1, 40):
+            left = deadline - time.monotonic()
+            if left <= 0 or proc.poll() is not None:
+                break
+            if lr.wait_for_count("GET /metrics", scrapes, timeout=left) < scrapes:
+                break
             try:
                 targets = prometheus_api(port, "/api/v1/targets")["activeTargets"]
                 target = targets[0] if targets else None
@@ -61,7 +67,6 @@ scrape_configs:
                     break
             except OSError:
                 pass
-            time.sleep(0.25)
         assert target and target["health"] == "up", (target, (workdir / "prometheus.log").read_text()[-2000:])
         assert target["lastError"] == ""
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import SockReader, read_response, std_request
+from helpers import SockReader, pace, read_response, std_request
 from test_access_log import read_lines
 from test_admin import stats
 from test_scale_out import HAProxy
@@ -53,9 +53,7 @@ def start(larder_factory, workdir, extra=None, tls=False):
     config.update(extra or {})
     lr = larder_factory(config=config, listen_flag=False, listeners=1)
     if tls:
-        deadline = time.monotonic() + 10
-        while "(TLS) (PROXY protocol)" not in lr.log_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        lr.wait_for_text("(TLS) (PROXY protocol)", 10)
         line = next(l for l in lr.log_text().splitlines() if "(TLS) (PROXY protocol)" in l)
         lr.tls_port = int(line.split("127.0.0.1:")[1].split()[0])
     return lr, log
@@ -126,7 +124,7 @@ def test_a_header_split_across_writes_and_pipelined_requests(larder_factory, ori
         with Client(lr.port) as c:
             for i in range(0, len(header), 5):
                 c.send(header[i:i + 5])
-                time.sleep(0.02)
+                pace(0.02)  # each piece in a segment of its own
             assert c.get(url).status == 200
     # Header, two pipelined requests and the start of a third, all in one write.
     with Client(lr.port) as c:
@@ -224,7 +222,7 @@ def test_a_late_or_cut_header_is_closed(larder_factory, workdir):
         assert cut.closed_without_answer(5)
         # A byte now and then does not stretch the header's deadline.
         for _ in range(3):
-            time.sleep(0.5)
+            pace(0.5)
             slow.send(b"1")
         assert silent.closed_without_answer(5) and slow.closed_without_answer(5)
     assert time.monotonic() - began < 5
@@ -281,7 +279,7 @@ def test_shutdown_closes_connections_still_sending_their_header(larder_factory, 
     lr, _ = start(larder_factory, workdir, {"limits": {"client_header_timeout": "30s"}})
     with Client(lr.port) as waiting:
         waiting.send(b"PROXY TCP4 10.1.")
-        time.sleep(0.2)
+        time.sleep(0.2)  # the partial header reaches the proxy
         began = time.monotonic()
         assert lr.stop() == 0
         assert time.monotonic() - began < 5

@@ -12,17 +12,20 @@ import socket
 import threading
 import time
 
-from helpers import LOCALHOST, RawClient, proxy_exchange, read_response, SockReader, std_request
+from helpers import LOCALHOST, RawClient, SockReader, pace, proxy_exchange, read_response, std_request
+from test_admin import wait_stats
 
 
-def slow_download(port, url, rate, results, index, rcvbuf=65536):
-    """Fetches `url` through Larder reading about `rate` bytes a second; stores (status, sha256, length)."""
+def slow_download(port, url, rate, results, index, rcvbuf=65536, reading=None):
+    """Fetches `url` through Larder reading about `rate` bytes a second; stores (status, sha256, length).
+    `reading` (a semaphore), when given, is released once the answer's first bytes are in."""
     s = socket.create_connection((LOCALHOST, port), timeout=30)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.sendall(std_request("GET", url))
     reader = SockReader(s)
     digest = hashlib.sha256()
     got = [0]
+    started = []
     piece = max(1024, rate // 10)
 
     def sink(data):
@@ -37,7 +40,10 @@ def slow_download(port, url, rate, results, index, rcvbuf=65536):
         if not data:
             reader.eof = True
             return False
-        time.sleep(len(data) / rate)
+        if reading is not None and not started:
+            started.append(True)
+            reading.release()
+        pace(len(data) / rate)
         reader.buf += data
         return True
 
@@ -79,10 +85,7 @@ def download_left_unread(larder_factory, origin, rcvbuf):
 
 
 def wait_for_send_timeout(lr, within=8):
-    deadline = time.monotonic() + within
-    while "KiB of its answer in 1.0 s" not in lr.log_text():
-        assert time.monotonic() < deadline, lr.log_text()[-2000:]
-        time.sleep(0.1)
+    lr.wait_for_text("KiB of its answer in 1.0 s", within)
 
 
 def test_a_client_that_reads_nothing_is_dropped_by_the_send_timeout(larder_factory, origin):
@@ -100,7 +103,7 @@ def test_a_client_that_stops_reading_midway_is_dropped_by_the_send_timeout(larde
         data = s.recv(65536)
         assert data, "closed before the client stopped reading"
         got += len(data)
-        time.sleep(0.01)
+        pace(0.01)
     wait_for_send_timeout(lr)
     s.close()
 
@@ -112,10 +115,13 @@ def test_sigterm_lets_answers_being_written_finish_within_the_grace(larder_facto
     full = proxy_exchange(lr.port, "GET", url, timeout=30)
     expected = hashlib.sha256(full.body).hexdigest()
     results = [None] * 8
-    threads = [threading.Thread(target=slow_download, args=(lr.port, url, 256 * 1024, results, i)) for i in range(8)]
+    reading = threading.Semaphore(0)
+    threads = [threading.Thread(target=slow_download, args=(lr.port, url, 256 * 1024, results, i),
+                                kwargs={"reading": reading}) for i in range(8)]
     for t in threads:
         t.start()
-    time.sleep(1.0)
+    for _ in threads:  # every download is under way
+        assert reading.acquire(timeout=10)
     t0 = time.monotonic()
     rc = lr.stop(timeout=20)
     for t in threads:
@@ -135,7 +141,7 @@ def test_the_grace_period_ending_cuts_what_is_left_and_says_so(larder_factory, o
     s = socket.create_connection((LOCALHOST, lr.port), timeout=10)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.sendall(std_request("GET", url))
-    time.sleep(0.5)
+    assert s.recv(1, socket.MSG_PEEK)  # the answer is being written
     assert lr.stop(timeout=20) == 0
     # What the client can still read is what the kernel had buffered: less than the whole answer.
     got = 0
@@ -159,16 +165,21 @@ def test_a_hit_being_sent_survives_its_entry_being_purged_or_evicted(larder_fact
     # Larger than what the kernel's socket buffers can hold, so most of it is read from disk after
     # the purge.
     size = 16 << 20
-    lr = larder_factory(config={"cache": {"memory_max_object_size": "64KiB", "disk_capacity": "96MiB"}})
+    lr = larder_factory(config={"cache": {"memory_max_object_size": "64KiB", "disk_capacity": "96MiB"},
+                                "admin_listen": "127.0.0.1:0"})
     url = origin.url(f"/unique/7/{size}")
     full = proxy_exchange(lr.port, "GET", url, timeout=30)
     expected = hashlib.sha256(full.body).hexdigest()
-    time.sleep(1.5)  # committed to disk
+    s = wait_stats(lr, lambda s: s["cache_entries"]["disk"] >= 1)  # committed to disk
+    assert s["cache_entries"]["disk"] >= 1, s["cache_entries"]
     results = [None, None]
-    readers = [threading.Thread(target=slow_download, args=(lr.port, url, 4 << 20, results, i)) for i in range(2)]
+    reading = threading.Semaphore(0)
+    readers = [threading.Thread(target=slow_download, args=(lr.port, url, 4 << 20, results, i),
+                                kwargs={"reading": reading}) for i in range(2)]
     for t in readers:
         t.start()
-    time.sleep(0.5)
+    for _ in readers:  # both hits are being read
+        assert reading.acquire(timeout=10)
     with RawClient(lr.port) as c:
         c.send(std_request("PURGE", url))
         assert c.response().status == 200

@@ -5,9 +5,8 @@ an invalid file is rejected whole and the old configuration stays."""
 import json
 import os
 import signal
-import time
 
-from helpers import RawClient, deep_merge, proxy_exchange, to_yaml
+from helpers import RawClient, concurrently, deep_merge, proxy_exchange, to_yaml
 from test_admin import ADMIN, admin
 from test_cache import script
 
@@ -18,10 +17,7 @@ def rewrite(lr, changes):
 
 
 def wait_log(lr, text, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while text not in lr.log_text():
-        assert time.monotonic() < deadline, f"no {text!r} in the log:\n{lr.log_text()[-2000:]}"
-        time.sleep(0.05)
+    lr.wait_for_text(text, timeout)
 
 
 def test_reload_applies_live_keys_and_reports_the_rest(larder_factory, origin, workdir):
@@ -42,8 +38,8 @@ def test_reload_applies_live_keys_and_reports_the_rest(larder_factory, origin, w
         assert outcome["applied"] == ["via_name", "cache.offline"]
         assert outcome["needs_restart"] == ["cache.memory_capacity"]
         wait_log(lr, "applied via_name, cache.offline; needs a restart to change: cache.memory_capacity")
-        time.sleep(0.1)  # the workers pick the settings up on their loops
-        # The connection opened before the reload goes on, with the new settings.
+        # The reload was answered once every worker had applied it: the connection opened before
+        # it goes on, with the new settings.
         again = kept.request("GET", url)
         assert again.status == 200 and again.body == b"kept" and again.header("Via") == "1.1 edge"
     # Offline now: what is not cached is a 504, what is cached is served.
@@ -70,6 +66,26 @@ def test_sighup_reloads(larder_factory, origin, workdir):
     lr = larder_factory()
     rewrite(lr, {"via_name": "hup"})
     os.kill(lr.pid, signal.SIGHUP)
+    # Logged once every worker has applied it.
     wait_log(lr, "configuration reloaded: applied via_name")
-    time.sleep(0.1)
     assert proxy_exchange(lr.port, "GET", origin.url("/bytes/3")).header("Via") == "1.1 hup"
+
+
+def test_a_reload_is_answered_only_once_every_worker_applied_it(larder_factory, origin, workdir):
+    # Many workers, and a request on new connections right after each answer: SO_REUSEPORT spreads
+    # them over the workers, and every one must already see the new configuration.
+    lr = larder_factory(config={**ADMIN, "workers": 4})
+    url = origin.url("/bytes/3")
+    for n in range(6):
+        name = f"edge{n}"
+        rewrite(lr, {"via_name": name})
+        status, _, body = admin(lr, "POST", "/config/reload")
+        assert status == 200 and json.loads(body)["applied"] == ["via_name"], body
+        vias = concurrently(16, lambda i: proxy_exchange(lr.port, "GET", url).header("Via"))
+        assert vias == [f"1.1 {name}"] * 16, (n, vias)
+    # SIGHUP: the log line (the seventh such) comes once every worker has applied it.
+    rewrite(lr, {"via_name": "hupped"})
+    os.kill(lr.pid, signal.SIGHUP)
+    assert lr.wait_for_count("configuration reloaded: applied via_name", 7) == 7, lr.log_text()[-2000:]
+    vias = concurrently(16, lambda i: proxy_exchange(lr.port, "GET", url).header("Via"))
+    assert vias == ["1.1 hupped"] * 16, vias

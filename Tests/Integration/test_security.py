@@ -8,6 +8,7 @@ transfer coding a proxy cannot relay. The origins here are raw sockets scripted 
 can misbehave exactly as a hostile or broken origin would.
 """
 
+import select
 import socket
 import threading
 import time
@@ -15,7 +16,7 @@ import time
 import pytest
 
 from helpers import (LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, headers_named, proxy_exchange,
-                     std_request)
+                     pace, std_request)
 from test_admin import ADMIN, stats, wait_stats
 
 
@@ -48,7 +49,9 @@ class ScriptedOrigin(_ThreadedServer):
     def __init__(self, handler):
         self.handler = handler
         self.seen = []
+        self.answered = 0  # answers sent whole (every part of the script)
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
         super().__init__()
 
     def handle(self, sock, peer):
@@ -76,6 +79,7 @@ class ScriptedOrigin(_ThreadedServer):
                 req.body = self._read_body(sock, buf, req)
             with self.lock:
                 self.seen.append(req)
+                self.changed.notify_all()
             if out is None:
                 return
             for part in out if isinstance(out, list) else [out]:
@@ -85,6 +89,9 @@ class ScriptedOrigin(_ThreadedServer):
                     sock.send(*part)
                 else:
                     sock.sendall(part)
+            with self.lock:
+                self.answered += 1
+                self.changed.notify_all()
 
     @staticmethod
     def _read_body(sock, buf, req):
@@ -117,6 +124,16 @@ class ScriptedOrigin(_ThreadedServer):
     def targets(self):
         with self.lock:
             return [r.target for r in self.seen]
+
+    def wait_seen(self, n, timeout=10):
+        """Waits until ``n`` requests have arrived; True if they did."""
+        with self.lock:
+            return self.changed.wait_for(lambda: len(self.seen) >= n, timeout)
+
+    def wait_answered(self, n, timeout=10):
+        """Waits until ``n`` answers were sent whole (their late parts too); True if they were."""
+        with self.lock:
+            return self.changed.wait_for(lambda: self.answered >= n, timeout)
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"
@@ -200,7 +217,7 @@ def test_bytes_after_a_bodyless_response_are_never_read_as_the_next_response(lar
             return answer(200, b"", [("Cache-Control", "max-age=600")], length=5) + SMUGGLED
         if case == "head-later":
             # The stray response a moment after the real one, in a segment of its own.
-            return [answer(200, b"", [("Cache-Control", "max-age=600")], length=5), lambda: time.sleep(0.2), SMUGGLED]
+            return [answer(200, b"", [("Cache-Control", "max-age=600")], length=5), lambda: pace(0.2), SMUGGLED]
         if case == "204":
             return b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n" + SMUGGLED
         return b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n" + SMUGGLED
@@ -212,7 +229,8 @@ def test_bytes_after_a_bodyless_response_are_never_read_as_the_next_response(lar
         c.send(std_request(method, origin.url("/first"), headers))
         first = c.response(method)
         assert first.status in (200, 204, 304)
-        time.sleep(0.4)
+        # Every byte of the answer is sent, the stray response too (on loopback, it has arrived).
+        assert origin.wait_answered(1)
         c.send(std_request("GET", origin.url("/victim")))
         victim = c.response()
     assert victim.body == b"the real victim page"
@@ -251,7 +269,7 @@ def test_urgent_data_cannot_hide_a_second_answer_from_the_unread_bytes_check(lar
 
     def handler(req):
         if req.target == "/first":
-            return [lambda: time.sleep(0.5),
+            return [lambda: pace(0.5),
                     (answer(200, b"ok", [("Cache-Control", "no-store")]) + b"!", socket.MSG_OOB), SMUGGLED]
         return answer(200, b"the real victim page", [("Cache-Control", "max-age=600")])
 
@@ -263,7 +281,7 @@ def test_urgent_data_cannot_hide_a_second_answer_from_the_unread_bytes_check(lar
 
     t = threading.Thread(target=first)
     t.start()
-    time.sleep(0.2)   # /first holds the only connection; /victim waits for it
+    assert origin.wait_seen(1)   # /first holds the only connection; /victim waits for it
     victim = proxy_exchange(lr.port, "GET", origin.url("/victim"))
     t.join(10)
     assert results["first"].body == b"ok"
@@ -594,7 +612,7 @@ def test_pipelined_requests_from_a_client_that_never_reads_stay_bounded(larder, 
                 sock.send(batch)
                 sent += 500
             except BlockingIOError:
-                time.sleep(0.05)
+                select.select([], [sock], [], 0.05)  # until the proxy reads more
         time.sleep(1.0)
     sock.close()
     growth_mib = (sampler.peak_kib - before) / 1024
@@ -609,9 +627,10 @@ def test_many_clients_reading_a_disk_object_slowly_hold_a_bounded_window_each(la
     size = 4 << 20
     body = bytes(range(256)) * (size // 256)
     origin = scripted(lambda req: answer(200, body, [("Cache-Control", "max-age=600")]))
-    lr = larder_factory(config={"cache": {"memory_max_object_size": "64KiB"}})
+    lr = larder_factory(config={**ADMIN, "cache": {"memory_max_object_size": "64KiB"}})
     assert len(proxy_exchange(lr.port, "GET", origin.url("/big"), timeout=30).body) == size
-    time.sleep(1.5)  # committed to disk
+    s = wait_stats(lr, lambda s: s["cache_entries"]["disk"] >= 1)  # committed to disk
+    assert s["cache_entries"]["disk"] >= 1, s["cache_entries"]
     before = lr.rss_kib("RssAnon")
     socks = []
     request = std_request("GET", origin.url("/big"))
@@ -621,7 +640,7 @@ def test_many_clients_reading_a_disk_object_slowly_hold_a_bounded_window_each(la
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             s.sendall(request)
             socks.append(s)
-        time.sleep(2.0)
+        time.sleep(1.0)  # each has its answer under way within milliseconds
     for s in socks:
         s.close()
     growth_mib = (sampler.peak_kib - before) / 1024
@@ -647,7 +666,7 @@ def test_a_follower_that_never_reads_cannot_stall_the_leader(larder_factory, scr
     follower.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     leader = RawClient(lr.port, timeout=30)
     leader.send(std_request("GET", origin.url("/huge")))
-    time.sleep(0.3)
+    assert origin.wait_seen(1)  # the leader's fetch is under way
     follower.sendall(std_request("GET", origin.url("/huge")))
     time.sleep(0.3)
     started.set()
@@ -749,7 +768,7 @@ def test_a_late_body_after_head_cannot_answer_another_request_when_reuse_is_off(
     off, the connection is never handed to the next request, so the late bytes answer nobody."""
     def handler(req):
         if req.method == "HEAD":
-            return [answer(200, b"", [("Cache-Control", "no-store")], length=60), lambda: time.sleep(0.4),
+            return [answer(200, b"", [("Cache-Control", "no-store")], length=60), lambda: pace(0.4),
                     answer(200, b"poisoned", [("Cache-Control", "max-age=600")])]
         return answer(200, b"the real page", [("Cache-Control", "max-age=600")])
 
@@ -762,7 +781,7 @@ def test_a_late_body_after_head_cannot_answer_another_request_when_reuse_is_off(
         head_done.set()
 
     threading.Thread(target=head, daemon=True).start()
-    time.sleep(0.15)
+    assert origin.wait_seen(1)  # the HEAD holds the connection, its late body still to come
     victim = proxy_exchange(lr.port, "GET", origin.url("/b"))
     assert victim.body == b"the real page"
     assert proxy_exchange(lr.port, "GET", origin.url("/b")).body == b"the real page"
@@ -772,7 +791,7 @@ def test_a_late_body_after_head_cannot_answer_another_request_when_reuse_is_off(
 def test_a_204_announcing_a_body_never_leaves_its_connection_reusable(larder_factory, scripted):
     def handler(req):
         if req.target == "/empty":
-            return [b"HTTP/1.1 204 No Content\r\nContent-Length: 37\r\n\r\n", lambda: time.sleep(0.3),
+            return [b"HTTP/1.1 204 No Content\r\nContent-Length: 37\r\n\r\n", lambda: pace(0.3),
                     answer(200, b"poisoned", [("Cache-Control", "max-age=600")])]
         return answer(200, b"the real page", [("Cache-Control", "max-age=600")])
 
@@ -867,7 +886,7 @@ def test_a_follower_that_reads_slowly_is_waited_for_not_cut(larder_factory, scri
     results = [None, None]
     leader = threading.Thread(target=slow_download, args=(lr.port, origin.url("/big"), 64 << 20, results, 0, 1 << 20))
     leader.start()
-    time.sleep(0.3)
+    assert origin.wait_seen(1)  # the leader's fetch is under way
     follower = threading.Thread(target=slow_download, args=(lr.port, origin.url("/big"), 3 << 20, results, 1, 1 << 16))
     follower.start()
     time.sleep(0.3)

@@ -60,26 +60,20 @@ def bearer(token=TOKEN):
 
 def wait_started_or_exited(lr, timeout=15.0):
     """The exit code if Larder exits, None once it reports its admin endpoint listening."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rc = lr.proc.poll()
-        if rc is not None:
-            lr.wait_exit(5)
-            return rc
-        if "admin endpoint listening" in lr.log_text():
-            return None
-        time.sleep(0.05)
+    # The log reader wakes this on every line, and when the process ends (its stderr closes).
+    if lr.wait_for_log("admin endpoint listening", timeout):
+        return None
+    rc = lr.wait_exit(5)
+    if rc is not None:
+        return rc
     raise AssertionError(f"neither started nor exited\n{lr.log_text()[-2000:]}")
 
 
 def admin_port_in_log(lr, timeout=15.0):
     """The admin port whatever address it listens on (helpers' pattern knows only 127.0.0.1)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = re.search(r"admin endpoint listening on \S+:(\d+)", lr.log_text())
-        if m:
-            return int(m.group(1))
-        time.sleep(0.05)
+    m = lr.wait_for_log(r"admin endpoint listening on \S+:(\d+)", timeout)
+    if m:
+        return int(m.group(1))
     raise AssertionError(f"no admin endpoint in the log\n{lr.log_text()[-2000:]}")
 
 
@@ -146,8 +140,7 @@ def test_reload_cannot_drop_the_token_a_flag_made_necessary(larder_factory):
     assert ask(port, "GET", "/stats").status == 401
     # SIGHUP goes the same way.
     os.kill(lr.pid, signal.SIGHUP)
-    wait_log(lr, "configuration reload rejected")
-    time.sleep(0.1)
+    wait_log(lr, "configuration reload rejected")  # logged once the reload is over
     assert ask(port, "GET", "/stats").status == 401
 
 

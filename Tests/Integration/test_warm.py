@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 
-from helpers import _ThreadedServer, child_env, larder_bin, proxy_exchange, spawn, stop_process
+from helpers import _ThreadedServer, child_env, larder_bin, proxy_exchange, spawn, stop_process, wait_process
 from test_cache import cache_status
 from test_security_admin import ask
 
@@ -141,7 +141,7 @@ class HostileProxy(_ThreadedServer):
             data += piece
         name = data.split(b" ")[1].rsplit(b"/", 1)[1].decode()
         if name == "silent":
-            time.sleep(3)  # longer than the client's --timeout
+            self._stop.wait(3)  # says nothing for longer than the client's --timeout (or until the test ends)
             return
         sock.sendall(self.ANSWERS[name])
 
@@ -195,7 +195,7 @@ def test_progress_is_plain_lines_off_a_terminal_and_one_redrawn_line_on_one(lard
             elif proc.poll() is not None:
                 break
         out = proc.stdout.read().decode()
-        assert proc.wait(10) == 0
+        assert wait_process(proc, 10) == 0
     finally:
         os.close(master)
         if slave is not None:

@@ -67,7 +67,7 @@ final class ProxyAuthenticator: Sendable {
     private let state: Locked<State>
     private let dispatch = DispatchQueue(label: "larder.proxy-auth", attributes: .concurrent)
     /// Dates what the checking threads remember; the loops pass their own time to the lookups.
-    private let clock: any ProxyClock = SystemClock.shared
+    private let clock: any ProxyClock
 
     /// At most this many checks at once, so a flood of made-up credentials costs two cores at most.
     static let concurrentChecks = 2
@@ -84,7 +84,9 @@ final class ProxyAuthenticator: Sendable {
 
     init(users: UsersFile, realm: String, destinations: [HostPattern],
          pendingLimit: Int = ProxyAuthenticator.defaultPendingLimit,
-         pendingPerClient: Int = ProxyAuthenticator.defaultPendingPerClient) {
+         pendingPerClient: Int = ProxyAuthenticator.defaultPendingPerClient,
+         clock: any ProxyClock = SystemClock.shared) {
+        self.clock = clock
         self.users = users
         self.realm = realm
         self.destinations = destinations

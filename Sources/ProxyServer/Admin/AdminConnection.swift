@@ -107,6 +107,9 @@ final class AdminConnection: StreamDelegate {
             if let removal = response.removal {
                 return answerWhenRemoved(removal, line: line)
             }
+            if let later = response.later {
+                return answerLater(later, line: line)
+            }
             log(response, line: line)
         }
         let hasBody = request.framing != .none
@@ -134,6 +137,25 @@ final class AdminConnection: StreamDelegate {
             self.log(response, line: line)
             self.send(response, close: close || self.worker.draining, headOnly: headOnly)
             if !self.closing, self.stream.input.count > 0 { self.streamReadable(self.stream) }
+        }
+    }
+
+    /// Answers once the answer is made on another thread (a reload, once every worker applied it);
+    /// the worker serves everyone else meanwhile, this connection's next requests wait their turn.
+    private func answerLater(_ later: @Sendable (@escaping @Sendable (AdminResponse) -> Void) -> Void, line: String) {
+        awaitingRemoval = true
+        let close = request.framing != .none || !request.keepAlive
+        let headOnly = request.method == .head
+        let loop = worker.loop
+        let me = AdminConnectionRef(self)
+        later { response in
+            loop.execute {
+                guard let self = me.connection, !self.closed else { return }
+                self.awaitingRemoval = false
+                self.log(response, line: line)
+                self.send(response, close: close || self.worker.draining, headOnly: headOnly)
+                if !self.closing, self.stream.input.count > 0 { self.streamReadable(self.stream) }
+            }
         }
     }
 
@@ -219,4 +241,11 @@ final class AdminConnection: StreamDelegate {
         stream.close()
         worker.adminConnectionClosed(self)
     }
+}
+
+/// An admin connection for a callback from another thread, which must not keep it alive; read
+/// only on the connection's loop.
+private final class AdminConnectionRef: @unchecked Sendable {
+    weak var connection: AdminConnection?
+    init(_ connection: AdminConnection) { self.connection = connection }
 }

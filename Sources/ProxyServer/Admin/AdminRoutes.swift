@@ -18,8 +18,9 @@ final class AdminContext: Sendable {
     let token: Locked<[UInt8]?>
     /// `admin_hosts`: names a request's `Host` may give besides the endpoint's address; reloadable.
     let hostNames: Locked<[String]>
-    /// Re-reads the configuration and applies what can be applied (POST /config/reload).
-    let reload: @Sendable () -> ReloadOutcome
+    /// Re-reads the configuration and applies what can be applied (POST /config/reload); calls
+    /// back, on some worker's thread, once every worker has applied it.
+    let reload: @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void
     let cache: Cache
     let inFlight: InFlightTable
     let workerStats: [WorkerStatistics]
@@ -32,11 +33,16 @@ final class AdminContext: Sendable {
     let started: Double
     /// Listeners up and not draining.
     let ready = Atomic<Bool>(false)
+    /// Has every worker publish its levels on its loop, then calls back (on the last one's thread):
+    /// /stats and /metrics answer with levels as they are, not as they were at the last tick.
+    let refreshLevels: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     init(token: String?, hostNames: [String], cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
          hosts: [TopHosts], warming: AdminWarming, clock: any ProxyClock,
-         reload: @escaping @Sendable () -> ReloadOutcome) {
+         refreshLevels: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = { $0() },
+         reload: @escaping @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void) {
         self.clock = clock
+        self.refreshLevels = refreshLevels
         self.warming = warming
         started = clock.monotonic
         self.hosts = hosts
@@ -48,9 +54,25 @@ final class AdminContext: Sendable {
         self.workerStats = workerStats
     }
 
+    /// When the next history sample is due, on `clock` (`recordHistoryIfDue`).
+    private let nextSample = Locked<Double>(0)
+
     /// Called every `history.interval` seconds.
     func recordHistory() {
         history.record(snapshot(), time: clock.monotonic)
+    }
+
+    /// Called often on a clock that can jump (a test clock): a sample once `history.interval` of
+    /// its time has passed since the last.
+    func recordHistoryIfDue() {
+        let now = clock.monotonic
+        let due = nextSample.withLock { next -> Bool in
+            if next == 0 { next = started + history.interval }
+            guard now >= next else { return false }
+            next = now + history.interval
+            return true
+        }
+        if due { history.record(snapshot(), time: now) }
     }
 
     func snapshot() -> StatisticsSnapshot {
@@ -87,7 +109,7 @@ final class AdminContext: Sendable {
 }
 
 /// One admin answer.
-struct AdminResponse {
+struct AdminResponse: Sendable {
     var status: Int
     var contentType = "application/json"
     var body: String
@@ -95,6 +117,9 @@ struct AdminResponse {
     /// A purge queued for the disk writer: the real answer is made from its outcome once the writer
     /// has given it (`AdminConnection` waits without blocking the loop).
     var removal: (outcome: RemovalOutcome, answer: @Sendable (RemovalOutcome.Result) -> AdminResponse)?
+    /// An answer made later, on any thread (a reload's, once every worker applied it): the
+    /// function is called with where to deliver it (`AdminConnection` posts it to its loop).
+    var later: (@Sendable (@escaping @Sendable (AdminResponse) -> Void) -> Void)?
 
     static func awaiting(_ outcome: RemovalOutcome,
                          _ answer: @escaping @Sendable (RemovalOutcome.Result) -> AdminResponse) -> AdminResponse {
@@ -130,20 +155,28 @@ extension AdminContext {
             return AdminResponse(status: 200, contentType: "text/html; charset=utf-8", body: Dashboard.html)
         case "/stats":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
-            let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
-            return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "],\"warm\":"
-                                              + warming.json))
+            return afterRefresh { [self] in
+                let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
+                return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "],\"warm\":"
+                                                  + warming.json))
+            }
         case "/stats/history":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return .json(200, history.json(now: clock.monotonic))
         case "/metrics":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
-            return AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                 body: snapshot().prometheusText())
+            return afterRefresh { [self] in
+                AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                              body: snapshot().prometheusText())
+            }
         case "/config/reload":
             guard method == .post else { return notAllowed("POST") }
-            let outcome = reload()
-            return .json(outcome.isRejected ? 422 : 200, outcome.json)
+            // Answered once every worker applies the change: a client that is told "applied" finds
+            // it in force on whichever worker its next request reaches.
+            let reload = self.reload
+            var r = AdminResponse(status: 0, body: "")
+            r.later = { deliver in reload { outcome in deliver(.json(outcome.isRejected ? 422 : 200, outcome.json)) } }
+            return r
         case "/warm":
             switch method {
             case .get, .head: return .json(200, warming.json)
@@ -161,6 +194,14 @@ extension AdminContext {
         default:
             return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /cache?url=, /warm, /healthz, /readyz")
         }
+    }
+
+    /// An answer made once every worker has published its levels (`refreshLevels`).
+    private func afterRefresh(_ make: @escaping @Sendable () -> AdminResponse) -> AdminResponse {
+        var r = AdminResponse(status: 0, body: "")
+        let refresh = refreshLevels
+        r.later = { deliver in refresh { deliver(make()) } }
+        return r
     }
 
     /// 401 unless the request carries the token (when one is set). It may also come as ?token=, so

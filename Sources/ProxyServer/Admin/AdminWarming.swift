@@ -1,3 +1,4 @@
+import EventLoop
 import Locking
 import Statistics
 import Warming
@@ -28,7 +29,12 @@ final class AdminWarming: Sendable {
         var cancelled = false
     }
 
-    init(listener: (host: String, port: UInt16)?, cacheName: String, log: @escaping @Sendable (String) -> Void) {
+    /// The proxy's clock, which times the jobs.
+    private let clock: any ProxyClock
+
+    init(listener: (host: String, port: UInt16)?, cacheName: String, clock: any ProxyClock = SystemClock.shared,
+         log: @escaping @Sendable (String) -> Void) {
+        self.clock = clock
         self.listener = listener
         self.cacheName = cacheName
         self.log = log
@@ -52,7 +58,8 @@ final class AdminWarming: Sendable {
         }
         guard list.count <= Self.maxURLs else { return .error(413, "more than \(Self.maxURLs) URLs in one list") }
         let proxy = WarmProxy(host: listener.host, port: listener.port, authorization: proxyAuthorization)
-        let job = WarmJob(list: list, proxy: proxy, concurrency: workers, timeout: Self.timeout, cacheName: cacheName)
+        let job = WarmJob(list: list, proxy: proxy, concurrency: workers, timeout: Self.timeout, cacheName: cacheName,
+                          clock: clock)
         let started: (id: Int, previous: WarmJob?)? = state.withLock { s in
             if let running = s.job, running.isRunning { return nil }
             let previous = s.job

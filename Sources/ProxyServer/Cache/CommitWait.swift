@@ -2,43 +2,38 @@ import CacheStore
 import EventLoop
 
 /// A request for a URL whose response was just fetched: its entry is complete but the disk writer
-/// has not committed it yet. The request waits for the commit (polled, like `WriterPacer`, for at
-/// most `limit` seconds) and is then routed again, to find the entry, instead of fetching the
-/// object a second time or being served a response stored before it.
-final class CommitWait {
+/// has not committed it yet. The request waits for the commit (the writer calls back once it is
+/// made, `Cache.whenCommitted`, and the call is posted to the worker's loop), for at most `limit`
+/// seconds, and is then routed again, to find the entry, instead of fetching the object a second
+/// time or being served a response stored before it.
+final class CommitWait: @unchecked Sendable {
+    /// Touched only on the worker's loop.
     private weak var connection: ClientConnection?
-    private let cache: Cache
-    private let primaryKey: [UInt8]
     private var timer: Timer?
-    private var polls = 0
+    private var ended = false
 
-    static let pollInterval = 0.005
     static let limit = 3.0
 
     /// Starts waiting; the connection's request is routed again when the wait ends.
     static func start(_ c: ClientConnection, primaryKey: [UInt8]) {
-        let wait = CommitWait(connection: c, cache: c.worker.cache, primaryKey: primaryKey)
+        let wait = CommitWait(connection: c)
         c.context.commitWaited = true
         c.send(.checkPending)
-        // The timer's callback holds the wait until it ends (`finish` breaks the cycle).
-        wait.timer = Timer(loop: c.worker.loop) { wait.poll() }
-        wait.timer?.schedule(after: CommitWait.pollInterval)
+        let loop = c.worker.loop
+        // The writer's callback holds the wait until it comes; the timer only refers to it.
+        wait.timer = Timer(loop: loop) { [weak wait] in wait?.finish() }
+        wait.timer?.schedule(after: CommitWait.limit)
+        c.worker.cache.whenCommitted(primaryKey: primaryKey) { loop.execute { wait.finish() } }
     }
 
-    private init(connection: ClientConnection, cache: Cache, primaryKey: [UInt8]) {
+    private init(connection: ClientConnection) {
         self.connection = connection
-        self.cache = cache
-        self.primaryKey = primaryKey
     }
 
-    private func poll() {
-        polls += 1
-        if cache.isCommitPending(primaryKey: primaryKey), Double(polls) * CommitWait.pollInterval < CommitWait.limit,
-           connection != nil {
-            timer?.schedule(after: CommitWait.pollInterval)
-            return
-        }
-        timer = nil
+    private func finish() {
+        guard !ended else { return }
+        ended = true
+        timer?.cancel()
         connection?.checkFinished(nil)
     }
 }

@@ -2,16 +2,15 @@ import CacheStore
 import EventLoop
 
 /// Holds an origin read back while the cache's disk writer is behind, so a store keeps pace with
-/// the disk instead of being given up. The writer is another thread; its progress is polled every
-/// couple of milliseconds, only while paused.
+/// the disk instead of being given up. The writer is another thread; it calls back when its queue
+/// is down again (`EntryWriter.whenCaughtUp`), and the call is posted to this loop.
 final class WriterPacer {
-    private var timer: Timer?
     private let loop: EventLoop
     private let caughtUp: () -> Void
-    private var writer: EntryWriter?
     private(set) var paused = false
-
-    static let pollInterval = 0.002
+    /// Which pause a callback answers: one that arrives after `cancel` (or for an earlier pause)
+    /// is ignored.
+    private var pause = 0
 
     init(loop: EventLoop, caughtUp: @escaping () -> Void) {
         self.loop = loop
@@ -22,26 +21,29 @@ final class WriterPacer {
     func shouldPause(after writer: EntryWriter?) -> Bool {
         guard !paused, let writer, writer.isBehind else { return false }
         paused = true
-        self.writer = writer
-        if timer == nil { timer = Timer(loop: loop) { [unowned self] in self.poll() } }
-        timer!.schedule(after: WriterPacer.pollInterval)
+        pause += 1
+        let this = pause
+        let loop = self.loop
+        let me = WeakPacer(self)
+        writer.whenCaughtUp { loop.execute { me.pacer?.resume(this) } }
         return true
     }
 
-    private func poll() {
-        if let w = writer, w.isBehind {
-            timer!.schedule(after: WriterPacer.pollInterval)
-            return
-        }
+    private func resume(_ which: Int) {
+        guard paused, which == pause else { return }
         paused = false
-        writer = nil
         caughtUp()
     }
 
     /// The read is over: forget the pause without calling back.
     func cancel() {
-        timer?.cancel()
         paused = false
-        writer = nil
     }
+}
+
+/// A pacer for the writer's callback, which must not keep it (or its connection) alive. Read only
+/// on the pacer's loop.
+private final class WeakPacer: @unchecked Sendable {
+    weak var pacer: WriterPacer?
+    init(_ pacer: WriterPacer) { self.pacer = pacer }
 }
