@@ -29,7 +29,6 @@ final class OriginRelay: SessionTaskDelegate {
         self.connection = connection
     }
 
-
     /// Sends the current request to `origin` (or the cache's revalidation of it, if it is revalidating).
     static func forward(_ c: ClientConnection, to origin: OriginKey, route: OutboundHead.Route, path pathRange: Range<Int>) {
         let request = c.request
