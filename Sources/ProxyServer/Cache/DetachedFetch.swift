@@ -90,7 +90,7 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         if revalidating { return startRefresh() }
         task?.delegate = self
         exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
-        if !(exchange.inFlight?.hasFollowers ?? false), !goesOnDetached() { return cancel() }
+        if !goesOn() { return cancel() }
         // The departed client may have paused the read; the followers and the store pace it from now on.
         task?.resumeReading()
     }
@@ -117,6 +117,11 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         worker.inFlight.detached.release(&claim)
         if purpose == .refresh { worker.inFlight.endRefresh(exchange.primaryKey) }
         worker.detachedFetchFinished(self)
+    }
+
+    /// Whether the download goes on: for its followers, or, with none, for the store alone.
+    private func goesOn() -> Bool {
+        (exchange.inFlight?.hasFollowers ?? false) || goesOnDetached()
     }
 
     /// Nobody reads the download: whether it may go on for the store alone, claiming what it needs.
@@ -224,7 +229,7 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
             revalidating = false
             worker.inFlight.detached.release(&claim)   // the download claims a place of its own
             exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
-            if !(exchange.inFlight?.hasFollowers ?? false), !goesOnDetached() { return cancel() }
+            if !goesOn() { return cancel() }
         }
     }
 
@@ -234,7 +239,7 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
             return source.drain(count)
         }
         // Nobody left to read it: it goes on only as a detached fetch.
-        if !(exchange.inFlight?.hasFollowers ?? false), !goesOnDetached() {
+        if !goesOn() {
             source.drain(count)
             return cancel()
         }

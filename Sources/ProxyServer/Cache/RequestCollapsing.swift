@@ -314,6 +314,9 @@ final class InFlightFetch: Sendable {
 
     var hasFollowers: Bool { state.withLock { !$0.followers.isEmpty } }
 
+    /// The body is being stored on disk as it arrives, so every byte stays readable from there.
+    var isStoredOnDisk: Bool { state.withLock { $0.storeGrowing } }
+
     /// Body bytes held in memory for followers.
     var retainedBytes: Int { state.withLock { $0.total - $0.base } }
 

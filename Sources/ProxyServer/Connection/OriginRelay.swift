@@ -345,8 +345,7 @@ final class OriginRelay: SessionTaskDelegate {
     /// slow reads (with a second connection to follow) cannot turn into many full-speed downloads.
     private func handOver() -> Bool {
         let c = connection
-        guard let exchange = c.context.cache, let fetch = exchange.inFlight, fetch.hasFollowers,
-              exchange.writer.map({ $0.progress != nil && !$0.isAbandoned }) == true,
+        guard let exchange = c.context.cache, let fetch = exchange.inFlight, fetch.hasFollowers, fetch.isStoredOnDisk,
               let total = exchange.announcedLength, rangeFill == nil,
               c.request.method == .get, !c.context.bodyPending, handOverClaim == nil else { return false }
         let budget = c.worker.inFlight.detached
