@@ -32,18 +32,6 @@ import Timekeeping
                   clock: clock, log: { _ in })
     }
 
-    /// Blocks the writer until the returned semaphore is signalled.
-    func stallWriter(_ cache: Cache) -> Semaphore {
-        let entered = Semaphore()
-        let gate = Semaphore()
-        cache.disk!.enqueue(.barrier({
-            entered.signal()
-            gate.wait()
-        }))
-        entered.wait()
-        return gate
-    }
-
     @Test func aCommitWaiterIsCalledByTheWriterOnceTheEntryIsCommitted() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }

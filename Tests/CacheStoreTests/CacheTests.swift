@@ -26,18 +26,6 @@ import Locking
         return false
     }
 
-    /// Blocks the writer thread until the returned semaphore is signalled; returns once the writer
-    /// is inside the barrier (so what is queued after it stays queued, and nothing before it is).
-    func stallWriter(_ cache: Cache) -> Semaphore {
-        let entered = Semaphore()
-        let gate = Semaphore()
-        cache.disk!.enqueue(.barrier({
-            entered.signal()
-            gate.wait()
-        }))
-        entered.wait()
-        return gate
-    }
 
     @Test func aCompleteEntryWaitingForItsCommitIsReportedUntilCommitted() throws {
         let dir = temporaryDirectory()
@@ -355,4 +343,17 @@ struct BodyPinsTests {
         #expect(pins.pin(9))
         #expect(pins.unpin(9) == nil)
     }
+}
+
+/// Blocks the writer thread until the returned semaphore is signalled; returns once the writer
+/// is inside the barrier (so what is queued after it stays queued, and nothing before it is).
+func stallWriter(_ cache: Cache) -> Semaphore {
+    let entered = Semaphore()
+    let gate = Semaphore()
+    cache.disk!.enqueue(.barrier({
+        entered.signal()
+        gate.wait()
+    }))
+    entered.wait()
+    return gate
 }

@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 
-from helpers import _read_head, connect, pattern_sha256, std_request
+from helpers import _read_head, connect, pattern_sha256, proxy_exchange, SockReader, std_request
 from test_cache import methods, script
 
 FULL = os.environ.get("LARDER_LATE_JOIN_FULL") == "1"
@@ -42,22 +42,26 @@ class Download(threading.Thread):
         try:
             self.sock = connect(self.port, self.timeout)
             self.sock.sendall(std_request("GET", self.url))
-            reader = _Reader(self.sock)
+            reader = SockReader(self.sock)
             head = _read_head(reader)
             self.status = head.status
             self.cache_status = head.header("Cache-Status") or ""
             length = int(head.header("Content-Length"))
             h = hashlib.sha256()
             pending = list(self.milestones)
-            for piece in reader.body(length):
+
+            def take(piece):
                 h.update(piece)
                 self.received += len(piece)
                 while pending and self.received >= pending[0][0]:
                     pending.pop(0)[1].set()
-                if self.stop_after is not None and self.received >= self.stop_after:
-                    # Stops reading with the connection open: its socket fills and stays full.
-                    self.stopped.set()
-                    return
+
+            if self.stop_after is not None:
+                # Stops reading with the connection open: its socket fills and stays full.
+                reader.read_exact(min(self.stop_after, length), sink=take)
+                self.stopped.set()
+                return
+            reader.read_exact(length, sink=take)
             for _, event in pending:
                 event.set()
             self.digest = h.hexdigest()
@@ -73,39 +77,6 @@ class Download(threading.Thread):
             self.done.set()
 
 
-class _Reader:
-    """What `_read_head` needs, then the body in large pieces."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.buf = bytearray()
-
-    def read_line(self):
-        while b"\n" not in self.buf:
-            more = self.sock.recv(65536)
-            if not more:
-                raise ConnectionError("closed in the head")
-            self.buf += more
-        i = self.buf.index(b"\n") + 1
-        line = bytes(self.buf[:i])
-        del self.buf[:i]
-        return line
-
-    def body(self, length):
-        left = length
-        if self.buf:
-            first = bytes(self.buf[:left])
-            del self.buf[:len(first)]
-            left -= len(first)
-            yield first
-        while left > 0:
-            more = self.sock.recv(min(left, 1 << 20))
-            if not more:
-                raise ConnectionError(f"closed with {left} bytes of the body missing")
-            left -= len(more)
-            yield more
-
-
 def joiners(port, url, pacer, join_points):
     """A client starting as `pacer` passes each of `join_points` bytes."""
     out = []
@@ -115,6 +86,16 @@ def joiners(port, url, pacer, join_points):
         out.append((went, Download(port, url)))
     pacer.milestones.sort(key=lambda m: m[0])
     return out
+
+
+def assert_everyone_got_it(everyone, size, timeout):
+    """Every client ended with a 200 and every byte of the `size`-byte pattern body."""
+    for d in everyone:
+        assert d.done.wait(timeout)
+    want = pattern_sha256(size)
+    for d in everyone:
+        assert d.error is None, d.error
+        assert d.status == 200 and d.digest == want, (d.received, d.cache_status)
 
 
 def run_joiners(pending, timeout):
@@ -131,19 +112,14 @@ def test_six_index_downloads_starting_one_after_another_make_one_origin_fetch(la
            body_bytes=size, rate=rate)
     url = origin.url("/res/packages")
     first = Download(larder.port, url)
-    # The others start as the first has 0.05, 0.5, 1, 2 and (nearly) all of it: the last three
-    # well past the first 2 MiB after which an earlier version fetched again.
+    # The others start as the first has 2 %, 20 %, 35 %, 70 % and 95 % of it: in the full size,
+    # the last three well past the first 2 MiB after which an earlier version fetched again.
     points = [int(size * f) for f in (0.02, 0.2, 0.35, 0.7, 0.95)]
     pending = joiners(larder.port, url, first, points)
     first.start()
     run_joiners(pending, 120)
     everyone = [first] + [d for _, d in pending]
-    for d in everyone:
-        assert d.done.wait(120)
-    want = pattern_sha256(size)
-    for d in everyone:
-        assert d.error is None, d.error
-        assert d.status == 200 and d.digest == want, (d.received, d.cache_status)
+    assert_everyone_got_it(everyone, size, 120)
     assert methods(origin, "packages") == ["GET"]
     assert sum("collapsed" in d.cache_status for d in everyone) == 5, [d.cache_status for d in everyone]
 
@@ -171,12 +147,7 @@ def test_twenty_clients_joining_a_large_download_stored_on_disk_while_its_first_
     pacer.start()
     run_joiners(pending, 120)
     everyone = [pacer] + [d for _, d in pending]
-    for d in everyone:
-        assert d.done.wait(180)
-    want = pattern_sha256(size)
-    for d in everyone:
-        assert d.error is None, d.error
-        assert d.status == 200 and d.digest == want, (d.received, d.cache_status)
+    assert_everyone_got_it(everyone, size, 180)
     assert methods(origin, "image") == ["GET"]
     # The stalled client was never cut: nobody waited for it, nor for its timeout.
     stalled.sock.setblocking(False)
@@ -188,7 +159,6 @@ def test_twenty_clients_joining_a_large_download_stored_on_disk_while_its_first_
 
 
 def test_a_purge_during_a_download_lets_nobody_new_join_it(larder_factory, origin, workdir):
-    from helpers import proxy_exchange
     size = 3_000_000
     larder = larder_factory({"cache": {"memory_max_object_size": "1MiB"}})
     script(workdir, "purged", headers=[("Cache-Control", "max-age=600")], body_bytes=size, rate=MiB)
@@ -202,9 +172,6 @@ def test_a_purge_during_a_download_lets_nobody_new_join_it(larder_factory, origi
     # Asked after the purge: answered by a fetch of its own, not from what came before it.
     after = Download(larder.port, url)
     after.start()
-    for d in (first, after):
-        assert d.done.wait(120)
-        assert d.error is None, d.error
-        assert d.digest == pattern_sha256(size)
+    assert_everyone_got_it([first, after], size, 120)
     assert "collapsed" not in after.cache_status, after.cache_status
     assert methods(origin, "purged") == ["GET", "GET"]

@@ -179,15 +179,17 @@ import Testing
                   case .follow(_, let id) = table.join(key: key, participant: helper.handle, now: 0) else {
                 Issue.record("lead and follow expected"); return
             }
-            let leader = Thread {
+            // Used by the leader's thread only, until `join`.
+            nonisolated(unsafe) let (leading, writer) = (helper, w)
+            let leader = LoopThread {
                 var offset = 0
                 while offset < all.count {
                     let n = min(48 * 1024, all.count - offset)
-                    _ = helper.feed(all[offset..<offset + n], fetch, w)
+                    _ = leading.feed(all[offset..<offset + n], fetch, writer)
                     offset += n
                     if offset % (1 << 20) < n { cache.flush() }
                 }
-                w.finish(head: Array("HTTP/1.1 200 OK\r\n".utf8), facts: helper.facts())
+                writer.finish(head: Array("HTTP/1.1 200 OK\r\n".utf8), facts: leading.facts())
                 fetch.finish(failed: false)
             }
             leader.start()
@@ -207,21 +209,3 @@ import Testing
     }
 }
 
-/// A joinable thread, for the race above.
-private final class Thread: @unchecked Sendable {
-    private var thread = pthread_t()
-    private let body: () -> Void
-
-    init(_ body: @escaping () -> Void) { self.body = body }
-
-    func start() {
-        let box = Unmanaged.passRetained(self)
-        pthread_create(&thread, nil, { raw in
-            let me = Unmanaged<Thread>.fromOpaque(raw!).takeRetainedValue()
-            me.body()
-            return nil
-        }, box.toOpaque())
-    }
-
-    func join() { pthread_join(thread, nil) }
-}
