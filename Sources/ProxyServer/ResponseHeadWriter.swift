@@ -62,14 +62,7 @@ enum ResponseHeadWriter {
         w.append(response.version == .http10 ? "1.0 " : "1.1 ")
         w.append(viaName)
         w.append("\r\n")
-        if let cacheStatus {
-            w.append("Cache-Status: ")
-            switch cacheStatus {
-            case .bytes(let serialized): w.append(serialized)
-            case .status(let status, let name): status.write(cacheName: name, into: &w)
-            }
-            w.append("\r\n")
-        }
+        if let cacheStatus { appendCacheStatus(cacheStatus, into: &w) }
         if framing == .chunked { w.append("Transfer-Encoding: chunked\r\n") }
         if upgrade {
             w.append("Connection: Upgrade\r\n")
@@ -78,6 +71,16 @@ enum ResponseHeadWriter {
             // 1xx heads carry no connection management.
         } else {
             appendConnection(keepAlive: keepAlive && framing != .untilClose, clientVersion: clientVersion, into: &w)
+        }
+        w.append("\r\n")
+    }
+
+    /// The one place a `Cache-Status` field line is written (`Responder` chooses what it says).
+    static func appendCacheStatus(_ field: CacheStatusField, into w: inout MessageWriter) {
+        w.append("Cache-Status: ")
+        switch field {
+        case .bytes(let serialized): w.append(serialized)
+        case .status(let status, let name): status.write(cacheName: name, into: &w)
         }
         w.append("\r\n")
     }
@@ -161,14 +164,13 @@ final class LocalAnswers: Sendable {
 enum LocalResponse {
     /// A short plain-text response naming the cause.
     static func error(_ status: Int, _ message: String, close: Bool, headOnly: Bool = false,
-                      extraField: String? = nil, cacheStatus: [UInt8], into w: inout MessageWriter) {
+                      extraField: String? = nil, cacheStatus: CacheStatusField, into w: inout MessageWriter) {
         let body = message + "\n"
         w.appendStatusLine(status, reason: reasonPhrase(for: status))
         w.append("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
         w.appendDecimal(body.utf8.count)
-        w.append("\r\nCache-Control: no-store\r\nCache-Status: ")
-        w.append(cacheStatus)
-        w.append("\r\n")
+        w.append("\r\nCache-Control: no-store\r\n")
+        ResponseHeadWriter.appendCacheStatus(cacheStatus, into: &w)
         if let extraField { w.appendString(extraField + "\r\n") }
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
@@ -177,7 +179,7 @@ enum LocalResponse {
 
     /// TRACE with `Max-Forwards: 0`: the request as received, as `message/http` (RFC 9110 §9.3.8),
     /// minus credentials.
-    static func trace(_ head: RequestHead, close: Bool, cacheStatus: [UInt8], into w: inout MessageWriter) {
+    static func trace(_ head: RequestHead, close: Bool, cacheStatus: CacheStatusField, into w: inout MessageWriter) {
         var body = MessageWriter(capacity: head.headers.storage.count)
         let headers = head.headers
         headers.withBytes(head.methodRange) { body.append($0) }
@@ -193,21 +195,18 @@ enum LocalResponse {
         w.appendStatusLine(200, reason: "OK")
         w.append("Content-Type: message/http\r\nContent-Length: ")
         w.appendDecimal(body.count)
-        w.append("\r\nCache-Status: ")
-        w.append(cacheStatus)
         w.append("\r\n")
+        ResponseHeadWriter.appendCacheStatus(cacheStatus, into: &w)
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
         body.withBytes { w.append($0) }
     }
 
     /// OPTIONS with `Max-Forwards: 0` (or `OPTIONS *`): what this proxy supports.
-    static func options(close: Bool, cacheStatus: [UInt8], into w: inout MessageWriter) {
+    static func options(close: Bool, cacheStatus: CacheStatusField, into w: inout MessageWriter) {
         w.appendStatusLine(200, reason: "OK")
         w.append("Allow: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT\r\nContent-Length: 0\r\n")
-        w.append("Cache-Status: ")
-        w.append(cacheStatus)
-        w.append("\r\n")
+        ResponseHeadWriter.appendCacheStatus(cacheStatus, into: &w)
         if close { w.append("Connection: close\r\n") }
         w.append("\r\n")
     }

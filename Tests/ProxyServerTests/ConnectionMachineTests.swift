@@ -171,6 +171,29 @@ import Testing
         #expect(d.advance(2) == Self.closeActions)
     }
 
+    /// The machine alone decides what an answer's head says about the connection: the body the
+    /// client still owes, a close-delimited body, the client's own wish and a shutdown all close it.
+    @Test(arguments: [
+        // (client keep-alive, body owed, close-delimited answer, shutdown) → keep-alive
+        (true, false, false, false, true),
+        (true, true, false, false, false),
+        (true, false, true, false, false),
+        (false, false, false, false, false),
+        (true, false, false, true, false),
+    ])
+    func anAnswerKeepsTheConnectionOnlyWhenNothingForbidsIt(
+        _ row: (clientKeepAlive: Bool, bodyOwed: Bool, closeDelimited: Bool, shutdown: Bool, keeps: Bool)
+    ) {
+        var d = Driver()
+        d.open()
+        d.head(keepAlive: row.clientKeepAlive, body: row.bodyOwed ? .contentLength(remaining: 10) : .done)
+        if row.shutdown { d.send(.shutdown) }
+        #expect(d.machine.answerKeepsAlive(closeDelimited: row.closeDelimited) == row.keeps)
+        // Asked again (a second head, e.g. after a 1xx), the answer does not come back to life.
+        #expect(d.machine.answerKeepsAlive(closeDelimited: false) == row.keeps)
+        #expect(d.machine.context.keepAlive == row.keeps)
+    }
+
     @Test func aClientThatLeavesMidUploadIsClosedAndItsOriginExchangeReleased() {
         var d = Driver()
         d.open()
@@ -418,17 +441,17 @@ import Testing
         var d = Driver()
         d.open()
         d.head(body: .contentLength(remaining: 5))
-        d.machine.context.responseStarted = true
+        d.machine.context.answer.started = true
         d.machine.context.upgrading = true
         d.machine.context.authVerdict = .valid
         d.machine.context.bodyForwarded = true
-        d.machine.context.log.status = 200
+        d.machine.context.answer.log.status = 200
         d.machine.context.body = .done
         d.send(.answered)
         d.head()
         let c = d.machine.context
-        #expect(!c.responseStarted && !c.upgrading && c.authVerdict == nil && !c.bodyForwarded)
-        #expect(c.log.status == 0 && !c.log.written && c.body == .done && c.cache == nil)
+        #expect(!c.answer.started && !c.upgrading && c.authVerdict == nil && !c.bodyForwarded)
+        #expect(c.answer.log.status == 0 && !c.answer.log.written && c.body == .done && c.cache == nil)
     }
 
     @Test func aHeadIsOnlyTakenWhileReadingHeads() {

@@ -8,10 +8,10 @@ import Statistics
 /// The cache's part in a client's request: look up, decide, then serve, revalidate, or fetch and
 /// store while forwarding. Decisions are CachePolicy's; this carries them out on a connection.
 enum CacheFlow {
-    /// Before forwarding. True when the request was answered without a fetch of its own (a hit, a
+    /// Before forwarding. `.taken` when the request is answered without a fetch of its own (a hit, a
     /// collapsed follower, a 504 for only-if-cached, a 400 for a bad policy header).
     /// `request` is the connection's current request (passed in, so it is read without a copy).
-    static func answers(_ destination: RequestRouter.Destination, request: RequestHead, on c: ClientConnection) -> Bool {
+    static func lookUp(_ destination: RequestRouter.Destination, request: RequestHead, on c: ClientConnection) -> RouteStep {
         c.context.cache = nil
         let worker = c.worker
         let named = destination.keyedAs
@@ -40,13 +40,13 @@ enum CacheFlow {
             break
         case .options, .trace, .connect:
             c.noteLookup(.lookupPass)
-            return false
+            return .goOn
         default:
             c.noteLookup(.lookupPass)
             exchange.invalidateAfterAnswer()
             exchange.status = CacheStatus(forward: .method)
             c.context.cache = exchange
-            return false
+            return .goOn
         }
         // Fields of the settings are read in place: a local copy of the struct costs a reference
         // count per field on every request.
@@ -61,9 +61,9 @@ enum CacheFlow {
             facts = try RequestFacts.make(request, rulePolicy: rulePolicy, ignoreReload: ignoreReload,
                                           settings: worker.settings.cache.policy)
         } catch {
-            c.respond(400, "unknown Larder-Cache-Policy \"\(error.value)\"; expected one of "
+            c.answerError(400, "unknown Larder-Cache-Policy \"\(error.value)\"; expected one of "
                       + RequestCachePolicy.allCases.map(\.rawValue).joined(separator: ", "))
-            return true
+            return .taken
         }
         exchange.facts = facts
         c.context.cache = exchange
@@ -78,7 +78,7 @@ enum CacheFlow {
             // or serve a response stored before it (RFC 9111 §4: the most recent one is used).
             c.context.cache = nil
             CommitWait.start(c, primaryKey: primaryKey)
-            return true
+            return .taken
         }
         switch Lookup.decide(request: facts, entry: exchange.entry?.facts, anyStored: anyStored, now: now,
                              settings: worker.settings.cache.policy) {
@@ -92,33 +92,33 @@ enum CacheFlow {
             c.noteLookup(.lookupStaleServed)
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-while-revalidate")
-            if !serve(entry, exchange: exchange, request: request, now: now, on: c) { return false }
+            if serve(entry, exchange: exchange, request: request, now: now, on: c) == .goOn { return .goOn }
             // Refreshed for a request whose answer the cache could store in its place; another
             // (a HEAD, no-store, credentials) would only remove the entry.
-            guard Revalidation.mayRefreshInBackground(for: facts) else { return true }
+            guard Revalidation.mayRefreshInBackground(for: facts) else { return .taken }
             let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host,
                                         origin: destination.origin, route: destination.route, path: pathRange,
                                         phase: .fetching)
             refresh.entry = entry
             refresh.facts = facts
             worker.refreshInBackground(refresh, request: request, client: c.peerAddress)
-            return true
+            return .taken
         case .revalidate(let m):
             exchange.revalidate(with: m)
             exchange.status = CacheStatus(forward: .stale)
-            return false
+            return .goOn
         case .fetch(let reason):
             exchange.status = CacheStatus(forward: CacheStatus.Forward(reason))
             if reason == .bypass {
                 c.noteLookup(.lookupPass)
                 exchange.bypass()
-                return false
+                return .goOn
             }
             c.noteLookup(.lookupMiss)
             if reason != .request, RangeRequest.fillsCache(request, facts: facts), worker.inFlight.beginFill(primaryKey) {
                 exchange.rangeFill = true
                 exchange.passMarking = .markOrClear
-                return false
+                return .goOn
             }
             if case .collapse = Collapse.eligibility(enabled: worker.settings.cache.collapseRequests, reason: reason,
                                                      request: facts, hasBody: request.framing != .none,
@@ -126,38 +126,38 @@ enum CacheFlow {
                 exchange.passMarking = .markOrClear
                 return CollapseFollower.join(exchange, on: c)
             }
-            return false
+            return .goOn
         case .gatewayTimeout:
             c.noteLookup(.lookupOnlyIfCachedMiss)
             c.context.cache = nil
-            c.respond(504, "\(String(decoding: primaryKey, as: UTF8.self)) is not in the cache and the "
+            c.answerError(504, "\(String(decoding: primaryKey, as: UTF8.self)) is not in the cache and the "
                       + "request allows only cached responses (only-if-cached)")
-            return true
+            return .taken
         }
     }
 
     /// Forwarded and reported, never stored.
-    private static func pass(_ exchange: CacheExchange, detail: CacheStatus.Detail, on c: ClientConnection) -> Bool {
+    private static func pass(_ exchange: CacheExchange, detail: CacheStatus.Detail, on c: ClientConnection) -> RouteStep {
         c.noteLookup(.lookupPass)
         exchange.bypass()
         exchange.status = CacheStatus(forward: .bypass, detail: detail)
         c.context.cache = exchange
-        return false
+        return .goOn
     }
 
     // MARK: - Origin responses
 
-    /// The final response head. True when the cache consumed it (a revalidation answer); otherwise
-    /// it is forwarded, and stored if it may be.
-    static func takesResponse(_ head: ResponseHead, on c: ClientConnection) -> Bool {
-        guard let ex = c.context.cache else { return false }
+    /// The final response head. `.taken` when the cache consumed it (a revalidation answer);
+    /// otherwise it is forwarded, and stored if it may be.
+    static func takesResponse(_ head: ResponseHead, on c: ClientConnection) -> RouteStep {
+        guard let ex = c.context.cache else { return .goOn }
         let worker = c.worker
         switch ex.originHead(head, request: c.request, background: false, now: worker.clock.wallSeconds,
                              cache: worker.cache, setup: worker.settings.cache, table: worker.inFlight) {
         case .forward:
-            return false
+            return .goOn
         case .consumed:
-            return true
+            return .taken
         case .revalidation(let step):
             switch step {
             case .serveStale: c.noteLookup(.lookupStaleServed)
@@ -172,43 +172,43 @@ enum CacheFlow {
             case .storeThis: c.noteLookup(.lookupRevalidatedChanged)
             case .keep: break
             }
-            return step.consumesAnswer
+            return step.consumesAnswer ? .taken : .goOn
         }
     }
 
-    /// The origin's exchange ended. True when the cache took over the rest of the request.
-    static func taskCompleted(error: SessionError?, on c: ClientConnection) -> Bool {
-        guard let ex = c.context.cache else { return false }
+    /// The origin's exchange ended. `.taken` when the cache took over the rest of the request.
+    static func taskCompleted(error: SessionError?, on c: ClientConnection) -> RouteStep {
+        guard let ex = c.context.cache else { return .goOn }
         let worker = c.worker
         let now = worker.clock.wallSeconds
         switch ex.originEnded(error: error, now: now, table: worker.inFlight) {
         case .done:
-            return false
+            return .goOn
         case .revalidationFailed(let m):
             // The origin could not be asked: serve stale where allowed (RFC 5861 stale-if-error).
-            guard let error, let entry = ex.entry, ex.mayServeStaleWithoutAnswer(method: m, now: now) else { return false }
+            guard let error, let entry = ex.entry, ex.mayServeStaleWithoutAnswer(method: m, now: now) else { return .goOn }
             worker.logger.notice("serving stale \(String(decoding: ex.primaryKey, as: UTF8.self)): \(error.message)")
             c.noteLookup(.lookupStaleServed)
             ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-if-error")
             return serve(entry, exchange: ex, request: c.request, now: now, on: c)
         case .serveEntry(let entry):
-            if !serve(entry, exchange: ex, request: c.request, now: now, on: c) {
+            if serve(entry, exchange: ex, request: c.request, now: now, on: c) == .goOn {
                 OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
             }
-            return true
+            return .taken
         case .refetch:
             OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
-            return true
+            return .taken
         }
     }
 
     // MARK: - Serving stored responses
 
     /// Answers from `entry`: 304 for a satisfied client conditional, 206/416 for a range, else the
-    /// stored response. False when the request must go to the origin after all (several ranges, a
+    /// stored response. `.goOn` when the request must go to the origin after all (several ranges, a
     /// damaged or vanished body).
     static func serve(_ entry: StoredResponse, exchange ex: CacheExchange, request: RequestHead, now: Int64,
-                      on c: ClientConnection) -> Bool {
+                      on c: ClientConnection) -> RouteStep {
         let worker = c.worker
         var range = RangeDecision.full
         if request.method == .get, request.headers.firstIndex(of: "range") != nil {
@@ -217,25 +217,18 @@ enum CacheFlow {
                 ex.fetchWhole()
                 ex.status = CacheStatus(forward: .partial)
                 ex.entry = nil
-                return false
+                return .goOn
             }
         }
         worker.cache.touch(entry, now: now)
         let age = entry.facts.currentAge(now: now)
-        let cacheName = worker.settings.cache.cacheName
-        let keepAlive = c.context.keepAlive
-        let viaName = worker.settings.viaName
-        c.writer.reset()
         if ClientConditionals.notModified(request: request, entry: entry.facts),
            let stored = CachedResponseWriter.parse(entry.head) {
-            c.noteResponse(304)
-            CachedResponseWriter.notModified(storedHead: stored, age: age, cacheStatus: ex.status, cacheName: cacheName,
-                                             keepAlive: keepAlive, clientVersion: request.version,
-                                             viaName: viaName, personal: ex.personalFields, into: &c.writer)
-            c.writer.withBytes { c.stream.output.append($0) }
+            c.storedHead(.notModified(stored, age: age), status: 304, lookup: ex.status,
+                                 personal: ex.personalFields)
             c.context.cache = nil
-            c.send(.answered)
-            return true
+            c.finishAnswer()
+            return .taken
         }
         // A 206 re-writes the stored fields, so it needs them parsed; a head that will not parse
         // is sent whole instead.
@@ -268,31 +261,22 @@ enum CacheFlow {
             ex.fetchWhole()
             ex.status = CacheStatus(forward: .miss, detail: read == .damaged ? "damaged" : "gone")
             ex.entry = nil
-            return false
+            return .goOn
         }
         switch range {
         case .single(let start, let end):
-            c.noteResponse(206)
-            CachedResponseWriter.partial(storedHead: partialHead!, start: start, end: end, length: entry.bodyLength,
-                                         age: age, cacheStatus: ex.status, cacheName: cacheName, keepAlive: keepAlive,
-                                         clientVersion: request.version, viaName: viaName,
-                                         personal: ex.personalFields, into: &c.writer)
+            c.storedHead(.partial(partialHead!, start: start, end: end, length: entry.bodyLength, age: age),
+                                 status: 206, lookup: ex.status, personal: ex.personalFields)
         case .unsatisfiable:
-            c.noteResponse(416)
-            CachedResponseWriter.unsatisfiable(length: entry.bodyLength, cacheStatus: ex.status, cacheName: cacheName,
-                                               keepAlive: keepAlive, clientVersion: request.version, viaName: viaName,
-                                               into: &c.writer)
+            c.storedHead(.unsatisfiable(length: entry.bodyLength), status: 416, lookup: ex.status, personal: [])
         case .full, .passToOrigin:
-            c.noteResponse(entry.facts.status)
-            CachedResponseWriter.full(storedHead: entry.head, age: age, cacheStatus: ex.status, cacheName: cacheName,
-                                      keepAlive: keepAlive, clientVersion: request.version, viaName: viaName,
-                                      personal: ex.personalFields, into: &c.writer)
+            c.storedHead(.full(storedHead: entry.head, age: age), status: entry.facts.status, lookup: ex.status,
+                                 personal: ex.personalFields)
         }
-        c.writer.withBytes { c.stream.output.append($0) }
         c.context.cache = nil
         if request.method == .head || bodyCount == 0 {
-            c.send(.answered)
-            return true
+            c.finishAnswer()
+            return .taken
         }
         c.noteBody(bodyCount, fromCache: true)
         switch entry.body {
@@ -303,18 +287,18 @@ enum CacheFlow {
                 // long as the object, which the output buffer keeps until the bytes are written. Small
                 // ones are cheaper to copy than to track.
                 if bodyCount >= CacheFlow.referenceThreshold {
-                    c.stream.output.appendReference(slice, keepingAlive: object)
+                    c.sendBody(reference: slice, keepingAlive: object)
                 } else {
-                    c.stream.output.append(slice)
+                    c.sendBody(slice)
                 }
             }
-            c.send(.answered)
+            c.finishAnswer()
         case .disk(_, _, let chunkSize):
             let cursor = CachedBodyCursor(entry: entry, pin: pin, chunk: bodyStart / chunkSize, skip: bodyStart % chunkSize,
                                           remaining: bodyCount, checkedThrough: bodyStart / chunkSize)
             c.send(.storedBodyStarted(StoredBodySender(connection: c, cursor: cursor)))
         }
-        return true
+        return .taken
     }
 
     /// Memory-tier bodies from this size on are sent without a copy.

@@ -5,17 +5,17 @@ import HTTPWire
 /// fields as they will be sent (Content-Length included); each response adds `Age`,
 /// `Cache-Status`, `Via` and connection management.
 enum CachedResponseWriter {
-    static func full(storedHead: [UInt8], age: Int64, cacheStatus: CacheStatus, cacheName: CacheName,
+    static func full(storedHead: [UInt8], age: Int64, cacheStatus: CacheStatusField,
                      keepAlive: Bool, clientVersion: HTTPVersion, viaName: [UInt8], personal: [UInt8] = [],
                      into w: inout MessageWriter) {
         w.append(withoutBlankLine(storedHead))
-        trailer(age: age, cacheStatus: cacheStatus, cacheName: cacheName, keepAlive: keepAlive,
+        trailer(age: age, cacheStatus: cacheStatus, keepAlive: keepAlive,
                 clientVersion: clientVersion, viaName: viaName, personal: personal, into: &w)
     }
 
     /// 304 to a client whose conditional the stored entry satisfies: the fields RFC 9110 §15.4.5
     /// requires, taken from the stored head.
-    static func notModified(storedHead: ResponseHead, age: Int64, cacheStatus: CacheStatus, cacheName: CacheName,
+    static func notModified(storedHead: ResponseHead, age: Int64, cacheStatus: CacheStatusField,
                             keepAlive: Bool, clientVersion: HTTPVersion, viaName: [UInt8], personal: [UInt8] = [],
                             into w: inout MessageWriter) {
         w.append("HTTP/1.1 304 Not Modified\r\n")
@@ -27,13 +27,13 @@ enum CachedResponseWriter {
             || headers.nameEquals(at: i, "last-modified") {
             w.appendField(at: i, of: headers)
         }
-        trailer(age: age, cacheStatus: cacheStatus, cacheName: cacheName, keepAlive: keepAlive,
+        trailer(age: age, cacheStatus: cacheStatus, keepAlive: keepAlive,
                 clientVersion: clientVersion, viaName: viaName, personal: personal, into: &w)
     }
 
     /// 206 for one range of the stored body.
     static func partial(storedHead: ResponseHead, start: Int, end: Int, length: Int, age: Int64,
-                        cacheStatus: CacheStatus, cacheName: CacheName, keepAlive: Bool, clientVersion: HTTPVersion,
+                        cacheStatus: CacheStatusField, keepAlive: Bool, clientVersion: HTTPVersion,
                         viaName: [UInt8], personal: [UInt8] = [], into w: inout MessageWriter) {
         w.append("HTTP/1.1 206 Partial Content\r\n")
         let headers = storedHead.headers
@@ -50,23 +50,23 @@ enum CachedResponseWriter {
         w.append("\r\nContent-Length: ")
         w.appendDecimal(end - start + 1)
         w.append("\r\n")
-        trailer(age: age, cacheStatus: cacheStatus, cacheName: cacheName, keepAlive: keepAlive,
+        trailer(age: age, cacheStatus: cacheStatus, keepAlive: keepAlive,
                 clientVersion: clientVersion, viaName: viaName, personal: personal, into: &w)
     }
 
     /// 416 for a range outside the stored body.
-    static func unsatisfiable(length: Int, cacheStatus: CacheStatus, cacheName: CacheName, keepAlive: Bool,
+    static func unsatisfiable(length: Int, cacheStatus: CacheStatusField, keepAlive: Bool,
                               clientVersion: HTTPVersion, viaName: [UInt8], into w: inout MessageWriter) {
         w.append("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */")
         w.appendDecimal(length)
         w.append("\r\nContent-Length: 0\r\n")
-        trailer(age: nil, cacheStatus: cacheStatus, cacheName: cacheName, keepAlive: keepAlive,
+        trailer(age: nil, cacheStatus: cacheStatus, keepAlive: keepAlive,
                 clientVersion: clientVersion, viaName: viaName, into: &w)
     }
 
     /// `personal`: complete field lines for this response only (a revalidation answer's `Set-Cookie`
     /// for the client whose request triggered it), never stored.
-    private static func trailer(age: Int64?, cacheStatus: CacheStatus, cacheName: CacheName, keepAlive: Bool,
+    private static func trailer(age: Int64?, cacheStatus: CacheStatusField, keepAlive: Bool,
                                 clientVersion: HTTPVersion, viaName: [UInt8], personal: [UInt8] = [],
                                 into w: inout MessageWriter) {
         w.append(personal)
@@ -75,9 +75,8 @@ enum CachedResponseWriter {
             w.appendDecimal(Int(min(age, Int64(Int32.max))))
             w.append("\r\n")
         }
-        w.append("Cache-Status: ")
-        cacheStatus.write(cacheName: cacheName, into: &w)
-        w.append("\r\nVia: 1.1 ")
+        ResponseHeadWriter.appendCacheStatus(cacheStatus, into: &w)
+        w.append("Via: 1.1 ")
         w.append(viaName)
         w.append("\r\n")
         ResponseHeadWriter.appendConnection(keepAlive: keepAlive, clientVersion: clientVersion, into: &w)

@@ -42,39 +42,27 @@ struct RangeFill {
         // This client's own answer: none of the fields kept out of the shared entry are kept out here.
         let stored = StoredHead.make(response: head, bodyLength: total, omitFields: [])
         guard let storedHead = CachedResponseWriter.parse(stored) else { return .relayWhole }
-        let cacheName = worker.settings.cache.cacheName
-        let viaName = worker.settings.viaName
-        c.writer.reset()
         let fill: RangeFill
         switch decision {
         case .single(let start, let end):
-            c.noteResponse(206)
-            CachedResponseWriter.partial(storedHead: storedHead, start: start, end: end, length: total,
-                                         age: facts.currentAge(now: now),
-                                         cacheStatus: ex.status, cacheName: cacheName, keepAlive: c.context.keepAlive,
-                                         clientVersion: c.request.version, viaName: viaName,
-                                         personal: SetCookieLines.of(head), into: &c.writer)
+            c.storedHead(.partial(storedHead, start: start, end: end, length: total,
+                                            age: facts.currentAge(now: now)),
+                                   status: 206, lookup: ex.status, personal: SetCookieLines.of(head))
             fill = RangeFill(start: start, end: end)
         case .unsatisfiable:
-            c.noteResponse(416)
-            CachedResponseWriter.unsatisfiable(length: total, cacheStatus: ex.status, cacheName: cacheName,
-                                               keepAlive: c.context.keepAlive, clientVersion: c.request.version,
-                                               viaName: viaName, into: &c.writer)
+            c.storedHead(.unsatisfiable(length: total), status: 416, lookup: ex.status, personal: [])
             fill = RangeFill(start: 0, end: -1)
         case .full, .passToOrigin:
             return .relayWhole
         }
-        c.writer.withBytes { c.stream.output.append($0) }
-        c.context.responseStarted = true
-        c.context.framing = .contentLength
         return .cut(fill)
     }
 
     /// Whether the client has all of its range.
     var clientDone: Bool { received > end }
 
-    /// Copies the part of the next `count` body bytes that falls in the client's range.
-    mutating func deliver(_ source: Buffer, count: Int, to out: Buffer) -> Int {
+    /// Sends the part of the next `count` body bytes that falls in the client's range.
+    mutating func deliver(_ source: Buffer, count: Int, to c: ClientConnection) -> Int {
         var offset = received
         var delivered = 0
         let (start, end) = (self.start, self.end)
@@ -82,7 +70,7 @@ struct RangeFill {
             let from = max(offset, start)
             let to = min(offset + segment.count - 1, end)
             if from <= to {
-                out.append(UnsafeRawBufferPointer(rebasing: segment[(from - offset)...(to - offset)]))
+                c.sendBody(UnsafeRawBufferPointer(rebasing: segment[(from - offset)...(to - offset)]))
                 delivered += to - from + 1
             }
             offset += segment.count

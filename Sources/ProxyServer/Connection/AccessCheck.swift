@@ -7,23 +7,23 @@ import Statistics
 /// addresses (without a parent they are checked after DNS, in the session, on every address
 /// Larder connects to).
 enum AccessCheck {
-    /// True: go on. False: the request was answered (403, 407, 429) or waits for a background
-    /// check (credentials, a name's addresses), after which the connection routes it again.
-    static func admits(host: [UInt8], port: Int, on c: ClientConnection) -> Bool {
+    /// `.taken`: the request was answered (403, 407, 429) or waits for a background check
+    /// (credentials, a name's addresses), after which the connection routes it again.
+    static func check(host: [UInt8], port: Int, on c: ClientConnection) -> RouteStep {
         // The flag first: calling into the rules copies them, a reference count per array.
         if c.worker.settings.destinations.refusesHostNames,
            let reason = c.worker.settings.destinations.refusal(host: host) {
             refuseDestination(reason, on: c)
-            return false
+            return .taken
         }
-        guard authenticated(forHost: host, on: c) else { return false }
-        return admittedThroughParent(host: host, port: port, on: c)
+        guard authenticated(forHost: host, on: c) else { return .taken }
+        return admittedThroughParent(host: host, port: port, on: c) ? .goOn : .taken
     }
 
     private static func refuseDestination(_ reason: String, on c: ClientConnection) {
         c.worker.stats.add(.deniedDestination)
         c.worker.logger.notice("403 to \(c.peer): \(reason)")
-        c.respond(403, "destination refused: \(reason)")
+        c.answerError(403, "destination refused: \(reason)")
     }
 
     // MARK: - Proxy authentication
@@ -63,7 +63,7 @@ enum AccessCheck {
     }
 
     private static func challenge(_ auth: ProxyAuthenticator, _ message: String, on c: ClientConnection) {
-        c.respond(407, message, extraField: "Proxy-Authenticate: Basic realm=\"\(auth.realm)\", charset=\"UTF-8\"")
+        c.answerError(407, message, extraField: "Proxy-Authenticate: Basic realm=\"\(auth.realm)\", charset=\"UTF-8\"")
     }
 
     /// Too many credential checks pending: answered at once rather than queued behind them.
@@ -80,7 +80,7 @@ enum AccessCheck {
         if let logCount {
             c.worker.logger.warning("429 to \(logCount) request(s) with unchecked proxy credentials since the last report, latest from \(c.peer.host): \(reason)")
         }
-        c.respond(429, "\(reason); retry shortly", extraField: "Retry-After: \(ProxyAuthenticator.retryAfter)")
+        c.answerError(429, "\(reason); retry shortly", extraField: "Retry-After: \(ProxyAuthenticator.retryAfter)")
     }
 
     // MARK: - Destinations through a parent proxy
@@ -105,7 +105,7 @@ enum AccessCheck {
             return false
         case .unavailable(let reason):
             worker.noteLookupRefused(reason, client: c.peer)
-            c.respond(503, "\(reason); retry shortly", extraField: "Retry-After: 1")
+            c.answerError(503, "\(reason); retry shortly", extraField: "Retry-After: 1")
             return false
         case .resolving:
             // The same pause as for a credential check: reading waits, then the request is routed again.

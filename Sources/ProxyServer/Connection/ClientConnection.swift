@@ -122,7 +122,7 @@ final class ClientConnection: StreamDelegate {
         if steps.contains(.enableReading) { stream.enableReading() }
         if steps.contains(.discardInput) { stream.input.drain(stream.input.count) }
         if steps.contains(.startTLS) { ConnectHandler.continueInTLS(self) }
-        if steps.contains(.answerTimeout) { reject(408, "request head not received in time") }
+        if steps.contains(.answerTimeout) { refuse(408, "request head not received in time") }
         if !steps.isDisjoint(with: [.pumpRequestBody, .clientCaughtUp, .sendStoredBody, .pollFollower]),
            case .exchanging(let exchange) = machine.state {
             switch exchange {
@@ -190,12 +190,12 @@ final class ClientConnection: StreamDelegate {
                     try RequestParser.parse(bytes, into: &machine.context.request, limits: limits)
                 }
             } catch {
-                reject(error.requestStatus, error.reason)
+                refuse(error.requestStatus, error.reason)
                 return
             }
             guard let length = parsed else {
                 if input.count >= limits.maxHeadBytes {
-                    reject(431, HTTPWireError.headTooLarge.reason)
+                    refuse(431, HTTPWireError.headTooLarge.reason)
                 } else {
                     perform(machine.headIncomplete())
                 }
@@ -215,34 +215,35 @@ final class ClientConnection: StreamDelegate {
         }
     }
 
-    /// Where the request goes; run again after a background check the request waited for.
+    /// Where the request goes; run again after a background check the request waited for. Each
+    /// step either lets the request go on to the next or has taken it over (`RouteStep`).
     private func route() {
         if clientDenied {
             worker.stats.add(.deniedClient)
-            return reject(403, "client \(peer.host) is not allowed to use this proxy (allow_clients)")
+            return refuse(403, "client \(peer.host) is not allowed to use this proxy (allow_clients)")
         }
         if case .contentLength(let n) = request.framing, n > worker.settings.maxRequestBody {
-            return reject(413, "request body of \(n) bytes is over the limit of \(worker.settings.maxRequestBody)")
+            return refuse(413, "request body of \(n) bytes is over the limit of \(worker.settings.maxRequestBody)")
         }
         // One copy of the head for everything that reads it while the request is routed.
         let request = machine.context.request
         let isPurge = request.method == .other && Purge.isPurge(request)
         switch worker.settings.router.route(request, interceptedOrigin: interceptedOrigin, isPurge: isPurge) {
-        case .reject(let status, let reason): reject(status, reason)
-        case .respond(let status, let reason, let extraField): respond(status, reason, extraField: extraField)
+        case .reject(let status, let reason): refuse(status, reason)
+        case .respond(let status, let reason, let extraField): answerError(status, reason, extraField: extraField)
         case .unservedHost(let reason):
             worker.stats.add(.deniedDestination)
-            respond(400, reason)
+            answerError(400, reason)
         case .answerLocally: answerLocally()
         case .purge(let target): Purge.handle(target, on: self)
         case .connect(let target): ConnectHandler.handle(target, on: self)
         case .forward(let destination):
-            if !OfflineGuard.admits(request, on: self) { return }
+            guard OfflineGuard.check(request, on: self) == .goOn else { return }
             if destination.checkAccess,
-               !AccessCheck.admits(host: destination.accessHost, port: destination.origin.port, on: self) { return }
+               AccessCheck.check(host: destination.accessHost, port: destination.origin.port, on: self) == .taken { return }
             if !context.commitWaited { worker.hosts.count(destination.keyedAs.host) }  // once, if routed again
-            if CacheFlow.answers(destination, request: request, on: self) { return }
-            if OfflineGuard.refusesUncached(on: self) { return }
+            guard CacheFlow.lookUp(destination, request: request, on: self) == .goOn,
+                  OfflineGuard.checkUncached(on: self) == .goOn else { return }
             OriginRelay.forward(self, to: destination.origin, route: destination.route, path: destination.path)
         }
     }
@@ -254,59 +255,12 @@ final class ClientConnection: StreamDelegate {
         send(.checkFinished)
     }
 
-    // MARK: - Local answers
+    // MARK: - Answers
 
-    /// TRACE/OPTIONS with `Max-Forwards: 0`, and `OPTIONS *`.
-    private func answerLocally() {
-        // A body we would have to skip: simpler and safer to close after answering.
-        if request.framing != .none { context.keepAlive = false }
-        writer.reset()
-        noteResponse(200)
-        if request.method == .trace {
-            LocalResponse.trace(request, close: !context.keepAlive,
-                                cacheStatus: worker.settings.localAnswers.local(200), into: &writer)
-        } else {
-            LocalResponse.options(close: !context.keepAlive, cacheStatus: worker.settings.localAnswers.local(200),
-                                  into: &writer)
-        }
-        writer.withBytes { stream.output.append($0) }
-        send(.answered)
-    }
-
-    /// A request refused: answered with `status`, then the connection closes (the rest of the
-    /// stream cannot be trusted).
-    func reject(_ status: Int, _ reason: String) {
-        worker.logger.notice("\(status) to \(peer): \(reason)")
-        if context.log.written {
-            // A head that did not parse is still a request, counted and logged.
-            worker.stats.add(Count.request(request.method))
-            context.log = RequestLog(start: worker.clock.monotonic)
-        }
-        writer.reset()
-        noteResponse(status)
-        LocalResponse.error(status, reason, close: true, cacheStatus: worker.settings.localAnswers.local(status),
-                            into: &writer)
-        writer.withBytes { stream.output.append($0) }
-        context.log.bytes += reason.utf8.count + 1  // the body: the reason and a newline
-        send(.refused)
-    }
-
-    /// An error answer after a well-formed head: the connection goes on if the request had no body
-    /// (or, with `bodyRead`, none left unread).
-    func respond(_ status: Int, _ reason: String, extraField: String? = nil, bodyRead: Bool = false,
-                 cacheStatus: [UInt8]? = nil) {
-        if bodyRead ? context.bodyPending : request.framing != .none { context.keepAlive = false }
-        writer.reset()
-        noteResponse(status)
-        // Once the request went to an origin (context.upstream), an error answer stands in for the origin's.
-        let answers = worker.settings.localAnswers
-        LocalResponse.error(status, reason, close: !context.keepAlive, headOnly: request.method == .head,
-                            extraField: extraField,
-                            cacheStatus: cacheStatus ?? (context.upstream == nil ? answers.local(status)
-                                : answers.originError(after: context.cache?.status)), into: &writer)
-        writer.withBytes { stream.output.append($0) }
-        if request.method != .head { context.log.bytes += reason.utf8.count + 1 }
-        send(.answered)
+    /// See `ConnectionMachine.answerKeepsAlive`: asked before an answer's head is written
+    /// (`Responder.swift`).
+    func answerKeepsAlive(closeDelimited: Bool) -> Bool {
+        machine.answerKeepsAlive(closeDelimited: closeDelimited)
     }
 
     // MARK: - Connection life cycle
@@ -345,7 +299,7 @@ final class ClientConnection: StreamDelegate {
     func forceClose() {
         let queued = stream.output.count
         if case .tunnelling = machine.state {
-        } else if queued > 0 || context.responseStarted {
+        } else if queued > 0 || context.answer.started {
             worker.logger.warning("shutdown grace over: cutting the answer to \(peer) with \(queued) bytes still queued")
         } else if machine.isBusy {
             worker.logger.warning("shutdown grace over: abandoning \(peer)'s request to \(context.upstreamName), not answered yet")

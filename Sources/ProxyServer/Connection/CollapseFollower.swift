@@ -34,23 +34,23 @@ final class CollapseFollower {
         return true
     }
 
-    /// A cacheable miss: lead a fetch of the URL, or follow the one under way. True when following
-    /// (the request is answered without a fetch of its own).
-    static func join(_ exchange: CacheExchange, on c: ClientConnection) -> Bool {
+    /// A cacheable miss: lead a fetch of the URL, or follow the one under way (`.taken`: the request
+    /// is answered without a fetch of its own).
+    static func join(_ exchange: CacheExchange, on c: ClientConnection) -> RouteStep {
         let worker = c.worker
         switch worker.inFlight.join(key: exchange.primaryKey, participant: c.participantHandle, now: worker.clock.monotonic) {
         case .lead(let fetch):
             exchange.inFlight = fetch
-            return false
+            return .goOn
         case .alone:
-            return false
+            return .goOn
         case .pass(let renew):
             if !renew { exchange.passMarking = .clearIfStored }
-            return false
+            return .goOn
         case .follow(let fetch, let id):
             c.noteLookup(.collapsedRequests)
             c.send(.followingStarted(CollapseFollower(connection: c, fetch: fetch, id: id, exchange: exchange)))
-            return true
+            return .taken
         }
     }
 
@@ -69,38 +69,17 @@ final class CollapseFollower {
                 if shared.varyStar || mine != shared.secondaryKey { return fetchAlone() }
                 streaming = true
                 let head = shared.response
-                let framing = ResponseHeadWriter.framing(for: head, clientVersion: c.request.version)
-                c.context.framing = framing
-                if framing == .untilClose { c.context.keepAlive = false }
                 exchange.status.forwardStatus = head.status
                 exchange.status.collapsed = true
-                c.writer.reset()
-                ResponseHeadWriter.write(head, framing: framing, keepAlive: c.context.keepAlive,
-                                         clientVersion: c.request.version, viaName: c.worker.settings.viaName,
-                                         upgrade: false,
-                                         cacheStatus: .status(exchange.status, c.worker.settings.cache.cacheName),
-                                         sharedWithout: shared.omitFields, into: &c.writer)
-                c.writer.withBytes { c.stream.output.append($0) }
-                c.context.responseStarted = true
-                c.noteResponse(head.status)
+                c.sharedHead(head, lookup: exchange.status, omitting: shared.omitFields)
             }
         }
-        let out = c.stream.output
-        let room = ClientConnection.outputHighWater - out.count
+        let room = ClientConnection.outputHighWater - c.answerQueued
         guard room > 0 else { return }
-        let chunked = c.context.framing == .chunked
         var delivered = 0
         let end = fetch.read(id, limit: room, now: c.worker.clock.monotonic, disk: c.worker.cacheReader) { bytes in
             delivered += bytes.count
-            if chunked {
-                c.chunkWriter.reset()
-                c.chunkWriter.appendChunkHeader(size: bytes.count)
-                c.chunkWriter.withBytes { out.append($0) }
-                out.append(bytes)
-                out.append(ChunkedFraming.chunkEnd)
-            } else {
-                out.append(bytes)
-            }
+            c.sendBody(bytes)
         }
         c.noteBody(delivered, fromCache: false)
         switch end {
@@ -108,20 +87,19 @@ final class CollapseFollower {
             return
         case .complete:
             leave()
-            if chunked { out.append(ChunkedFraming.lastChunk) }
-            c.send(.answered)
+            c.finishAnswer()
         case .failed:
             // The shared fetch broke off: this client must see a cut, as the leader's does.
             leave()
             c.worker.logger.warning("collapsed response from \(c.context.upstreamName) cut short for \(c.peer)")
-            c.send(.cut)
+            c.cutAnswer()
         case .detached:
             // This client fell more than the lag limit behind the shared fetch, which does not wait.
             leave()
             c.worker.stats.add(.collapsedFollowersDetached)
             c.worker.logger.notice(
                 "collapsed response for \(c.peer) cut: the client stopped reading while the shared fetch from \(c.context.upstreamName) waited for it")
-            c.send(.cut)
+            c.cutAnswer()
         }
     }
 
@@ -129,7 +107,7 @@ final class CollapseFollower {
     private func fetchAlone() {
         leave()
         // The access log tells what happened to it: a miss of its own, not a collapsed answer.
-        connection.context.log.cache = "miss"
+        connection.noteFetchedAlone()
         exchange.status.collapsed = false
         OriginRelay.forward(connection, to: exchange.origin, route: exchange.route, path: exchange.pathRange)
     }

@@ -13,12 +13,12 @@ enum ConnectHandler {
         guard worker.settings.connectPorts.contains(target.port) else {
             worker.logger.notice("403 CONNECT from \(c.peer) to \(target.hostString):\(target.port): port not allowed")
             worker.stats.add(.deniedConnectPort)
-            return c.respond(403, "CONNECT to port \(target.port) is not allowed")
+            return c.answerError(403, "CONNECT to port \(target.port) is not allowed")
         }
         // An intercepted CONNECT opens no tunnel: offline, the requests inside are judged one by one.
         let intercepted = worker.interception?.matches(host: target.host) ?? false
-        guard OfflineGuard.admits(c.request, intercepted: intercepted, on: c) else { return }
-        guard AccessCheck.admits(host: target.host, port: target.port, on: c) else { return }
+        guard OfflineGuard.check(c.request, intercepted: intercepted, on: c) == .goOn,
+              AccessCheck.check(host: target.host, port: target.port, on: c) == .goOn else { return }
         if intercepted {
             return intercept(OriginKey(scheme: .https, host: target.hostString, port: target.port), on: c)
         }
@@ -27,8 +27,7 @@ enum ConnectHandler {
                                                client: c.peerAddress) { [unowned c] result in
             switch result {
             case .success(let upstream):
-                c.noteResponse(200)
-                c.stream.output.append(c.worker.settings.localAnswers.connectEstablished)
+                c.tunnelEstablished()
                 startTunnel(upstream, on: c)
             case .failure(let error):
                 if case .dnsBusy = error {
@@ -37,12 +36,7 @@ enum ConnectHandler {
                     c.worker.logger.warning("\(error.status) CONNECT from \(c.peer): \(error.message)")
                     c.worker.stats.add(Count.originError(error))
                 }
-                c.writer.reset()
-                c.noteResponse(error.status)
-                LocalResponse.error(error.status, error.message, close: true,
-                                    cacheStatus: c.worker.settings.localAnswers.originError(after: nil), into: &c.writer)
-                c.writer.withBytes { c.stream.output.append($0) }
-                c.send(.closeAfterAnswer)
+                c.tunnelFailed(error.status, error.message)
             }
         }
         // An opener that fails at once has answered already.
@@ -53,8 +47,7 @@ enum ConnectHandler {
     static func startTunnel(_ upstream: Stream, on c: ClientConnection) {
         // Logged when it ends, with the bytes it carried each way.
         let tunnel = Tunnel(c.stream, upstream, loop: c.worker.loop) { [unowned c] t in
-            c.context.log.bytes += t.bytesFromB
-            c.context.log.bytesFromClient = t.bytesFromA
+            c.noteTunnel(toClient: t.bytesFromB, fromClient: t.bytesFromA)
             c.send(.tunnelClosed)
         }
         c.send(.tunnelStarted(tunnel))
@@ -63,10 +56,8 @@ enum ConnectHandler {
 
     private static func intercept(_ origin: OriginKey, on c: ClientConnection) {
         c.context.upstream = origin
-        c.noteResponse(200)
         c.worker.stats.add(.connectsIntercepted)
-        c.stream.output.append(c.worker.settings.localAnswers.connectIntercepted)
-        c.send(.intercepted)
+        c.answerIntercepted()
     }
 
     /// The CONNECT answer is out: the TLS handshake starts on the socket.

@@ -408,6 +408,14 @@ struct ConnectionMachine<R: ConnectionResources> {
         return a
     }
 
+    /// An answer's head is about to be written: whether it says the connection stays open. Not
+    /// when the client still owes a body (it would be read as the next request), nor after a body
+    /// delimited by closing the connection.
+    mutating func answerKeepsAlive(closeDelimited: Bool) -> Bool {
+        if closeDelimited || context.bodyPending { context.keepAlive = false }
+        return context.keepAlive
+    }
+
     /// Part of a head is in: the head timer runs, unless it already does.
     mutating func headIncomplete() -> ConnectionActions {
         var a = ConnectionActions()

@@ -37,7 +37,7 @@ final class OriginRelay: SessionTaskDelegate {
         // A revalidation never carries the client's body; a body already sent once is never sent again.
         let hasBody = revalidation == nil && c.context.bodyPending
         if hasBody, c.context.bodyForwarded {
-            return c.respond(502, "the request's body was already sent to \(origin) and cannot be sent again")
+            return c.answerError(502, "the request's body was already sent to \(origin) and cannot be sent again")
         }
         c.context.bodyForwarded = hasBody
         var body = BodyFraming.none
@@ -67,7 +67,7 @@ final class OriginRelay: SessionTaskDelegate {
         if !c.holdsOriginFetch {
             guard let share = c.share, share.claimOriginFetch(limit: worker.settings.originFetchesPerClient) else {
                 worker.noteOriginFetchRefused(client: c.peer)
-                return c.respond(429, "too many of this client's requests are at origins already",
+                return c.answerError(429, "too many of this client's requests are at origins already",
                                  extraField: "Retry-After: 1")
             }
             c.holdsOriginFetch = true
@@ -99,7 +99,7 @@ final class OriginRelay: SessionTaskDelegate {
         guard let t = task else { return }
         task = nil
         let c = connection
-        if let exchange = c.context.cache, c.context.responseStarted, let purpose = leftRunning(exchange, c) {
+        if let exchange = c.context.cache, c.answerStarted, let purpose = leftRunning(exchange, c) {
             c.context.cache = nil
             if purpose == .finishing {
                 c.worker.logger.info("client \(c.peer) left; finishing \(c.context.upstreamName)'s response for the cache")
@@ -202,11 +202,11 @@ final class OriginRelay: SessionTaskDelegate {
         task?.cancel()
         task = nil
         control?.stop()
-        if connection.context.responseStarted {
+        if connection.answerStarted {
             connection.worker.logger.notice("\(status) to \(connection.peer): \(logged)")
-            connection.send(.cut)
+            connection.cutAnswer()
         } else {
-            connection.reject(status, reason)
+            connection.refuse(status, reason)
         }
     }
 
@@ -217,19 +217,7 @@ final class OriginRelay: SessionTaskDelegate {
     func taskBodyDrained(_ task: SessionTask) { pumpRequestBody() }
 
     func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {
-        let c = connection
-        guard c.request.version == .http11 else { return }
-        if head.status == 100 {
-            // Relay one 100 Continue, and only to a client that asked for it.
-            guard c.request.expectsContinue, !c.context.continueSent else { return }
-            c.context.continueSent = true
-            c.stream.output.append(LocalResponse.continueHead)
-            return
-        }
-        c.writer.reset()
-        ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: c.request.version,
-                                 viaName: c.worker.settings.viaName, upgrade: false, into: &c.writer)
-        c.writer.withBytes { c.stream.output.append($0) }
+        connection.interim(head)
     }
 
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
@@ -239,18 +227,12 @@ final class OriginRelay: SessionTaskDelegate {
             control?.stop()
             guard c.context.upgrading, let upgraded = task.takeUpgradedStream() else {
                 task.cancel()
-                return c.respond(502, "upstream \(c.context.upstreamName) switched protocols without being asked")
+                return c.answerError(502, "upstream \(c.context.upstreamName) switched protocols without being asked")
             }
-            c.writer.reset()
-            ResponseHeadWriter.write(head, framing: .none, keepAlive: true, clientVersion: c.request.version,
-                                     viaName: c.worker.settings.viaName, upgrade: true, into: &c.writer)
-            c.writer.withBytes { c.stream.output.append($0) }
+            c.switchingProtocols(head)
             return ConnectHandler.startTunnel(upgraded, on: c)
         }
-        if CacheFlow.takesResponse(head, on: c) {
-            c.context.framing = .none
-            return
-        }
+        if CacheFlow.takesResponse(head, on: c) == .taken { return }
         if let ex = c.context.cache, ex.rangeFill {
             switch RangeFill.begin(head, exchange: ex, on: c) {
             case .relayWhole:
@@ -258,7 +240,7 @@ final class OriginRelay: SessionTaskDelegate {
             case .cut(let fill):
                 rangeFill = fill
                 c.worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)
-                if fill.clientDone { c.send(.answered) }  // a 416: nothing of the body is the client's
+                if fill.clientDone { c.finishAnswer() }  // a 416: nothing of the body is the client's
                 return
             case .askAgain:
                 // Too far in to read through: the client's range is asked for on its own, and a
@@ -276,27 +258,13 @@ final class OriginRelay: SessionTaskDelegate {
                 return OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
             }
         }
-        c.noteResponse(head.status)
         c.worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)
-        // Answered before the client's body is all in: the connection closes after this answer
-        // (the rest of the body would be read as a request), so the head says so.
-        if c.context.bodyPending { c.context.keepAlive = false }
-        let framing = c.request.method == .head ? .none
-            : ResponseHeadWriter.framing(for: head, clientVersion: c.request.version)
-        c.context.framing = framing
-        if framing == .untilClose { c.context.keepAlive = false }
-        let cacheStatus: CacheStatusField = c.context.cache.map { .status($0.status, c.worker.settings.cache.cacheName) }
-            ?? .bytes(c.worker.settings.localAnswers.forwardedForMethod(originStatus: head.status))
-        c.writer.reset()
-        ResponseHeadWriter.write(head, framing: framing, keepAlive: c.context.keepAlive, clientVersion: c.request.version,
-                                 viaName: c.worker.settings.viaName, upgrade: false, cacheStatus: cacheStatus, into: &c.writer)
-        c.writer.withBytes { c.stream.output.append($0) }
-        c.context.responseStarted = true
+        c.forwardHead(head)
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
         let c = connection
-        guard c.context.responseStarted else {
+        guard c.answerStarted else {
             // A revalidation answer the cache consumed: its body is not the client's.
             return source.drain(count)
         }
@@ -304,34 +272,21 @@ final class OriginRelay: SessionTaskDelegate {
             if exchange.tee(source, count: count), let fetch = exchange.inFlight { readControl.waitForFollowers(of: fetch) }
             if let w = exchange.writer, w.isBehind { readControl.paceStore(w) }
         }
-        let out = c.stream.output
         if var fill = rangeFill {
-            let delivered = fill.deliver(source, count: count, to: out)
+            let delivered = fill.deliver(source, count: count, to: c)
             source.drain(count)
             rangeFill = fill
             c.noteBody(delivered, fromCache: false)
             if fill.clientDone, delivered > 0 || fill.received == count {
-                c.send(.answered)  // the range is out; the fetch runs on for the store (`release`)
-            } else if out.count > ClientConnection.outputHighWater, !readControl.gate.contains(.client) {
+                c.finishAnswer()  // the range is out; the fetch runs on for the store (`release`)
+            } else if c.answerBackedUp, !readControl.gate.contains(.client) {
                 readControl.pause(.client)
             }
             return
         }
-        c.noteBody(count, fromCache: false)
         bodySent += count
-        switch c.context.framing {
-        case .chunked:
-            c.chunkWriter.reset()
-            c.chunkWriter.appendChunkHeader(size: count)
-            c.chunkWriter.withBytes { out.append($0) }
-            out.move(count, from: source)
-            out.append(ChunkedFraming.chunkEnd)
-        case .contentLength, .untilClose:
-            out.move(count, from: source)
-        case .none:
-            source.drain(count)
-        }
-        if out.count > ClientConnection.outputHighWater, !readControl.gate.contains(.client) {
+        c.forwardBody(from: source, count: count)
+        if c.answerBackedUp, !readControl.gate.contains(.client) {
             if handOver() { return }
             readControl.pause(.client)
         }
@@ -369,7 +324,7 @@ final class OriginRelay: SessionTaskDelegate {
         self.task = nil
         control?.stop()
         let c = connection
-        if CacheFlow.taskCompleted(error: error, on: c) { return }
+        if CacheFlow.taskCompleted(error: error, on: c) == .taken { return }
         if let error {
             if case .dnsBusy = error {
                 c.worker.noteLookupRefused(error.message, client: c.peer)
@@ -378,11 +333,9 @@ final class OriginRelay: SessionTaskDelegate {
                 c.worker.logger.warning("\(error.status) for \(c.peer): \(error.message)")
             }
             // The client must not mistake a truncated body for a complete one.
-            if c.context.responseStarted { return c.send(.cut) }
-            return c.respond(error.status, error.message, bodyRead: true)
+            if c.answerStarted { return c.cutAnswer() }
+            return c.answerError(error.status, error.message)
         }
-        if c.context.framing == .chunked { c.stream.output.append(ChunkedFraming.lastChunk) }
-        if c.context.bodyPending { c.context.keepAlive = false }
-        c.send(.answered)
+        c.finishAnswer()
     }
 }

@@ -22,10 +22,10 @@ enum Purge {
         let from = c.peerAddress
         guard worker.settings.purgeAllowedFrom.contains(where: { $0.contains(from) }) else {
             worker.logger.notice("403 PURGE from \(c.peer): not in purge_allowed_from")
-            return c.respond(403, "PURGE is not allowed from \(c.peer.host)")
+            return c.answerError(403, "PURGE is not allowed from \(c.peer.host)")
         }
         guard target.form == .absolute else {
-            return c.respond(400, "PURGE needs an absolute URL, e.g. PURGE http://example.com/path HTTP/1.1")
+            return c.answerError(400, "PURGE needs an absolute URL, e.g. PURGE http://example.com/path HTTP/1.1")
         }
         let request = c.request
         let key = request.headers.withBytes(request.target) { raw in
@@ -54,17 +54,17 @@ enum Purge {
             break
         case .failed:
             worker.logger.error("PURGE \(url) from \(c.peer) failed: the cache could not remove it")
-            return c.respond(500, "the cache could not remove \(url); see the log")
+            return c.answerError(500, "the cache could not remove \(url); see the log")
         case .timedOut:
             worker.logger.error("PURGE \(url) from \(c.peer): removal not confirmed within \(Cache.purgeConfirmSeconds) s")
-            return c.respond(503, "the cache did not confirm removing \(url) in time; it may still happen")
+            return c.answerError(503, "the cache did not confirm removing \(url) in time; it may still happen")
         }
         worker.logger.info("PURGE \(url) from \(c.peer): \(variants) variant(s)")
         // Squid's convention: 404 when nothing was stored, so scripts can tell.
         if variants == 0 {
-            c.respond(404, "\(url) was not in the cache")
+            c.answerError(404, "\(url) was not in the cache")
         } else {
-            c.respond(200, "purged \(url) (\(variants) variant\(variants == 1 ? "" : "s"))")
+            c.answerError(200, "purged \(url) (\(variants) variant\(variants == 1 ? "" : "s"))")
         }
     }
 }

@@ -24,12 +24,10 @@ struct RequestContext {
     var bodyDecoder = ChunkedDecoder()
     /// Decoded bytes of a chunked body, for `limits.max_request_body`.
     var chunkedBodyBytes = 0
+    /// Decided by the connection's machine alone.
     var keepAlive = true
-    /// The response head has gone to the client: from now on a failure can only be a cut.
-    var responseStarted = false
-    /// How the response body is framed for the client.
-    var framing = ClientFraming.none
-    var continueSent = false
+    /// The answer's side, written by the connection's `Responder` alone.
+    var answer = AnswerState()
     /// A WebSocket upgrade was asked of the origin.
     var upgrading = false
     /// Where the request went, for messages; formatted only when one is written.
@@ -50,14 +48,13 @@ struct RequestContext {
     var cache: CacheExchange?
     /// The request waited once for a just-fetched entry's commit (`CommitWait`); it does not wait twice.
     var commitWaited = false
-    var log = RequestLog()
 
     init() {}
 
     private init(start: RequestStart, draining: Bool) {
         body = start.body
         keepAlive = start.keepAlive && !draining
-        log = RequestLog(start: start.at)
+        answer.log = RequestLog(start: start.at)
     }
 
     /// A new request, whose head is already in `request`: everything else is replaced in one
@@ -70,6 +67,16 @@ struct RequestContext {
 
     var bodyPending: Bool { body != .done }
     var upstreamName: String { upstream?.description ?? "" }
+}
+
+/// How far the answer to a request has got, and what the access log will say of it.
+struct AnswerState {
+    /// The response head has gone to the client: from now on a failure can only be a cut.
+    var started = false
+    /// How the response body is framed for the client.
+    var framing = ClientFraming.none
+    var continueSent = false
+    var log = RequestLog()
 }
 
 /// What a request did, for the access log: noted as it happens, written once.

@@ -156,6 +156,15 @@ struct RequestRouter {
     }
 }
 
+/// What a step of routing (or of taking an origin's answer) leaves to its caller.
+enum RouteStep {
+    /// Nothing done to the request: the next step runs.
+    case goOn
+    /// The step answered the request, or started what will: a fetch, following another's fetch,
+    /// or a wait for a background check after which the request is routed again.
+    case taken
+}
+
 struct HostProblem: Error {
     var reason: String
 }

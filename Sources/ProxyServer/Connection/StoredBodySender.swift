@@ -20,9 +20,8 @@ final class StoredBodySender {
 
     func send() {
         let c = connection
-        let output = c.stream.output
-        while var cursor, output.count < StoredBodySender.window {
-            let room = StoredBodySender.window - output.count
+        while var cursor, c.answerQueued < StoredBodySender.window {
+            let room = StoredBodySender.window - c.answerQueued
             let index = cursor.chunk
             let verify = index > cursor.checkedThrough
             let reader = c.worker.cacheReader
@@ -33,7 +32,7 @@ final class StoredBodySender {
                 let start = min(cursor.skip, bytes.count)
                 let take = min(bytes.count - start, cursor.remaining, room)
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<start + take])
-                if let pin { output.appendReference(slice, keepingAlive: pin) } else { output.append(slice) }
+                if let pin { c.sendBody(reference: slice, keepingAlive: pin) } else { c.sendBody(slice) }
                 cursor.remaining -= take
                 if start + take == bytes.count {
                     cursor.skip = 0
@@ -50,11 +49,11 @@ final class StoredBodySender {
                 // logged that): the client must see a cut, not an end.
                 if read == .missing { c.worker.logger.warning("cached body vanished mid-response for \(c.peer); closing") }
                 self.cursor = nil
-                return c.send(.cut)
+                return c.cutAnswer()
             }
             if cursor.remaining == 0 {
                 self.cursor = nil
-                return c.send(.answered)
+                return c.finishAnswer()
             }
             self.cursor = cursor
         }
