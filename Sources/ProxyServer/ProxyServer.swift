@@ -34,6 +34,8 @@ public final class ProxyServer: @unchecked Sendable {
     private let clock: any ProxyClock
     /// The certificate of the HTTPS listeners and admin endpoint, when one is configured.
     private var identity: ServerIdentity?
+    /// The step of `start` under way, or the last taken.
+    private var lastStep: StartStep?
 
     public enum StartError: Error, CustomStringConvertible {
         case badAddress(String)
@@ -41,10 +43,13 @@ public final class ProxyServer: @unchecked Sendable {
         case cache(String)
         case tls(String)
         case config(String)
+        /// What failed, and the step of `start` it failed in.
+        indirect case during(StartStep, StartError)
         public var description: String {
             switch self {
             case .badAddress(let a): return "cannot listen on \(a): not a numeric IPv4 or IPv6 address"
             case .listen(let m), .cache(let m), .tls(let m), .config(let m): return m
+            case .during(let step, let error): return "\(step.doing): \(error.description)"
             }
         }
     }
@@ -145,51 +150,77 @@ public final class ProxyServer: @unchecked Sendable {
         config.workers > 0 ? config.workers : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
-    /// Every configured port another process holds stops the start (`Listener.checkUnused`).
-    /// All are probed before any is bound: a probe of `[::]:P` would otherwise meet this Larder's
-    /// own `127.0.0.1:P`.
-    private func checkPortsUnused(tls: Config.TLS) throws(StartError) {
-        var endpoints = (config.listen + tls.listen).map { (host: $0.host, port: $0.port, what: "") }
-        if let admin = config.adminListen { endpoints.append((admin.host, admin.port, "admin endpoint: ")) }
-        for (host, port, what) in endpoints where port != 0 {
-            guard let address = SocketAddress(ipLiteral: host == "localhost" ? "127.0.0.1" : host, port: port) else {
-                continue
-            }
-            do {
-                try Listener.checkUnused(address)
-            } catch {
-                throw .listen(what + error.description)
-            }
+    /// Starts the proxy, one named step after another (`StartStep`); the first that fails stops
+    /// the start, and its error says what Larder was doing. Every listener is bound before any
+    /// worker thread runs.
+    public func start() throws(StartError) {
+        try step(.checkConfiguration) { () throws(StartError) in try checkConfiguration() }
+        let files = try step(.raiseOpenFiles) { OpenFilesLimit.raiseToHard() }
+        let settings = try step(.loadSettings) { () throws(StartError) in try loadSettings(openFiles: files) }
+        let authority = try step(.loadInterceptionCA) { () throws(StartError) in try loadInterceptionAuthority() }
+        let cache = try step(.openCache) { () throws(StartError) in try openCache(settings) }
+        try step(.openAccessLog) { () throws(StartError) in try openAccessLog() }
+        try step(.loadCertificate) { () throws(StartError) in try loadCertificate() }
+        let interception = try step(.startInterception) { authority.map(startInterception) }
+        let inFlight = InFlightTable(clock: clock)
+        try step(.prepareWorkers) { () throws(StartError) in
+            try prepareWorkers(settings, cache: cache, inFlight: inFlight, interception: interception)
+        }
+        let plan = try step(.planListeners) { () throws(StartError) in try ListenPlan(config) }
+        try step(.checkPorts) { () throws(StartError) in try checkPortsUnused(plan) }
+        try step(.bindListeners) { () throws(StartError) in try bindProxyListeners(plan) }
+        try step(.startAdmin) { () throws(StartError) in try startAdmin(plan, cache: cache, inFlight: inFlight) }
+        try step(.startWorkers) { startWorkers() }
+    }
+
+    /// Runs one step of `start`; its failure says what Larder was doing. The steps come in
+    /// `StartStep`'s order, whose reasons `StartUpTests` checks.
+    private func step<T>(_ step: StartStep, _ body: () throws(StartError) -> T) throws(StartError) -> T {
+        precondition(lastStep.map { $0 < step } ?? true, "start-up step \(step) out of StartStep's order")
+        lastStep = step
+        do {
+            return try body()
+        } catch {
+            throw .during(step, error)
         }
     }
 
-    public func start() throws(StartError) {
-        // Whoever built the configuration, it passes the same checks as the loader's.
+    private func checkConfiguration() throws(StartError) {
         do {
             try ConfigLoader.check(config, source: "configuration")
         } catch {
             throw .config(error.description)
         }
-        let files = OpenFilesLimit.raiseToHard()
+    }
+
+    /// The settings every worker serves with; its descriptor budget is sized by the open files
+    /// limit `openFiles` raised.
+    private func loadSettings(openFiles files: (before: Int, now: Int, hard: Int)) throws(StartError) -> ProxySettings {
         let settings = try ProxySettings.load(config, ownListeners: ownListeners, clock: clock)
         let budget = settings.descriptors
         SocketSplice.setMaximumPipes(budget.pipes)
         let raised = files.now > files.before ? "raised from \(files.before)" : "the hard limit is \(files.hard)"
         logger.info("descriptors: \(files.now) open files allowed (\(raised)): at most \(budget.maxConnections(configured: config.limits.maxConnections)) client connections (limits.max_connections \(config.limits.maxConnections)), \(budget.idleOriginConnections) idle origin connections and \(budget.pipes) tunnel pipes")
+        return settings
+    }
+
+    /// The CA interception mints certificates with, when `tls.intercept` names any host.
+    private func loadInterceptionAuthority() throws(StartError) -> CertificateAndKey? {
         let tls = config.tls
-        // Before the cache is opened: a damaged one is moved aside, with cache_dir/ca where earlier
-        // versions kept the CA, which must be moved out first.
-        var authority: CertificateAndKey?
-        if !tls.intercept.isEmpty {
-            do {
-                authority = try InterceptionAuthority.load(
-                    certificateFile: tls.interceptCACertificate, keyFile: tls.interceptCAKey,
-                    directory: tls.interceptCADirectory,
-                    legacyDirectory: config.cache.ephemeral ? nil : config.cacheDirectory + "/ca", logger: logger)
-            } catch {
-                throw .tls("interception CA: \(error)")
-            }
+        guard !tls.intercept.isEmpty else { return nil }
+        do {
+            return try InterceptionAuthority.load(
+                certificateFile: tls.interceptCACertificate, keyFile: tls.interceptCAKey,
+                directory: tls.interceptCADirectory,
+                legacyDirectory: config.cache.ephemeral ? nil : config.cacheDirectory + "/ca", logger: logger)
+        } catch {
+            throw .tls("\(error)")
         }
+    }
+
+    /// The cache; an unusable directory stops the start, or with `cache.on_unusable_dir:
+    /// pass-through` is served without (a stand-in that stores nothing).
+    private func openCache(_ settings: ProxySettings) throws(StartError) -> Cache {
         let opened: Cache
         let log = logger
         do {
@@ -214,48 +245,59 @@ public final class ProxyServer: @unchecked Sendable {
             logger.critical("\(problem); \(consequence)")
         }
         cache = opened
-        let count = ProxyServer.workerCount(config)
-        let inFlight = InFlightTable(clock: clock)
-        let addressCounts = ClientAddressCounts()
-        if let destination = config.accessLog {
-            let path: String?
-            switch destination {
-            case .stdout: path = nil
-            case .file(let file): path = file
-            }
-            let format: AccessLog.Format
-            switch config.accessLogFormat {
-            case .combined: format = .combined
-            case .json: format = .json
-            }
-            do {
-                accessLog = try AccessLog(path: path, format: format)
-            } catch {
-                throw .listen(error.message)
-            }
+        return opened
+    }
+
+    private func openAccessLog() throws(StartError) {
+        guard let destination = config.accessLog else { return }
+        let path: String?
+        switch destination {
+        case .stdout: path = nil
+        case .file(let file): path = file
         }
-        if !tls.listen.isEmpty || tls.admin {
-            guard let cert = tls.certificateFile, let key = tls.keyFile else {
-                throw .tls("tls.listen and tls.admin need tls.certificate_file and tls.key_file")
-            }
-            do {
-                identity = try ServerIdentity(certificateFile: cert, keyFile: key)
-            } catch {
-                throw .tls("TLS certificate: \(error)")
-            }
+        let format: AccessLog.Format
+        switch config.accessLogFormat {
+        case .combined: format = .combined
+        case .json: format = .json
         }
-        var interception: Interception?
-        if let authority {
-            // Minted certificates are cache: under cache_dir, re-minted when it is gone.
-            interception = Interception(patterns: tls.intercept, authority: authority,
+        do {
+            accessLog = try AccessLog(path: path, format: format)
+        } catch {
+            throw .listen(error.message)
+        }
+    }
+
+    /// The certificate of the HTTPS listeners and the admin endpoint, when either is on.
+    private func loadCertificate() throws(StartError) {
+        let tls = config.tls
+        guard !tls.listen.isEmpty || tls.admin else { return }
+        guard let cert = tls.certificateFile, let key = tls.keyFile else {
+            throw .tls("tls.listen and tls.admin need tls.certificate_file and tls.key_file")
+        }
+        do {
+            identity = try ServerIdentity(certificateFile: cert, keyFile: key)
+        } catch {
+            throw .tls("\(error)")
+        }
+    }
+
+    private func startInterception(_ authority: CertificateAndKey) -> Interception {
+        let tls = config.tls
+        // Minted certificates are cache: under cache_dir, re-minted when it is gone.
+        let interception = Interception(patterns: tls.intercept, authority: authority,
                                         keyType: CertificateKeyType(tls.interceptKeyType),
                                         lifetime: Int(tls.interceptCertificateLifetime),
                                         directory: config.cache.ephemeral ? nil : config.cacheDirectory + "/certificates",
                                         logger: logger)
-            logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
-        }
-        for i in 0..<count {
-            let w = Worker(index: i, settings: settings, logger: logger, cache: opened, inFlight: inFlight,
+        logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
+        return interception
+    }
+
+    private func prepareWorkers(_ settings: ProxySettings, cache: Cache, inFlight: InFlightTable,
+                                interception: Interception?) throws(StartError) {
+        let addressCounts = ClientAddressCounts()
+        for i in 0..<ProxyServer.workerCount(config) {
+            let w = Worker(index: i, settings: settings, logger: logger, cache: cache, inFlight: inFlight,
                            addressCounts: addressCounts, accessLog: accessLog, identity: identity,
                            interception: interception, clock: clock)
             do {
@@ -265,70 +307,86 @@ public final class ProxyServer: @unchecked Sendable {
             }
             workers.append(w)
         }
-        try checkPortsUnused(tls: tls)
-        for (endpoint, isTLS) in config.listen.map({ ($0, false) }) + tls.listen.map({ ($0, true) }) {
-            let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
-            guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
-                throw .badAddress(endpoint.description)
+    }
+
+    /// Every configured port another process holds stops the start (`Listener.checkUnused`).
+    /// All are probed before any is bound: a probe of `[::]:P` would otherwise meet this Larder's
+    /// own `127.0.0.1:P`.
+    private func checkPortsUnused(_ plan: ListenPlan) throws(StartError) {
+        for (address, what) in plan.probes {
+            do {
+                try Listener.checkUnused(address)
+            } catch {
+                throw .listen(what + error.description)
             }
+        }
+    }
+
+    /// Every worker listens on every proxy listener (SO_REUSEPORT spreads the connections).
+    private func bindProxyListeners(_ plan: ListenPlan) throws(StartError) {
+        for listener in plan.proxy {
+            var address = listener.address
             for w in workers {
                 do {
                     // Port 0: the first worker's bind picks the port; the others share it (SO_REUSEPORT).
-                    address = try w.listen(on: address, tls: isTLS, proxyProtocol: endpoint.proxyProtocol)
+                    address = try w.listen(on: address, tls: listener.tls, proxyProtocol: listener.endpoint.proxyProtocol)
                 } catch {
                     throw .listen(error.description)
                 }
             }
-            if isTLS { tlsBoundAddresses.append(address.description) } else { boundAddresses.append(address.description) }
+            if listener.tls { tlsBoundAddresses.append(address.description) } else { boundAddresses.append(address.description) }
             ownListeners.add(address)
-            logger.info("proxy listening on \(address)\(isTLS ? " (TLS)" : "")\(endpoint.proxyProtocol ? " (PROXY protocol)" : "")")
+            logger.info("proxy listening on \(address)\(listener.tls ? " (TLS)" : "")\(listener.endpoint.proxyProtocol ? " (PROXY protocol)" : "")")
         }
-        if let endpoint = config.adminListen {
-            let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: opened, inFlight: inFlight,
-                                       workerStats: workers.map(\.stats), hosts: workers.map(\.hosts),
-                                       warming: makeWarming(), clock: clock,
-                                       refreshLevels: { [workers] done in
-                                           let counted = Countdown(workers.count)
-                                           counted.whenDone(done)
-                                           for w in workers { w.loop.execute { w.publishLevels(); counted.one() } }
-                                       }) {
-                [unowned self] done in self.reload(then: done)
-            }
-            admin = context
-            // The dashboard's history, sampled on the first worker's loop every interval of the
-            // clock. A test clock can jump: it is looked at often, and a sample taken once it
-            // passes the next one's time, so a test moving the clock need not wait for the timer.
-            if clock is OffsetClock {
-                let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistoryIfDue() }
-                t.schedule(after: ProxyServer.testClockHistoryCheck)
-                historyTimer = t
-            } else {
-                let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistory() }
-                t.schedule(after: context.history.interval)
-                historyTimer = t
-            }
-            let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
-            guard var address = SocketAddress(ipLiteral: host, port: endpoint.port) else {
-                throw .badAddress(endpoint.description)
-            }
-            for w in workers {
-                do {
-                    address = try w.listenAdmin(on: address, context: context, tls: tls.admin)
-                } catch {
-                    throw .listen("admin endpoint: \(error.description)")
-                }
-            }
-            adminAddress = address.description
-            ownListeners.add(address)
-            logger.info("admin endpoint listening on \(address)\(tls.admin ? " (TLS)" : "")")
+    }
+
+    private func startAdmin(_ plan: ListenPlan, cache: Cache, inFlight: InFlightTable) throws(StartError) {
+        guard let listener = plan.admin else { return }
+        let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: cache, inFlight: inFlight,
+                                   workerStats: workers.map(\.stats), hosts: workers.map(\.hosts),
+                                   warming: makeWarming(), clock: clock,
+                                   refreshLevels: { [workers] done in
+                                       let counted = Countdown(workers.count)
+                                       counted.whenDone(done)
+                                       for w in workers { w.loop.execute { w.publishLevels(); counted.one() } }
+                                   }) {
+            [unowned self] done in self.reload(then: done)
         }
+        admin = context
+        // The dashboard's history, sampled on the first worker's loop every interval of the
+        // clock. A test clock can jump: it is looked at often, and a sample taken once it
+        // passes the next one's time, so a test moving the clock need not wait for the timer.
+        if clock is OffsetClock {
+            let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistoryIfDue() }
+            t.schedule(after: ProxyServer.testClockHistoryCheck)
+            historyTimer = t
+        } else {
+            let t = Timer(loop: workers[0].loop, repeating: true) { context.recordHistory() }
+            t.schedule(after: context.history.interval)
+            historyTimer = t
+        }
+        var address = listener.address
+        for w in workers {
+            do {
+                address = try w.listenAdmin(on: address, context: context, tls: listener.tls)
+            } catch {
+                throw .listen(error.description)
+            }
+        }
+        adminAddress = address.description
+        ownListeners.add(address)
+        logger.info("admin endpoint listening on \(address)\(listener.tls ? " (TLS)" : "")")
+    }
+
+    /// A thread for each worker's loop; the admin endpoint says ready from here on.
+    private func startWorkers() {
         for w in workers {
             let t = LoopThread { w.loop.run() }
             threads.append(t)
             t.start()
         }
         admin?.ready.store(true, ordering: .relaxed)
-        logger.info("larder started with \(count) worker\(count == 1 ? "" : "s")")
+        logger.info("larder started with \(workers.count) worker\(workers.count == 1 ? "" : "s")")
     }
 
     /// How often the history's time is checked on a test clock (`OffsetClock`).

@@ -202,6 +202,7 @@ final class Worker: @unchecked Sendable {
     private var untrustedLog = LogThrottle()
     private var detachedCutLog = LogThrottle()
     private var originFetchRefusalLog = LogThrottle()
+    private var handOverRefusalLog = LogThrottle()
     private var descriptorLog = LogThrottle()
     private var lookupRefusalLog = LogThrottle()
 
@@ -263,6 +264,15 @@ final class Worker: @unchecked Sendable {
         if let n = detachedCutLog.note(now: clock.monotonic) {
             let who = SocketAddress(addressBytes: client, port: 0)?.host ?? "?"
             logger.warning("download of \(upstream) for \(who) cut instead of finished with no client attached: \(limit.description) reached (\(n) cut since the last line)")
+        }
+    }
+
+    /// A first client's download not handed over to its followers: the client's detached budget
+    /// has no room for the bytes still to come, so the client goes on pacing it. Logged a line a
+    /// second at most (a slow client asks again each time its output fills).
+    func noteHandOverRefused(_ limit: DetachedFetchLedger.Refusal, client: SocketAddress, upstream: String) {
+        if let n = handOverRefusalLog.note(now: clock.monotonic) {
+            logger.notice("download of \(upstream) not handed over to its followers: \(limit.description) reached; \(client.host) goes on pacing it (\(n) refused since the last line)")
         }
     }
 

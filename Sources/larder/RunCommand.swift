@@ -11,42 +11,40 @@ struct RunCommand: ParsableCommand {
 
     @OptionGroup var overrides: ConfigOverrides
 
+    /// The process's steps, in order. A bad configuration, crash hook or test clock is printed and
+    /// exits 2, and so is a server that does not start (`ProxyServer.start` names the step that failed).
     func run() throws {
-        let config: Config
-        do {
-            config = try overrides.resolve()
-        } catch {
-            printToStandardError("larder: \(error.description)")
-            throw ExitCode(2)
-        }
+        let config = try orExit { () throws(ConfigErrors) in try overrides.resolve() }
         let logger = makeLogger(level: config.logLevel)
         for warning in ConfigLoader.environmentWarnings(ProcessEnvironment.variables()) { logger.warning("\(warning)") }
+        let signals = prepareProcess(logger: logger)
+        let crashHook = try orExit { () throws(CrashTestHook.Invalid) in try CrashTestHook.fromEnvironment() }
+        let clock = try makeClock(logger: logger)
+        let server = try startServer(config, logger: logger, clock: clock)
+        crashHook?.arm(on: server, logger: logger)
+        serve(server, signals: signals, logger: logger)
+    }
 
+    /// Before any thread starts: workers inherit the blocked signal mask, and this thread reads
+    /// the control signals.
+    private func prepareProcess(logger: Logger) -> ControlSignals {
         keepFreedMemoryForReuse()
-        // Before any thread starts: workers inherit the blocked mask, this thread reads the signals.
         signal(SIGPIPE, SIG_IGN)
         let signals = ControlSignals()
         makeCrashSignalsFatal(logger: logger)
-        let crashHook: CrashTestHook?
-        do {
-            crashHook = try CrashTestHook.fromEnvironment()
-        } catch {
-            printToStandardError("larder: \(error.description)")
-            throw ExitCode(2)
-        }
+        return signals
+    }
 
-        // The one clock of the process. LARDER_TEST_CLOCK_FILE (tests only) is read here, once.
-        let clock: any ProxyClock
-        do {
-            clock = try OffsetClock.fromEnvironment(ProcessEnvironment.variables())
-        } catch {
-            printToStandardError("larder: \(error.description)")
-            throw ExitCode(2)
-        }
+    /// The one clock of the process. LARDER_TEST_CLOCK_FILE (tests only) is read here, once.
+    private func makeClock(logger: Logger) throws -> any ProxyClock {
+        let clock = try orExit { () throws(OffsetClock.Failure) in try OffsetClock.fromEnvironment(ProcessEnvironment.variables()) }
         if let test = clock as? OffsetClock {
             logger.critical("TEST CLOCK ENABLED (\(OffsetClock.environmentVariable)=\(test.path)): this process's time is the system's plus an offset any local user who can write that file sets. For tests only: unset it in production.")
         }
+        return clock
+    }
 
+    private func startServer(_ config: Config, logger: Logger, clock: any ProxyClock) throws -> ProxyServer {
         let overrides = self.overrides
         let server = ProxyServer(config: config, logger: logger, clock: clock) { () throws(ConfigErrors) -> Config in
             try overrides.resolve()
@@ -57,7 +55,11 @@ struct RunCommand: ParsableCommand {
             logger.critical("\(error.description)")
             throw ExitCode(2)
         }
-        crashHook?.arm(on: server, logger: logger)
+        return server
+    }
+
+    /// Serves until SIGTERM or SIGINT: SIGUSR1 reopens the access log, SIGHUP reloads.
+    private func serve(_ server: ProxyServer, signals: ControlSignals, logger: Logger) {
         while true {
             let received = signals.next()
             if received == SIGTERM || received == SIGINT {
@@ -72,6 +74,16 @@ struct RunCommand: ParsableCommand {
             } else if received == SIGHUP {
                 _ = server.reload()  // logs what it did
             }
+        }
+    }
+
+    /// A step whose failure is printed as `larder: …` on standard error, and exits 2.
+    private func orExit<T, Failure: Error & CustomStringConvertible>(_ step: () throws(Failure) -> T) throws -> T {
+        do {
+            return try step()
+        } catch {
+            printToStandardError("larder: \(error.description)")
+            throw ExitCode(2)
         }
     }
 }

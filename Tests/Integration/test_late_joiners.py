@@ -14,6 +14,7 @@ import socket
 import threading
 
 from helpers import _read_head, connect, pattern_sha256, proxy_exchange, SockReader, std_request
+from test_admin import ADMIN, stats, wait_stats
 from test_cache import methods, script
 
 FULL = os.environ.get("LARDER_LATE_JOIN_FULL") == "1"
@@ -24,11 +25,13 @@ class Download(threading.Thread):
     """A client reading the whole answer and hashing it; `milestones` are (byte count, event)
     pairs set as the body passes them."""
 
-    def __init__(self, port, url, milestones=(), stop_after=None, timeout=120):
+    def __init__(self, port, url, milestones=(), stop_after=None, resume=None, timeout=120):
         super().__init__(daemon=True)
         self.port, self.url, self.timeout = port, url, timeout
         self.milestones = sorted(milestones, key=lambda m: m[0])
         self.stop_after = stop_after
+        # Set: a client stopped after `stop_after` bytes reads the rest.
+        self.resume = resume
         self.stopped = threading.Event()
         self.done = threading.Event()
         self.received = 0
@@ -40,7 +43,15 @@ class Download(threading.Thread):
 
     def run(self):
         try:
-            self.sock = connect(self.port, self.timeout)
+            if self.resume is not None:
+                # A small receive window, so what the stopped client leaves unread is held back by
+                # Larder, not by the kernel's buffers.
+                self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+                self.sock.settimeout(self.timeout)
+                self.sock.connect(("127.0.0.1", self.port))
+            else:
+                self.sock = connect(self.port, self.timeout)
             self.sock.sendall(std_request("GET", self.url))
             reader = SockReader(self.sock)
             head = _read_head(reader)
@@ -60,8 +71,10 @@ class Download(threading.Thread):
                 # Stops reading with the connection open: its socket fills and stays full.
                 reader.read_exact(min(self.stop_after, length), sink=take)
                 self.stopped.set()
-                return
-            reader.read_exact(length, sink=take)
+                if self.resume is None:
+                    return
+                assert self.resume.wait(self.timeout), "never told to read on"
+            reader.read_exact(length - self.received, sink=take)
             for _, event in pending:
                 event.set()
             self.digest = h.hexdigest()
@@ -72,7 +85,7 @@ class Download(threading.Thread):
             if self.error is not None:
                 for _, event in self.milestones:
                     event.set()
-            if self.stop_after is None and self.sock is not None:
+            if (self.stop_after is None or self.resume is not None) and self.sock is not None:
                 self.sock.close()
             self.done.set()
 
@@ -175,3 +188,42 @@ def test_a_purge_during_a_download_lets_nobody_new_join_it(larder_factory, origi
     assert_everyone_got_it([first, after], size, 120)
     assert "collapsed" not in after.cache_status, after.cache_status
     assert methods(origin, "purged") == ["GET", "GET"]
+
+
+def test_a_hand_over_the_detached_budget_has_no_room_for_is_refused_and_the_first_client_stays_the_leader(
+        larder_factory, origin, workdir):
+    """A slow first client hands its download over only when its share of the detached budget has
+    room for the bytes still to come: with `limits.detached_bytes` smaller than that, the hand-over
+    is refused (logged with the limit), nothing runs detached, the follower moves at the first
+    client's pace, and once that client reads on everyone gets every byte of the one GET."""
+    size = 24 * MiB
+    larder = larder_factory(dict(ADMIN, cache={"memory_max_object_size": "1MiB"},
+                                 limits={"client_idle_timeout": "120s", "detached_bytes": "1MiB"}))
+    script(workdir, "refused", headers=[("Cache-Control", "max-age=600"),
+                                        ("Content-Type", "application/octet-stream")],
+           body_bytes=size, rate=8 * MiB)
+    url = origin.url("/res/refused")
+    read_on = threading.Event()
+    first = Download(larder.port, url, stop_after=MiB, resume=read_on)
+    first.start()
+    assert first.stopped.wait(20)
+    follower = Download(larder.port, url)
+    follower.start()
+    # Within the suite's 60 s for a test: the whole download takes 3 s at the origin's rate.
+    refused = larder.wait_for_log(
+        r"download of \S+ not handed over to its followers: limits\.detached_bytes reached; 127\.0\.0\.1 goes on pacing it",
+        timeout=20)
+    assert refused, larder.log_text()[-2000:]
+    # Refused, not taken: no claim is held and nothing was cut, and the follower waits for the
+    # first client, which still holds the origin read back.
+    s = stats(larder)
+    assert s["detached_fetches_in_flight"] == 0, s
+    assert sum(s["detached_fetches_cut"].values()) == 0, s["detached_fetches_cut"]
+    assert not follower.done.is_set() and follower.received < size, follower.received
+    read_on.set()
+    assert_everyone_got_it([first, follower], size, 30)
+    assert methods(origin, "refused") == ["GET"]
+    assert "collapsed" not in first.cache_status and "collapsed" in follower.cache_status, \
+        (first.cache_status, follower.cache_status)
+    s = wait_stats(larder, lambda s: s["detached_fetches_in_flight"] == 0)
+    assert s["detached_fetches_in_flight"] == 0 and sum(s["detached_fetches_cut"].values()) == 0, s

@@ -22,19 +22,15 @@ import Statistics
 ///
 /// Once nobody reads it, a download goes on only within the client's share of
 /// `DetachedFetchBudget` (`DetachedFetchRule` decides what to claim), or it is cut and its store
-/// abandoned. The exchange's phases and decisions are the cache flow's own (`CacheExchange+Origin`);
-/// the origin read's pacing is `OriginReadControl`'s, as for a client's fetch.
+/// abandoned. What to do at each event is `DetachedFetchMachine`'s to decide; this shell reads the
+/// exchange for it and carries its actions out. The exchange's phases and decisions are the cache
+/// flow's own (`CacheExchange+Origin`); the origin read's pacing is `OriginReadControl`'s, as for a
+/// client's fetch.
 final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
-    enum Purpose {
-        case followers
-        case finishing
-        case rangeFill
-        case refresh
-    }
+    typealias Purpose = DetachedFetchMachine.Purpose
 
     unowned let worker: Worker
     let exchange: CacheExchange
-    let purpose: Purpose
     /// The address whose budget it is counted against.
     let client: [UInt8]
     /// The client connection a range fill was for, until it closes (its identifier may then be
@@ -42,16 +38,12 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
     private(set) var connection: ObjectIdentifier?
     private var task: SessionTask?
     private let control: OriginReadControl
-    /// Its place in the budget: a refresh's while it asks the origin, a download's once no reader
-    /// is left.
-    private var claim: Int?
-    /// For a response of unknown length: the body length its claim covers.
-    private var claimedUpTo: Int?
+    private var machine: DetachedFetchMachine
     /// A refresh's request: the client request that found the stale entry (its fields, Vary and
     /// credentials, go along).
     private let request: RequestHead?
-    /// A refresh that has not reached the new response's download yet.
-    private var revalidating: Bool
+
+    var purpose: Purpose { machine.purpose }
 
     /// Takes over `task`, a download under way whose client is gone.
     /// `claim`: room in the detached budget its client's connection already took for it (a hand-over).
@@ -60,12 +52,10 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         self.worker = worker
         self.task = task
         self.exchange = exchange
-        self.purpose = purpose
         self.client = client
         self.connection = connection
         request = nil
-        revalidating = false
-        self.claim = claim
+        machine = DetachedFetchMachine(purpose: purpose, claim: claim)
         control = OriginReadControl(loop: worker.loop, clock: worker.clock, task: task)
     }
 
@@ -75,8 +65,7 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         self.exchange = exchange
         self.request = request
         self.client = client
-        purpose = .refresh
-        revalidating = true
+        machine = DetachedFetchMachine(purpose: .refresh)
         connection = nil
         control = OriginReadControl(loop: worker.loop, clock: worker.clock)
         // The stored GET is refreshed, whatever the client asked; without validators, with a GET.
@@ -87,97 +76,115 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
     }
 
     func start() {
-        if revalidating { return startRefresh() }
+        if machine.phase == .revalidating {
+            // Gone offline since the stale entry was served: the entry stays as it is.
+            let canAsk = !worker.settings.cache.policy.offline && exchange.outboundRevalidation(for: .get) != nil
+            return perform(machine.refreshStarted(canAsk: canAsk))
+        }
         task?.delegate = self
         exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
-        if !goesOn() { return cancel() }
-        // The departed client may have paused the read; the followers and the store pace it from now on.
-        task?.resumeReading()
+        perform(machine.takenOver(download))
     }
 
     func cancel() {
-        control.stop()
-        task?.cancel()
-        task = nil
-        exchange.completeFetch(error: .cancelled, table: worker.inFlight)
-        finished()
+        perform(machine.cancelled())
     }
 
     /// The range fill's client closed its connection: from now on the fill is an aborted download.
     func clientLeft() {
         connection = nil
-        guard purpose == .rangeFill, !OriginRelay.worthFinishing(exchange, worker.settings.cache) else { return }
-        worker.logger.info("range fill of \(upstream) cut: its client left before most of it was in")
-        cancel()
+        let action = machine.clientLeft(worthFinishing: OriginRelay.worthFinishing(exchange, worker.settings.cache))
+        if case .cut = action {
+            worker.logger.info("range fill of \(upstream) cut: its client left before most of it was in")
+        }
+        perform(action)
     }
 
     private var upstream: String { String(decoding: exchange.host, as: UTF8.self) }
 
-    private func finished() {
+    /// What the machine needs to judge whether the download goes on, as the exchange is now.
+    private var download: DetachedFetchMachine.Download {
+        let writer = exchange.writer
+        return DetachedFetchMachine.Download(hasFollowers: exchange.inFlight?.hasFollowers ?? false,
+                                             storing: writer.map { !$0.isAbandoned } ?? false,
+                                             bodyLength: writer?.bodyLength ?? 0,
+                                             announcedLength: exchange.announcedLength,
+                                             worthFinishing: OriginRelay.worthFinishing(exchange, worker.settings.cache))
+    }
+
+    /// Carries out what the machine answered, and what it answers then, until it waits for the
+    /// next event. `body`: the body bytes the event brought, if any, to pass on or drop.
+    private func perform(_ first: DetachedFetchMachine.Action, body: (source: Buffer, count: Int)? = nil) {
+        var action = first
+        while true {
+            switch action {
+            case .none:
+                return
+            case .resumeRead:
+                // The departed client may have paused the read; the followers and the store pace it from now on.
+                task?.resumeReading()
+                return
+            case .passBody:
+                guard let (source, count) = body else { return }
+                if exchange.tee(source, count: count), let fetch = exchange.inFlight { control.waitForFollowers(of: fetch) }
+                control.paceStore(exchange.writer)
+                source.drain(count)
+                return
+            case .dropBody:
+                if let (source, count) = body { source.drain(count) }
+                return
+            case .claim(let bytes):
+                let answer = worker.inFlight.detached.claim(client: client, bytes: bytes,
+                                                            limits: worker.settings.detachedFetches)
+                action = machine.claimAnswered(answer)
+            case .grow(let id, let bytes):
+                action = machine.grewClaim(refusedBy: worker.inFlight.detached.grow(id, by: bytes,
+                                                                                     limits: worker.settings.detachedFetches))
+            case .ask(.revalidation):
+                guard let revalidation = exchange.outboundRevalidation(for: .get) else { return }
+                return send(revalidation)
+            case .ask(.wholeResponse):
+                // Without the client's conditionals or range: the whole new response, to store.
+                return send(OutboundHead.Revalidation(method: .get, conditionalFields: []))
+            case .lead(let releasing):
+                var claim = releasing
+                worker.inFlight.detached.release(&claim)   // the download claims a place of its own
+                exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
+                action = machine.led(download)
+            case .cut(let ending):
+                if let (source, count) = body { source.drain(count) }
+                noteRefusal(ending)
+                control.stop()
+                task?.cancel()
+                task = nil
+                exchange.completeFetch(error: .cancelled, table: worker.inFlight)
+                return finished(ending.releasing)
+            case .endRefresh(let ending):
+                // Led since the entry went, the collapsed fetch releases its followers to fetch on their own.
+                noteRefusal(ending)
+                control.stop()
+                task = nil
+                exchange.endCollapse(failed: true, table: worker.inFlight)
+                return finished(ending.releasing)
+            case .finish(let releasing):
+                return finished(releasing)
+            }
+        }
+    }
+
+    private func noteRefusal(_ ending: DetachedFetchMachine.Ending) {
+        guard let limit = ending.refusedBy else { return }
+        worker.noteDetachedCut(limit, client: client, upstream: upstream)
+    }
+
+    private func finished(_ releasing: Int?) {
+        var claim = releasing
         worker.inFlight.detached.release(&claim)
         if purpose == .refresh { worker.inFlight.endRefresh(exchange.primaryKey) }
         worker.detachedFetchFinished(self)
     }
 
-    /// Whether the download goes on: for its followers, or, with none, for the store alone.
-    private func goesOn() -> Bool {
-        (exchange.inFlight?.hasFollowers ?? false) || goesOnDetached()
-    }
-
-    /// Nobody reads the download: whether it may go on for the store alone, claiming what it needs.
-    private func goesOnDetached() -> Bool {
-        let facts = DetachedFetchRule.Facts(
-            storing: exchange.writer.map { !$0.isAbandoned } ?? false,
-            bodyLength: exchange.writer?.bodyLength ?? 0,
-            announcedLength: exchange.announcedLength,
-            claimed: claim != nil, claimedUpTo: claimedUpTo,
-            judgedAsAbort: purpose == .followers,
-            worthFinishing: OriginRelay.worthFinishing(exchange, worker.settings.cache))
-        let limits = worker.settings.detachedFetches
-        switch DetachedFetchRule.decide(facts) {
-        case .goOn:
-            return true
-        case .stop:
-            return false
-        case .grow(let bytes):
-            if let id = claim, let limit = worker.inFlight.detached.grow(id, by: bytes, limits: limits) {
-                worker.noteDetachedCut(limit, client: client, upstream: upstream)
-                return false
-            }
-            claimedUpTo = (claimedUpTo ?? 0) + bytes
-            return true
-        case .claim(let bytes, let coversUpTo):
-            switch worker.inFlight.detached.claim(client: client, bytes: bytes, limits: limits) {
-            case .success(let id):
-                claim = id
-                claimedUpTo = coversUpTo
-                return true
-            case .failure(let limit):
-                worker.noteDetachedCut(limit, client: client, upstream: upstream)
-                return false
-            }
-        }
-    }
-
-    // MARK: - A refresh's revalidation
-
-    private func startRefresh() {
-        // Gone offline since the stale entry was served: the entry stays as it is.
-        guard !worker.settings.cache.policy.offline, let revalidation = exchange.outboundRevalidation(for: .get) else {
-            return endRefresh()
-        }
-        // A refresh is a request with no client attached: it takes a place in the client's
-        // detached budget (no bytes yet; a changed response's download claims its own), so one
-        // client with many stale entries cannot start a refresh, a lookup and a socket for each.
-        switch worker.inFlight.detached.claim(client: client, bytes: 0, limits: worker.settings.detachedFetches) {
-        case .success(let id):
-            claim = id
-        case .failure(let limit):
-            worker.noteDetachedCut(limit, client: client, upstream: upstream)
-            return endRefresh()
-        }
-        send(revalidation)
-    }
+    // MARK: - A refresh's request
 
     private func send(_ revalidation: OutboundHead.Revalidation) {
         guard let request else { return }
@@ -197,15 +204,6 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         t.resume()
     }
 
-    /// The refresh ended before a new response could be shared: led since the entry went, the
-    /// collapsed fetch releases its followers to fetch on their own.
-    private func endRefresh() {
-        control.stop()
-        task = nil
-        exchange.endCollapse(failed: true, table: worker.inFlight)
-        finished()
-    }
-
     // MARK: - CollapseParticipant
 
     /// Followers caught up (or a new one joined): the read goes on.
@@ -220,97 +218,33 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
     func task(_ task: SessionTask, didReceiveInformational head: ResponseHead) {}
 
     func task(_ task: SessionTask, didReceiveResponse head: ResponseHead) {
-        guard revalidating, let request else { return }
+        // Only a refresh's answers come here: a download taken over is past its head.
+        guard machine.phase == .revalidating, let request else { return }
         let step = exchange.originHead(head, request: request, background: true, now: worker.clock.wallSeconds,
                                        cache: worker.cache, setup: worker.settings.cache, table: worker.inFlight)
         if case .revalidation(.refetch) = step { worker.stats.add(.revalidationHeadChanged) }
         // The new response, being stored or shared: from here on a download with no client.
-        if case .fetching = exchange.phase, exchange.writer != nil || exchange.inFlight != nil {
-            revalidating = false
-            worker.inFlight.detached.release(&claim)   // the download claims a place of its own
-            exchange.inFlight?.replaceLeader(ParticipantHandle(loop: worker.loop, target: self))
-            if !goesOn() { return cancel() }
-        }
+        var newDownload = false
+        if case .fetching = exchange.phase { newDownload = exchange.writer != nil || exchange.inFlight != nil }
+        perform(machine.refreshAnswered(newDownload: newDownload))
     }
 
     func task(_ task: SessionTask, didReceiveBody source: Buffer, count: Int) {
-        // A revalidation's answer, or a changed response nobody keeps: the body is not wanted.
-        if revalidating {
-            return source.drain(count)
-        }
-        // Nobody left to read it: it goes on only as a detached fetch.
-        if !goesOn() {
-            source.drain(count)
-            return cancel()
-        }
-        if exchange.tee(source, count: count), let fetch = exchange.inFlight { control.waitForFollowers(of: fetch) }
-        control.paceStore(exchange.writer)
-        source.drain(count)
+        perform(machine.bodyArrived(download), body: (source, count))
     }
 
     func task(_ task: SessionTask, didCompleteWith error: SessionError?) {
         self.task = nil
         control.stop()
-        if revalidating {
-            if let error {
-                let url = String(decoding: exchange.primaryKey, as: UTF8.self)
-                worker.logger.notice("background refresh of \(url) failed: \(error.message)")
-            }
-            switch exchange.originEnded(error: error, now: worker.clock.wallSeconds, table: worker.inFlight) {
-            case .refetch where error == nil:
-                // Without the client's conditionals or range: the whole new response, to store.
-                return send(OutboundHead.Revalidation(method: .get, conditionalFields: []))
-            case .done, .serveEntry, .refetch, .revalidationFailed:
-                return endRefresh()
-            }
+        if let error, machine.phase == .revalidating {
+            let url = String(decoding: exchange.primaryKey, as: UTF8.self)
+            worker.logger.notice("background refresh of \(url) failed: \(error.message)")
         }
-        // A fetch (phase `.fetching`): the store is committed or abandoned, then the followers told.
-        _ = exchange.originEnded(error: error, now: worker.clock.wallSeconds, table: worker.inFlight)
-        finished()
-    }
-}
-
-/// Whether a download nobody reads may go on for the store alone, and what room it must claim in
-/// `DetachedFetchBudget` first. Pure: `DetachedFetch` carries the decision out.
-enum DetachedFetchRule {
-    /// A response of unknown length claims this much at a time, ahead of what has arrived.
-    static let claimStep = 1 << 20
-
-    struct Facts: Equatable {
-        /// The response is still being stored (not given up: too large, the disk full).
-        var storing: Bool
-        var bodyLength: Int
-        /// The response's Content-Length, if it announced one.
-        var announcedLength: Int?
-        /// It already holds a claim, covering the body up to `claimedUpTo` (nil: all of it).
-        var claimed: Bool
-        var claimedUpTo: Int?
-        /// Followers gone from a fetch nobody asked to finish: judged as its client's abort.
-        var judgedAsAbort: Bool
-        /// The abort policy would finish it (`cache.finish_aborted_fraction` and `_max_size`).
-        var worthFinishing: Bool
-    }
-
-    enum Decision: Equatable {
-        case goOn
-        /// Cut it and abandon its store.
-        case stop
-        /// Claim `bytes` more (a response of unknown length passing what its claim covers).
-        case grow(bytes: Int)
-        /// Claim `bytes`; the claim then covers the body up to `coversUpTo` (nil: all of it).
-        case claim(bytes: Int, coversUpTo: Int?)
-    }
-
-    static func decide(_ f: Facts) -> Decision {
-        // Nothing being stored any more: nothing to go on for.
-        guard f.storing else { return .stop }
-        // Judged as an abort even with a claim (a hand-over's): its readers all left.
-        if f.judgedAsAbort, !f.worthFinishing { return .stop }
-        if f.claimed {
-            guard let covered = f.claimedUpTo, f.bodyLength >= covered else { return .goOn }
-            return .grow(bytes: claimStep)
-        }
-        if let total = f.announcedLength { return .claim(bytes: max(0, total - f.bodyLength), coversUpTo: nil) }
-        return .claim(bytes: claimStep, coversUpTo: f.bodyLength + claimStep)
+        // A download's store is committed or abandoned, then its followers told; a refresh's
+        // revalidation says whether to ask again for the whole new response.
+        let step = exchange.originEnded(error: error, now: worker.clock.wallSeconds, table: worker.inFlight)
+        var refetch = false
+        if case .refetch = step { refetch = error == nil }
+        perform(machine.originEnded(refetch: refetch))
     }
 }

@@ -304,9 +304,13 @@ final class OriginRelay: SessionTaskDelegate {
               let total = exchange.announcedLength, rangeFill == nil,
               c.request.method == .get, !c.context.bodyPending, handOverClaim == nil else { return false }
         let budget = c.worker.inFlight.detached
-        guard case .success(let id) = budget.claim(client: c.peerAddress, bytes: max(0, total - bodySent),
-                                                   limits: c.worker.settings.detachedFetches) else { return false }
-        handOverClaim = id
+        switch budget.claim(client: c.peerAddress, bytes: max(0, total - bodySent), limits: c.worker.settings.detachedFetches) {
+        case .success(let id):
+            handOverClaim = id
+        case .failure(let limit):
+            c.worker.noteHandOverRefused(limit, client: c.peer, upstream: c.context.upstreamName)
+            return false
+        }
         if CollapseFollower.takeOver(exchange, sent: bodySent, on: c) { return true }
         budget.release(&handOverClaim)
         return false
