@@ -270,7 +270,15 @@ final class Worker: @unchecked Sendable {
     /// A first client's download not handed over to its followers: the client's detached budget
     /// has no room for the bytes still to come, so the client goes on pacing it. Logged a line a
     /// second at most (a slow client asks again each time its output fills).
-    func noteHandOverRefused(_ limit: DetachedFetchLedger.Refusal, client: SocketAddress, upstream: String) {
+    func noteHandOverRefused(_ limit: DetachedFetchLedger.Refusal, client: SocketAddress, upstream: String, first: Bool) {
+        if first {
+            switch limit {
+            case .fetchesPerClient: stats.add(.handOversRefusedPerClientFetches)
+            case .bytesPerClient: stats.add(.handOversRefusedPerClientBytes)
+            case .fetches: stats.add(.handOversRefusedFetches)
+            case .bytes: stats.add(.handOversRefusedBytes)
+            }
+        }
         if let n = handOverRefusalLog.note(now: clock.monotonic) {
             logger.notice("download of \(upstream) not handed over to its followers: \(limit.description) reached; \(client.host) goes on pacing it (\(n) refused since the last line)")
         }

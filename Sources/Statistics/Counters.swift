@@ -25,6 +25,7 @@ public enum Count: Int, CaseIterable, Sendable {
     case connectionsRefusedProxyUntrusted, connectionsRefusedProxyHeader
     /// Downloads with no client attached that were cut, by the limit that cut them.
     case detachedCutPerClientFetches, detachedCutPerClientBytes, detachedCutFetches, detachedCutBytes
+    case handOversRefusedPerClientFetches, handOversRefusedPerClientBytes, handOversRefusedFetches, handOversRefusedBytes
     /// Requests refused because their client had too many at origins already.
     case originFetchesRefusedPerClient
 }

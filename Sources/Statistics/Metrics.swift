@@ -97,6 +97,14 @@ public enum Metrics {
             ("detached_fetches", .count(.detachedCutFetches)),
             ("detached_bytes", .count(.detachedCutBytes)),
         ]),
+        labelled("hand_overs_refused", .counter,
+                 "First clients' downloads not handed over to their followers because the client's detached budget "
+                 + "had no room (once per download); the client goes on pacing them.", "limit", [
+            ("detached_fetches_per_client", .count(.handOversRefusedPerClientFetches)),
+            ("detached_bytes_per_client", .count(.handOversRefusedPerClientBytes)),
+            ("detached_fetches", .count(.handOversRefusedFetches)),
+            ("detached_bytes", .count(.handOversRefusedBytes)),
+        ]),
         labelled("origin_fetches_refused", .counter,
                  "Requests answered 429 instead of going to an origin, by the limit they would have passed.", "limit", [
             ("origin_fetches_per_client", .count(.originFetchesRefusedPerClient)),

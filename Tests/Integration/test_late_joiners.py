@@ -194,7 +194,7 @@ def test_a_hand_over_the_detached_budget_has_no_room_for_is_refused_and_the_firs
         larder_factory, origin, workdir):
     """A slow first client hands its download over only when its share of the detached budget has
     room for the bytes still to come: with `limits.detached_bytes` smaller than that, the hand-over
-    is refused (logged with the limit), nothing runs detached, the follower moves at the first
+    is refused (logged with the limit, counted once), nothing runs detached, the follower moves at the first
     client's pace, and once that client reads on everyone gets every byte of the one GET."""
     size = 24 * MiB
     larder = larder_factory(dict(ADMIN, cache={"memory_max_object_size": "1MiB"},
@@ -227,3 +227,6 @@ def test_a_hand_over_the_detached_budget_has_no_room_for_is_refused_and_the_firs
         (first.cache_status, follower.cache_status)
     s = wait_stats(larder, lambda s: s["detached_fetches_in_flight"] == 0)
     assert s["detached_fetches_in_flight"] == 0 and sum(s["detached_fetches_cut"].values()) == 0, s
+    # Counted once for the download, under the limit that refused it, however often it was tried.
+    assert s["hand_overs_refused"]["detached_bytes"] == 1, s["hand_overs_refused"]
+    assert sum(s["hand_overs_refused"].values()) == 1, s["hand_overs_refused"]

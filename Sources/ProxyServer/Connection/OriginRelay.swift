@@ -24,6 +24,9 @@ final class OriginRelay: SessionTaskDelegate {
     private var bodySent = 0
     /// The detached budget's claim a hand-over took (`handOver`), passed on to the `DetachedFetch`.
     private var handOverClaim: Int?
+    /// A hand-over was refused for want of budget: counted once per download, however often it is
+    /// tried again.
+    private var handOverRefused = false
 
     private init(connection: ClientConnection) {
         self.connection = connection
@@ -308,7 +311,8 @@ final class OriginRelay: SessionTaskDelegate {
         case .success(let id):
             handOverClaim = id
         case .failure(let limit):
-            c.worker.noteHandOverRefused(limit, client: c.peer, upstream: c.context.upstreamName)
+            c.worker.noteHandOverRefused(limit, client: c.peer, upstream: c.context.upstreamName, first: !handOverRefused)
+            handOverRefused = true
             return false
         }
         if CollapseFollower.takeOver(exchange, sent: bodySent, on: c) { return true }
