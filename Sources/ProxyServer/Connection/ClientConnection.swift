@@ -255,6 +255,17 @@ final class ClientConnection: StreamDelegate {
         send(.checkFinished)
     }
 
+    // MARK: - The request body
+
+    /// What the client has sent beyond the head: the body an exchange forwards.
+    var requestBodyInput: Buffer { stream.input }
+
+    /// The exchange has no room for more of the body (or has all of it): stop reading the client.
+    func holdRequestBody() { stream.disableReading() }
+
+    /// The exchange wants more of the body.
+    func wantRequestBody() { stream.enableReading() }
+
     // MARK: - Answers
 
     /// See `ConnectionMachine.answerKeepsAlive`: asked before an answer's head is written

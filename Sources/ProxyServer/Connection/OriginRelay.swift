@@ -138,10 +138,10 @@ final class OriginRelay: SessionTaskDelegate {
     func pumpRequestBody() {
         guard let task, let out = task.bodyOutput else { return }
         let c = connection
-        let input = c.stream.input
+        let input = c.requestBodyInput
         while true {
             if out.count >= ClientConnection.uploadHighWater {
-                c.stream.disableReading()
+                c.holdRequestBody()
                 return
             }
             switch c.context.body {
@@ -150,14 +150,14 @@ final class OriginRelay: SessionTaskDelegate {
             case .contentLength(let remaining):
                 let n = min(input.count, remaining)
                 if n == 0 {
-                    c.stream.enableReading()
+                    c.wantRequestBody()
                     return
                 }
                 out.move(n, from: input)
                 if n == remaining { bodyFinished(task) } else { c.context.body = .contentLength(remaining: remaining - n) }
             case .chunked:
                 if input.count == 0 {
-                    c.stream.enableReading()
+                    c.wantRequestBody()
                     return
                 }
                 let step: ChunkedDecoder.Step
@@ -168,7 +168,7 @@ final class OriginRelay: SessionTaskDelegate {
                 }
                 switch step {
                 case .needMore:
-                    c.stream.enableReading()
+                    c.wantRequestBody()
                     return
                 case .framing(let n):
                     input.drain(n)
@@ -196,7 +196,7 @@ final class OriginRelay: SessionTaskDelegate {
     private func bodyFinished(_ task: SessionTask) {
         connection.context.body = .done
         task.finishBody()
-        connection.stream.disableReading()
+        connection.holdRequestBody()
     }
 
     /// A body that cannot be forwarded: the exchange ends with an error, or a cut once the
