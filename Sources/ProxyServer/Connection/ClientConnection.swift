@@ -257,14 +257,82 @@ final class ClientConnection: StreamDelegate {
 
     // MARK: - The request body
 
-    /// What the client has sent beyond the head: the body an exchange forwards.
-    var requestBodyInput: Buffer { stream.input }
+    /// What became of a call to `moveRequestBody`.
+    enum RequestBodyMove {
+        /// Nothing more moves now: the rest waits for the client or for room (the client is read
+        /// again when there is), or the body went already.
+        case waiting
+        /// The body's last byte just went; nothing more is read until the answer is out.
+        case finished
+        /// The body cannot be forwarded (bad chunked framing, over the limit): the exchange ends.
+        case refused(Int, String)
+    }
 
-    /// The exchange has no room for more of the body (or has all of it): stop reading the client.
-    func holdRequestBody() { stream.disableReading() }
+    /// Moves as much of the request's body as has arrived and fits into `out` (up to
+    /// `uploadHighWater` queued), in its own framing: a length-delimited body as it came, a chunked
+    /// one decoded and chunked anew, so no byte of the client's framing reaches the origin
+    /// unchecked. Reading the client pauses while `out` is full, and stops once the body is in.
+    func moveRequestBody(into out: Buffer) -> RequestBodyMove {
+        let input = stream.input
+        while true {
+            if out.count >= ClientConnection.uploadHighWater {
+                stream.disableReading()
+                return .waiting
+            }
+            switch context.body {
+            case .done:
+                return .waiting
+            case .contentLength(let remaining):
+                let n = min(input.count, remaining)
+                if n == 0 {
+                    stream.enableReading()
+                    return .waiting
+                }
+                out.move(n, from: input)
+                context.body = .contentLength(remaining: remaining - n)
+                if n == remaining { return bodyMoved() }
+            case .chunked:
+                if input.count == 0 {
+                    stream.enableReading()
+                    return .waiting
+                }
+                let step: ChunkedDecoder.Step
+                do {
+                    step = try ChunkedFrontView.step(&context.bodyDecoder, input)
+                } catch {
+                    return .refused(400, "request body: \(error.reason)")
+                }
+                switch step {
+                case .needMore:
+                    stream.enableReading()
+                    return .waiting
+                case .framing(let n):
+                    input.drain(n)
+                case .data(let n):
+                    context.chunkedBodyBytes += n
+                    let limit = worker.settings.maxRequestBody
+                    if context.chunkedBodyBytes > limit {
+                        return .refused(413, "chunked request body over the limit of \(limit) bytes")
+                    }
+                    chunkWriter.reset()
+                    chunkWriter.appendChunkHeader(size: n)
+                    chunkWriter.withBytes { out.append($0) }
+                    out.move(n, from: input)
+                    out.append(ChunkedFraming.chunkEnd)
+                case .done(let n):
+                    input.drain(n)
+                    out.append(ChunkedFraming.lastChunk)
+                    return bodyMoved()
+                }
+            }
+        }
+    }
 
-    /// The exchange wants more of the body.
-    func wantRequestBody() { stream.enableReading() }
+    private func bodyMoved() -> RequestBodyMove {
+        context.body = .done
+        stream.disableReading()
+        return .finished
+    }
 
     // MARK: - Answers
 

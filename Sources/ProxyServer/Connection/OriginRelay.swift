@@ -137,76 +137,24 @@ final class OriginRelay: SessionTaskDelegate {
 
     func pumpRequestBody() {
         guard let task, let out = task.bodyOutput else { return }
-        let c = connection
-        let input = c.requestBodyInput
-        while true {
-            if out.count >= ClientConnection.uploadHighWater {
-                c.holdRequestBody()
-                return
-            }
-            switch c.context.body {
-            case .done:
-                return
-            case .contentLength(let remaining):
-                let n = min(input.count, remaining)
-                if n == 0 {
-                    c.wantRequestBody()
-                    return
-                }
-                out.move(n, from: input)
-                if n == remaining { bodyFinished(task) } else { c.context.body = .contentLength(remaining: remaining - n) }
-            case .chunked:
-                if input.count == 0 {
-                    c.wantRequestBody()
-                    return
-                }
-                let step: ChunkedDecoder.Step
-                do {
-                    step = try ChunkedFrontView.step(&c.context.bodyDecoder, input)
-                } catch {
-                    return refuseBody(400, "request body: \(error.reason)", error.reason)
-                }
-                switch step {
-                case .needMore:
-                    c.wantRequestBody()
-                    return
-                case .framing(let n):
-                    input.drain(n)
-                case .data(let n):
-                    c.context.chunkedBodyBytes += n
-                    let limit = c.worker.settings.maxRequestBody
-                    if c.context.chunkedBodyBytes > limit {
-                        let reason = "chunked request body over the limit of \(limit) bytes"
-                        return refuseBody(413, reason, reason)
-                    }
-                    c.chunkWriter.reset()
-                    c.chunkWriter.appendChunkHeader(size: n)
-                    c.chunkWriter.withBytes { out.append($0) }
-                    out.move(n, from: input)
-                    out.append(ChunkedFraming.chunkEnd)
-                case .done(let n):
-                    input.drain(n)
-                    out.append(ChunkedFraming.lastChunk)
-                    bodyFinished(task)
-                }
-            }
+        switch connection.moveRequestBody(into: out) {
+        case .waiting:
+            return
+        case .finished:
+            task.finishBody()
+        case .refused(let status, let reason):
+            refuseBody(status, reason)
         }
-    }
-
-    private func bodyFinished(_ task: SessionTask) {
-        connection.context.body = .done
-        task.finishBody()
-        connection.holdRequestBody()
     }
 
     /// A body that cannot be forwarded: the exchange ends with an error, or a cut once the
     /// answer has started.
-    private func refuseBody(_ status: Int, _ logged: String, _ reason: String) {
+    private func refuseBody(_ status: Int, _ reason: String) {
         task?.cancel()
         task = nil
         control?.stop()
         if connection.answerStarted {
-            connection.worker.logger.notice("\(status) to \(connection.peer): \(logged)")
+            connection.worker.logger.notice("\(status) to \(connection.peer): \(reason)")
             connection.cutAnswer()
         } else {
             connection.refuse(status, reason)
