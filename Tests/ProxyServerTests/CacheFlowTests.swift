@@ -57,7 +57,7 @@ import Testing
 
     /// Fetches and stores `head` with body "abc" at `now`; returns the entry as a lookup finds it.
     func store(_ head: String, in cache: Cache, now: Int64) -> StoredResponse? {
-        let ex = exchange(.fetching)
+        let ex = exchange(.fetching(nil))
         ex.requestTime = now
         guard case .forward = ex.originHead(response(head), request: request(), background: false, now: now,
                                              cache: cache, setup: setup, table: table) else { return nil }
@@ -92,7 +92,7 @@ import Testing
                                origin: OriginKey(scheme: .http, host: "h", port: 80),
                                route: OutboundHead.Route(scheme: .http, originHost: host, originPort: 80,
                                                          absoluteForm: false),
-                               path: range, phase: .fetching)
+                               path: range, phase: .fetching(nil))
         #expect(Array(ex.path) == Array(bytes[range]))
         #expect(!bytes[range].contains(0x23))
     }
@@ -100,7 +100,7 @@ import Testing
     @Test func aFetchIsStoredAndABreakOffStoresNothing() throws {
         try withCache { cache in
             #expect(store(Self.cacheable, in: cache, now: 1_000)?.bodyLength == 3)
-            let other = exchange(.fetching)
+            let other = exchange(.fetching(nil))
             _ = other.originHead(response(Self.cacheable), request: request(), background: false, now: 1_001,
                                  cache: cache, setup: setup, table: table)
             cache.invalidate(primaryKey: Array(Self.url.utf8))

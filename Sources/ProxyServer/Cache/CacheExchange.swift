@@ -7,8 +7,8 @@ import SessionClient
 /// The cache's part in one request: what was found, what was decided, and the store in progress.
 final class CacheExchange {
     enum Phase {
-        /// Fetching from the origin; the response may be stored.
-        case fetching
+        /// Fetching from the origin; the response may be stored, and while it is, this is the store.
+        case fetching(StoreInProgress?)
         /// Asking the origin whether `entry` is still good.
         case revalidating(RevalidationMethod)
         /// The revalidation said unchanged: serve `entry` (with freshened head) once the task completes.
@@ -37,9 +37,6 @@ final class CacheExchange {
     /// the response served from the entry, never stored.
     var personalFields: [UInt8] = []
 
-    /// The response being stored, while phase `.fetching` downloads it (`beginStoring`), until
-    /// `completeFetch` commits or abandons it.
-    private(set) var store: StoreInProgress?
     /// The collapsed fetch this request leads, if any.
     var inFlight: InFlightFetch?
     /// A ranged miss fetching the whole object to store (`RangeRequest.fillsCache`); the client's
@@ -61,6 +58,13 @@ final class CacheExchange {
     /// for byte (the key's `/` before a bare query aside), rather than a copy for every request.
     var path: ArraySlice<UInt8> { primaryKey.suffix(pathRange.count) }
 
+    /// The response being stored, while phase `.fetching` downloads it (`beginStoring`), until
+    /// `completeFetch` commits or abandons it.
+    var store: StoreInProgress? {
+        if case .fetching(let s) = phase { return s }
+        return nil
+    }
+
     var writer: EntryWriter? { store?.writer }
 
     /// The Content-Length of the response being stored, if it announced one.
@@ -76,7 +80,7 @@ final class CacheExchange {
 
     /// Fetches the whole response, to store (a ranged miss filling the cache, a fetch after a
     /// revalidation found a change, an entry that cannot be served).
-    func fetchWhole() { phase = .fetching }
+    func fetchWhole() { phase = .fetching(nil) }
 
     /// The request does not use the cache: forwarded and reported, never stored.
     func bypass() { phase = .bypass }
@@ -86,13 +90,14 @@ final class CacheExchange {
 
     func beginStore(_ s: StoreInProgress) {
         assert({ if case .fetching = phase { return true } else { return false } }(), "only a fetch is stored")
-        store = s
+        phase = .fetching(s)
     }
 
     /// The store in progress ends (committed or abandoned by the caller).
     func takeStore() -> StoreInProgress? {
-        defer { store = nil }
-        return store
+        guard case .fetching(let s?) = phase else { return nil }
+        phase = .fetching(nil)
+        return s
     }
 }
 

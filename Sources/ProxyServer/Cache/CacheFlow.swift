@@ -26,7 +26,7 @@ enum CacheFlow {
         }
         let scheme = named.scheme == .https ? "https" : "http"
         let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, origin: destination.origin,
-                                     route: destination.route, path: pathRange, phase: .fetching)
+                                     route: destination.route, path: pathRange, phase: .fetching(nil))
         let path = exchange.path
         let now = worker.clock.wallSeconds
         exchange.requestTime = now
@@ -98,7 +98,7 @@ enum CacheFlow {
             guard Revalidation.mayRefreshInBackground(for: facts) else { return .taken }
             let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host,
                                         origin: destination.origin, route: destination.route, path: pathRange,
-                                        phase: .fetching)
+                                        phase: .fetching(nil))
             refresh.entry = entry
             refresh.facts = facts
             worker.refreshInBackground(refresh, request: request, client: c.peerAddress)
