@@ -163,7 +163,8 @@ final class LocalAnswers: Sendable {
 /// Responses the proxy makes itself: errors and the few requests it answers locally.
 enum LocalResponse {
     /// A short plain-text response naming the cause.
-    static func error(_ status: Int, _ message: String, close: Bool, headOnly: Bool = false,
+    static func error(_ status: Int, _ message: String, keepAlive: Bool, clientVersion: HTTPVersion = .http11,
+                      headOnly: Bool = false,
                       extraField: String? = nil, cacheStatus: CacheStatusField, into w: inout MessageWriter) {
         let body = message + "\n"
         w.appendStatusLine(status, reason: reasonPhrase(for: status))
@@ -172,14 +173,16 @@ enum LocalResponse {
         w.append("\r\nCache-Control: no-store\r\n")
         ResponseHeadWriter.appendCacheStatus(cacheStatus, into: &w)
         if let extraField { w.appendString(extraField + "\r\n") }
-        if close { w.append("Connection: close\r\n") }
+        ResponseHeadWriter.appendConnection(keepAlive: keepAlive, clientVersion: clientVersion, into: &w)
         w.append("\r\n")
         if !headOnly { w.appendString(body) }
     }
 
     /// TRACE with `Max-Forwards: 0`: the request as received, as `message/http` (RFC 9110 §9.3.8),
-    /// minus credentials.
-    static func trace(_ head: RequestHead, close: Bool, cacheStatus: CacheStatusField, into w: inout MessageWriter) {
+    /// minus credentials. Returns the body's length.
+    @discardableResult
+    static func trace(_ head: RequestHead, keepAlive: Bool, cacheStatus: CacheStatusField,
+                      into w: inout MessageWriter) -> Int {
         var body = MessageWriter(capacity: head.headers.storage.count)
         let headers = head.headers
         headers.withBytes(head.methodRange) { body.append($0) }
@@ -197,17 +200,19 @@ enum LocalResponse {
         w.appendDecimal(body.count)
         w.append("\r\n")
         ResponseHeadWriter.appendCacheStatus(cacheStatus, into: &w)
-        if close { w.append("Connection: close\r\n") }
+        ResponseHeadWriter.appendConnection(keepAlive: keepAlive, clientVersion: head.version, into: &w)
         w.append("\r\n")
         body.withBytes { w.append($0) }
+        return body.count
     }
 
     /// OPTIONS with `Max-Forwards: 0` (or `OPTIONS *`): what this proxy supports.
-    static func options(close: Bool, cacheStatus: CacheStatusField, into w: inout MessageWriter) {
+    static func options(keepAlive: Bool, clientVersion: HTTPVersion = .http11, cacheStatus: CacheStatusField,
+                        into w: inout MessageWriter) {
         w.appendStatusLine(200, reason: "OK")
         w.append("Allow: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT\r\nContent-Length: 0\r\n")
         ResponseHeadWriter.appendCacheStatus(cacheStatus, into: &w)
-        if close { w.append("Connection: close\r\n") }
+        ResponseHeadWriter.appendConnection(keepAlive: keepAlive, clientVersion: clientVersion, into: &w)
         w.append("\r\n")
     }
 

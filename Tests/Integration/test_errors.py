@@ -152,3 +152,49 @@ def test_https_origin_with_an_unknown_ca_is_502_naming_tls(larder_factory, tls_s
     assert resp.status == 502
     assert b"TLS" in resp.body and f"127.0.0.1:{tls_server.port}".encode() in resp.body, resp.body
     assert not any(e.startswith("served") for e in tls_server.events)
+
+
+# ---------------------------------------------------------------------------
+# What Larder's own answers say about themselves
+
+
+def test_a_malformed_request_after_a_forwarded_one_is_the_clients_fault_not_the_origins(larder, origin):
+    """The connection's previous request went to an origin: a malformed head after it is still
+    Larder's refusal (`detail=bad-request`), never reported as an origin error."""
+    with RawClient(larder.port, timeout=10) as c:
+        c.send(std_request("GET", origin.url("/bytes/10")))
+        first = c.response()
+        assert first.status == 200 and first.body == pattern(10)
+        c.send(b"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+        refused = c.response()
+        assert refused.status == 400, refused
+        status = refused.header("Cache-Status") or ""
+        assert "detail=bad-request" in status and "origin-error" not in status and "fwd=" not in status, status
+        assert c.closed_by_peer(5)
+
+
+def test_a_bad_chunk_in_a_forwarded_body_is_answered_with_the_bare_reason(larder, origin):
+    """A chunked body whose framing breaks is refused with 400: the client's fault (no
+    `origin-error`, though the request was on its way to an origin), the reason as the body."""
+    with RawClient(larder.port, timeout=10) as c:
+        c.send(f"POST {origin.url('/echo')} HTTP/1.1\r\nHost: {origin.hostport}\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n".encode())
+        resp = c.response()
+        assert resp.status == 400, resp
+        status = resp.header("Cache-Status") or ""
+        assert "detail=bad-request" in status and "origin-error" not in status, status
+        assert resp.body == b"invalid chunk size\n", resp.body
+        assert c.closed_by_peer(5)
+
+
+def test_an_http10_keep_alive_client_is_told_its_local_answer_keeps_the_connection(larder, origin):
+    """An HTTP/1.0 client that asked for keep-alive gets `Connection: keep-alive` on an answer
+    Larder makes itself (HTTP/1.0 means close otherwise), and the connection does stay open."""
+    with RawClient(larder.port, timeout=10) as c:
+        c.send(b"OPTIONS * HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        local = c.response()
+        assert local.status == 200, local
+        assert (local.header("Connection") or "").lower() == "keep-alive", local
+        c.send(f"GET {origin.url('/bytes/7')} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n".encode())
+        forwarded = c.response()
+        assert forwarded.status == 200 and forwarded.body == pattern(7), forwarded

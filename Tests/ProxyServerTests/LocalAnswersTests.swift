@@ -63,7 +63,7 @@ struct LocalStatusRow: Sendable, CustomTestStringConvertible {
     @Test("A local error names its Cache-Status after no-store")
     func errorHead() {
         var w = MessageWriter()
-        LocalResponse.error(403, "no", close: false, cacheStatus: .bytes(Self.answers.local(403)), into: &w)
+        LocalResponse.error(403, "no", keepAlive: true, cacheStatus: .bytes(Self.answers.local(403)), into: &w)
         #expect(String(decoding: w.bytes, as: UTF8.self).contains(
             "Cache-Control: no-store\r\nCache-Status: edge-7; detail=denied\r\n\r\nno\n"))
     }

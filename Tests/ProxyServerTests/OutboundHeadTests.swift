@@ -234,7 +234,7 @@ import Testing
     @Test("Local error responses are plain text with an exact length")
     func localError() {
         var w = MessageWriter()
-        LocalResponse.error(502, "connection refused by upstream 127.0.0.1:1", close: true,
+        LocalResponse.error(502, "connection refused by upstream 127.0.0.1:1", keepAlive: false,
                             cacheStatus: .bytes(Array("larder; fwd=uri-miss; detail=origin-error".utf8)), into: &w)
         let text = String(decoding: w.bytes, as: UTF8.self)
         #expect(text.hasPrefix("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 43\r\n"))
@@ -246,7 +246,7 @@ import Testing
         let head = try request("TRACE http://a.test/ HTTP/1.1\r\nHost: a.test\r\nMax-Forwards: 0\r\nCookie: c=1\r\n"
                                + "Proxy-Authorization: Basic eA==\r\nX-T: 1\r\n\r\n")
         var w = MessageWriter()
-        LocalResponse.trace(head, close: false, cacheStatus: .bytes(Array("larder; detail=local".utf8)), into: &w)
+        LocalResponse.trace(head, keepAlive: true, cacheStatus: .bytes(Array("larder; detail=local".utf8)), into: &w)
         let text = String(decoding: w.bytes, as: UTF8.self)
         #expect(text.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: message/http\r\n"))
         #expect(text.hasSuffix("\r\n\r\nTRACE http://a.test/ HTTP/1.1\r\nHost: a.test\r\nMax-Forwards: 0\r\nX-T: 1\r\n\r\n"))

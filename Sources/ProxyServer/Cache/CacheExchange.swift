@@ -89,7 +89,10 @@ final class CacheExchange {
     func invalidateAfterAnswer() { phase = .unsafe }
 
     func beginStore(_ s: StoreInProgress) {
-        assert({ if case .fetching = phase { return true } else { return false } }(), "only a fetch is stored")
+        guard case .fetching = phase else {
+            assertionFailure("only a fetch is stored")
+            return s.writer.abandon()
+        }
         phase = .fetching(s)
     }
 

@@ -264,8 +264,9 @@ final class ClientConnection: StreamDelegate {
         case waiting
         /// The body's last byte just went; nothing more is read until the answer is out.
         case finished
-        /// The body cannot be forwarded (bad chunked framing, over the limit): the exchange ends.
-        case refused(Int, String)
+        /// The body cannot be forwarded (bad chunked framing, over the limit): the exchange ends
+        /// with `status`; `reason` is the answer's text, `logged` the log line's.
+        case refused(status: Int, reason: String, logged: String)
     }
 
     /// Moves as much of the request's body as has arrived and fits into `out` (up to
@@ -300,7 +301,7 @@ final class ClientConnection: StreamDelegate {
                 do {
                     step = try ChunkedFrontView.step(&context.bodyDecoder, input)
                 } catch {
-                    return .refused(400, "request body: \(error.reason)")
+                    return .refused(status: 400, reason: error.reason, logged: "request body: \(error.reason)")
                 }
                 switch step {
                 case .needMore:
@@ -312,7 +313,8 @@ final class ClientConnection: StreamDelegate {
                     context.chunkedBodyBytes += n
                     let limit = worker.settings.maxRequestBody
                     if context.chunkedBodyBytes > limit {
-                        return .refused(413, "chunked request body over the limit of \(limit) bytes")
+                        let reason = "chunked request body over the limit of \(limit) bytes"
+                        return .refused(status: 413, reason: reason, logged: reason)
                     }
                     chunkWriter.reset()
                     chunkWriter.appendChunkHeader(size: n)
@@ -378,7 +380,7 @@ final class ClientConnection: StreamDelegate {
     func forceClose() {
         let queued = stream.output.count
         if case .tunnelling = machine.state {
-        } else if queued > 0 || context.answer.started {
+        } else if queued > 0 || (context.answer.started && machine.isBusy) {
             worker.logger.warning("shutdown grace over: cutting the answer to \(peer) with \(queued) bytes still queued")
         } else if machine.isBusy {
             worker.logger.warning("shutdown grace over: abandoning \(peer)'s request to \(context.upstreamName), not answered yet")

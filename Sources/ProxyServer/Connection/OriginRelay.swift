@@ -142,19 +142,19 @@ final class OriginRelay: SessionTaskDelegate {
             return
         case .finished:
             task.finishBody()
-        case .refused(let status, let reason):
-            refuseBody(status, reason)
+        case .refused(let status, let reason, let logged):
+            refuseBody(status, reason, logged: logged)
         }
     }
 
     /// A body that cannot be forwarded: the exchange ends with an error, or a cut once the
     /// answer has started.
-    private func refuseBody(_ status: Int, _ reason: String) {
+    private func refuseBody(_ status: Int, _ reason: String, logged: String) {
         task?.cancel()
         task = nil
         control?.stop()
         if connection.answerStarted {
-            connection.worker.logger.notice("\(status) to \(connection.peer): \(reason)")
+            connection.worker.logger.notice("\(status) to \(connection.peer): \(logged)")
             connection.cutAnswer()
         } else {
             connection.refuse(status, reason)

@@ -5,8 +5,10 @@ import Statistics
 
 /// Whose answer a response is, which decides its `Cache-Status` (RFC 9211).
 enum AnswerSource {
-    /// Made by Larder (an error, a refusal, a local answer): a detail for the status before the
-    /// request went to an origin, `detail=origin-error` after.
+    /// Made by Larder without asking anyone (a refusal, a local answer): a detail for the status.
+    case local
+    /// An error Larder answers with: as `local` before the request went to an origin,
+    /// `detail=origin-error` (standing in for the origin's answer) after.
     case larder
     /// Refused because Larder is offline.
     case offline
@@ -193,7 +195,7 @@ extension ClientConnection {
     func answerError(_ status: Int, _ reason: String, extraField: String? = nil, source: AnswerSource = .larder) {
         let keepAlive = answerKeepsAlive(closeDelimited: false)
         let headOnly = request.method == .head
-        writeError(status, reason, close: !keepAlive, headOnly: headOnly, extraField: extraField, source: source)
+        writeError(status, reason, keepAlive: keepAlive, headOnly: headOnly, extraField: extraField, source: source)
         send(.answered)
     }
 
@@ -206,23 +208,24 @@ extension ClientConnection {
             worker.stats.add(Count.request(request.method))
             context.answer.log = RequestLog(start: worker.clock.monotonic)
         }
-        writeError(status, reason, close: true, headOnly: false, extraField: nil, source: .larder)
+        // Never an origin's error, whatever the connection did before: the client's own fault.
+        writeError(status, reason, keepAlive: false, headOnly: false, extraField: nil, source: .local)
         send(.refused)
     }
 
     /// A CONNECT whose destination could not be reached: answered, then the connection closes.
     func tunnelFailed(_ status: Int, _ reason: String) {
-        writeError(status, reason, close: true, headOnly: false, extraField: nil, source: .larder)
+        writeError(status, reason, keepAlive: false, headOnly: false, extraField: nil, source: .larder)
         send(.closeAfterAnswer)
     }
 
-    private func writeError(_ status: Int, _ reason: String, close: Bool, headOnly: Bool, extraField: String?,
+    private func writeError(_ status: Int, _ reason: String, keepAlive: Bool, headOnly: Bool, extraField: String?,
                             source: AnswerSource) {
         noteResponse(status)
         context.answer.started = true
         writer.reset()
-        LocalResponse.error(status, reason, close: close, headOnly: headOnly, extraField: extraField,
-                            cacheStatus: cacheStatus(source, status: status), into: &writer)
+        LocalResponse.error(status, reason, keepAlive: keepAlive, clientVersion: request.version, headOnly: headOnly,
+                            extraField: extraField, cacheStatus: cacheStatus(source, status: status), into: &writer)
         writer.withBytes { stream.output.append($0) }
         if !headOnly { context.answer.log.bytes += reason.utf8.count + 1 }  // the body: the reason and a newline
     }
@@ -230,14 +233,16 @@ extension ClientConnection {
     /// TRACE/OPTIONS with `Max-Forwards: 0`, and `OPTIONS *`.
     func answerLocally() {
         let keepAlive = answerKeepsAlive(closeDelimited: false)
-        let field = cacheStatus(.larder, status: 200)
+        let field = cacheStatus(.local, status: 200)
         noteResponse(200)
         context.answer.started = true
         writer.reset()
         if request.method == .trace {
-            LocalResponse.trace(request, close: !keepAlive, cacheStatus: field, into: &writer)
+            context.answer.log.bytes += LocalResponse.trace(request, keepAlive: keepAlive, cacheStatus: field,
+                                                            into: &writer)
         } else {
-            LocalResponse.options(close: !keepAlive, cacheStatus: field, into: &writer)
+            LocalResponse.options(keepAlive: keepAlive, clientVersion: request.version, cacheStatus: field,
+                                  into: &writer)
         }
         writer.withBytes { stream.output.append($0) }
         send(.answered)
@@ -265,6 +270,8 @@ extension ClientConnection {
         case .origin:
             if let exchange = context.cache { return .status(exchange.status, worker.settings.cache.cacheName) }
             return .bytes(worker.settings.localAnswers.forwardedForMethod(originStatus: status))
+        case .local:
+            return .bytes(worker.settings.localAnswers.local(status))
         case .larder:
             if context.upstream == nil { return .bytes(worker.settings.localAnswers.local(status)) }
             return .bytes(worker.settings.localAnswers.originError(after: context.cache?.status))
