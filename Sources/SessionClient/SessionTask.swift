@@ -10,7 +10,9 @@ import HTTPWire
 public final class SessionTask {
     private typealias Action = OriginExchangeMachine.Action
 
-    private unowned let session: Session
+    /// Unchecked: the session outlives every task it runs (a worker's lives as long as its loop), and
+    /// a checked reference costs a retain and a release at every use, several per request.
+    private unowned(unsafe) let session: Session
     /// The session's, held so that a task freed after its session can still leave the list.
     private let deadlines: ResourceDeadlines
     public let origin: OriginKey
