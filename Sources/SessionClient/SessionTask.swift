@@ -222,7 +222,7 @@ public final class SessionTask {
                 delegate?.task(self, didReceiveInformational: response)
                 action = exchange.readable(buffered: input.count)
             case .deliverHead:
-                delegate?.task(self, didReceiveResponse: response)
+                deliverHead()
                 action = exchange.headDelivered(buffered: input.count)
             case .deliverBody(let count):
                 delegate?.task(self, didReceiveBody: input, count: count)
@@ -235,6 +235,17 @@ public final class SessionTask {
                 return run(action)
             }
         }
+    }
+
+    /// Lends the final head to the delegate, moved out for the call and back after it: passed as
+    /// the stored property, it was copied for the call and the copy destroyed (a retain and a
+    /// release of each of its arrays, every response).
+    private func deliverHead() {
+        guard let d = delegate else { return }
+        var head = ResponseHead()
+        swap(&head, &response)
+        d.task(self, didReceiveResponse: head)
+        swap(&head, &response)
     }
 
     private func parseHead(_ input: Buffer, queuedRequestBytes: Int) -> Action {
