@@ -211,6 +211,9 @@ public final class SessionTask {
     /// answers whatever follows with `.none`.
     private func read(_ first: Action, from stream: Stream) {
         let input = stream.input
+        /// What the input holds after a delegate call. A delegate that cancelled had the connection
+        /// closed, and its buffers freed with it: nothing is read from them then.
+        func buffered() -> Int { stream.isClosed ? 0 : input.count }
         var action = first
         while true {
             switch action {
@@ -220,13 +223,13 @@ public final class SessionTask {
                 action = decodeChunk(input)
             case .deliverInformational:
                 delegate?.task(self, didReceiveInformational: response)
-                action = exchange.readable(buffered: input.count)
+                action = exchange.readable(buffered: buffered())
             case .deliverHead:
                 deliverHead()
-                action = exchange.headDelivered(buffered: input.count)
+                action = exchange.headDelivered(buffered: buffered())
             case .deliverBody(let count):
                 delegate?.task(self, didReceiveBody: input, count: count)
-                action = exchange.bodyDelivered(buffered: input.count)
+                action = exchange.bodyDelivered(buffered: buffered())
             case .checkUnread:
                 action = exchange.unreadChecked(stream.unreadInput)
             case .none:
