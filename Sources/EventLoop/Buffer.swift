@@ -2,15 +2,19 @@
 import Glibc
 
 /// A view of a libevent buffer (a stream's input or output). Cheap to copy; valid while its stream lives.
+///
+/// What every request calls is inlinable: from other modules, each was a call of its own around a
+/// call into libevent, and the generic ones ran unspecialized.
 public struct Buffer {
-    let raw: OpaquePointer
+    @usableFromInline let raw: OpaquePointer
 
     init(_ raw: OpaquePointer) { self.raw = raw }
 
     /// Bytes currently held.
-    public var count: Int { evbuffer_get_length(raw) }
+    @inlinable public var count: Int { evbuffer_get_length(raw) }
 
     /// Calls `body` with the first `min(count, maxBytes)` bytes made contiguous (may copy inside libevent).
+    @inlinable
     public func withContiguousPrefix<R, E: Error>(maxBytes: Int,
                                                   _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         let n = min(count, maxBytes)
@@ -20,6 +24,7 @@ public struct Buffer {
     }
 
     /// Calls `body` with the first contiguous segment (no copy); it may be shorter than `count`.
+    @inlinable
     public func withFirstSegment<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         var vec = iovec()
         let got = evbuffer_peek(raw, -1, nil, &vec, 1)
@@ -58,12 +63,14 @@ public struct Buffer {
     }
 
     /// Drops the first `n` bytes.
-    public func drain(_ n: Int) { evbuffer_drain(raw, n) }
+    @inlinable public func drain(_ n: Int) { evbuffer_drain(raw, n) }
 
+    @inlinable
     public func append(_ bytes: UnsafeRawBufferPointer) {
         if let base = bytes.baseAddress, bytes.count > 0 { evbuffer_add(raw, base, bytes.count) }
     }
 
+    @inlinable
     public func append(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { append($0) }
     }
@@ -83,6 +90,7 @@ public struct Buffer {
         Unmanaged<AnyObject>.fromOpaque(context!).release()
     }
 
+    @inlinable
     public func append(_ text: StaticString) {
         evbuffer_add(raw, text.utf8Start, text.utf8CodeUnitCount)
     }
@@ -94,11 +102,13 @@ public struct Buffer {
     }
 
     /// Moves the first `n` bytes of `source` to the end of this buffer without copying payload.
+    @inlinable
     public func move(_ n: Int, from source: Buffer) {
         evbuffer_remove_buffer(source.raw, raw, n)
     }
 
     /// Moves everything from `source` to the end of this buffer.
+    @inlinable
     public func moveAll(from source: Buffer) {
         evbuffer_add_buffer(raw, source.raw)
     }

@@ -7,8 +7,10 @@
 /// a deadline that has moved later is armed again for what remains, and a dropped one ends there.
 /// Callbacks run on the loop's thread.
 public final class Deadline {
-    /// Its clock; the event lives in its base, so the loop outlives every deadline on it.
-    private unowned let loop: EventLoop
+    /// The loop's clock, held here: read through the loop, it cost a retain and a release of the
+    /// loop at every `schedule`. (The event lives in the loop's base, so the loop outlives every
+    /// deadline on it.)
+    private let clock: any ProxyClock
     private var event: OpaquePointer?
     private let handler: () -> Void
     /// When the handler is due (monotonic seconds); nil: not set.
@@ -17,7 +19,7 @@ public final class Deadline {
     private var armedFor: Double?
 
     public init(loop: EventLoop, _ handler: @escaping () -> Void) {
-        self.loop = loop
+        clock = loop.clock
         self.handler = handler
         event = event_new(loop.base, -1, 0, { _, _, arg in
             Unmanaged<Deadline>.fromOpaque(arg!).takeUnretainedValue().armedTimeCame()
@@ -28,7 +30,7 @@ public final class Deadline {
 
     /// The handler runs `seconds` from now, unless moved or cancelled first.
     public func schedule(after seconds: Double) {
-        let at = loop.monotonicNow + max(0, seconds)
+        let at = clock.monotonic + max(0, seconds)
         due = at
         if let armed = armedFor, armed <= at { return }
         arm(for: at, after: seconds)
@@ -48,7 +50,7 @@ public final class Deadline {
     private func armedTimeCame() {
         armedFor = nil
         guard let at = due else { return }
-        let now = loop.monotonicNow
+        let now = clock.monotonic
         // libevent's clock may run a hair behind this one: a millisecond early counts as on time.
         if at - now > 0.001 { return arm(for: at, after: at - now) }
         due = nil

@@ -11,9 +11,11 @@ public struct HeaderBlock: Sendable {
         fields = []
     }
 
-    public var count: Int { fields.count }
+    @inlinable public var count: Int { fields.count }
 
-    /// Calls `body` with the bytes of `range` (valid only inside the call).
+    /// Calls `body` with the bytes of `range` (valid only inside the call). Inlinable, so that
+    /// other modules' calls are specialized rather than run generic, through their result's metadata.
+    @inlinable
     public func withBytes<R>(_ range: ByteRange, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try storage.withUnsafeBytes { all in
             try body(UnsafeRawBufferPointer(rebasing: all[range.start..<(range.start + range.count)]))
@@ -33,6 +35,7 @@ public struct HeaderBlock: Sendable {
     }
 
     /// The index of the first field with that name (ASCII case-insensitive), if any.
+    @inlinable
     public func firstIndex(of name: StaticString) -> Int? {
         storage.withUnsafeBytes { all -> Int? in
             for (i, field) in fields.enumerated() where field.name.count == name.utf8CodeUnitCount

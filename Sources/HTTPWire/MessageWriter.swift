@@ -5,12 +5,15 @@
 /// capacity check and a `memcpy` cost a fifth of that. Copies share the buffer until one of them
 /// writes (copy on write), as an array would.
 public struct MessageWriter: @unchecked Sendable {
-    private var storage: WriterStorage
-    public private(set) var count: Int = 0
+    @usableFromInline var storage: WriterStorage
+    @usableFromInline var written = 0
 
     public init(capacity: Int = 1_024) {
         storage = WriterStorage(capacity: Swift.max(capacity, 16))
     }
+
+    /// Bytes written so far.
+    @inlinable public var count: Int { written }
 
     /// A copy of the bytes written (for callers that keep them).
     public var bytes: [UInt8] { withBytes { Array($0) } }
@@ -20,14 +23,18 @@ public struct MessageWriter: @unchecked Sendable {
         try body(view)
     }
 
-    @usableFromInline var view: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: storage.base, count: count) }
+    @usableFromInline var view: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: storage.base, count: written) }
 
     /// The buffer's size: what the writer holds before it has to grow.
     public var capacity: Int { storage.capacity }
 
     /// Empties the writer, keeping its capacity.
-    public mutating func reset() { count = 0 }
+    public mutating func reset() { written = 0 }
 
+    // The appends are inlinable: a head is some twenty of them, and a call for each (most of them
+    // a few bytes of a literal, copied by a `memcpy` call of its own) showed in the instruction gates.
+
+    @inlinable @inline(__always)
     public mutating func append(_ text: StaticString) {
         if text.hasPointerRepresentation {
             append(UnsafeRawPointer(text.utf8Start), count: text.utf8CodeUnitCount)
@@ -35,10 +42,12 @@ public struct MessageWriter: @unchecked Sendable {
             text.withUTF8Buffer { append(UnsafeRawBufferPointer($0)) }
         }
     }
+    @inlinable @inline(__always)
     public mutating func append(_ raw: UnsafeRawBufferPointer) {
         guard let base = raw.baseAddress else { return }
         append(base, count: raw.count)
     }
+    @inlinable
     public mutating func append(_ raw: [UInt8]) { raw.withUnsafeBytes { append($0) } }
     /// Not `append(_: String)`: with both overloads a literal would pick `String` (the default
     /// literal type) and pay for a string copy on every call.
@@ -46,25 +55,30 @@ public struct MessageWriter: @unchecked Sendable {
         var text = text
         text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }
+    @inlinable @inline(__always)
     public mutating func append(byte: UInt8) {
         reserve(1)
-        storage.base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
-        count &+= 1
+        storage.base.storeBytes(of: byte, toByteOffset: written, as: UInt8.self)
+        written &+= 1
     }
 
-    private mutating func append(_ source: UnsafeRawPointer, count n: Int) {
+    @inlinable @inline(__always)
+    mutating func append(_ source: UnsafeRawPointer, count n: Int) {
         guard n > 0 else { return }
         reserve(n)
-        (storage.base + count).copyMemory(from: source, byteCount: n)
-        count &+= n
+        (storage.base + written).copyMemory(from: source, byteCount: n)
+        written &+= n
     }
 
     /// Room for `n` more bytes in a buffer this writer alone holds.
-    @inline(__always) private mutating func reserve(_ n: Int) {
-        let needed = count + n
-        if _slowPath(!isKnownUniquelyReferenced(&storage) || needed > storage.capacity) {
-            storage = storage.copy(count: count, capacity: Swift.max(needed, storage.capacity * 2))
-        }
+    @inlinable @inline(__always)
+    mutating func reserve(_ n: Int) {
+        let needed = written &+ n
+        if _slowPath(!isKnownUniquelyReferenced(&storage) || needed > storage.capacity) { grow(to: needed) }
+    }
+
+    @usableFromInline mutating func grow(to needed: Int) {
+        storage = storage.copy(count: written, capacity: Swift.max(needed, storage.capacity * 2))
     }
 
     /// Decimal digits of `value`, with a leading `-` when negative.
@@ -85,7 +99,7 @@ public struct MessageWriter: @unchecked Sendable {
         var rest = value / radix
         while rest > 0 { digits &+= 1; rest /= radix }
         reserve(digits)
-        var at = storage.base + count + digits
+        var at = storage.base + written + digits
         rest = value
         repeat {
             let d = UInt8(truncatingIfNeeded: rest % radix)
@@ -93,7 +107,7 @@ public struct MessageWriter: @unchecked Sendable {
             at.storeBytes(of: d < 10 ? 0x30 &+ d : 0x61 &+ (d &- 10), as: UInt8.self)
             rest /= radix
         } while rest > 0
-        count &+= digits
+        written &+= digits
     }
 
     /// `name: value\r\n`.
@@ -141,7 +155,7 @@ public struct MessageWriter: @unchecked Sendable {
 /// The bytes of a `MessageWriter`: one allocation, freed with the last writer that shares it.
 @usableFromInline final class WriterStorage {
     @usableFromInline let base: UnsafeMutableRawPointer
-    let capacity: Int
+    @usableFromInline let capacity: Int
 
     init(capacity: Int) {
         self.capacity = capacity

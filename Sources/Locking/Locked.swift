@@ -8,8 +8,8 @@ import Glibc
 /// Uncontended, both cost one atomic instruction each way.
 public final class Locked<Value>: @unchecked Sendable {
     // Heap-allocated: a pthread mutex must not move once initialised.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var value: Value
+    @usableFromInline let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    @usableFromInline var value: Value
 
     public init(_ value: Value) {
         self.value = value
@@ -21,8 +21,9 @@ public final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    /// Runs `body` with the value while holding the lock.
-    @inline(__always)
+    /// Runs `body` with the value while holding the lock. Inlinable, so that other modules' calls
+    /// are specialized and inlined instead of calling the generic code with a closure.
+    @inlinable @inline(__always)
     public func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {

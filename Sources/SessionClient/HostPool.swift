@@ -6,7 +6,9 @@ import EventLoop
 final class HostPool {
     typealias Machine = HostPoolMachine<OriginConnection, SessionTask>
 
-    unowned let session: Session
+    /// Unchecked: the session keeps its pools and outlives them (the tasks that also hold a pool
+    /// are its own), and a checked reference costs a retain and a release at every use.
+    unowned(unsafe) let session: Session
     let key: OriginKey
     private var machine: Machine
     /// Keeps connectors alive until they finish (they complete exactly once).

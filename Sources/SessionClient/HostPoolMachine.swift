@@ -180,6 +180,8 @@ struct HostPoolMachine<Connection: AnyObject, Waiter: AnyObject> {
 
     private mutating func popWaiting() -> Waiter? {
         guard waitingHead < waiting.count else { return nil }
+        // Mostly a request's own task, queued and handed a connection at once: the only one.
+        if waitingHead == 0, waiting.count == 1 { return waiting.removeLast() }
         let waiter = waiting[waitingHead]
         waiting[waitingHead] = nil
         waitingHead += 1

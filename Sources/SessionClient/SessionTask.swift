@@ -10,7 +10,9 @@ import HTTPWire
 public final class SessionTask {
     private typealias Action = OriginExchangeMachine.Action
 
-    private unowned let session: Session
+    /// Unchecked: the session outlives every task it runs (a worker's lives as long as its loop), and
+    /// a checked reference costs a retain and a release at every use, several per request.
+    private unowned(unsafe) let session: Session
     /// The session's, held so that a task freed after its session can still leave the list.
     private let deadlines: ResourceDeadlines
     public let origin: OriginKey
@@ -209,6 +211,9 @@ public final class SessionTask {
     /// answers whatever follows with `.none`.
     private func read(_ first: Action, from stream: Stream) {
         let input = stream.input
+        /// What the input holds after a delegate call. A delegate that cancelled had the connection
+        /// closed, and its buffers freed with it: nothing is read from them then.
+        func buffered() -> Int { stream.isClosed ? 0 : input.count }
         var action = first
         while true {
             switch action {
@@ -218,13 +223,13 @@ public final class SessionTask {
                 action = decodeChunk(input)
             case .deliverInformational:
                 delegate?.task(self, didReceiveInformational: response)
-                action = exchange.readable(buffered: input.count)
+                action = exchange.readable(buffered: buffered())
             case .deliverHead:
-                delegate?.task(self, didReceiveResponse: response)
-                action = exchange.headDelivered(buffered: input.count)
+                deliverHead()
+                action = exchange.headDelivered(buffered: buffered())
             case .deliverBody(let count):
                 delegate?.task(self, didReceiveBody: input, count: count)
-                action = exchange.bodyDelivered(buffered: input.count)
+                action = exchange.bodyDelivered(buffered: buffered())
             case .checkUnread:
                 action = exchange.unreadChecked(stream.unreadInput)
             case .none:
@@ -233,6 +238,17 @@ public final class SessionTask {
                 return run(action)
             }
         }
+    }
+
+    /// Lends the final head to the delegate, moved out for the call and back after it: passed as
+    /// the stored property, it was copied for the call and the copy destroyed (a retain and a
+    /// release of each of its arrays, every response).
+    private func deliverHead() {
+        guard let d = delegate else { return }
+        var head = ResponseHead()
+        swap(&head, &response)
+        d.task(self, didReceiveResponse: head)
+        swap(&head, &response)
     }
 
     private func parseHead(_ input: Buffer, queuedRequestBytes: Int) -> Action {

@@ -48,8 +48,8 @@ public enum Level: Int, CaseIterable, Sendable {
 /// of cache lines with other workers' writes); anyone may read them.
 // @unchecked: the pointers are only ever used through the atomics they point to.
 public final class WorkerStatistics: @unchecked Sendable {
-    private let counts: UnsafeMutablePointer<Atomic<UInt64>>
-    private let levels: UnsafeMutablePointer<Atomic<Int64>>
+    @usableFromInline let counts: UnsafeMutablePointer<Atomic<UInt64>>
+    @usableFromInline let levels: UnsafeMutablePointer<Atomic<Int64>>
 
     public init() {
         counts = .allocate(capacity: Count.allCases.count)
@@ -65,11 +65,12 @@ public final class WorkerStatistics: @unchecked Sendable {
         levels.deallocate()
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public func add(_ c: Count, _ n: Int = 1) {
         counts[c.rawValue].wrappingAdd(UInt64(truncatingIfNeeded: n), ordering: .relaxed)
     }
 
+    @inlinable
     public func set(_ l: Level, _ value: Int) {
         levels[l.rawValue].store(Int64(value), ordering: .relaxed)
     }

@@ -106,12 +106,23 @@ final class CacheExchange {
 
 /// A response being stored as it downloads: its writer, and the head, facts and private fields
 /// the decision to store computed (only the body's length is left to fill in when it completes).
-struct StoreInProgress {
+///
+/// A class, so that the exchange holds one reference: as an optional struct of heads and facts,
+/// every request paid for copying and destroying it through its type's metadata, stored or not.
+final class StoreInProgress {
     let writer: EntryWriter
     let response: ResponseHead
     let facts: EntryFacts
     let omitFields: [[UInt8]]
     let responseTime: Int64
+
+    init(writer: EntryWriter, response: ResponseHead, facts: EntryFacts, omitFields: [[UInt8]], responseTime: Int64) {
+        self.writer = writer
+        self.response = response
+        self.facts = facts
+        self.omitFields = omitFields
+        self.responseTime = responseTime
+    }
 }
 
 extension CacheExchange {
