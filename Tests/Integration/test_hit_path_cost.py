@@ -21,7 +21,7 @@ import pytest
 from helpers import larder_bin
 
 # Instructions per 1 KiB memory-tier hit (release build, one worker), and the margin allowed.
-HIT_PATH_BASELINE = 21_900
+HIT_PATH_BASELINE = 21_200
 ALLOWED_GROWTH = 1.10
 HITS = 2_000
 
