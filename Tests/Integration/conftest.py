@@ -15,12 +15,17 @@ Per-test time limit: ``larder_test_timeout`` in pytest.ini (or
 processes the test started (which unblocks its sockets, all of which have
 their own timeouts too) and the test is reported as failed; 30 s later, as a
 last resort, faulthandler dumps all tracebacks and ends the run.
+
+``LARDER_SLEEP_REPORT=1``: the run ends with the seconds spent in fixed waits (the sum over every
+thread of the test process and the origins: ``time.sleep``, ``pace``, quiet windows, waits for an
+event that ran out their limit), in all, per test and per place (see ``helpers.note_sleep``).
 """
 
 import faulthandler
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -40,6 +45,16 @@ def pytest_configure(config):
         config._larder_stderr_fd = os.dup(2)
     except OSError:
         config._larder_stderr_fd = None
+    if helpers.SLEEP_REPORT and not getattr(time.sleep, "_larder_counted", False):
+        real_sleep = time.sleep
+
+        def counted_sleep(seconds):
+            began = time.monotonic()
+            real_sleep(seconds)
+            helpers.note_sleep(time.monotonic() - began, f"sleep at {helpers.caller_place()}")
+
+        counted_sleep._larder_counted = True
+        time.sleep = counted_sleep
 
 
 def _test_limit(item):
@@ -69,6 +84,7 @@ def pytest_runtest_protocol(item, nextitem):
                     pass
 
     item._larder_timeout_fired = fired
+    helpers.CURRENT_TEST[0] = item.nodeid
     t = threading.Thread(target=watchdog, daemon=True)
     t.start()
     fd = getattr(item.config, "_larder_stderr_fd", None)
@@ -235,3 +251,21 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "larder metrics")
         for line in _METRICS:
             terminalreporter.write_line(line)
+    if helpers.SLEEP_REPORT:
+        _sleep_report(terminalreporter)
+
+
+def _sleep_report(tr, top=30):
+    with helpers._SLEEPS_LOCK:
+        per_test = {t: {p: list(v) for p, v in places.items()} for t, places in helpers.SLEEPS.items()}
+    totals = sorted(((sum(v[0] for v in places.values()), t) for t, places in per_test.items()), reverse=True)
+    places = sorted(((v[0], v[1], p, t) for t, ps in per_test.items() for p, v in ps.items()), reverse=True)
+    tr.write_sep("-", "fixed waits (LARDER_SLEEP_REPORT)")
+    tr.write_line(f"in all: {sum(s for s, _ in totals):.2f} s in {len(totals)} tests "
+                  f"({sum(n for _, n, _, _ in places)} waits)")
+    tr.write_line(f"tests waiting longest:")
+    for seconds, t in totals[:top]:
+        tr.write_line(f"  {seconds:7.2f} s  {t}")
+    tr.write_line(f"places waiting longest:")
+    for seconds, n, place, t in places[:top]:
+        tr.write_line(f"  {seconds:7.2f} s  {n:5d}x  {place}  ({t.split('::')[-1]})")

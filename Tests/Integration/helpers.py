@@ -320,13 +320,16 @@ class Larder:
     def wait_for_log(self, pattern, timeout=5):
         """The first match of ``pattern`` in the log, waiting up to ``timeout`` s for the reader
         thread to catch up with what the process has already written; None if it never appears."""
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         rx = re.compile(pattern) if isinstance(pattern, str) else pattern
         with self.lines_lock:
             while True:
                 m = rx.search("\n".join(self.lines))
                 left = deadline - time.monotonic()
                 if m or left <= 0 or self.reader_done:
+                    if not m and left <= 0:
+                        note_expired(began, "wait_for_log")
                     return m
                 self.lines_added.wait(left)
 
@@ -341,12 +344,15 @@ class Larder:
 
     def wait_for_count(self, text, n, timeout=5):
         """Waits until ``text`` has appeared ``n`` times in the log; returns the count reached."""
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         with self.lines_lock:
             while True:
                 got = sum(line.count(text) for line in self.lines)
                 left = deadline - time.monotonic()
                 if got >= n or left <= 0 or self.reader_done:
+                    if got < n and left <= 0:
+                        note_expired(began, "wait_for_count")
                     return got
                 self.lines_added.wait(left)
 
@@ -411,6 +417,48 @@ class RSSSampler:
         self._t.join(5)
 
 
+# ---------------------------------------------------------------------------
+# The report of fixed waits (LARDER_SLEEP_REPORT=1; conftest.py prints it at the end of the run)
+#
+# Every second the suite spends waiting for time rather than for an event is noted here, per test
+# and per place in the code: time.sleep anywhere in the test process (conftest.py wraps it), pace(),
+# the slow peers' pauses in origin.py (which it reports on its notes when started with
+# --report-sleeps), quiet windows (a wait that must see nothing happen) and event waits that ran
+# out their time limit (a wait for something that did not come is a fixed wait too).
+
+SLEEP_REPORT = os.environ.get("LARDER_SLEEP_REPORT") == "1"
+SLEEPS = {}  # test id -> {place: [seconds, count]}
+_SLEEPS_LOCK = threading.Lock()
+CURRENT_TEST = [None]
+
+
+def caller_place():
+    """``file:line`` of the nearest caller outside helpers.py and conftest.py (a test's line)."""
+    f = sys._getframe(1)
+    while f is not None and Path(f.f_code.co_filename).name in ("helpers.py", "conftest.py", "threading.py"):
+        f = f.f_back
+    if f is None:
+        return "?"
+    return f"{Path(f.f_code.co_filename).name}:{f.f_lineno}"
+
+
+def note_sleep(seconds, place):
+    """Counts ``seconds`` of fixed waiting at ``place`` for the test running now (report only)."""
+    if not SLEEP_REPORT or seconds <= 0:
+        return
+    with _SLEEPS_LOCK:
+        per_test = SLEEPS.setdefault(CURRENT_TEST[0] or "(between tests)", {})
+        entry = per_test.setdefault(place, [0.0, 0])
+        entry[0] += seconds
+        entry[1] += 1
+
+
+def note_expired(began, what):
+    """A wait for an event that ran out its time limit: counted as a fixed wait."""
+    if SLEEP_REPORT:
+        note_sleep(time.monotonic() - began, f"{what} ran out at {caller_place()}")
+
+
 _NEVER = threading.Event()
 
 
@@ -418,16 +466,22 @@ def pace(seconds):
     """How a simulated slow peer (an origin sending a piece at a time, a client reading at a set
     rate or a byte a second) spaces what it does: a timed wait, the behaviour under test. Tests
     themselves never wait with it; they wait for events (and the few polls left use time.sleep)."""
+    began = time.monotonic()
     _NEVER.wait(seconds)
+    if SLEEP_REPORT:
+        note_sleep(time.monotonic() - began, f"pace at {caller_place()}")
 
 
 def wait_until(check, timeout=5.0, interval=0.01):
     """Polls ``check()`` until it is true or ``timeout`` passed; its last result. Only for state
     nothing announces (the time a poll sleeps is short, and counted like every sleep)."""
-    deadline = time.monotonic() + timeout
+    began = time.monotonic()
+    deadline = began + timeout
     while True:
         got = check()
         if got or time.monotonic() > deadline:
+            if not got:
+                note_expired(began, "wait_until")
             return got
         time.sleep(interval)
 
@@ -490,12 +544,15 @@ class FileWatch:
 def wait_for_file(path, check, timeout=5.0):
     """Calls ``check()`` until it returns something true, again each time the file ``path`` changes
     (is created, written, renamed or removed), for up to ``timeout`` s; returns its last result."""
-    deadline = time.monotonic() + timeout
+    began = time.monotonic()
+    deadline = began + timeout
     with FileWatch(Path(path).parent) as watch:
         while True:
             got = check()
             left = deadline - time.monotonic()
             if got or left <= 0:
+                if not got:
+                    note_expired(began, "wait_for_file")
                 return got
             watch.wait(left, Path(path).name)
 
@@ -505,7 +562,9 @@ def wait_for_quiet_file(path, quiet, timeout):
     deadline = time.monotonic() + timeout
     with FileWatch(Path(path).parent) as watch:
         while time.monotonic() < deadline:
+            began = time.monotonic()
             if not watch.wait(min(quiet, deadline - time.monotonic()), Path(path).name):
+                note_sleep(time.monotonic() - began, f"quiet window at {caller_place()}")
                 return True
     return False
 
@@ -571,7 +630,8 @@ class TestClock:
 class OriginProcess:
     def __init__(self, workdir, name="origin"):
         self.log_path = Path(workdir) / f"{name}.jsonl"
-        self.proc = spawn([sys.executable, HERE / "origin.py", "--port", "0", "--log", self.log_path, "--notify"],
+        self.proc = spawn([sys.executable, HERE / "origin.py", "--port", "0", "--log", self.log_path, "--notify",
+                           *(["--report-sleeps"] if SLEEP_REPORT else [])],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # origin.py --notify writes a line to stdout after each request it logs: waits wake on it.
         self.logged = 0
@@ -599,6 +659,10 @@ class OriginProcess:
 
     def _read_notes(self):
         for line in iter(self.proc.stdout.readline, b""):
+            if line.startswith(b"slept "):
+                _, seconds, where = line.decode().split()
+                note_sleep(float(seconds), f"pace at {where}")
+                continue
             with self.logged_cond:
                 if line.startswith(b"ended "):
                     _, conn, how = line.decode().split()
@@ -630,18 +694,22 @@ class OriginProcess:
     def wait_ended(self, n, timeout=10.0):
         """How the origin's connections ended, once ``n`` have (or ``timeout`` passed): a list of
         (connection number, "done" or "peer-gone"), in the order they ended."""
+        began = time.monotonic()
         with self.logged_cond:
-            self.logged_cond.wait_for(lambda: len(self.ended) >= n, timeout)
+            if not self.logged_cond.wait_for(lambda: len(self.ended) >= n, timeout):
+                note_expired(began, "wait_ended")
             return list(self.ended)
 
     def wait_requests(self, n, timeout=5.0):
         """The requests logged once there are ``n`` (or ``timeout`` passed): woken by the origin's
         note after each request it logs."""
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         with self.logged_cond:
             while self.logged < n:
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    note_expired(began, "wait_requests")
                     break
                 self.logged_cond.wait(left)
         return self.requests()
@@ -881,11 +949,13 @@ class RawClient:
             return False
         old = self.sock.gettimeout()
         self.sock.settimeout(timeout)
+        began = time.monotonic()
         try:
             data = self.sock.recv(65536)
         except (ConnectionResetError, BrokenPipeError):
             return True
         except socket.timeout:
+            note_expired(began, "closed_by_peer")
             return False
         finally:
             try:
@@ -1134,12 +1204,15 @@ class FakeDNS:
 
     def wait_asked(self, name, n, timeout=10, qtype=1):
         """Waits until ``name`` was asked ``n`` times; returns the count reached."""
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         with self._asked:
             while True:
                 got = sum(1 for q, t in self.queries if q.lower() == name.lower() and (qtype is None or t == qtype))
                 left = deadline - time.monotonic()
                 if got >= n or left <= 0:
+                    if got < n:
+                        note_expired(began, "wait_asked")
                     return got
                 self._asked.wait(left)
 

@@ -36,6 +36,8 @@ The behaviour is chosen by the request path:
                       HEAD gets the head only
 
 Query parameters understood everywhere: ``delay=S`` (sleep before answering).
+With ``--report-sleeps`` (and ``--notify``) every sleep of a slow peer's pace is reported on
+stdout as ``slept SECONDS WHERE``, for the suite's report of fixed waits.
 Keep-alive, pipelining, Content-Length and chunked request bodies and
 ``Expect: 100-continue`` are handled.  The process exits on SIGTERM/SIGINT
 and when its parent process goes away.
@@ -208,6 +210,25 @@ class BodySink:
             self.kept += data[: self.KEEP + 1 - len(self.kept)]
 
 
+REPORT_SLEEPS = False
+_NOTE_LOCK = threading.Lock()
+
+
+def note(line):
+    """One line on stdout for the test (--notify), whole even when threads write at once."""
+    with _NOTE_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def pace(seconds, where):
+    """Sleeps ``seconds``: the pace of a slow origin (reported with --report-sleeps)."""
+    began = time.monotonic()
+    time.sleep(seconds)
+    if REPORT_SLEEPS:
+        note(f"slept {time.monotonic() - began:.6f} origin.py:{where}")
+
+
 class Origin:
     def __init__(self, log_path, quiet=False, notify=False):
         self.log_path = log_path
@@ -237,8 +258,7 @@ class Origin:
                 f.flush()
             if self.notify:
                 # After the line is in the file: the test's waits wake and read it.
-                sys.stdout.write("logged\n")
-                sys.stdout.flush()
+                note("logged")
 
     # -- connection handling ------------------------------------------------
 
@@ -272,9 +292,7 @@ class Origin:
             except OSError:
                 pass
             if self.notify:
-                with self.log_lock:
-                    sys.stdout.write(f"ended {conn_id} {how}\n")
-                    sys.stdout.flush()
+                note(f"ended {conn_id} {how}")
 
     def handle_request(self, sock, conn, head, peer, conn_id, seq):
         lines = head.split(b"\r\n")
@@ -368,7 +386,7 @@ class Origin:
 
         delay = float(params.get("delay", "0") or 0)
         if delay > 0:
-            time.sleep(min(delay, 30.0))
+            pace(min(delay, 30.0), "delay")
 
         head_only = method == "HEAD"
         return route(self, sock, conn, method, path, params, param_list, record, keep_alive, head_only, headers)
@@ -448,7 +466,7 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
                     due = began + (start + sent_here) / float(rate)
                     wait = due - time.monotonic()
                     if wait > 0:
-                        time.sleep(wait)
+                        pace(wait, "rate")
                     part = piece[i:i + 65536]
                     sock.sendall(part)
                     sent_here += len(part)
@@ -485,7 +503,7 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     if pause_at is not None:
         sent = min(int(pause_at), end)
         send_body(0, sent)
-        time.sleep(min(float(spec.get("pause", 1)), 30.0))
+        pace(min(float(spec.get("pause", 1)), 30.0), "pause")
     send_body(sent, end)
     if cut is not None:
         sock.shutdown(socket.SHUT_RDWR)
@@ -574,7 +592,7 @@ def route(origin, sock, conn, method, path, params, param_list, record, keep_ali
         count = int(params.get("count", "1"))
         for _ in range(count):
             sock.sendall(build_head(103, [("Link", "</style.css>; rel=preload; as=style")]))
-            time.sleep(0.05)
+            pace(0.05, "early-hints")
         send_simple(sock, 200, b"final body\n", close=not keep_alive, head_only=head_only)
         return keep_alive
 
@@ -597,7 +615,7 @@ def route(origin, sock, conn, method, path, params, param_list, record, keep_ali
                 pos += t
             sent += take
             if sent < n:
-                time.sleep(seconds / steps)
+                pace(seconds / steps, "slow")
         return keep_alive
 
     if first == "reset":
@@ -615,7 +633,7 @@ def route(origin, sock, conn, method, path, params, param_list, record, keep_ali
         else:
             for piece in pattern_chunks(part, 16 * 1024):
                 sock.sendall(piece)
-        time.sleep(0.2)
+        pace(0.2, "reset")
         if params.get("rst") == "1":
             import struct
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -700,7 +718,10 @@ def main():
     ap.add_argument("--log", required=True)
     ap.add_argument("--quiet", action="store_true", help="record nothing (scripted resources still live next to --log)")
     ap.add_argument("--notify", action="store_true", help="write a line to stdout after each request logged")
+    ap.add_argument("--report-sleeps", action="store_true", help="write a line to stdout after each pause")
     args = ap.parse_args()
+    global REPORT_SLEEPS
+    REPORT_SLEEPS = args.report_sleeps
 
     origin = Origin(args.log, quiet=args.quiet, notify=args.notify)
     open(args.log, "a").close()

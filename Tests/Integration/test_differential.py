@@ -36,6 +36,8 @@ from pathlib import Path
 import h11
 import pytest
 
+from helpers import note_sleep
+
 REPO = Path(__file__).resolve().parent.parent.parent
 FUZZ_CORPUS = REPO / "Tests" / "Fuzz" / "corpus"
 LOCALHOST = "127.0.0.1"
@@ -392,12 +394,14 @@ def larder_request(port, data, expect, quiet=0.15):
             pass  # Larder stopped reading after a rejection; its answer is still there to read
         r = _Reader(sock)
         while True:
+            began = time.monotonic()
             if len(out.messages) >= expect and not r.buf:
                 sock.settimeout(quiet)
             try:
                 got = _read_larder_response(r)
             except socket.timeout:
                 if len(out.messages) >= expect:
+                    note_sleep(time.monotonic() - began, "quiet window at test_differential.py:larder_request")
                     out.detail = "waits for more bytes"
                     return out
                 raise
@@ -420,9 +424,11 @@ def larder_request(port, data, expect, quiet=0.15):
                 out.end = "reject"
                 out.detail = f"{status} {body.decode('latin-1').strip()}"
                 sock.settimeout(2.0)
+                began = time.monotonic()
                 try:
                     more = r.buf or r.fill()
                 except socket.timeout:
+                    note_sleep(time.monotonic() - began, "open after a rejection at test_differential.py:larder_request")
                     more = True
                 if more and status in CLOSING_STATUSES:
                     out.detail += " (NOT CLOSED after the rejection)"

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from helpers import (LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, headers_named, proxy_exchange,
-                     pace, std_request)
+from helpers import (LOCALHOST, RSSSampler, RawClient, _ThreadedServer, build_request, caller_place, headers_named,
+                     note_sleep, pace, proxy_exchange, std_request)
 from test_admin import ADMIN, stats, wait_stats
 
 
@@ -479,9 +479,11 @@ def test_a_body_on_a_cached_get_is_read_not_run_as_the_next_request(larder, scri
         assert "request-body" in r.header("Cache-Status")
         # The body was the request's: nothing more comes on this connection.
         c.sock.settimeout(1.0)
+        began = time.monotonic()
         try:
             extra = c.sock.recv(65536)
         except socket.timeout:
+            note_sleep(time.monotonic() - began, f"quiet window at {caller_place()}")
             extra = b""
         assert b"SMUGGLED" not in extra
     assert "/smuggled" not in origin.targets()
