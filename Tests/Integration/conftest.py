@@ -16,9 +16,12 @@ processes the test started (which unblocks its sockets, all of which have
 their own timeouts too) and the test is reported as failed; 30 s later, as a
 last resort, faulthandler dumps all tracebacks and ends the run.
 
-``LARDER_SLEEP_REPORT=1``: the run ends with the seconds spent in fixed waits (the sum over every
-thread of the test process and the origins: ``time.sleep``, ``pace``, quiet windows, waits for an
-event that ran out their limit), in all, per test and per place (see ``helpers.note_sleep``).
+``LARDER_SLEEP_REPORT=1``: the run ends with the seconds spent in fixed waits (``time.sleep``
+anywhere in the test process, ``pace``, the origins' paced pauses, quiet windows, waits for an
+event that ran out their limit; see ``helpers.note_sleep``), in all, per test and per place: as
+the time during which at least one such wait was under way, and as their sum over every thread
+(waits that run side by side, such as many slow peers at once, count once in the first, each in
+the second).
 """
 
 import faulthandler
@@ -258,14 +261,17 @@ def pytest_terminal_summary(terminalreporter):
 def _sleep_report(tr, top=30):
     with helpers._SLEEPS_LOCK:
         per_test = {t: {p: list(v) for p, v in places.items()} for t, places in helpers.SLEEPS.items()}
-    totals = sorted(((sum(v[0] for v in places.values()), t) for t, places in per_test.items()), reverse=True)
+        spans = {t: list(s) for t, s in helpers.SLEEP_SPANS.items()}
+    totals = sorted(((helpers.span_union(spans[t]), sum(v[0] for v in places.values()), t)
+                     for t, places in per_test.items()), reverse=True)
     places = sorted(((v[0], v[1], p, t) for t, ps in per_test.items() for p, v in ps.items()), reverse=True)
     tr.write_sep("-", "fixed waits (LARDER_SLEEP_REPORT)")
-    tr.write_line(f"in all: {sum(s for s, _ in totals):.2f} s in {len(totals)} tests "
-                  f"({sum(n for _, n, _, _ in places)} waits)")
-    tr.write_line(f"tests waiting longest:")
-    for seconds, t in totals[:top]:
-        tr.write_line(f"  {seconds:7.2f} s  {t}")
-    tr.write_line(f"places waiting longest:")
+    tr.write_line(f"in all: {sum(u for u, _, _ in totals):.2f} s with a fixed wait under way, "
+                  f"{sum(s for _, s, _ in totals):.2f} s summed over threads; {len(totals)} tests, "
+                  f"{sum(n for _, n, _, _ in places)} waits")
+    tr.write_line("tests waiting longest (under way, summed):")
+    for union, summed, t in totals[:top]:
+        tr.write_line(f"  {union:7.2f} s {summed:7.2f} s  {t}")
+    tr.write_line("places waiting longest (summed):")
     for seconds, n, place, t in places[:top]:
         tr.write_line(f"  {seconds:7.2f} s  {n:5d}x  {place}  ({t.split('::')[-1]})")

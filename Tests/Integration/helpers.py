@@ -428,6 +428,7 @@ class RSSSampler:
 
 SLEEP_REPORT = os.environ.get("LARDER_SLEEP_REPORT") == "1"
 SLEEPS = {}  # test id -> {place: [seconds, count]}
+SLEEP_SPANS = {}  # test id -> [(began, ended)] on time.monotonic(), for the time some wait was under way
 _SLEEPS_LOCK = threading.Lock()
 CURRENT_TEST = [None]
 
@@ -446,11 +447,26 @@ def note_sleep(seconds, place):
     """Counts ``seconds`` of fixed waiting at ``place`` for the test running now (report only)."""
     if not SLEEP_REPORT or seconds <= 0:
         return
+    ended = time.monotonic()
+    test = CURRENT_TEST[0] or "(between tests)"
     with _SLEEPS_LOCK:
-        per_test = SLEEPS.setdefault(CURRENT_TEST[0] or "(between tests)", {})
-        entry = per_test.setdefault(place, [0.0, 0])
+        entry = SLEEPS.setdefault(test, {}).setdefault(place, [0.0, 0])
         entry[0] += seconds
         entry[1] += 1
+        SLEEP_SPANS.setdefault(test, []).append((ended - seconds, ended))
+
+
+def span_union(spans):
+    """Seconds covered by at least one of the (began, ended) spans."""
+    total, reach = 0.0, None
+    for began, ended in sorted(spans):
+        if reach is None or began > reach:
+            total += ended - began
+            reach = ended
+        elif ended > reach:
+            total += ended - reach
+            reach = ended
+    return total
 
 
 def note_expired(began, what):
