@@ -21,7 +21,7 @@ anywhere in the test process, ``pace``, the origins' paced pauses, quiet windows
 event that ran out their limit; see ``helpers.note_sleep``), in all, per test and per place: as
 the time during which at least one such wait was under way, and as their sum over every thread
 (waits that run side by side, such as many slow peers at once, count once in the first, each in
-the second).
+the second). The 30 longest of each; ``LARDER_SLEEP_REPORT_ALL=1`` lists them all.
 """
 
 import faulthandler
@@ -258,7 +258,8 @@ def pytest_terminal_summary(terminalreporter):
         _sleep_report(terminalreporter)
 
 
-def _sleep_report(tr, top=30):
+def _sleep_report(tr):
+    top = None if os.environ.get("LARDER_SLEEP_REPORT_ALL") == "1" else 30
     with helpers._SLEEPS_LOCK:
         per_test = {t: {p: list(v) for p, v in places.items()} for t, places in helpers.SLEEPS.items()}
         spans = {t: list(s) for t, s in helpers.SLEEP_SPANS.items()}
