@@ -693,6 +693,17 @@ class OriginProcess:
     def url(self, path):
         return self.base + path
 
+    def open_gate(self, name, shut=False):
+        """Opens (or with ``shut``, shuts) the origin's gate ``name``: requests with ``hold=NAME``, and
+        scripted resources with ``"pause_until": NAME``, go on (see origin.py's Gates)."""
+        with socket.create_connection((LOCALHOST, self.port), timeout=10) as s:
+            s.settimeout(10)
+            s.sendall(build_request("GET", f"/gate/{name}" + ("?shut=1" if shut else ""),
+                                    [("Host", self.hostport), ("Connection", "close")]))
+            reader = SockReader(s)
+            r = read_response(reader)
+            assert r.status == 200, r
+
     def requests(self):
         try:
             text = self.log_path.read_text(encoding="utf-8")

@@ -32,10 +32,14 @@ The behaviour is chosen by the request path:
                       N pattern bytes instead of "body", "reset_after": close
                       after that many body bytes, "pause_after" and "pause": send
                       that many body bytes, sleep that many seconds, send the
-                      rest}, "rate": send the body at that many bytes a second);
+                      rest, or with "pause_until": NAME instead of "pause", wait
+                      for gate NAME (see Gates)}, "rate": send the body at that
+                      many bytes a second);
                       HEAD gets the head only
 
-Query parameters understood everywhere: ``delay=S`` (sleep before answering).
+Query parameters understood everywhere: ``delay=S`` (sleep before answering), ``hold=NAME``
+(wait before answering until the test opens gate NAME with ``GET /gate/NAME``, sent directly;
+see Gates).
 With ``--report-sleeps`` (and ``--notify``) every sleep of a slow peer's pace is reported on
 stdout as ``slept SECONDS WHERE``, for the suite's report of fixed waits.
 Keep-alive, pipelining, Content-Length and chunked request bodies and
@@ -214,6 +218,30 @@ REPORT_SLEEPS = False
 _NOTE_LOCK = threading.Lock()
 
 
+class Gates:
+    """Named gates, shut until the test opens them: a request with ``hold=NAME`` waits at gate NAME
+    before it is answered, a scripted resource with ``"pause_until": NAME`` after its first
+    ``pause_after`` body bytes. ``GET /gate/NAME`` sent to the origin itself (not logged) opens the
+    gate for every request waiting at it and every later one; ``/gate/NAME?shut=1`` shuts it again.
+    A wait ends after HANG_LIMIT seconds whatever happens, so a test that never opens it cannot hang."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.opened = set()
+
+    def wait(self, name):
+        with self.cond:
+            self.cond.wait_for(lambda: name in self.opened, HANG_LIMIT)
+
+    def set(self, name, is_open):
+        with self.cond:
+            if is_open:
+                self.opened.add(name)
+            else:
+                self.opened.discard(name)
+            self.cond.notify_all()
+
+
 def note(line):
     """One line on stdout for the test (--notify), whole even when threads write at once."""
     with _NOTE_LOCK:
@@ -235,6 +263,7 @@ class Origin:
         self.quiet = quiet
         self.notify = notify
         self.log_lock = threading.Lock()
+        self.gates = Gates()
         self.conn_counter = 0
         self.counter_lock = threading.Lock()
 
@@ -323,6 +352,10 @@ class Origin:
         path, _, query = path_part.partition("?")
         params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
         param_list = urllib.parse.parse_qsl(query, keep_blank_values=True)
+        if path.startswith("/gate/") and "://" not in target:  # the test's own control request
+            self.gates.set(path[len("/gate/"):], params.get("shut") != "1")
+            send_simple(sock, 200, b"gate set\n", close=True)
+            return False
 
         conn_tokens = set()
         for v in get("Connection"):
@@ -387,6 +420,8 @@ class Origin:
         delay = float(params.get("delay", "0") or 0)
         if delay > 0:
             pace(min(delay, 30.0), "delay")
+        if params.get("hold"):
+            self.gates.wait(params["hold"])
 
         head_only = method == "HEAD"
         return route(self, sock, conn, method, path, params, param_list, record, keep_alive, head_only, headers)
@@ -457,10 +492,16 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     rate = spec.get("rate")
     began = time.monotonic()
 
-    def send_body(start, end):
+    def send_body(start, end, lead=b""):
+        """Sends the body's bytes [start, end); ``lead`` (the head) goes in the same write as the
+        first of them: a small head in a write of its own would wait for the proxy's delayed ACK
+        (Nagle) before the body could follow, 40 ms for every response on a kept-alive connection."""
         sent_here = 0
         for piece in pieces(start, end):
             if rate:
+                if lead:  # the head is not paced
+                    sock.sendall(lead)
+                    lead = b""
                 # Paced: each 64 KiB goes out when the rate says it is due.
                 for i in range(0, len(piece), 65536):
                     due = began + (start + sent_here) / float(rate)
@@ -471,8 +512,11 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
                     sock.sendall(part)
                     sent_here += len(part)
             else:
-                sock.sendall(piece)
+                sock.sendall(lead + piece if lead else piece)
+                lead = b""
                 sent_here += len(piece)
+        if lead:
+            sock.sendall(lead)
     etag = _header(fields, "etag")
     lm = _header(fields, "last-modified")
     if spec.get("conditional"):
@@ -493,8 +537,9 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
                     sock.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
             sock.sendall(b"0\r\n\r\n")
         return keep_alive
-    sock.sendall(build_head(status, fields + [("Content-Length", str(total))] + conn_fields(keep_alive)))
+    head = build_head(status, fields + [("Content-Length", str(total))] + conn_fields(keep_alive))
     if head_only:
+        sock.sendall(head)
         return keep_alive
     cut = spec.get("reset_after")
     end = total if cut is None else min(total, int(cut))
@@ -502,9 +547,13 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     pause_at = spec.get("pause_after")
     if pause_at is not None:
         sent = min(int(pause_at), end)
-        send_body(0, sent)
-        pace(min(float(spec.get("pause", 1)), 30.0), "pause")
-    send_body(sent, end)
+        send_body(0, sent, head)
+        head = b""
+        if spec.get("pause_until"):
+            origin.gates.wait(spec["pause_until"])
+        else:
+            pace(min(float(spec.get("pause", 1)), 30.0), "pause")
+    send_body(sent, end, head)
     if cut is not None:
         sock.shutdown(socket.SHUT_RDWR)
         return False
@@ -526,11 +575,14 @@ def route(origin, sock, conn, method, path, params, param_list, record, keep_ali
 
     if first == "bytes":
         n = num(1)
-        sock.sendall(build_head(200, [("Content-Type", "application/octet-stream"),
-                                      ("Content-Length", str(n))] + conn_fields(keep_alive)))
-        if not head_only:
-            for piece in pattern_chunks(n):
-                sock.sendall(piece)
+        head = build_head(200, [("Content-Type", "application/octet-stream"),
+                                ("Content-Length", str(n))] + conn_fields(keep_alive))
+        if head_only or n == 0:
+            sock.sendall(head)
+            return keep_alive
+        for piece in pattern_chunks(n):
+            sock.sendall(head + piece if head else piece)  # the head with the first piece (see send_body)
+            head = b""
         return keep_alive
 
     if first == "chunked":
