@@ -693,13 +693,14 @@ class OriginProcess:
     def url(self, path):
         return self.base + path
 
-    def open_gate(self, name, shut=False):
-        """Opens (or with ``shut``, shuts) the origin's gate ``name``: requests with ``hold=NAME``, and
-        scripted resources with ``"pause_until": NAME``, go on (see origin.py's Gates)."""
+    def open_gate(self, name, passes=None, shut=False):
+        """Opens the origin's gate ``name`` (for the next ``passes`` requests only, when given; with
+        ``shut``, shuts it): requests with ``hold=NAME``, and scripted resources with
+        ``"pause_until": NAME``, wait at it (see origin.py's Gates)."""
+        query = "?shut=1" if shut else f"?passes={passes}" if passes is not None else ""
         with socket.create_connection((LOCALHOST, self.port), timeout=10) as s:
             s.settimeout(10)
-            s.sendall(build_request("GET", f"/gate/{name}" + ("?shut=1" if shut else ""),
-                                    [("Host", self.hostport), ("Connection", "close")]))
+            s.sendall(build_request("GET", f"/gate/{name}{query}", [("Host", self.hostport), ("Connection", "close")]))
             reader = SockReader(s)
             r = read_response(reader)
             assert r.status == 200, r
@@ -1005,6 +1006,31 @@ class RawClient:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def in_background(fn):
+    """Starts fn() on a thread; returns a function that waits for it (up to ``timeout`` s) and gives
+    its result, or raises what it raised."""
+    out = []
+
+    def run():
+        try:
+            out.append((True, fn()))
+        except BaseException as e:  # handed to the waiter
+            out.append((False, e))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def result(timeout=30):
+        t.join(timeout)
+        assert out, f"still running after {timeout} s"
+        ok, value = out[0]
+        if not ok:
+            raise value
+        return value
+
+    return result
 
 
 def concurrently(n, fn):

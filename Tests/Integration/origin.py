@@ -222,23 +222,22 @@ class Gates:
     """Named gates, shut until the test opens them: a request with ``hold=NAME`` waits at gate NAME
     before it is answered, a scripted resource with ``"pause_until": NAME`` after its first
     ``pause_after`` body bytes. ``GET /gate/NAME`` sent to the origin itself (not logged) opens the
-    gate for every request waiting at it and every later one; ``/gate/NAME?shut=1`` shuts it again.
-    A wait ends after HANG_LIMIT seconds whatever happens, so a test that never opens it cannot hang."""
+    gate for every request waiting at it and every later one; ``?passes=N``: for the next N only
+    (then it is shut again); ``?shut=1`` shuts it. A wait ends after HANG_LIMIT seconds whatever
+    happens, so a test that never opens its gate cannot hang."""
 
     def __init__(self):
         self.cond = threading.Condition()
-        self.opened = set()
+        self.passes = {}  # name -> how many may go on (float("inf"): open)
 
     def wait(self, name):
         with self.cond:
-            self.cond.wait_for(lambda: name in self.opened, HANG_LIMIT)
+            if self.cond.wait_for(lambda: self.passes.get(name, 0) > 0, HANG_LIMIT):
+                self.passes[name] -= 1
 
-    def set(self, name, is_open):
+    def set(self, name, passes):
         with self.cond:
-            if is_open:
-                self.opened.add(name)
-            else:
-                self.opened.discard(name)
+            self.passes[name] = passes
             self.cond.notify_all()
 
 
@@ -353,7 +352,8 @@ class Origin:
         params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
         param_list = urllib.parse.parse_qsl(query, keep_blank_values=True)
         if path.startswith("/gate/") and "://" not in target:  # the test's own control request
-            self.gates.set(path[len("/gate/"):], params.get("shut") != "1")
+            passes = 0 if params.get("shut") == "1" else float(params.get("passes", "inf"))
+            self.gates.set(path[len("/gate/"):], passes)
             send_simple(sock, 200, b"gate set\n", close=True)
             return False
 
