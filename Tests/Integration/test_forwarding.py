@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from helpers import (RawClient, _read_head, build_request, concurrently, curl, headers_named, pattern, proxy_exchange,
-                     read_response, sha256, std_request, wait_for_file)
+from helpers import (RawClient, _read_head, build_request, concurrently, curl, headers_named, in_background, pattern,
+                     proxy_exchange, read_response, sha256, std_request, wait_for_file)
 
 # ---------------------------------------------------------------------------
 # Basic forwarding
@@ -234,8 +234,12 @@ def test_bursts_up_to_the_per_host_limit_reuse_their_origin_connections(larder_f
     conns = [RawClient(larder.port) for _ in range(clients)]
     try:
         for burst in range(3):
-            answers = concurrently(clients, lambda i: conns[i].request(
-                "GET", origin.url(f"/bytes/{100 + i}?delay=0.3&b={burst}")))
+            # The origin holds every answer until all of the burst's requests are there at once.
+            answers = in_background(lambda: concurrently(clients, lambda i: conns[i].request(
+                "GET", origin.url(f"/bytes/{100 + i}?hold=b{burst}"))))
+            assert len(origin.wait_requests((burst + 1) * clients, timeout=15)) == (burst + 1) * clients
+            origin.open_gate(f"b{burst}")
+            answers = answers()
             failures = [(i, burst, r.status) for i, r in enumerate(answers)
                         if r.status != 200 or r.body != pattern(100 + i)]
             assert not failures, failures
@@ -250,11 +254,14 @@ def test_bursts_up_to_the_per_host_limit_reuse_their_origin_connections(larder_f
 
 def test_pipelined_requests_get_responses_in_order(larder, origin):
     h = [("Host", origin.hostport)]
-    data = (build_request("GET", origin.url("/bytes/10?delay=0.3"), h)
+    data = (build_request("GET", origin.url("/bytes/10?hold=first"), h)
             + std_request("POST", origin.url("/echo"), h, b"second body")
             + build_request("GET", origin.url("/status/299"), h))
     with RawClient(larder.port) as c:
         c.send(data)
+        # The first is answered only once all three are with Larder.
+        origin.wait_requests(1)
+        origin.open_gate("first")
         r1 = c.response()
         r2 = c.response()
         r3 = c.response()
