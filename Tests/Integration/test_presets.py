@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from helpers import (HERE, START_TIMEOUT, child_env, deep_merge, proxy_exchange, spawn, stop_process, to_yaml,
-                     wait_for_quiet_file)
+                     wait_for_file)
+from test_admin import ADMIN, stats
 
 CLIENT_TIMEOUT = 60
 
@@ -66,15 +67,23 @@ def static_origin_factory(workdir):
         o.stop()
 
 
-def settled_records(path, timeout=8.0):
-    """Every record, once no new one has arrived for 2.5 s (the log is handed over about once a second)."""
-    wait_for_quiet_file(path, 2.5, timeout)
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def settled_records(path, lr, timeout=8.0):
+    """Every record, once there is one for each request Larder has counted (the client has exited,
+    so every request it made is answered; the log is handed over about once a second)."""
+    requests = sum(stats(lr)["requests"].values())
+
+    def records():
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    got = wait_for_file(path, lambda: len(records()) >= requests, timeout)
+    assert got, f"{len(records())} access-log records for {requests} requests"
+    return records()
 
 
 def with_access_log(workdir, config):
+    """An access log in JSON, and the admin endpoint (settled_records asks it how many requests came)."""
     log = workdir / "access.jsonl"
-    return log, deep_merge({"access_log": str(log), "access_log_format": "json"}, config)
+    return log, deep_merge({**ADMIN, "access_log": str(log), "access_log_format": "json"}, config)
 
 
 def cache_status(resp):
@@ -285,11 +294,11 @@ def test_apt_get_second_run_comes_from_the_cache(larder_factory, static_origin_f
     lr = larder_factory(config=config)
 
     first = run_apt(workdir, 1, origin, lr.port)
-    first_records = settled_records(log)
+    first_records = settled_records(log, lr)
     assert first_records, "apt-get did not go through Larder"
     origin_count = len(origin.requests())
     second = run_apt(workdir, 2, origin, lr.port)
-    records = settled_records(log)[len(first_records):]
+    records = settled_records(log, lr)[len(first_records):]
 
     assert first.read_bytes() == deb.read_bytes() == second.read_bytes()
     assert all(r["url"].startswith(origin.base) for r in records)
@@ -360,11 +369,11 @@ def test_pip_second_run_comes_from_the_cache(larder_factory, static_origin_facto
     lr = larder_factory(config=config)
 
     first = run_pip(workdir, 1, origin, lr.port)
-    first_records = settled_records(log)
+    first_records = settled_records(log, lr)
     assert any(r["url"].endswith(".whl") for r in first_records), f"pip did not go through Larder: {first_records}"
     origin_count = len(origin.requests())
     second = run_pip(workdir, 2, origin, lr.port)
-    records = settled_records(log)[len(first_records):]
+    records = settled_records(log, lr)[len(first_records):]
 
     assert first.read_bytes() == wheel.read_bytes() == second.read_bytes()
     hits = [r for r in records if r["cache"] == "hit"]
