@@ -8,17 +8,21 @@ ends.
 """
 
 import hashlib
+import os
+import signal
 import socket
 import threading
 import time
 
-from helpers import LOCALHOST, RawClient, SockReader, pace, proxy_exchange, read_response, std_request
+from helpers import LOCALHOST, RawClient, SockReader, pace, proxy_exchange, read_response, std_request, wait_until
 from test_admin import wait_stats
 
 
-def slow_download(port, url, rate, results, index, rcvbuf=65536, reading=None):
+def slow_download(port, url, rate, results, index, rcvbuf=65536, reading=None, resume=None):
     """Fetches `url` through Larder reading about `rate` bytes a second; stores (status, sha256, length).
-    `reading` (a semaphore), when given, is released once the answer's first bytes are in."""
+    `reading` (a semaphore), when given, is released once the answer's first bytes are in. With
+    `resume` (an event), the client reads nothing more after those until it is set, then the rest
+    as fast as it comes (`rate` is not used)."""
     s = socket.create_connection((LOCALHOST, port), timeout=30)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.sendall(std_request("GET", url))
@@ -26,7 +30,7 @@ def slow_download(port, url, rate, results, index, rcvbuf=65536, reading=None):
     digest = hashlib.sha256()
     got = [0]
     started = []
-    piece = max(1024, rate // 10)
+    piece = 65536 if rate is None else max(1024, rate // 10)
 
     def sink(data):
         digest.update(data)
@@ -43,7 +47,10 @@ def slow_download(port, url, rate, results, index, rcvbuf=65536, reading=None):
         if reading is not None and not started:
             started.append(True)
             reading.release()
-        pace(len(data) / rate)
+        if resume is not None:
+            assert resume.wait(30), "never told to go on reading"
+        else:
+            pace(len(data) / rate)
         reader.buf += data
         return True
 
@@ -59,7 +66,9 @@ def slow_download(port, url, rate, results, index, rcvbuf=65536, reading=None):
 
 
 def test_a_slow_reader_gets_the_whole_answer_past_the_idle_timeout(larder_factory, origin, report_metric):
-    size = 512 * 1024
+    # The kernel holds about 200 KiB of the answer (the client's small receive buffer and Larder's
+    # send buffer): Larder writes the rest for about 1.6 s, past its idle timeout.
+    size = 1 << 20
     lr = larder_factory(config={"limits": {"client_idle_timeout": "1s"}})
     url = origin.url(f"/unique/1/{size}")
     full = proxy_exchange(lr.port, "GET", url, timeout=30)
@@ -67,9 +76,9 @@ def test_a_slow_reader_gets_the_whole_answer_past_the_idle_timeout(larder_factor
     expected = hashlib.sha256(full.body).hexdigest()
     results = [None]
     t0 = time.monotonic()
-    slow_download(lr.port, url, 100 * 1024, results, 0)
+    slow_download(lr.port, url, 512 * 1024, results, 0)
     elapsed = time.monotonic() - t0
-    report_metric(f"slow reader, 512 KiB at 100 KiB/s with a 1 s idle timeout: {results[0][2]} bytes in {elapsed:.1f} s")
+    report_metric(f"slow reader, 1 MiB at 512 KiB/s with a 1 s idle timeout: {results[0][2]} bytes in {elapsed:.1f} s")
     assert results[0] == (200, expected, size), results
 
 
@@ -108,6 +117,15 @@ def test_a_client_that_stops_reading_midway_is_dropped_by_the_send_timeout(larde
     s.close()
 
 
+def refused(port):
+    """True when a connection to `port` is refused (nothing listens there any more)."""
+    try:
+        socket.create_connection((LOCALHOST, port), timeout=5).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
 def test_sigterm_lets_answers_being_written_finish_within_the_grace(larder_factory, origin, report_metric):
     size = 1 << 20
     lr = larder_factory(config={"shutdown_grace": "10s", "cache": {"memory_max_object_size": "2MiB"}})
@@ -116,19 +134,25 @@ def test_sigterm_lets_answers_being_written_finish_within_the_grace(larder_facto
     expected = hashlib.sha256(full.body).hexdigest()
     results = [None] * 8
     reading = threading.Semaphore(0)
-    threads = [threading.Thread(target=slow_download, args=(lr.port, url, 256 * 1024, results, i),
-                                kwargs={"reading": reading}) for i in range(8)]
+    resume = threading.Event()
+    threads = [threading.Thread(target=slow_download, args=(lr.port, url, None, results, i),
+                                kwargs={"reading": reading, "resume": resume}) for i in range(8)]
     for t in threads:
         t.start()
-    for _ in threads:  # every download is under way
+    for _ in threads:  # every download is under way, and waits for its client
         assert reading.acquire(timeout=10)
     t0 = time.monotonic()
+    os.kill(lr.pid, signal.SIGTERM)
+    # The clients read on once Larder drains: its listeners are closed.
+    lr.wait_for_text("shutting down")
+    assert wait_until(lambda: refused(lr.port)), "Larder still accepts connections after SIGTERM"
+    resume.set()
     rc = lr.stop(timeout=20)
     for t in threads:
         t.join(20)
     elapsed = time.monotonic() - t0
     complete = sum(r == (200, expected, size) for r in results)
-    report_metric(f"SIGTERM during 8 downloads of 1 MiB at 256 KiB/s: {complete} of 8 complete, exit {rc} after {elapsed:.1f} s")
+    report_metric(f"SIGTERM during 8 downloads of 1 MiB: {complete} of 8 complete, exit {rc} after {elapsed:.1f} s")
     assert rc == 0
     assert complete == 8, results
 
@@ -174,11 +198,12 @@ def test_a_hit_being_sent_survives_its_entry_being_purged_or_evicted(larder_fact
     assert s["cache_entries"]["disk"] >= 1, s["cache_entries"]
     results = [None, None]
     reading = threading.Semaphore(0)
-    readers = [threading.Thread(target=slow_download, args=(lr.port, url, 4 << 20, results, i),
-                                kwargs={"reading": reading}) for i in range(2)]
+    resume = threading.Event()
+    readers = [threading.Thread(target=slow_download, args=(lr.port, url, None, results, i),
+                                kwargs={"reading": reading, "resume": resume}) for i in range(2)]
     for t in readers:
         t.start()
-    for _ in readers:  # both hits are being read
+    for _ in readers:  # both hits are being read, and wait for their clients
         assert reading.acquire(timeout=10)
     with RawClient(lr.port) as c:
         c.send(std_request("PURGE", url))
@@ -186,9 +211,10 @@ def test_a_hit_being_sent_survives_its_entry_being_purged_or_evicted(larder_fact
     # And churn: far more than the capacity stored behind it, so eviction runs too.
     for i in range(40):
         assert proxy_exchange(lr.port, "GET", origin.url(f"/unique/{100 + i}/{2 << 20}"), timeout=30).status == 200
+    resume.set()  # the rest of both answers is read after the purge and the evictions
     for t in readers:
         t.join(30)
-    report_metric(f"16 MiB hits read at 4 MiB/s while purged and evicted: {[r[0] for r in results]}")
+    report_metric(f"16 MiB hits read while purged and evicted: {[r[0] for r in results]}")
     assert results == [(200, expected, size)] * 2, results
     assert "vanished" not in lr.log_text()
     again = proxy_exchange(lr.port, "GET", url, timeout=30)
