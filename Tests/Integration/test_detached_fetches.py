@@ -22,11 +22,12 @@ UNBOUNDED = {"detached_fetches_per_client": 1000, "detached_bytes_per_client": "
 class PacedOrigin(_ThreadedServer):
     """Answers every GET with a cacheable response: `size` bytes with Content-Length (or chunked
     and of unknown length with `chunked=True`), the first `first` bytes at once, then the rest in
-    64 KiB pieces `pace` seconds apart. Counts the body bytes it managed to send on each
-    connection, and notes when each answer ended (all sent, or the peer went away)."""
+    64 KiB pieces `pace` seconds apart (with `hold`, an event: once it is set, all at once).
+    Counts the body bytes it managed to send on each connection, and notes when each answer ended
+    (all sent, or the peer went away)."""
 
-    def __init__(self, size, first=MiB, pace=0.01, chunked=False):
-        self.size, self.first, self.pace, self.chunked = size, first, pace, chunked
+    def __init__(self, size, first=MiB, pace=0.01, chunked=False, hold=None):
+        self.size, self.first, self.pace, self.chunked, self.hold = size, first, pace, chunked, hold
         self.sent = []
         self.lock = threading.Lock()
         self.ended = threading.Condition(self.lock)
@@ -49,7 +50,10 @@ class PacedOrigin(_ThreadedServer):
                 sock.sendall(b"%x\r\n%s\r\n" % (n, piece) if self.chunked else piece)
                 sent += n
                 if sent >= self.first:
-                    pace(self.pace)
+                    if self.hold is not None:
+                        self.hold.wait(30)
+                    else:
+                        pace(self.pace)
             if self.chunked:
                 sock.sendall(b"0\r\n\r\n")
         except OSError:
@@ -109,13 +113,15 @@ def test_hanging_up_after_a_one_byte_range_leaves_no_fill_running(larder_factory
 @pytest.mark.timeout_s(90)
 def test_a_client_that_stays_connected_gets_its_share_of_fills_and_no_more(larder_factory, paced):
     size = 8 * MiB
-    origin = paced(size, first=MiB, pace=0.02)
+    rest = threading.Event()
+    origin = paced(size, first=MiB, hold=rest)   # the first MiB of each, the rest once the cuts are seen
     lr = larder_factory(config=dict(ADMIN, limits={"detached_fetches_per_client": 2}))
     held = [one_byte_of(lr, origin.url(f"/big-{i}.iso")) for i in range(5)]
     try:
         s = wait_stats(lr, lambda s: s["detached_fetches_cut"]["detached_fetches_per_client"] >= 3)
         assert s["detached_fetches_cut"]["detached_fetches_per_client"] == 3, s["detached_fetches_cut"]
         assert s["detached_fetches_in_flight"] <= 2
+        rest.set()
         sent = origin.wait_ended(5, timeout=60)
         # Two fills ran to the end for the cache; three were cut at about what had arrived.
         assert sorted(sent)[-2:] == [size, size] and sum(sorted(sent)[:3]) < 3 * size / 2, sent
