@@ -8,7 +8,6 @@ import re
 import shutil
 import struct
 import subprocess
-import threading
 import time
 import zlib
 
@@ -77,14 +76,17 @@ def history_points(lr):
     return json.loads(admin(lr, "GET", "/stats/history")[2])["points"]
 
 
-def let_history_grow(lr, points):
+def let_history_grow(lr, points, traffic=None):
     """Moves the proxy's clock a history interval at a time until the history holds ``points``
     points (on a test clock a sample is taken once the clock passes the next sample's time, within
-    50 ms; a point needs two samples, so the first move adds none)."""
+    50 ms; a point needs two samples, so the first move adds none). ``traffic()``, when given, is
+    called in each interval."""
     interval = json.loads(admin(lr, "GET", "/stats/history")[2])["interval"]
     deadline = time.monotonic() + 30
     while len(history_points(lr)) < points and time.monotonic() < deadline:
         have = len(history_points(lr))
+        if traffic is not None:
+            traffic()
         lr.clock.advance(interval)
         wait_until(lambda: len(history_points(lr)) > have, timeout=0.3, interval=0.02)
     return history_points(lr)
@@ -93,32 +95,24 @@ def let_history_grow(lr, points):
 def test_dashboard_renders_live_charts(larder_factory, origin, workdir, proxy_clock):
     lr = larder_factory(config=ADMIN)
     script(workdir, "dash", headers=[("Cache-Control", "max-age=600")], body="d" * 2000)
-    # Traffic until the pictures are taken: mostly hits, some misses and a 404. Paced by the
-    # origin, which answers each miss a little late.
-    stop = threading.Event()
+    # Traffic in every interval of the history: mostly hits, some misses and a 404.
+    sent = [0]
 
     def traffic():
-        i = 0
-        end = time.monotonic() + 60
-        while not stop.is_set() and time.monotonic() < end:
+        for _ in range(4):
+            i = sent[0]
             for _ in range(3):
                 proxy_exchange(lr.port, "GET", origin.url("/res/dash"))
-            proxy_exchange(lr.port, "GET", origin.url(f"/bytes/{100 + i}?delay=0.05"))
+            proxy_exchange(lr.port, "GET", origin.url(f"/bytes/{100 + i}"))
             if i % 3 == 0:
                 proxy_exchange(lr.port, "GET", origin.url("/status/404"))
-            i += 1
+            sent[0] += 1
 
-    worker = threading.Thread(target=traffic, daemon=True)
-    worker.start()
-    try:
-        check_dashboard(lr, workdir)
-    finally:
-        stop.set()
-        worker.join(10)
+    check_dashboard(lr, workdir, traffic)
 
 
-def check_dashboard(lr, workdir):
-    points = let_history_grow(lr, 4)
+def check_dashboard(lr, workdir, traffic=None):
+    points = let_history_grow(lr, 4, traffic)
     assert len(points) >= 4, points
     url = f"http://127.0.0.1:{lr.admin_port}/"
     assert "text/html" in admin(lr, "GET", "/")[1]["content-type"]
