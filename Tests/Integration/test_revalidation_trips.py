@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from helpers import concurrently
-from test_admin import admin
+from helpers import concurrently, in_background
+from test_admin import admin, wait_stats
 from test_cache import cache_status, get, methods, script, seen, wait_for_fresh_hit, wait_for_methods
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
@@ -93,50 +93,63 @@ def test_background_refresh_without_validators_is_one_get(larder, origin, workdi
 
 
 @pytest.mark.parametrize("validated", [True, False], ids=["head-then-get", "plain-get"])
-def test_requests_during_a_background_refresh_of_a_changed_entry_follow_it(larder, origin, workdir, validated):
+def test_requests_during_a_background_refresh_of_a_changed_entry_follow_it(larder_factory, origin, workdir,
+                                                                          validated):
     # The changed answer's body arrives slowly. The refresh removed the outdated entry when the
     # origin said it changed; requests meanwhile, on either worker, follow the refresh's download
     # and get the new response, and none of them fetches the URL again. (Each used to miss and
     # fetch it on its own.)
+    larder = larder_factory(config=ADMIN)
     name = f"swrslow{int(validated)}"
     url = stale_then_changed(larder, origin, workdir, name,
                              [("Cache-Control", "max-age=60")] + ([("ETag", '"v2"')] if validated else []),
-                             etag=validated, pause_after=2, pause=2)
+                             etag=validated, pause_after=2, pause_until=name)
     assert "stale-while-revalidate" in cache_status(get(larder, url))
     trips = ["GET", "HEAD", "GET"] if validated else ["GET", "GET"]
     assert wait_for_methods(origin, name, trips) == trips
-    time.sleep(0.3)  # the new head is in; its body waits
-    meanwhile = concurrently(8, lambda i: get(larder, url))
-    for r in meanwhile:
+    # The origin holds the rest of the new body until the eight have joined the download.
+    meanwhile = in_background(lambda: concurrently(8, lambda i: get(larder, url)))
+    wait_stats(larder, lambda s: s["collapsed_requests"] >= 8)
+    origin.open_gate(name)
+    for r in meanwhile():
         assert r.body == b"v2 body" and "collapsed" in cache_status(r), cache_status(r)
     hit = get(larder, url)
     assert hit.body == b"v2 body" and cache_status(hit).startswith("larder; hit"), cache_status(hit)
     assert methods(origin, name) == trips
 
 
-def test_a_request_between_a_background_head_and_its_get_follows_the_get(larder, origin, workdir):
+def test_a_request_between_a_background_head_and_its_get_follows_the_get(larder_factory, origin, workdir):
     # HEAD says changed; the GET that follows is slow to answer at all. A request in between
     # finds the entry gone and waits for that GET instead of sending its own.
-    # Every answer, the GET's head too, a second late.
+    larder = larder_factory(config=ADMIN)
+    origin.open_gate("swrgap", passes=2)  # the first GET and the HEAD; the origin holds the next GET
     url = stale_then_changed(larder, origin, workdir, "swrgap", [("Cache-Control", "max-age=60"), ("ETag", '"v2"')],
-                             query="?delay=1")
+                             query="?hold=swrgap")
     assert "stale-while-revalidate" in cache_status(get(larder, url))
     assert wait_for_methods(origin, "swrgap", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
-    during = get(larder, url)
+    during = in_background(lambda: get(larder, url))
+    wait_stats(larder, lambda s: s["collapsed_requests"] >= 1)
+    origin.open_gate("swrgap")
+    during = during()
     assert during.body == b"v2 body" and "collapsed" in cache_status(during), cache_status(during)
     assert methods(origin, "swrgap") == ["GET", "HEAD", "GET"]
 
 
-def test_followers_of_a_background_refresh_whose_new_answer_is_not_stored_fetch_on_their_own(larder, origin,
+def test_followers_of_a_background_refresh_whose_new_answer_is_not_stored_fetch_on_their_own(larder_factory, origin,
                                                                                               workdir):
     # HEAD says changed; the GET's answer may not be stored (no-store), so it is shared with no
     # one: the request waiting for it is released at its head and fetches on its own, promptly.
+    larder = larder_factory(config=ADMIN)
+    origin.open_gate("swrrel", passes=2)  # the first GET and the HEAD; the origin holds the next GET
     url = stale_then_changed(larder, origin, workdir, "swrrel", [("Cache-Control", "no-store"), ("ETag", '"v2"')],
-                             query="?delay=1")
+                             query="?hold=swrrel")
     assert "stale-while-revalidate" in cache_status(get(larder, url))
     assert wait_for_methods(origin, "swrrel", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
+    during = in_background(lambda: get(larder, url))
+    wait_stats(larder, lambda s: s["collapsed_requests"] >= 1)  # it waits for the refresh's GET
     start = time.monotonic()
-    during = get(larder, url)
+    origin.open_gate("swrrel")
+    during = during()
     elapsed = time.monotonic() - start
     assert during.body == b"v2 body" and "collapsed" not in cache_status(during), cache_status(during)
     assert elapsed < 3.5, elapsed
@@ -149,7 +162,7 @@ def test_a_head_in_the_stale_while_revalidate_window_starts_no_refresh(larder, o
     url = stale_then_changed(larder, origin, workdir, "swrhead", [("Cache-Control", "max-age=60"), ("ETag", '"v2"')])
     head = get(larder, url, method="HEAD")
     assert head.status == 200 and "stale-while-revalidate" in cache_status(head), cache_status(head)
-    time.sleep(0.5)
+    # (A refresh for the HEAD would have removed the changed entry: the GET below would miss.)
     assert methods(origin, "swrhead") == ["GET"]
     stale = get(larder, url)
     assert stale.body == b"v1 body" and "stale-while-revalidate" in cache_status(stale), cache_status(stale)
@@ -298,8 +311,7 @@ def test_head_revalidations_under_load_stay_within_the_connection_limit(larder_f
     script(workdir, "limit", headers=[("Cache-Control", "max-age=0"), ("ETag", '"v1"')], body="limited")
     clients = 24
     urls = [origin.url(f"/res/limit?c={i}&delay=0.02") for i in range(clients)]
-    for url in urls:
-        assert get(lr, url).body == b"limited"
+    assert all(r.body == b"limited" for r in concurrently(clients, lambda i: get(lr, urls[i])))
     answers = concurrently(clients, lambda i: [get(lr, urls[i]) for _ in range(4)])
     failures = [(urls[i], r.status, cache_status(r)) for i, rs in enumerate(answers) for r in rs
                 if r.status != 200 or r.body != b"limited" or "revalidated" not in cache_status(r)]
