@@ -33,8 +33,9 @@ The behaviour is chosen by the request path:
                       after that many body bytes, "pause_after" and "pause": send
                       that many body bytes, sleep that many seconds, send the
                       rest, or with "pause_until": NAME instead of "pause", wait
-                      for gate NAME (see Gates)}, "rate": send the body at that
-                      many bytes a second);
+                      for gate NAME (see Gates), "hold_at": [[OFFSET, NAME], ...]:
+                      wait for gate NAME once OFFSET body bytes are sent}, "rate":
+                      send the body at that many bytes a second);
                       HEAD gets the head only
 
 Query parameters understood everywhere: ``delay=S`` (sleep before answering), ``hold=NAME``
@@ -553,6 +554,12 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
             origin.gates.wait(spec["pause_until"])
         else:
             pace(min(float(spec.get("pause", 1)), 30.0), "pause")
+    for at, gate in sorted((int(at), gate) for at, gate in spec.get("hold_at", [])):
+        if sent < at < end:
+            send_body(sent, at, head)
+            head = b""
+            sent = at
+            origin.gates.wait(gate)
     send_body(sent, end, head)
     if cut is not None:
         sock.shutdown(socket.SHUT_RDWR)

@@ -4,9 +4,12 @@ and the origin sees one GET. Nobody waits for a client that stops reading, not e
 first client, whose request started the fetch.
 
 Clients join when an earlier client has received a given number of bytes (never after a fixed
-time), so where each one joins is the same on a fast machine and a slow one. Set
-LARDER_LATE_JOIN_FULL=1 for the sizes of the published targets (8.7 MB at 2 MiB/s for six
-clients, 64 MiB at 8 MiB/s for twenty); the default sizes are smaller for the suite's sake."""
+time), so where each one joins is the same on a fast machine and a slow one. The origin holds the
+body at each join point until the client starting there has joined (a gate the test opens), so
+the download is always under way when it joins, however fast the machine. Set
+LARDER_LATE_JOIN_FULL=1 for the sizes and rates of the published targets (8.7 MB at 2 MiB/s for
+six clients, 64 MiB at 8 MiB/s for twenty); the default sizes are smaller and the origin sends as
+fast as it can, for the suite's sake."""
 
 import hashlib
 import os
@@ -111,26 +114,34 @@ def assert_everyone_got_it(everyone, size, timeout):
         assert d.status == 200 and d.digest == want, (d.received, d.cache_status)
 
 
-def run_joiners(pending, timeout):
-    for went, d in pending:
+def run_joiners(pending, timeout, larder, origin, gates):
+    """Starts each client as the pacer passes its join point, waits until it has joined the
+    download, then opens the origin's gate there (``gates``: a name or None for each)."""
+    joined = stats(larder)["collapsed_requests"]
+    for (went, d), gate in zip(pending, gates):
         assert went.wait(timeout), "the first client stopped short of a join point"
         d.start()
+        joined += 1
+        got = wait_stats(larder, lambda s: s["collapsed_requests"] >= joined, timeout=30)["collapsed_requests"]
+        assert got >= joined, f"a client did not join the download ({got} of {joined})"
+        if gate is not None:
+            origin.open_gate(gate)
 
 
 def test_six_index_downloads_starting_one_after_another_make_one_origin_fetch(larder_factory, origin, workdir):
     size = 8_700_000 if FULL else 3_000_000
-    rate = 2 * MiB if FULL else 1 * MiB
-    larder = larder_factory({"cache": {"memory_max_object_size": "1MiB"}})
-    script(workdir, "packages", headers=[("Cache-Control", "max-age=600"), ("Content-Type", "text/plain")],
-           body_bytes=size, rate=rate)
-    url = origin.url("/res/packages")
-    first = Download(larder.port, url)
+    larder = larder_factory({**ADMIN, "cache": {"memory_max_object_size": "1MiB"}})
     # The others start as the first has 2 %, 20 %, 35 %, 70 % and 95 % of it: in the full size,
     # the last three well past the first 2 MiB after which an earlier version fetched again.
     points = [int(size * f) for f in (0.02, 0.2, 0.35, 0.7, 0.95)]
+    gates = [f"join{i}" for i in range(len(points))]
+    script(workdir, "packages", headers=[("Cache-Control", "max-age=600"), ("Content-Type", "text/plain")],
+           body_bytes=size, rate=2 * MiB if FULL else None, hold_at=[[p, g] for p, g in zip(points, gates)])
+    url = origin.url("/res/packages")
+    first = Download(larder.port, url)
     pending = joiners(larder.port, url, first, points)
     first.start()
-    run_joiners(pending, 120)
+    run_joiners(pending, 120, larder, origin, gates)
     everyone = [first] + [d for _, d in pending]
     assert_everyone_got_it(everyone, size, 120)
     assert methods(origin, "packages") == ["GET"]
@@ -140,25 +151,29 @@ def test_six_index_downloads_starting_one_after_another_make_one_origin_fetch(la
 def test_twenty_clients_joining_a_large_download_stored_on_disk_while_its_first_client_stalls(
         larder_factory, origin, workdir):
     size = 64 * MiB if FULL else 16 * MiB
-    rate = 8 * MiB if FULL else 4 * MiB
     # The memory tier is smaller than the object: it is stored on disk as it downloads. The
     # stalled client is not cut for a minute, far longer than the others need.
-    larder = larder_factory({"cache": {"memory_max_object_size": "1MiB"},
+    larder = larder_factory({**ADMIN, "cache": {"memory_max_object_size": "1MiB"},
                              "limits": {"client_idle_timeout": "120s"}})
+    # Nineteen more join while the pacer reads the first three eighths; the origin holds the body
+    # at each of those points past the first 2 MiB (the first client reads 1 MiB before the pacer
+    # starts) until the client starting there has joined.
+    points = [int(size * 3 / 8 * i / 19) + 1 for i in range(1, 20)]
+    gates = [f"join{i}" if p > 2 * MiB else None for i, p in enumerate(points)]
     script(workdir, "image", headers=[("Cache-Control", "max-age=600"),
                                       ("Content-Type", "application/octet-stream")],
-           body_bytes=size, rate=rate)
+           body_bytes=size, rate=8 * MiB if FULL else None,
+           hold_at=[[p, g] for p, g in zip(points, gates) if g is not None])
     url = origin.url("/res/image")
     # The first client (whose request starts the fetch) reads 1 MiB and stops reading.
     stalled = Download(larder.port, url, stop_after=MiB)
     stalled.start()
     assert stalled.stopped.wait(60)
     pacer = Download(larder.port, url)
-    # Nineteen more join while the pacer reads the first three eighths.
-    points = [int(size * 3 / 8 * i / 19) + 1 for i in range(1, 20)]
     pending = joiners(larder.port, url, pacer, points)
     pacer.start()
-    run_joiners(pending, 120)
+    wait_stats(larder, lambda s: s["collapsed_requests"] >= 1)  # the pacer joined
+    run_joiners(pending, 120, larder, origin, gates)
     everyone = [pacer] + [d for _, d in pending]
     assert_everyone_got_it(everyone, size, 180)
     assert methods(origin, "image") == ["GET"]
@@ -174,7 +189,9 @@ def test_twenty_clients_joining_a_large_download_stored_on_disk_while_its_first_
 def test_a_purge_during_a_download_lets_nobody_new_join_it(larder_factory, origin, workdir):
     size = 3_000_000
     larder = larder_factory({"cache": {"memory_max_object_size": "1MiB"}})
-    script(workdir, "purged", headers=[("Cache-Control", "max-age=600")], body_bytes=size, rate=MiB)
+    # The origin holds each answer after 1 MiB until the test has purged the URL and asked again.
+    script(workdir, "purged", headers=[("Cache-Control", "max-age=600")], body_bytes=size,
+           hold_at=[[MiB, "purged"]])
     url = origin.url("/res/purged")
     first = Download(larder.port, url)
     passed = threading.Event()
@@ -185,6 +202,8 @@ def test_a_purge_during_a_download_lets_nobody_new_join_it(larder_factory, origi
     # Asked after the purge: answered by a fetch of its own, not from what came before it.
     after = Download(larder.port, url)
     after.start()
+    origin.wait_requests(2, timeout=10)
+    origin.open_gate("purged")
     assert_everyone_got_it([first, after], size, 120)
     assert "collapsed" not in after.cache_status, after.cache_status
     assert methods(origin, "purged") == ["GET", "GET"]
