@@ -662,12 +662,13 @@ class OriginProcess:
         t.start()
         t.join(max(0.1, deadline - time.monotonic()))
         line = got[0].decode() if got else ""
-        m = re.search(r"origin listening on 127\.0\.0\.1:(\d+)", line)
+        m = re.search(r"origin listening on 127\.0\.0\.1:(\d+) \(gates on 127\.0\.0\.1:(\d+)\)", line)
         if not m:
             stop_process(self.proc, signal.SIGKILL, 5)
             err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
             raise AssertionError(f"origin did not start: {line!r} {err}")
         self.port = int(m.group(1))
+        self.gates_port = int(m.group(2))
         self.base = f"http://127.0.0.1:{self.port}"
         self.hostport = f"127.0.0.1:{self.port}"
         self._notes = threading.Thread(target=self._read_notes, daemon=True)
@@ -696,14 +697,13 @@ class OriginProcess:
     def open_gate(self, name, passes=None, shut=False):
         """Opens the origin's gate ``name`` (for the next ``passes`` requests only, when given; with
         ``shut``, shuts it): requests with ``hold=NAME``, and scripted resources with
-        ``"pause_until": NAME``, wait at it (see origin.py's Gates)."""
-        query = "?shut=1" if shut else f"?passes={passes}" if passes is not None else ""
-        with socket.create_connection((LOCALHOST, self.port), timeout=10) as s:
+        ``"pause_until": NAME`` or ``"hold_at"``, wait at it (see origin.py's Gates)."""
+        how = "shut" if shut else "open" if passes is None else str(int(passes))
+        with socket.create_connection((LOCALHOST, self.gates_port), timeout=10) as s:
             s.settimeout(10)
-            s.sendall(build_request("GET", f"/gate/{name}{query}", [("Host", self.hostport), ("Connection", "close")]))
-            reader = SockReader(s)
-            r = read_response(reader)
-            assert r.status == 200, r
+            s.sendall(f"{name} {how}\n".encode())
+            answer = SockReader(s).read_line()
+            assert answer == b"ok\n", answer
 
     def requests(self):
         try:

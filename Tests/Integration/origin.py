@@ -2,10 +2,10 @@
 """A scriptable HTTP/1.1 origin server for Larder's integration tests.
 
 Run as ``python3 origin.py --port 0 --log FILE``.  Once listening it prints
-``origin listening on 127.0.0.1:PORT`` on stdout, then appends one JSON line
-per received request to FILE (written after the request body has been read
-and before the response is sent, so a client that has its response can read
-the log line).
+``origin listening on 127.0.0.1:PORT (gates on 127.0.0.1:PORT)`` on stdout,
+then appends one JSON line per received request to FILE (written after the
+request body has been read and before the response is sent, so a client that
+has its response can read the log line).
 
 The behaviour is chosen by the request path:
 
@@ -39,8 +39,7 @@ The behaviour is chosen by the request path:
                       HEAD gets the head only
 
 Query parameters understood everywhere: ``delay=S`` (sleep before answering), ``hold=NAME``
-(wait before answering until the test opens gate NAME with ``GET /gate/NAME``, sent directly;
-see Gates).
+(wait before answering until the test opens gate NAME; see Gates).
 With ``--report-sleeps`` (and ``--notify``) every sleep of a slow peer's pace is reported on
 stdout as ``slept SECONDS WHERE``, for the suite's report of fixed waits.
 Keep-alive, pipelining, Content-Length and chunked request bodies and
@@ -221,11 +220,12 @@ _NOTE_LOCK = threading.Lock()
 
 class Gates:
     """Named gates, shut until the test opens them: a request with ``hold=NAME`` waits at gate NAME
-    before it is answered, a scripted resource with ``"pause_until": NAME`` after its first
-    ``pause_after`` body bytes. ``GET /gate/NAME`` sent to the origin itself (not logged) opens the
-    gate for every request waiting at it and every later one; ``?passes=N``: for the next N only
-    (then it is shut again); ``?shut=1`` shuts it. A wait ends after HANG_LIMIT seconds whatever
-    happens, so a test that never opens its gate cannot hang."""
+    before it is answered, a scripted resource with ``"pause_until": NAME`` (or ``"hold_at"``) in its
+    body. The test sets a gate on a port of its own (``gates on 127.0.0.1:PORT`` on the first line;
+    connections there are neither counted nor logged), a line ``NAME open`` (every request waiting
+    at it and every later one goes on), ``NAME N`` (the next N only, then it is shut again) or
+    ``NAME shut``, answered ``ok``. A wait ends after HANG_LIMIT seconds whatever happens, so a
+    test that never opens its gate cannot hang."""
 
     def __init__(self):
         self.cond = threading.Condition()
@@ -240,6 +240,29 @@ class Gates:
         with self.cond:
             self.passes[name] = passes
             self.cond.notify_all()
+
+    def serve(self, srv):
+        """Takes the test's gate lines on the listening socket ``srv``."""
+        while True:
+            try:
+                sock, _ = srv.accept()
+            except OSError:
+                return
+            with sock:
+                try:
+                    sock.settimeout(IO_TIMEOUT)
+                    line = b""
+                    while not line.endswith(b"\n"):
+                        data = sock.recv(256)
+                        if not data:
+                            break
+                        line += data
+                    name, how = line.decode().split()
+                    self.set(name, {"open": float("inf"), "shut": 0}.get(how) if how in ("open", "shut")
+                             else int(how))
+                    sock.sendall(b"ok\n")
+                except (OSError, ValueError):
+                    pass
 
 
 def note(line):
@@ -352,11 +375,6 @@ class Origin:
         path, _, query = path_part.partition("?")
         params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
         param_list = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        if path.startswith("/gate/") and "://" not in target:  # the test's own control request
-            passes = 0 if params.get("shut") == "1" else float(params.get("passes", "inf"))
-            self.gates.set(path[len("/gate/"):], passes)
-            send_simple(sock, 200, b"gate set\n", close=True)
-            return False
 
         conn_tokens = set()
         for v in get("Connection"):
@@ -801,7 +819,12 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    print(f"origin listening on 127.0.0.1:{port}", flush=True)
+    gates = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    gates.bind(("127.0.0.1", 0))
+    gates.listen(16)
+    threading.Thread(target=origin.gates.serve, args=(gates,), daemon=True).start()
+
+    print(f"origin listening on 127.0.0.1:{port} (gates on 127.0.0.1:{gates.getsockname()[1]})", flush=True)
     parent = os.getppid()
     while not stop.is_set():
         if os.getppid() != parent:

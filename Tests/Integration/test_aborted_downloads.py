@@ -10,13 +10,14 @@ from helpers import RawClient, _read_head, pattern, proxy_exchange, std_request
 from test_cache import cache_status, methods, script
 
 SIZE = 32 << 20
-# The origin pauses after this much: the client leaves during the pause, and what follows is more
-# than socket buffers hold, so Larder sees the client gone while the body is still arriving.
+# The origin holds the rest of the body after this much until the client has left (a gate the test
+# opens then), and what follows is more than socket buffers hold, so Larder sees the client gone
+# while the body is still arriving.
 MOST = 28 << 20
 
 
-def abort_after(lr, url, received):
-    """Reads the head and `received` body bytes, then goes away."""
+def abort_after(lr, origin, url, received, gate):
+    """Reads the head and `received` body bytes, then goes away; then the origin sends the rest."""
     c = RawClient(lr.port, 15)
     c.send(std_request("GET", url))
     assert _read_head(c.reader).status == 200
@@ -24,6 +25,7 @@ def abort_after(lr, url, received):
     # A reset, as a client killed mid-download leaves.
     c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     c.close()
+    origin.open_gate(gate)
 
 
 def retry_is_a_hit(lr, origin, name, url):
@@ -33,15 +35,15 @@ def retry_is_a_hit(lr, origin, name, url):
         if r.status == 200:
             assert r.body == pattern(SIZE)
             return True
-        time.sleep(0.2)
+        time.sleep(0.05)
     return False
 
 
 def test_a_mostly_downloaded_object_is_finished_for_the_cache(larder, origin, workdir):
     script(workdir, "most", headers=[("Cache-Control", "max-age=600")], body_bytes=SIZE,
-           pause_after=MOST, pause=1)
+           pause_after=MOST, pause_until="most")
     url = origin.url("/res/most")
-    abort_after(larder, url, MOST)
+    abort_after(larder, origin, url, MOST, "most")
     assert retry_is_a_hit(larder, origin, "most", url)
     assert methods(origin, "most") == ["GET"]
     r = proxy_exchange(larder.port, "GET", url, timeout=15)
@@ -50,9 +52,9 @@ def test_a_mostly_downloaded_object_is_finished_for_the_cache(larder, origin, wo
 
 def test_an_object_barely_started_is_dropped_with_its_client(larder, origin, workdir):
     script(workdir, "little", headers=[("Cache-Control", "max-age=600")], body_bytes=SIZE,
-           pause_after=4 << 20, pause=1)
+           pause_after=4 << 20, pause_until="little")
     url = origin.url("/res/little")
-    abort_after(larder, url, 4 << 20)
+    abort_after(larder, origin, url, 4 << 20, "little")
     # The fetch is dropped with its client: the origin's connection is closed (a finished fetch
     # would have kept it for the next request).
     assert len(origin.wait_ended(1)) == 1
@@ -64,12 +66,13 @@ def test_an_object_barely_started_is_dropped_with_its_client(larder, origin, wor
 
 def test_objects_over_the_size_limit_or_with_the_feature_off_are_dropped(larder_factory, origin, workdir):
     script(workdir, "big", headers=[("Cache-Control", "max-age=600")], body_bytes=SIZE,
-           pause_after=MOST, pause=1)
+           pause_after=MOST, pause_until="big")
     for config in ({"cache": {"finish_aborted_max_size": "16MiB"}}, {"cache": {"finish_aborted_fraction": "off"}}):
         lr = larder_factory(config=config)
         url = origin.url("/res/big")
         before = len(origin.ended)
-        abort_after(lr, url, MOST)
+        origin.open_gate("big", shut=True)
+        abort_after(lr, origin, url, MOST, "big")
         # Dropped with its client: the origin's connection is closed (a finished fetch would have
         # kept it for the next request).
         assert len(origin.wait_ended(before + 1)) == before + 1, config

@@ -230,9 +230,9 @@ def test_purge_is_refused_from_other_addresses(larder_factory, origin, workdir):
 def test_readyz_says_503_while_the_proxy_drains(larder_factory, origin):
     lr = larder_factory(config={**ADMIN, "shutdown_grace": "10s"})
     assert admin(lr, "GET", "/readyz")[0] == 200
-    # A download that keeps the proxy draining for a while after SIGTERM.
+    # A download that keeps the proxy draining after SIGTERM: the origin holds it at a gate.
     c = RawClient(lr.port, 15)
-    c.send(std_request("GET", origin.url("/unique/1/65536?delay=3")))
+    c.send(std_request("GET", origin.url("/unique/1/65536?hold=drain")))
     assert len(origin.wait_requests(1)) == 1  # in flight
     os.kill(lr.pid, signal.SIGTERM)
     lr.wait_for_text("shutting down")
@@ -240,5 +240,6 @@ def test_readyz_says_503_while_the_proxy_drains(larder_factory, origin):
     # (from the moment shutdown begins, just after that line).
     assert wait_until(lambda: admin(lr, "GET", "/readyz")[0] == 503, timeout=5)
     assert admin(lr, "GET", "/healthz")[0] == 200
+    origin.open_gate("drain")
     c.close()
     assert lr.wait_exit(15) == 0
