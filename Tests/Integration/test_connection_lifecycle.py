@@ -16,6 +16,7 @@ import time
 import pytest
 
 from helpers import RawClient, SockReader, build_request, larder_bin, proxy_exchange, read_response, std_request
+from test_admin import ADMIN, wait_stats
 
 BIG = 8 << 20  # a memory hit larger than loopback's socket buffers, so most of it stays queued
 
@@ -45,7 +46,7 @@ def test_a_tunnels_close_reads_no_freed_memory(larder_factory, echo_server, work
     binary = workdir / "larder-nodebug"
     subprocess.run(["objcopy", "--strip-debug", larder_bin(), str(binary)], check=True, timeout=60)
     log = workdir / "memcheck.log"
-    lr = larder_factory(config={"connect_ports": [echo_server.port], "workers": 1},
+    lr = larder_factory(config={**ADMIN, "connect_ports": [echo_server.port], "workers": 1},
                         wrapper=("valgrind", "--error-limit=no", f"--log-file={log}"), binary=binary,
                         start_timeout=180)
     for _ in range(2):
@@ -57,7 +58,9 @@ def test_a_tunnels_close_reads_no_freed_memory(larder_factory, echo_server, work
         c.sock.shutdown(socket.SHUT_WR)
         c.reader.read_to_eof()
         c.close()
-    time.sleep(2)
+    # Both tunnels closed on their own (not by the shutdown) before Larder stops.
+    s = wait_stats(lr, lambda s: s["client_connections_open"] == 0, timeout=30)
+    assert s["client_connections_open"] == 0, s
     lr.stop(timeout=60)
     # Error blocks are separated by "==PID== " lines; only those on a tunnel's path count here.
     blocks = re.split(r"==\d+== \n", log.read_text())
@@ -75,7 +78,7 @@ def test_a_pipelined_request_waiting_for_the_client_to_read_survives_the_head_ti
     s = slow_reader(lr.port)
     # Both requests in one write; the client then reads nothing for longer than the head time.
     s.sendall(std_request("GET", url) + std_request("GET", origin.url("/bytes/10")))
-    time.sleep(2.5)
+    time.sleep(1.5)
     r = SockReader(s)
     statuses = [read_response(r).status for _ in range(2)]
     s.close()
@@ -90,11 +93,10 @@ def test_a_partial_head_sent_while_an_answer_is_queued_is_still_timed_out(larder
     assert proxy_exchange(lr.port, "GET", url, timeout=15).status == 200
     s = slow_reader(lr.port)
     s.sendall(std_request("GET", url))
-    time.sleep(0.3)
+    assert s.recv(1, socket.MSG_PEEK)  # the answer is under way, most of it queued in Larder
     # Part of the next head arrives while the answer is still queued (reading pauses), then the
     # client reads its answer and sends nothing more: slowloris, which the head timer must end.
     s.sendall(b"GET http://127.0.0.1/ HTTP/1.1\r\nX-Partial: ")
-    time.sleep(0.3)
     r = SockReader(s)
     first = read_response(r)
     assert first.status == 200 and len(first.body) == BIG
@@ -126,9 +128,11 @@ def test_a_keep_alive_connection_idle_after_a_queued_answer_costs_no_cpu(larder_
         assert r.status == 200 and len(r.body) == 4 << 20
         r = c.request("GET", origin.url("/unique/2/1024"))
         assert r.status == 200 and len(r.body) == 1024
+        # Spinning, the worker's loop takes whatever share of a core it gets (two thirds of one
+        # next to two busy loops on two cores); idle, next to nothing.
         before = cpu_seconds(lr.pid)
         time.sleep(1)
         used = cpu_seconds(lr.pid) - before
-        assert used < 0.2, f"{used:.2f} s of CPU in 1 s while the one connection idled"
+        assert used < 0.1, f"{used:.2f} s of CPU in 1 s while the one connection idled"
         r = c.request("GET", origin.url("/unique/3/1024"))
         assert r.status == 200 and len(r.body) == 1024
