@@ -559,10 +559,12 @@ class FileWatch:
 
 def wait_for_file(path, check, timeout=5.0):
     """Calls ``check()`` until it returns something true, again each time the file ``path`` changes
-    (is created, written, renamed or removed), for up to ``timeout`` s; returns its last result."""
+    (is created, written, renamed or removed; for a directory, any file in it), for up to
+    ``timeout`` s; returns its last result."""
     began = time.monotonic()
     deadline = began + timeout
-    with FileWatch(Path(path).parent) as watch:
+    directory = Path(path).is_dir()
+    with FileWatch(Path(path) if directory else Path(path).parent) as watch:
         while True:
             got = check()
             left = deadline - time.monotonic()
@@ -570,7 +572,7 @@ def wait_for_file(path, check, timeout=5.0):
                 if not got:
                     note_expired(began, "wait_for_file")
                 return got
-            watch.wait(left, Path(path).name)
+            watch.wait(left, None if directory else Path(path).name)
 
 
 def wait_for_quiet_file(path, quiet, timeout):

@@ -58,8 +58,10 @@ def test_revalidation_instructions_stay_within_the_baseline(larder_factory, orig
 def test_stored_miss_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
     lr, out_prefix = larder_under_callgrind(larder_factory, workdir)
     script(workdir, "storm", [("Cache-Control", "max-age=3600")], "x" * 1024)
+    # The writer keeps up with the requests: what is left for it after the last one is a batch
+    # gathered for a millisecond and a sync (measured: the count after 2 s is within 1 % of this).
     total = instructions_for_gets(lr, out_prefix, lambda n: origin.url(f"/res/storm?n={n}"), warm_up=100,
-                                  measured=REQUESTS, settle=2.0)
+                                  measured=REQUESTS, settle=0.2)
     assert sum(1 for r in origin.requests() if r.get("path") == "/res/storm") == 100 + REQUESTS
     within_baseline(report_metric, "a stored miss of a new 1 KiB URL, disk writer included", total / REQUESTS,
                     STORED_MISS_BASELINE)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from helpers import larder_bin
+from helpers import larder_bin, wait_for_file
 
 # Instructions per 1 KiB memory-tier hit (release build, one worker), and the margin allowed.
 HIT_PATH_BASELINE = 21_200
@@ -32,12 +32,13 @@ def script(workdir, name, headers, body):
 
 
 def callgrind_total(path):
+    """The instruction total of a dump, or None while it is not written whole."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = re.match(r"(?:summary|totals):\s+(\d+)", line)
             if m:
                 return int(m.group(1))
-    raise AssertionError(f"no instruction total in {path}")
+    return None
 
 
 def dump(pid, out_prefix):
@@ -45,18 +46,16 @@ def dump(pid, out_prefix):
     With LARDER_PROFILE_DIR set, the dump is also copied there."""
     before = set(glob.glob(f"{out_prefix}*"))
     subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True, timeout=60)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        fresh = sorted(set(glob.glob(f"{out_prefix}*")) - before)
-        if fresh:
-            time.sleep(0.2)  # let callgrind finish writing it
-            keep = os.environ.get("LARDER_PROFILE_DIR")
-            if keep:  # for callgrind_annotate when a gate fails or a change is profiled
-                os.makedirs(keep, exist_ok=True)
-                shutil.copy(fresh[-1], os.path.join(keep, f"{os.path.basename(fresh[-1])}.pid{pid}"))
-            return callgrind_total(fresh[-1])
-        time.sleep(0.1)
-    raise AssertionError("callgrind wrote no dump")
+    fresh = wait_for_file(os.path.dirname(out_prefix), lambda: sorted(set(glob.glob(f"{out_prefix}*")) - before),
+                          timeout=30)
+    assert fresh, "callgrind wrote no dump"
+    total = wait_for_file(fresh[-1], lambda: callgrind_total(fresh[-1]), timeout=30)
+    assert total is not None, f"no instruction total in {fresh[-1]}"
+    keep = os.environ.get("LARDER_PROFILE_DIR")
+    if keep:  # for callgrind_annotate when a gate fails or a change is profiled
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(fresh[-1], os.path.join(keep, f"{os.path.basename(fresh[-1])}.pid{pid}"))
+    return total
 
 
 def larder_under_callgrind(larder_factory, workdir):
