@@ -18,7 +18,7 @@ import time
 
 from helpers import (FakeDNS, SockReader, _ThreadedServer, build_request, child_env, larder_bin, proxy_exchange,
                      read_response)
-from test_admin import ADMIN, stats
+from test_admin import ADMIN, stats, wait_stats
 
 ATTACKER = "127.0.0.2"  # all of 127.0.0.0/8 is loopback on Linux
 
@@ -111,9 +111,10 @@ def test_a_flood_of_wrong_credentials_does_not_delay_a_real_users_first_request(
     assert resp.status == 200
 
     with Flood(lr.port, url, 120) as flood:
-        time.sleep(1.5)  # let the queue of checks build up
+        # The queue of checks has built up: the attacker's share of it is full.
+        s = wait_stats(lr, lambda s: s["auth_checks_refused"]["max_pending_checks_per_client"] >= 1, timeout=10)
+        assert s["auth_checks_refused"]["max_pending_checks_per_client"] >= 1, s["auth_checks_refused"]
         resp, seconds = exchange_from("127.0.0.1", lr.port, url, [basic("alice", "correct horse")])
-        time.sleep(0.5)
     report_metric(f"valid user's first request: {quiet:.3f} s alone, {seconds:.3f} s under a flood of "
                   "120 wrong-credential connections")
     assert resp.status == 200, resp
@@ -226,12 +227,7 @@ def test_a_real_parent_larder_never_receives_requests_for_denied_origins(larder_
     # The parent listens on 127.0.0.2 too, so the child can deny the origin's 127.0.0.1 and still
     # reach its parent.
     parent = larder_factory(config={"via_name": "parent"}, args=("--listen", "127.0.0.2:0"), name="parent")
-    m = None
-    for _ in range(100):
-        m = re.search(r"proxy listening on 127\.0\.0\.2:(\d+)", parent.log_text())
-        if m:
-            break
-        time.sleep(0.05)
+    m = parent.wait_for_log(r"proxy listening on 127\.0\.0\.2:(\d+)")
     assert m, parent.log_text()
     child = larder_factory(config={"via_name": "child", "deny_destinations": ["127.0.0.1/32"],
                                    "session": {"proxy": f"http://127.0.0.2:{m.group(1)}"}}, name="child")
