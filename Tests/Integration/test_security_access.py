@@ -9,7 +9,6 @@
 """
 
 import base64
-import re
 import socket
 import statistics
 import subprocess
