@@ -5,10 +5,10 @@ hit mapped, zeroed and unmapped its buffer: a fifth of its CPU in disk-only hits
 
 import socket
 import threading
-import time
 from pathlib import Path
 
 from helpers import RawClient, std_request
+from test_admin import ADMIN, stats, wait_stats
 from test_cache import script
 
 CLIENTS = 32
@@ -66,8 +66,8 @@ def test_disk_only_bodies_are_queued_by_reference_not_copied(larder_factory, ori
     # Clients that stop reading leave each response's window of the body queued in Larder. For a
     # body that lives only on disk, the window points into LMDB's map: it costs no heap, where a
     # copy would cost every held response its window (a quarter of a MiB).
-    lr = larder_factory(config={"workers": 1, "cache": {"memory_capacity": "64KiB",
-                                                        "memory_max_object_size": "16KiB"}})
+    lr = larder_factory(config={**ADMIN, "workers": 1, "cache": {"memory_capacity": "64KiB",
+                                                                 "memory_max_object_size": "16KiB"}})
     size = 4 << 20
     script(workdir, "disk4m", headers=[("Cache-Control", "max-age=3600")], body="m" * size)
     url = origin.url("/res/disk4m")
@@ -77,6 +77,7 @@ def test_disk_only_bodies_are_queued_by_reference_not_copied(larder_factory, ori
         r = c.request("GET", url)
         assert len(r.body) == size and "hit" in r.header("Cache-Status")
     before = lr.rss_kib("RssAnon")
+    answered = stats(lr)["responses"]["2xx"]
     held = []
     try:
         for _ in range(HELD):
@@ -85,7 +86,9 @@ def test_disk_only_bodies_are_queued_by_reference_not_copied(larder_factory, ori
             s.connect(("127.0.0.1", lr.port))
             s.sendall(std_request("GET", url))
             held.append(s)
-        time.sleep(1.5)   # every response has queued its window by now
+        # Every response has queued its window: its head went out with it.
+        got = wait_stats(lr, lambda s: s["responses"]["2xx"] >= answered + HELD)["responses"]["2xx"]
+        assert got >= answered + HELD, f"{got - answered} of {HELD} answers started"
         grown = lr.rss_kib("RssAnon") - before
         window_kib = 256
         assert grown < HELD * window_kib // 4, (
