@@ -11,11 +11,10 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 
 import pytest
 
-from helpers import REPO_ROOT, free_port, spawn, stop_process
+from helpers import REPO_ROOT, free_port, spawn, stop_process, wait_for_file
 from test_admin import stats
 from test_cache import script
 
@@ -35,7 +34,8 @@ class HAProxy:
         for i, lr in enumerate(larders, 1):
             env[f"LARDER{i}_ADDR"] = f"127.0.0.1:{lr.port}"
             env[f"LARDER{i}_ADMIN_PORT"] = str(lr.admin_port)
-        self.log = open(workdir / "haproxy.log", "wb")
+        self.log_path = workdir / "haproxy.log"
+        self.log = open(self.log_path, "wb")
         self.proc = spawn([binary, "-db", "-f", HAPROXY_CFG], env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def command(self, line):
@@ -65,15 +65,17 @@ class HAProxy:
         return out
 
     def wait_states(self, expected, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        while True:
+        """Waits until the servers' states are as ``expected``: asked again each time a file in the
+        test's directory changes (HAProxy's stats socket appears there, and it logs there when a
+        server goes up or down)."""
+        def reached():
             states = self.server_states()
-            if all(states.get(name, "").startswith(want) for name, want in expected.items()):
-                return
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.log.flush()
-                raise AssertionError(f"HAProxy servers {states}, wanted {expected}")
-            time.sleep(0.1)
+            return self.proc.poll() is not None or all(states.get(name, "").startswith(want)
+                                                       for name, want in expected.items())
+
+        if not wait_for_file(self.log_path.parent, reached, timeout) or self.proc.poll() is not None:
+            self.log.flush()
+            raise AssertionError(f"HAProxy servers {self.server_states()}, wanted {expected}")
 
     def stop(self):
         rc, _ = stop_process(self.proc, signal.SIGTERM, 10)
