@@ -1130,6 +1130,12 @@ class _ThreadedServer:
     def handle(self, sock, peer):
         raise NotImplementedError
 
+    def wrapped(self, sock):
+        """``sock`` in place of the accepted socket it wraps (a TLS socket takes over its
+        descriptor): ``stop`` shuts it down like the others."""
+        self._socks.append(sock)
+        return sock
+
     def stop(self):
         self._stop.set()
         try:
@@ -1173,7 +1179,7 @@ class TLSServer(_ThreadedServer):
         super().__init__()
 
     def handle(self, sock, peer):
-        tls = self.ctx.wrap_socket(sock, server_side=True)
+        tls = self.wrapped(self.ctx.wrap_socket(sock, server_side=True))
         buf = b""
         while b"\r\n\r\n" not in buf:
             data = tls.recv(65536)

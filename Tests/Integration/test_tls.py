@@ -85,7 +85,7 @@ class HTTPSOrigin(_ThreadedServer):
         super().__init__()
 
     def handle(self, sock, peer):
-        tls = self.ctx.wrap_socket(sock, server_side=True)
+        tls = self.wrapped(self.ctx.wrap_socket(sock, server_side=True))
         with self.lock:
             self.handshakes += 1
             self.resumed += 1 if tls.session_reused else 0
