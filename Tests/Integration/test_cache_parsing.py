@@ -8,6 +8,7 @@ Each test runs the real binary against a scripted origin (``/res/NAME`` answers 
 import pytest
 
 from helpers import RawClient, free_port
+from test_admin import ADMIN, wait_stats
 from test_cache import cache_status, get, methods, script
 
 
@@ -89,15 +90,19 @@ def test_vary_on_an_unknown_field_keeps_order_and_case_significant(larder, origi
     assert methods(origin, "vxo") == ["GET", "GET", "GET"]
 
 
-def test_collapsed_follower_with_another_spelling_shares_the_fetch(larder, origin, workdir):
+def test_collapsed_follower_with_another_spelling_shares_the_fetch(larder_factory, origin, workdir):
+    larder = larder_factory(config=ADMIN)
     script(workdir, "vcol", headers=[("Cache-Control", "max-age=60"), ("Vary", "Accept-Encoding")], body="slow",
-           pause_after=1, pause=1.0)
+           pause_after=1, pause_until="vcol")
     url = origin.url("/res/vcol")
     with RawClient(larder.port, 15) as a, RawClient(larder.port, 15) as b:
         a.send(f"GET {url} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip, br\r\n\r\n".encode())
-        # The leader's head is out once the first body byte is: the follower then joins.
+        # The leader's head is out once the first body byte is: the follower then joins, and the
+        # origin sends the rest.
         a.reader._fill()
         b.send(f"GET {url} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: BR,gzip\r\n\r\n".encode())
+        wait_stats(larder, lambda s: s["collapsed_requests"] >= 1)
+        origin.open_gate("vcol")
         ra, rb = a.response(), b.response()
     assert ra.body == b"slow" and rb.body == b"slow"
     assert methods(origin, "vcol") == ["GET"], cache_status(rb)
