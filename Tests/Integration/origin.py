@@ -710,8 +710,9 @@ def route(origin, sock, conn, method, path, params, param_list, record, keep_ali
         else:
             for piece in pattern_chunks(part, 16 * 1024):
                 sock.sendall(piece)
-        pace(0.2, "reset")
         if params.get("rst") == "1":
+            # A reset discards what the proxy has not read yet: it gets a moment to read it first.
+            pace(0.2, "reset")
             import struct
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
