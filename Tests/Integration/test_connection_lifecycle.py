@@ -69,7 +69,7 @@ def test_a_tunnels_close_reads_no_freed_memory(larder_factory, echo_server, work
 
 
 def test_a_pipelined_request_waiting_for_the_client_to_read_survives_the_head_timer(larder_factory, origin, workdir):
-    lr = larder_factory(config={"limits": {"client_header_timeout": "1s"}, "workers": 1,
+    lr = larder_factory(config={"limits": {"client_header_timeout": "500ms"}, "workers": 1,
                                 "cache": {"memory_max_object_size": "16MB"}})
     script(workdir, "big", headers=[("Cache-Control", "max-age=600")], body_bytes=BIG)
     url = origin.url("/res/big")
@@ -78,7 +78,7 @@ def test_a_pipelined_request_waiting_for_the_client_to_read_survives_the_head_ti
     s = slow_reader(lr.port)
     # Both requests in one write; the client then reads nothing for longer than the head time.
     s.sendall(std_request("GET", url) + std_request("GET", origin.url("/bytes/10")))
-    time.sleep(1.5)
+    time.sleep(1.0)
     r = SockReader(s)
     statuses = [read_response(r).status for _ in range(2)]
     s.close()
