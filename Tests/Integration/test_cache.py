@@ -408,7 +408,9 @@ def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(lar
     assert methods(origin, "swr") == ["GET", "HEAD", "GET"]
 
 
-def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, workdir, proxy_clock):
+def test_stale_while_revalidate_unchanged_freshens_the_entry(larder_factory, origin, workdir, proxy_clock):
+    from test_admin import ADMIN, wait_stats  # (test_admin imports this module)
+    larder = larder_factory(config=ADMIN)
     script(workdir, "swr2", headers=[("Cache-Control", "max-age=1, stale-while-revalidate=30"), ("ETag", '"same"')],
            body="same body", conditional=True)
     url = origin.url("/res/swr2")
@@ -419,7 +421,8 @@ def test_stale_while_revalidate_unchanged_freshens_the_entry(larder, origin, wor
            body="same body", conditional=True)
     assert "stale-while-revalidate" in cache_status(get(larder, url))
     assert wait_for_methods(origin, "swr2", ["GET", "HEAD"]) == ["GET", "HEAD"]
-    time.sleep(0.2)
+    # The background HEAD's answer is in once the refresh is over.
+    assert wait_stats(larder, lambda s: s["detached_fetches_in_flight"] == 0)["detached_fetches_in_flight"] == 0
     again = get(larder, url)
     # Freshened by the background HEAD: a plain hit, no new origin request.
     assert cache_status(again).startswith("larder; hit") and "stale" not in cache_status(again), cache_status(again)

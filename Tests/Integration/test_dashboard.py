@@ -162,7 +162,7 @@ def test_the_warming_panel_and_an_ephemeral_cache_render(larder_factory, origin)
     assert admin_post(lr, "/warm", body.encode()) == 202
     deadline = time.monotonic() + 20
     while json.loads(admin(lr, "GET", "/warm")[2])["state"] == "running" and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.02)
     dom = run_chromium(["--dump-dom", f"http://127.0.0.1:{lr.admin_port}/"]).stdout.decode()
     warm = dom.split('id="warm"')[1][:3000]
     assert "job 1 · finished" in warm and "13 of 13" in warm and "stored 12" in warm and "failed 1" in warm, warm

@@ -38,7 +38,7 @@ def eventually_a_hit(lr, url, spec):
                            timeout=15)
         if r.status != 504 or time.monotonic() > deadline:
             return r
-        time.sleep(0.1)
+        time.sleep(0.02)
 
 
 def test_a_ranged_miss_is_answered_from_the_whole_object_and_the_next_range_is_a_hit(larder, origin, workdir):

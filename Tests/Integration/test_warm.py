@@ -265,7 +265,7 @@ def wait_job(lr, headers=(), timeout=30):
         w = admin_json(lr, "/warm", headers)
         if w["state"] != "running" or time.monotonic() > deadline:
             return w
-        time.sleep(0.1)
+        time.sleep(0.02)
 
 
 def test_post_warm_runs_in_the_background_and_reports_progress(larder_factory, origin):
