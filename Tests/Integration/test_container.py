@@ -178,7 +178,7 @@ def run_image(stage, root, origin):
         while subprocess.run(health_cmd, env=env, capture_output=True, timeout=10).returncode != 0:
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "the health check never passed"
-            time.sleep(0.2)
+            time.sleep(0.05)
         with open(f"/proc/{proc.pid}/status") as f:
             status = f.read()
         if os.geteuid() == 0:

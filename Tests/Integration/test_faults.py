@@ -143,14 +143,14 @@ def wait_fds(pid, target, timeout=10.0):
         n = open_fds(pid)
         if n <= target or time.monotonic() > deadline:
             return n
-        time.sleep(0.1)
+        time.sleep(0.02)
 
 
 def test_clients_vanishing_mid_download_and_mid_upload_leak_nothing(larder_factory, origin):
     # Idle origin connections are not kept, so the baseline is exact.
     lr = larder_factory(config={"session": {"max_idle_connections_per_host": 0}})
     assert proxy_exchange(lr.port, "GET", origin.url("/echo")).status == 200
-    time.sleep(0.3)
+    assert len(origin.wait_ended(1)) == 1  # Larder closed its origin connection (none is kept idle)
     baseline = open_fds(lr.pid)
 
     for _ in range(10):
