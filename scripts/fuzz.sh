@@ -9,8 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.build/fuzz
 mkdir -p "$out/corpus"
-swiftc -swift-version 6 -parse-as-library -O -g -sanitize=fuzzer,address -module-name HTTPWireFuzz \
-    Sources/HTTPWire/*.swift Tests/Fuzz/HTTPWireFuzz.swift -o "$out/httpwire-fuzz"
+# Compiled again only when a source (or this script) is newer than the harness, as make would.
+if [ ! -x "$out/httpwire-fuzz" ] || [ -n "$(find Sources/HTTPWire Tests/Fuzz/HTTPWireFuzz.swift "$0" \
+        -newer "$out/httpwire-fuzz" -print -quit)" ]; then
+    swiftc -swift-version 6 -parse-as-library -O -g -sanitize=fuzzer,address -module-name HTTPWireFuzz \
+        Sources/HTTPWire/*.swift Tests/Fuzz/HTTPWireFuzz.swift -o "$out/httpwire-fuzz"
+fi
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(-runs=10000000)
 SWIFT_BACKTRACE=enable=no "$out/httpwire-fuzz" -artifact_prefix="$out/" -max_len=4200 -print_final_stats=1 "${args[@]}" \
