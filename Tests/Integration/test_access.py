@@ -63,12 +63,7 @@ def test_clients_outside_allow_clients_get_403_and_a_log_line(larder_factory, or
 def test_ipv6_clients_are_matched_by_ipv6_networks(larder_factory, origin):
     # Two listeners: 127.0.0.1 and ::1; only the IPv6 loopback is allowed.
     lr = larder_factory(config={"allow_clients": ["::1/128"]}, args=("--listen", "[::1]:0"))
-    m = None
-    for _ in range(100):
-        m = re.search(r"proxy listening on \[::1\]:(\d+)", lr.log_text())
-        if m:
-            break
-        threading.Event().wait(0.05)
+    m = lr.wait_for_log(r"proxy listening on \[::1\]:(\d+)")
     assert m, lr.log_text()
     v6 = int(m.group(1))
     r = curl("-s", "-o", "/dev/null", "-w", "%{http_code}", "-x", f"http://[::1]:{v6}", origin.url("/echo"))
