@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from helpers import RawClient, build_request, curl, proxy_exchange, std_request
+from helpers import RawClient, build_request, caller_place, curl, note_sleep, proxy_exchange, std_request
 from test_admin import ADMIN, stats
 from test_cache import script
 
@@ -142,8 +142,11 @@ def test_a_head_sent_one_byte_a_second_is_dropped_with_408(larder_factory, origi
             s.sendall(bytes([byte]))
             # Others are served meanwhile.
             assert proxy_exchange(lr.port, "GET", origin.url("/echo"), timeout=5).status == 200
-            # A byte a second: the next goes when a second has passed without an answer.
-            select.select([s], [], [], 1)
+            # A byte a second: the next goes when a second has passed without an answer (the pace
+            # of the slow client, counted as such).
+            began = time.monotonic()
+            if not select.select([s], [], [], 1)[0]:
+                note_sleep(time.monotonic() - began, f"pace at {caller_place()}")
             s.setblocking(False)
             try:
                 answer += s.recv(4096)
