@@ -27,6 +27,7 @@ import concurrent.futures
 import hashlib
 import random
 import re
+import select
 import socket
 import threading
 import time
@@ -91,6 +92,12 @@ class Outcome:
     detail: str = ""
     stop: bool = False  # h11: the connection cannot persist after the last message
     rest: bytes = b""  # h11: the bytes where the message it refused began
+    # Larder: its connection and reader, still open, while whether more comes is decided for many
+    # connections at once (settle_pending); the number of answers h11 expects; whether the silence
+    # was seen by settle_pending (after every other input had run: no mere slowness).
+    pending: object = None
+    expect: int = 0
+    settled: bool = False
 
     def __str__(self):
         msgs = " ".join(f"[{m.method.decode('latin-1')} {m.target[:40].decode('latin-1')} {m.body[:8]}]"
@@ -374,13 +381,14 @@ def _read_larder_response(r):
         return status, fields, body if body is not None else b""
 
 
-def larder_request(port, data, expect, quiet=0.05):
+def larder_request(port, data, expect, quiet=0.05, defer=False):
     """Send `data` to Larder and read its answers: `expect` of them (what h11 read), then whatever
     else comes within `quiet` seconds. The connection is not half-closed: Larder drops a queued
     response when the client half-closes before it was flushed (a ProxyServer bug, see
     test_half_close_after_a_request_still_gets_the_response), so "Larder waits for more bytes" is
-    silence instead."""
-    out = Outcome()
+    silence instead. With `defer`, the silence is not waited for: the outcome keeps the connection
+    open (`pending`) for settle_pending, which waits once for all such connections."""
+    out = Outcome(expect=expect)
     try:
         sock = socket.create_connection((LOCALHOST, port), timeout=IO_TIMEOUT)
     except OSError as e:
@@ -388,14 +396,56 @@ def larder_request(port, data, expect, quiet=0.05):
         return out
     sock.settimeout(IO_TIMEOUT)
     try:
-        try:
-            sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # Larder stopped reading after a rejection; its answer is still there to read
-        r = _Reader(sock)
+        sock.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # Larder stopped reading after a rejection; its answer is still there to read
+    except OSError as e:
+        sock.close()
+        out.end, out.detail = "error", f"send: {e}"
+        return out
+    return _read_answers(out, sock, _Reader(sock), quiet, defer)
+
+
+def settle_pending(outcomes, quiet):
+    """One quiet window of `quiet` seconds for every outcome still `pending`, all at once: those
+    whose connection stays silent wait for more bytes (and are closed); the others are read on
+    (`_read_answers`, each with a quiet window of its own)."""
+    waiting = {o.pending[0]: o for o in outcomes if o.pending is not None}
+    began = time.monotonic()
+    deadline = began + quiet
+    spoke = []
+    while waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        ready, _, _ = select.select(list(waiting), [], [], left)
+        spoke += [waiting.pop(s) for s in ready]
+    if waiting:
+        note_sleep(time.monotonic() - began, "quiet window at test_differential.py:settle_pending")
+    for out in waiting.values():
+        sock, _ = out.pending
+        out.pending = None
+        out.detail = "waits for more bytes"
+        out.settled = True
+        sock.close()
+    for out in spoke:
+        sock, r = out.pending
+        out.pending = None
+        _read_answers(out, sock, r, quiet, settled=True)
+
+
+def _read_answers(out, sock, r, quiet, defer=False, settled=False):
+    """Larder's answers on `sock` into `out` (see larder_request); closes the socket, unless it is
+    left `pending`. `settled`: Larder has had every other input's time to answer, so a silence
+    now is not slowness."""
+    expect = out.expect
+    try:
         while True:
             began = time.monotonic()
             if len(out.messages) >= expect and not r.buf:
+                if defer:
+                    out.pending = (sock, r)
+                    return out
                 sock.settimeout(quiet)
             try:
                 got = _read_larder_response(r)
@@ -403,6 +453,7 @@ def larder_request(port, data, expect, quiet=0.05):
                 if len(out.messages) >= expect:
                     note_sleep(time.monotonic() - began, "quiet window at test_differential.py:larder_request")
                     out.detail = "waits for more bytes"
+                    out.settled = settled
                     return out
                 raise
             finally:
@@ -443,7 +494,8 @@ def larder_request(port, data, expect, quiet=0.05):
         out.end, out.detail = "invalid-output", str(e)
         return out
     finally:
-        sock.close()
+        if out.pending is None:
+            sock.close()
 
 
 def larder_response(port, raw_port, case_id, method="GET"):
@@ -1355,14 +1407,29 @@ class Finding:
 def run_requests(cases, larder_port, origin_port, workers=24, quiet=0.05):
     ctx = {"response": False, "origin_port": origin_port}
 
-    def one(case):
+    def first(case):
         h = h11_request(case.data)
         expect = len(h.messages)  # answers to wait for; a rejection (or more) must come within `quiet`
-        lr = larder_request(larder_port, case.data, expect, quiet)
+        return h, larder_request(larder_port, case.data, expect, quiet, defer=True)
+
+    firsts = []
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        # Whether more comes on the connections that have every answer h11 expects: one window for
+        # a batch of them (in batches, so that the connections left open stay well below Larder's
+        # limit per client address).
+        for start in range(0, len(cases), 200):
+            batch = list(pool.map(first, cases[start:start + 200]))
+            settle_pending([lr for _, lr in batch], quiet)
+            firsts += batch
+
+    def one(item):
+        case, (h, lr) = item
+        expect = lr.expect
         verdict = classify_request(h, lr)
-        if verdict is not None and lr.end not in ("timeout", "error"):
+        if verdict is not None and lr.end not in ("timeout", "error") and not lr.settled:
             # Larder may just have been slow (many inputs run at once; the first try waits only
-            # `quiet` for an answer it did not expect): once more, patiently.
+            # `quiet` for an answer it did not expect): once more, patiently. (A silence seen by
+            # settle_pending came after every other input had been answered: not slowness.)
             lr = larder_request(larder_port, case.data, expect, quiet=1.5)
             verdict = classify_request(h, lr)
         if verdict is None:
@@ -1372,7 +1439,7 @@ def run_requests(cases, larder_port, origin_port, workers=24, quiet=0.05):
                        explain(case, kind, dict(ctx, h=h, larder_detail=lr.detail)))
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        return [f for f in pool.map(one, cases) if f is not None]
+        return [f for f in pool.map(one, zip(cases, firsts)) if f is not None]
 
 
 def run_responses(cases, larder_port, raw_origin, first_id=0, workers=24):
