@@ -83,11 +83,18 @@ def let_history_grow(lr, points, traffic=None):
     called in each interval."""
     interval = json.loads(admin(lr, "GET", "/stats/history")[2])["interval"]
     deadline = time.monotonic() + 30
+    first = True
     while len(history_points(lr)) < points and time.monotonic() < deadline:
         have = len(history_points(lr))
         if traffic is not None:
             traffic()
         lr.clock.advance(interval)
+        if first and have == 0:
+            # The first sample shows in no point: two sampling turns for it to be taken (should it
+            # take longer, the next move is seen to add no point, and the one after adds it).
+            time.sleep(0.1)
+            first = False
+            continue
         wait_until(lambda: len(history_points(lr)) > have, timeout=0.3, interval=0.02)
     return history_points(lr)
 

@@ -310,7 +310,7 @@ def test_head_revalidations_under_load_stay_within_the_connection_limit(larder_f
                                                           "max_idle_connections_per_host": 4}})
     script(workdir, "limit", headers=[("Cache-Control", "max-age=0"), ("ETag", '"v1"')], body="limited")
     clients = 24
-    urls = [origin.url(f"/res/limit?c={i}&delay=0.02") for i in range(clients)]
+    urls = [origin.url(f"/res/limit?c={i}&delay=0.01") for i in range(clients)]
     assert all(r.body == b"limited" for r in concurrently(clients, lambda i: get(lr, urls[i])))
     answers = concurrently(clients, lambda i: [get(lr, urls[i]) for _ in range(4)])
     failures = [(urls[i], r.status, cache_status(r)) for i, rs in enumerate(answers) for r in rs
