@@ -78,7 +78,7 @@ def test_a_pipelined_request_waiting_for_the_client_to_read_survives_the_head_ti
     s = slow_reader(lr.port)
     # Both requests in one write; the client then reads nothing for longer than the head time.
     s.sendall(std_request("GET", url) + std_request("GET", origin.url("/bytes/10")))
-    time.sleep(1.0)
+    time.sleep(0.8)
     r = SockReader(s)
     statuses = [read_response(r).status for _ in range(2)]
     s.close()

@@ -918,14 +918,14 @@ def test_a_follower_that_reads_slowly_is_waited_for_not_cut(larder_factory, scri
     leader = threading.Thread(target=slow_download, args=(lr.port, origin.url("/big"), 64 << 20, results, 0, 1 << 20))
     leader.start()
     assert origin.wait_seen(1)  # the leader's fetch is under way
-    follower = threading.Thread(target=slow_download, args=(lr.port, origin.url("/big"), 8 << 20, results, 1, 1 << 16))
+    follower = threading.Thread(target=slow_download, args=(lr.port, origin.url("/big"), 16 << 20, results, 1, 1 << 16))
     follower.start()
     wait_stats(lr, lambda s: s["collapsed_requests"] >= 1)  # the follower joined the fetch
     started.set()
     t0 = time.monotonic()
     leader.join(30)
     follower.join(30)
-    report_metric(f"8 MiB shared by a fast leader and a follower reading 8 MiB/s: {time.monotonic() - t0:.1f} s, "
+    report_metric(f"8 MiB shared by a fast leader and a follower reading 16 MiB/s: {time.monotonic() - t0:.1f} s, "
                   f"{[r[0] for r in results]}")
     expected = hashlib.sha256(body).hexdigest()
     assert results == [(200, expected, size), (200, expected, size)], [r[:1] + r[2:] for r in results if r]
