@@ -575,18 +575,6 @@ def wait_for_file(path, check, timeout=5.0):
             watch.wait(left, None if directory else Path(path).name)
 
 
-def wait_for_quiet_file(path, quiet, timeout):
-    """Waits until ``path`` has not changed for ``quiet`` s (or ``timeout`` passed)."""
-    deadline = time.monotonic() + timeout
-    with FileWatch(Path(path).parent) as watch:
-        while time.monotonic() < deadline:
-            began = time.monotonic()
-            if not watch.wait(min(quiet, deadline - time.monotonic()), Path(path).name):
-                note_sleep(time.monotonic() - began, f"quiet window at {caller_place()}")
-                return True
-    return False
-
-
 # ---------------------------------------------------------------------------
 # The test clock
 
