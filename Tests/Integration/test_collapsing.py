@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from helpers import RawClient, _read_head, concurrently, in_background, pattern, proxy_exchange, std_request, wait_for_file
+from helpers import (RawClient, _read_head, concurrently, in_background, pattern, proxy_exchange, std_request,
+                     wait_for_file)
 from test_admin import ADMIN, stats, wait_stats
 from test_cache import cache_status, methods, script
 
