@@ -218,9 +218,11 @@ def test_a_hand_over_the_detached_budget_has_no_room_for_is_refused_and_the_firs
     size = 24 * MiB
     larder = larder_factory(dict(ADMIN, cache={"memory_max_object_size": "1MiB"},
                                  limits={"client_idle_timeout": "120s", "detached_bytes": "1MiB"}))
+    # The origin holds the body after 8 MiB (more than the stopped client's buffers take) until the
+    # first client reads on.
     script(workdir, "refused", headers=[("Cache-Control", "max-age=600"),
                                         ("Content-Type", "application/octet-stream")],
-           body_bytes=size, rate=8 * MiB)
+           body_bytes=size, hold_at=[[8 * MiB, "refused"]])
     url = origin.url("/res/refused")
     read_on = threading.Event()
     first = Download(larder.port, url, stop_after=MiB, resume=read_on)
@@ -228,7 +230,6 @@ def test_a_hand_over_the_detached_budget_has_no_room_for_is_refused_and_the_firs
     assert first.stopped.wait(20)
     follower = Download(larder.port, url)
     follower.start()
-    # Within the suite's 60 s for a test: the whole download takes 3 s at the origin's rate.
     refused = larder.wait_for_log(
         r"download of \S+ not handed over to its followers: limits\.detached_bytes reached; 127\.0\.0\.1 goes on pacing it",
         timeout=20)
@@ -240,6 +241,7 @@ def test_a_hand_over_the_detached_budget_has_no_room_for_is_refused_and_the_firs
     assert sum(s["detached_fetches_cut"].values()) == 0, s["detached_fetches_cut"]
     assert not follower.done.is_set() and follower.received < size, follower.received
     read_on.set()
+    origin.open_gate("refused")
     assert_everyone_got_it([first, follower], size, 30)
     assert methods(origin, "refused") == ["GET"]
     assert "collapsed" not in first.cache_status and "collapsed" in follower.cache_status, \
