@@ -11,7 +11,9 @@ import pytest
 from test_hit_path_cost import instructions_for_gets, larder_under_callgrind, script
 
 # Instructions per forwarded 1 KiB request (release build, one worker), and the margin allowed.
-FORWARD_PATH_BASELINE = 43_100
+# (Set again, with the stored miss's, when the test origin began sending a head in one write with
+# its body: Larder reads each answer in one go, where it took two reads 40 ms apart.)
+FORWARD_PATH_BASELINE = 39_500
 ALLOWED_GROWTH = 1.10
 REQUESTS = 1_000
 
@@ -39,7 +41,7 @@ def test_forwarded_request_instructions_stay_within_the_baseline(larder_factory,
 # the default), and per stored miss (a new URL each time, 1 KiB kept for an hour; the disk
 # writer's work included).
 REVALIDATION_BASELINE = 55_600
-STORED_MISS_BASELINE = 100_600
+STORED_MISS_BASELINE = 94_300
 
 
 @pytest.mark.timeout_s(300)
