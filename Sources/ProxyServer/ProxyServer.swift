@@ -378,14 +378,16 @@ public final class ProxyServer: @unchecked Sendable {
         logger.info("admin endpoint listening on \(address)\(listener.tls ? " (TLS)" : "")")
     }
 
-    /// A thread for each worker's loop; the admin endpoint says ready from here on.
+    /// A thread for each worker's loop; the admin endpoint says ready from here on. Ready is set
+    /// before the loops run: a worker's loop answers the admin endpoint, and one started first
+    /// could answer a probe "not ready" although nothing stood in the way any more.
     private func startWorkers() {
+        admin?.ready.store(true, ordering: .relaxed)
         for w in workers {
             let t = LoopThread { w.loop.run() }
             threads.append(t)
             t.start()
         }
-        admin?.ready.store(true, ordering: .relaxed)
         logger.info("larder started with \(workers.count) worker\(workers.count == 1 ? "" : "s")")
     }
 
