@@ -5,10 +5,11 @@ import SessionClient
 import Statistics
 
 /// One client connection: the shell around `ConnectionMachine`. It turns stream callbacks into
-/// events, carries out the actions the machine answers with, and reads request heads. What
-/// answers a request lives elsewhere: `RequestRouter` (where it goes), `AccessCheck` (whether it
-/// may), `CacheFlow` (the cache's part), `OriginRelay`, `StoredBodySender` and `CollapseFollower`
-/// (the three ways an answer arrives), `ConnectHandler` (CONNECT and interception).
+/// events, carries out the actions the machine answers with, reads request heads and moves request
+/// bodies. How an answer is written is its responder's (`Responder.swift`); what answers a request
+/// lives elsewhere: `RequestRouter` (where it goes), `AccessCheck` (whether it may), `CacheFlow`
+/// (the cache's part), `OriginRelay`, `StoredBodySender` and `CollapseFollower` (the three ways an
+/// answer arrives), `ConnectHandler` (CONNECT and interception).
 final class ClientConnection: StreamDelegate {
     /// The worker owns its connections and closes them all before it goes, so the reference needs
     /// no checking (a checked `unowned` costs an atomic pair on every use, many per request).
