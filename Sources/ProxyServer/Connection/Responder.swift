@@ -261,7 +261,8 @@ extension ClientConnection {
         send(.intercepted)
     }
 
-    /// The one place a `Cache-Status` is chosen.
+    /// The one place a `Cache-Status` is chosen (CONNECT's answers and refused connections' carry
+    /// theirs serialized once per configuration, `LocalAnswers`).
     private func cacheStatus(_ source: AnswerSource, status: Int) -> CacheStatusField {
         // The settings are read in place: a copy of the struct costs a reference count per field.
         switch source {
