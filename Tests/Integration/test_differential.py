@@ -428,21 +428,26 @@ def settle_pending(outcomes, quiet):
         out.detail = "waits for more bytes"
         out.settled = True
         sock.close()
+    # Those that said more are read on, and wait for silence again all together, until none is left.
     for out in spoke:
         sock, r = out.pending
         out.pending = None
-        _read_answers(out, sock, r, quiet, settled=True)
+        _read_answers(out, sock, r, quiet, defer=True, settled=True, spoke=True)
+    if spoke:
+        settle_pending(spoke, quiet)
 
 
-def _read_answers(out, sock, r, quiet, defer=False, settled=False):
+def _read_answers(out, sock, r, quiet, defer=False, settled=False, spoke=False):
     """Larder's answers on `sock` into `out` (see larder_request); closes the socket, unless it is
     left `pending`. `settled`: Larder has had every other input's time to answer, so a silence
-    now is not slowness."""
+    now is not slowness. `spoke`: the socket has something to read, which is read first."""
     expect = out.expect
     try:
         while True:
             began = time.monotonic()
-            if len(out.messages) >= expect and not r.buf:
+            if spoke:
+                spoke = False
+            elif len(out.messages) >= expect and not r.buf:
                 if defer:
                     out.pending = (sock, r)
                     return out

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -65,15 +66,19 @@ class HAProxy:
         return out
 
     def wait_states(self, expected, timeout=20.0):
-        """Waits until the servers' states are as ``expected``: asked again each time a file in the
-        test's directory changes (HAProxy's stats socket appears there, and it logs there when a
-        server goes up or down)."""
+        """Waits until the servers' states are as ``expected``: once HAProxy's stats socket answers
+        (polled, for the moment HAProxy takes to start), asked again each time HAProxy logs (it
+        says when a server goes up or down)."""
         def reached():
             states = self.server_states()
             return self.proc.poll() is not None or all(states.get(name, "").startswith(want)
                                                        for name, want in expected.items())
 
-        if not wait_for_file(self.log_path.parent, reached, timeout) or self.proc.poll() is not None:
+        deadline = time.monotonic() + timeout
+        while not self.server_states() and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        left = max(0.0, deadline - time.monotonic())
+        if not wait_for_file(self.log_path, reached, left) or self.proc.poll() is not None:
             self.log.flush()
             raise AssertionError(f"HAProxy servers {self.server_states()}, wanted {expected}")
 
