@@ -117,7 +117,9 @@ def test_an_unreachable_proxy_fails_every_url(origin, workdir):
 
 
 class HostileProxy(_ThreadedServer):
-    """Answers each request by what its path asks for, the way a broken or hostile proxy might."""
+    """Answers each request by what its path asks for, the way a broken or hostile proxy might; one
+    request per connection (its one good answer says so: a client that reused the connection would
+    find it closed, or reset when its next request was already there)."""
 
     ANSWERS = {
         "garbage": b"\x00\xffnot http at all\r\n\r\n",
@@ -129,7 +131,7 @@ class HostileProxy(_ThreadedServer):
         "no-answer": b"",
         "until-close": b"HTTP/1.1 200 OK\r\nCache-Status: larder; fwd=miss; stored\r\n\r\n" + b"b" * 100_000,
         "interim-then-ok": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
-                           b"Cache-Status: larder; hit\r\n\r\nok",
+                           b"Connection: close\r\nCache-Status: larder; hit\r\n\r\nok",
     }
 
     def handle(self, sock, peer):
