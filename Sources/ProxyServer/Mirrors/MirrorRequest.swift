@@ -6,8 +6,9 @@ import LarderConfig
 /// request, through every access rule, budget and cache step of the forward path.
 extension ClientConnection {
     func routeToMirror() -> RouteStep {
+        // Read in place first: a copy of the table costs reference counts on every request.
+        guard !worker.settings.mirrors.isEmpty, context.mirror == nil, interceptedOrigin == nil else { return .goOn }
         let table = worker.settings.mirrors
-        guard !table.isEmpty, context.mirror == nil, interceptedOrigin == nil else { return .goOn }
         let resolution = request.headers.withBytes(request.target) { bytes -> MirrorTable.Resolution in
             if bytes.first == UInt8(ascii: "/") { return table.resolve(originForm: bytes) }
             guard case .success(let target) = RequestRouter.parseTarget(request) else { return .notMirrored }
