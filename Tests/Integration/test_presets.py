@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import pytest
 from helpers import (HERE, START_TIMEOUT, child_env, deep_merge, proxy_exchange, spawn, stop_process, to_yaml,
                      wait_for_file)
 from test_admin import ADMIN, stats
+from wheel_backend import write_wheel
 
 CLIENT_TIMEOUT = 60
 
@@ -323,22 +323,8 @@ def test_apt_get_second_run_comes_from_the_cache(larder_factory, static_origin_f
 
 def build_wheel(directory):
     """larder_hello-1.0-py3-none-any.whl, written by hand: no build tools, no network."""
-    name = "larder_hello-1.0-py3-none-any.whl"
-    path = directory / name
-    members = {
-        "larder_hello/__init__.py": b"GREETING = 'hello from a test wheel'\n" + b"# padding\n" * 500,
-        "larder_hello-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: larder-hello\nVersion: 1.0\n"
-                                                b"Summary: a wheel built by the tests\n",
-        "larder_hello-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: larder-tests\nRoot-Is-Purelib: true\n"
-                                             b"Tag: py3-none-any\n",
-    }
-    record = "".join(f"{n},sha256={hashlib.sha256(d).hexdigest()},{len(d)}\n" for n, d in members.items())
-    members["larder_hello-1.0.dist-info/RECORD"] = (record + "larder_hello-1.0.dist-info/RECORD,,\n").encode()
-    directory.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for n, d in members.items():
-            z.writestr(zipfile.ZipInfo(n, (2024, 1, 1, 0, 0, 0)), d)
-    return path
+    source = b"GREETING = 'hello from a test wheel'\n" + b"# padding\n" * 500
+    return Path(write_wheel(directory, "larder-hello", "1.0", {"larder_hello/__init__.py": source}))
 
 
 def run_pip(workdir, run, origin, proxy_port):
