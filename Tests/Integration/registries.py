@@ -1000,7 +1000,9 @@ class RegistryServer:
         """Every request so far ({time, site, scheme, method, path, status, headers}), oldest first."""
         if not self.log_path.exists():
             return []
-        records = [json.loads(line) for line in self.log_path.read_text().splitlines() if line.strip()]
+        # A line still being written (no newline yet) is not a request yet.
+        lines = self.log_path.read_text().split("\n")[:-1]
+        records = [json.loads(line) for line in lines if line.strip()]
         return [r for r in records if site is None or r["site"] == site]
 
     def mark(self):
@@ -1256,10 +1258,11 @@ class MavenClient:
             '<project xmlns="http://maven.apache.org/POM/4.0.0">\n  <modelVersion>4.0.0</modelVersion>\n'
             "  <groupId>test</groupId><artifactId>larder-client</artifactId><version>1</version>\n"
             "  <packaging>pom</packaging>\n</project>\n")
-        java = []
+        # Quick to start (a JIT that compiles less): mvn runs for a few seconds at most here.
+        java = ["-XX:TieredStopAtLevel=1", "-Xshare:auto"]
         if tls is not None:
-            java = [f"-Djavax.net.ssl.trustStore={tls.java_truststore()}", "-Djavax.net.ssl.trustStorePassword=changeit",
-                    "-Djavax.net.ssl.trustStoreType=PKCS12"]
+            java += [f"-Djavax.net.ssl.trustStore={tls.java_truststore()}",
+                     "-Djavax.net.ssl.trustStorePassword=changeit", "-Djavax.net.ssl.trustStoreType=PKCS12"]
         self.env = isolated_env(self.base / "home", MAVEN_OPTS=" ".join(java))
 
     def resolve(self, *coordinates, check=True):
