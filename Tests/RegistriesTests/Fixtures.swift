@@ -1,8 +1,14 @@
 import Testing
 @testable import Registries
 
-// Small documents shaped like what the registries send. Hashes are the SHA-256 of single
-// letters, which is all the tests need of them.
+// Small documents shaped like what the registries send. Times are around `now`; hashes are the
+// SHA-256 of single letters, which is all the tests need of them.
+
+/// The fixed "now": Tue, 14 Nov 2023 22:13:20 GMT.
+let now: Int64 = 1_700_000_000
+let day: Int64 = 86_400
+/// `min_release_age: 7d` at `now`: the cutoff is 2023-11-07T22:13:20Z.
+let sevenDays = ReleaseAge(minimumAge: 7 * day, now: now)
 
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
