@@ -263,3 +263,43 @@ enum CratesFixtures {
         }
         """
 }
+
+enum DebianFixtures {
+    /// A clear-signed InRelease shaped like deb.debian.org's (fewer files, a made-up signature).
+    static let inRelease = """
+        -----BEGIN PGP SIGNED MESSAGE-----
+        Hash: SHA512
+
+        Origin: Debian
+        Label: Debian
+        Suite: stable
+        Version: 12.2
+        Codename: bookworm
+        Changelogs: https://metadata.ftp-master.debian.org/changelogs/@CHANGEPATH@_changelog
+        Date: Sat, 07 Oct 2023 09:42:51 UTC
+        Valid-Until: Sat, 14 Oct 2023 09:42:51 UTC
+        Acquire-By-Hash: yes
+        No-Support-for-Architecture-all: Packages
+        Architectures: all amd64 arm64 armel armhf i386 mips64el mipsel ppc64el s390x
+        Components: main contrib non-free-firmware non-free
+        Description: Debian 12.2 Released 07 October 2023
+        MD5Sum:
+         0ed6d4c8891eb86358b94bb35d9e4da4  1484322 contrib/Contents-all
+         d0a0325a97c42fd5f66a8c3e29bcea64    98581 contrib/Contents-all.gz
+         2c4f2b3c0b1f4a1b6e5a8d1c9f0e7b3a   114516 main/binary-amd64/Packages.xz
+        SHA256:
+         \(Hashes.a)  1484322 contrib/Contents-all
+         \(Hashes.b)    98581 contrib/Contents-all.gz
+         \(Hashes.c) 45867823 main/binary-amd64/Packages
+         \(Hashes.d)  8786420 main/binary-amd64/Packages.xz
+         \(Hashes.e)      117 main/binary-amd64/Release
+         \(Hashes.f)   121456 main/i18n/Translation-en.bz2
+        -----BEGIN PGP SIGNATURE-----
+
+        iQIzBAEBCgAdFiEEpyNohvPMyq0Uiif4DphATThvodkFAmUhJ8sACgkQDphATThv
+        odkFAm8P/2Vk8rmMA3NXm3QvRdKDmA4XgZxYw0w0qRrlR3AmtwlG0+8M/Hz2EV5q
+        =0X9p
+        -----END PGP SIGNATURE-----
+
+        """
+}
