@@ -265,7 +265,24 @@ extension Config {
     }
 
     /// The rules that apply: the user's own first (they win), then each preset's in force, in order.
+    /// A preset rule bound to its registry's public host (npm's documents, crates.io's index) is
+    /// followed by the same rule for the upstream hosts of each mirror of that registry.
     public var effectiveRules: [CacheRuleConfig] {
-        cache.rules + presetsInForce.flatMap { Presets.named($0)?.rules ?? [] }
+        cache.rules + presetsInForce.flatMap { name -> [CacheRuleConfig] in
+            let hosts = mirrors.filter { $0.kind.preset == name }
+                .flatMap { [$0.upstream.host] + $0.also.map(\.upstream.host) }
+            return (Presets.named(name)?.rules ?? []).flatMap { rule -> [CacheRuleConfig] in
+                guard let bound = rule.host else { return [rule] }
+                var copies = [rule]
+                for host in hosts where !bound.matches(Array(host.utf8)) {
+                    guard let pattern = try? ConfigLoader.parseHostPattern(host),
+                          !copies.contains(where: { $0.host == pattern }) else { continue }
+                    var copy = rule
+                    copy.host = pattern
+                    copies.append(copy)
+                }
+                return copies
+            }
+        }
     }
 }

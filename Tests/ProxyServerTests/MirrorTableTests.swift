@@ -85,3 +85,29 @@ import Testing
         #expect(Self.capture(target) == expected)
     }
 }
+
+/// The memory all workers' held documents may take together.
+@Suite struct MirrorHoldBudgetTests {
+    @Test func reservesUpToTheLimitAndGivesBackWhatItTook() {
+        let budget = MirrorHoldBudget(limit: 100)
+        #expect(budget.reserve(60))
+        #expect(!budget.reserve(41), "over the limit: nothing taken")
+        #expect(budget.current == 60)
+        #expect(budget.reserve(40))
+        budget.release(100)
+        #expect(budget.current == 0)
+    }
+
+    @Test func anExchangeGivesBackItsBytesWhenItGoes() throws {
+        let budget = MirrorHoldBudget(limit: 100)
+        let entry = MirrorTable([MirrorTableTests.pypi]).entries[0]
+        let match = MirrorMatch(entry: 0, route: 1, relativePath: Array("simple/six/".utf8), rewritesURLs: true)
+        var exchange: MirrorExchange? = MirrorExchange(match: match, entry: entry, plan: .relay,
+                                                       publicBase: Array("http://h/pypi/".utf8), budget: budget)
+        #expect(exchange!.reserve(70))
+        #expect(!exchange!.reserve(31))
+        #expect(budget.current == 70)
+        exchange = nil  // a client that left mid-document
+        #expect(budget.current == 0)
+    }
+}

@@ -1,6 +1,7 @@
 import CachePolicy
 import EventLoop
 import HTTPWire
+import Registries
 
 /// How the responder answers a mirror's request when the answer cannot go out as it comes: an
 /// index document is held until whole, rewritten and sent with its own length and validator; a
@@ -16,7 +17,7 @@ extension ClientConnection {
             let path = String(decoding: m.match.relativePath, as: UTF8.self)
             worker.logger.notice("\(m.config.name) mirror refused \(path) to \(peer): \(refusal)")
             m.answer = .refusing(status: 403, reason: refusal)
-        } else if case .document = m.plan, status == 200, request.method == .get {
+        } else if status == 200, request.method == .get, m.plan.holdsWholeAnswer {
             m.answer = .holding(.init(head: head, storedAge: storedAge, cacheStatus: cacheStatus(), sharedWithout: sharedWithout))
         } else if m.match.rewritesURLs, (300...399).contains(status), head.headers.firstIndex(of: "location") != nil {
             m.answer = .holding(.init(head: head, storedAge: storedAge, cacheStatus: cacheStatus(), sharedWithout: sharedWithout))
@@ -30,10 +31,17 @@ extension ClientConnection {
 
     /// Body bytes of a held answer: kept (a document) or dropped (a refusal, a redirect's body).
     func mirrorTakes(_ m: MirrorExchange, _ bytes: UnsafeRawBufferPointer) {
-        guard case .holding(var held) = m.answer, case .document = m.plan, held.head.status == 200 else { return }
+        guard case .holding(var held) = m.answer, m.plan.holdsWholeAnswer, held.head.status == 200 else { return }
         if held.body.count + bytes.count > MirrorExchange.maxDocumentBytes {
             worker.logger.warning("\(m.config.name) mirror: a document over \(MirrorExchange.maxDocumentBytes) bytes is not rewritten; refused to \(peer)")
+            m.releaseHeld()
             m.answer = .refusing(status: 502, reason: "the registry's document is too large for this mirror to rewrite")
+            return
+        }
+        guard m.reserve(bytes.count) else {
+            worker.logger.warning("\(m.config.name) mirror: \(worker.mirrorState.held.limit) bytes of documents are held for rewriting already; 503 to \(peer)")
+            m.releaseHeld()
+            m.answer = .refusing(status: 503, reason: "too many registry documents are being rewritten at once; try again")
             return
         }
         m.answer = .passing  // the held body is moved, not copied
@@ -45,6 +53,7 @@ extension ClientConnection {
     func finishMirrorAnswer(_ m: MirrorExchange) {
         let answer = m.answer
         m.answer = .passing
+        defer { m.releaseHeld() }
         switch answer {
         case .passing:
             send(.answered)
@@ -64,6 +73,7 @@ extension ClientConnection {
     func cutMirrorAnswer(_ m: MirrorExchange) {
         let answer = m.answer
         m.answer = .passing
+        m.releaseHeld()
         context.answer.log.bytes = 0
         switch answer {
         case .passing: send(.cut)
@@ -77,7 +87,10 @@ extension ClientConnection {
         var body: [UInt8] = []
         var replace: [(name: StaticString, value: [UInt8])] = []
         var drop: [StaticString] = ["content-length", "transfer-encoding"]
-        if held.head.status == 200, case .document(let document) = m.plan {
+        if held.head.status == 200, case .aptRelease(let suite) = m.plan {
+            noteRelease(held.body, of: suite, mirror: m)
+            body = held.body
+        } else if held.head.status == 200, case .document(let document) = m.plan {
             switch MirrorDocuments.rewrite(held.body, document: document, head: held.head, exchange: m,
                                            now: worker.clock.wallSeconds) {
             case .rewritten(let rewritten):
@@ -102,6 +115,26 @@ extension ClientConnection {
             replace.append(("Location", MirrorDocuments.mapLocation(value, exchange: m)))
         }
         return writeMirrorHead(held, status: held.head.status, drop: drop, add: replace, bodyLength: body.count, body: body)
+    }
+
+    /// A suite's release file went by: remembered, and the stored indexes it changed are dropped.
+    private func noteRelease(_ body: [UInt8], of suite: AptSuiteLocation, mirror m: MirrorExchange) {
+        let release: AptRelease
+        do throws(AptReleaseError) {
+            release = try AptRelease(text: body)
+        } catch {
+            return worker.logger.warning("\(m.config.name) mirror: \(suite.url) has a release file that does not read: \(error)")
+        }
+        let changed = worker.mirrorState.aptSuites.record(release, suiteURL: suite.url, now: worker.clock.wallSeconds)
+        guard !changed.isEmpty else { return }
+        let host = Array(suite.upstream.host.utf8)
+        for path in changed {
+            let key = Array((suite.path + path).utf8).withUnsafeBytes {
+                CacheKey.primary(scheme: suite.upstream.scheme, host: host, port: suite.upstream.port, pathAndQuery: $0)
+            }
+            _ = worker.cache.invalidate(primaryKey: key)
+        }
+        worker.logger.info("\(m.config.name) mirror: a new release of \(suite.url); \(changed.count) stored index file(s) of it dropped")
     }
 
     private func writeMirrorHead(_ held: MirrorExchange.Held, status: Int, drop: [StaticString],

@@ -1,6 +1,7 @@
 import CachePolicy
 import HTTPWire
 import LarderConfig
+import Registries
 
 /// What a mirror does to the bytes and fields of an answer it holds: rewriting a document,
 /// its validator, a redirect's `Location`, and the head they go out with. Pure.
@@ -18,13 +19,50 @@ enum MirrorDocuments {
         case failed(String)
     }
 
-    static func rewrite(_ body: [UInt8], document: RegistryDocument, head: ResponseHead, exchange m: MirrorExchange,
+    /// The document as this client gets it: versions younger than `min_release_age` left out
+    /// (and PyPI's HTML made from the JSON that dates them), then upstream file URLs pointed at the mirror.
+    static func rewrite(_ body: [UInt8], document: IndexDocument, head: ResponseHead, exchange m: MirrorExchange,
                         now: Int64) -> Outcome {
         if let coding = head.headers.value(of: "content-encoding"), coding.lowercased() != "identity" {
             return .failed("it came with Content-Encoding \(coding)")
         }
-        let map = m.match.rewritesURLs ? m.urlMap : []
-        return .rewritten(Rewritten(body: URLPrefixes.replace(in: body, map), note: nil, contentType: nil))
+        guard var format = document.rewriteFormat(contentType: head.headers.value(of: "content-type")) else {
+            if m.config.minReleaseAge != nil, document == .pypiSimple {
+                return .failed("a simple index that is not PEP 691 JSON carries no upload times for min_release_age")
+            }
+            return .rewritten(Rewritten(body: body, note: nil, contentType: nil))
+        }
+        var out = Rewritten(body: body, note: nil, contentType: nil)
+        do throws(RegistryDocumentError) {
+            if let age = m.config.minReleaseAge {
+                let releaseAge = ReleaseAge(minimumAge: Int64(age), now: now)
+                switch format {
+                case .pypiSimpleJSON:
+                    let filtered = try PyPISimpleFilter.filter(out.body, age: releaseAge)
+                    out.body = filtered.document
+                    out.note = filtered.removed.isEmpty ? nil : filtered.removed.summary
+                    if m.clientWantsHTML {
+                        out.body = try PyPISimpleHTML.render(fromJSON: out.body)
+                        out.contentType = Array("text/html; charset=utf-8".utf8)
+                        format = .pypiSimpleHTML
+                    }
+                case .pypiSimpleHTML:
+                    return .failed("a simple index that is not PEP 691 JSON carries no upload times for min_release_age")
+                case .npmPackument:
+                    let filtered = try NPMReleaseFilter.filter(out.body, age: releaseAge)
+                    out.body = filtered.document
+                    out.note = filtered.removed.isEmpty ? nil : filtered.removed.summary
+                case .pypiJSONAPI, .npmVersion, .cratesConfig:
+                    break
+                }
+            }
+            if m.match.rewritesURLs {
+                out.body = try IndexRewrite.rewrite(out.body, as: format, with: m.urlMap).document
+            }
+        } catch {
+            return .failed(error.description)
+        }
+        return .rewritten(out)
     }
 
     /// A strong validator of the rewritten bytes: `"m-<64-bit FNV-1a hex>"`.
@@ -55,7 +93,7 @@ enum MirrorDocuments {
     /// upstreams, or a path under its upstream's path (`/simple/six/` from `https://pypi.org/`).
     /// Anything else is left as it is.
     static func mapLocation(_ value: [UInt8], exchange m: MirrorExchange) -> [UInt8] {
-        if let mapped = URLPrefixes.mapWhole(value, m.urlMap) { return mapped }
+        if let mapped = m.urlMap.rewrite(bytes: value) { return mapped }
         guard value.first == UInt8(ascii: "/"), value.dropFirst().first != UInt8(ascii: "/"),
               value.starts(with: m.routeUpstreamPath) else { return value }
         return m.routeBase + value.dropFirst(m.routeUpstreamPath.count)
@@ -101,71 +139,15 @@ enum MirrorDocuments {
     }
 }
 
-/// Upstream URL prefixes and the mirror URLs they map to. A prefix matches only whole: what
-/// follows it is the end, `/`, `?`, `#` or a quote, so `https://files.example` never rewrites
-/// `https://files.example.evil/`.
-enum URLPrefixes {
-    static func replace(in body: [UInt8], _ map: [(upstream: [UInt8], mirror: [UInt8])]) -> [UInt8] {
-        guard !map.isEmpty else { return body }
-        var out: [UInt8] = []
-        out.reserveCapacity(body.count + body.count / 8)
-        var i = 0
-        let n = body.count
-        while i < n {
-            if body[i] == UInt8(ascii: "h"), let (length, mirror) = prefix(at: i, in: body, map) {
-                out.append(contentsOf: mirror)
-                i += length
-            } else {
-                out.append(body[i])
-                i += 1
-            }
-        }
-        return out
-    }
-
-    static func mapWhole(_ value: [UInt8], _ map: [(upstream: [UInt8], mirror: [UInt8])]) -> [UInt8]? {
-        guard let (length, mirror) = prefix(at: 0, in: value, map) else { return nil }
-        return mirror + value[length...]
-    }
-
-    private static func prefix(at i: Int, in body: [UInt8], _ map: [(upstream: [UInt8], mirror: [UInt8])])
-        -> (Int, [UInt8])? {
-        for entry in map where body.count - i >= entry.upstream.count {
-            var equal = true
-            for k in 0..<entry.upstream.count where body[i + k] != entry.upstream[k] {
-                equal = false
-                break
-            }
-            guard equal else { continue }
-            let next = i + entry.upstream.count
-            if next == body.count || [UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "\""),
-                                       UInt8(ascii: "'")].contains(body[next]) {
-                return (entry.upstream.count, entry.mirror)
-            }
-        }
-        return nil
-    }
-}
-
 /// `min_release_age` for package files: a file is served once its `Last-Modified` (the time the
 /// registry published it, on PyPI's and npm's file hosts) is at least the age ago.
 enum MirrorRelease {
     /// Why the file is refused, nil when it may be served. A file without a readable
     /// `Last-Modified` is served: its version was already left out of the index if it was young.
     static func refusal(_ head: ResponseHead, config: MirrorConfig, now: Int64) -> String? {
-        guard let age = config.minReleaseAge, let i = head.headers.firstIndex(of: "last-modified"),
-              let published = head.headers.withBytes(head.headers.fields[i].value, { HTTPDate.parse($0) }) else {
-            return nil
-        }
-        let minimum = Int64(age)
-        guard now - published < minimum else { return nil }
-        return "published \(describe(max(0, now - published))) ago; this mirror serves files at least "
-            + "\(describe(minimum)) old (min_release_age)"
-    }
-
-    static func describe(_ seconds: Int64) -> String {
-        if seconds >= 86_400 { return "\(seconds / 86_400) d \(seconds % 86_400 / 3_600) h" }
-        if seconds >= 3_600 { return "\(seconds / 3_600) h \(seconds % 3_600 / 60) min" }
-        return "\(seconds / 60) min"
+        guard let age = config.minReleaseAge else { return nil }
+        let verdict = ReleaseAge(minimumAge: Int64(age), now: now).verdict(lastModified: head.headers.value(of: "last-modified"))
+        if case .refused(let reason) = verdict { return reason }
+        return nil
     }
 }

@@ -1,5 +1,6 @@
 import HTTPWire
 import LarderConfig
+import Registries
 
 /// What a mirror does to the answer of one request.
 enum MirrorPlan: Equatable {
@@ -8,21 +9,29 @@ enum MirrorPlan: Equatable {
     case relay
     /// An index document that names files by absolute upstream URL, or lists versions by date:
     /// collected whole, rewritten (and filtered), then answered with a length and a validator of its own.
-    case document(RegistryDocument)
+    case document(IndexDocument)
     /// A package file of a mirror with `min_release_age`: refused while its `Last-Modified` is younger.
     case ageCheckedFile
+    /// A Debian suite's `InRelease` or `Release`: answered as it is, and read (`AptSuites`).
+    case aptRelease(AptSuiteLocation)
 }
 
-/// The documents a mirror rewrites.
-enum RegistryDocument: Equatable {
-    /// `/simple/NAME/`: PEP 503 HTML or PEP 691 JSON, by `Content-Type`.
-    case pypiSimple
-    /// `/pypi/NAME/json`: the JSON API.
-    case pypiJSON
-    /// An npm package document, full or abbreviated.
-    case npmPackage
-    /// The crates.io sparse index's `config.json`.
-    case cratesConfig
+extension MirrorPlan {
+    /// A `200` to `GET` is held until whole: a document to rewrite, a release file to read.
+    var holdsWholeAnswer: Bool {
+        switch self {
+        case .document, .aptRelease: return true
+        case .relay, .ageCheckedFile: return false
+        }
+    }
+}
+
+/// Where a Debian suite's files are upstream: `https://deb.debian.org/debian/dists/bookworm/`.
+struct AptSuiteLocation: Equatable {
+    var upstream: MirrorUpstream
+    /// `/debian/dists/bookworm/`
+    var path: String
+    var url: String { "\(upstream.scheme.name)://\(upstream.host):\(upstream.port)\(path)" }
 }
 
 /// The mirror's part in one request: which mirror, what it does to the answer, and (while a
@@ -36,8 +45,9 @@ final class MirrorExchange {
     /// Documents are rewritten for each answer, never stored rewritten, so one client's `Host`
     /// can only ever reach that client.
     let publicBase: [UInt8]
-    /// upstream prefix → the mirror's URL for it, longest first, neither ending in `/`.
-    let urlMap: [(upstream: [UInt8], mirror: [UInt8])]
+    /// Each upstream's URL prefix → the mirror's URL for it (with and without the final `/`:
+    /// crates' download template names its prefix without one).
+    let urlMap: URLPrefixMap
     /// The path of the upstream this request went to, and the mirror's URL for it: a redirect
     /// to `/simple/six/` from `https://pypi.org/` is `http://HOST/pypi/simple/six/`.
     let routeUpstreamPath: [UInt8]
@@ -68,19 +78,44 @@ final class MirrorExchange {
     /// held in memory (PyPI's and npm's largest indexes are a few tens of MB).
     static let maxDocumentBytes = 64 << 20
 
-    init(match: MirrorMatch, entry: MirrorTable.Entry, plan: MirrorPlan, publicBase: [UInt8]) {
+    /// Where the held bytes are counted, and how many this answer holds.
+    private let budget: MirrorHoldBudget
+    private var reserved = 0
+
+    init(match: MirrorMatch, entry: MirrorTable.Entry, plan: MirrorPlan, publicBase: [UInt8], budget: MirrorHoldBudget) {
+        self.budget = budget
         self.match = match
         self.config = entry.config
         self.plan = plan
         self.publicBase = publicBase
-        var map: [(upstream: [UInt8], mirror: [UInt8])] = entry.routes.map { route in
-            (Array(route.prefix.dropLast()), Array((publicBase + route.subpath).dropLast()))
+        var entries: [URLPrefixMap.Entry] = []
+        for route in entry.routes {
+            let upstream = String(decoding: route.prefix, as: UTF8.self)
+            let mirror = String(decoding: publicBase + route.subpath, as: UTF8.self)
+            entries.append(URLPrefixMap.Entry(upstream: upstream, replacement: mirror))
+            if route.upstream.path != "/" {
+                entries.append(URLPrefixMap.Entry(upstream: String(upstream.dropLast()), replacement: String(mirror.dropLast())))
+            }
         }
-        map.sort { $0.upstream.count > $1.upstream.count }
-        urlMap = map
+        urlMap = URLPrefixMap(entries)
         let route = entry.routes[match.route]
         routeUpstreamPath = Array(route.upstream.path.utf8)
         routeBase = publicBase + route.subpath
+    }
+
+    deinit { budget.release(reserved) }
+
+    /// Counts `bytes` more held for this answer; false, counting nothing, when the budget is spent.
+    func reserve(_ bytes: Int) -> Bool {
+        guard budget.reserve(bytes) else { return false }
+        reserved += bytes
+        return true
+    }
+
+    /// The held answer is gone: its bytes leave the budget.
+    func releaseHeld() {
+        budget.release(reserved)
+        reserved = 0
     }
 
     var isHolding: Bool {

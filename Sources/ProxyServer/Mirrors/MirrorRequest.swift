@@ -1,5 +1,6 @@
 import HTTPWire
 import LarderConfig
+import Registries
 
 /// The first step of routing: a request under a mirror's path (or a forward `http://` request a
 /// mirror captures) is pointed at its upstream URL, and from then on routed like any absolute-form
@@ -37,9 +38,22 @@ extension ClientConnection {
                 }
                 base = Array((overTLS ? "https://" : "http://").utf8) + authority + entry.path
             }
-            let plan = MirrorPlans.plan(entry.config, relativePath: match.relativePath)
-            let exchange = MirrorExchange(match: match, entry: entry, plan: plan, publicBase: base)
-            prepareUpstreamRequest(exchange, target: target)
+            let route = entry.routes[match.route]
+            let plan: MirrorPlan
+            switch MirrorPlans.plan(entry.config, route: route, relativePath: match.relativePath) {
+            case .plan(let p):
+                plan = p
+            case .refused(let reason):
+                worker.logger.notice("400 to \(peer): \(reason) in a mirror path (\(entry.config.name))")
+                answerError(400, "\(reason) in a mirror path (\(entry.config.name))", source: .local)
+                return .taken
+            }
+            let exchange = MirrorExchange(match: match, entry: entry, plan: plan, publicBase: base,
+                                          budget: worker.mirrorState.held)
+            let consistent = entry.config.kind == .debian
+                ? AptConsistency.byHashTarget(route: route, relativePath: match.relativePath, suites: worker.mirrorState.aptSuites)
+                : nil
+            prepareUpstreamRequest(exchange, target: consistent ?? target)
             context.mirror = exchange
             return .goOn
         }
@@ -80,34 +94,60 @@ extension ClientConnection {
             m.clientWantsHTML = !(request.headers.value(of: "accept")?.contains("application/vnd.pypi.simple.v1+json") ?? false)
             context.request.headers.removeFields(named: "accept")
             context.request.headers.appendField(name: "Accept", value: Array("application/vnd.pypi.simple.v1+json".utf8))
-        case .npmPackage:
+        case .npmPackument:
             // The abbreviated form carries no dates.
             context.request.headers.removeFields(named: "accept")
             context.request.headers.appendField(name: "Accept", value: Array("application/json".utf8))
-        case .pypiJSON, .cratesConfig:
+        default:
             break
         }
     }
 }
 
-/// Which answers of a mirror are documents to rewrite and which are files.
+/// Which answers of a mirror are documents to rewrite and which are files, by the registry's layout.
 enum MirrorPlans {
-    static func plan(_ config: MirrorConfig, relativePath path: [UInt8]) -> MirrorPlan {
-        let text = String(decoding: path, as: UTF8.self)
-        let aged = config.minReleaseAge != nil
-        switch config.kind {
-        case .pypi:
-            if text.hasPrefix("simple/") { return .document(.pypiSimple) }
-            if text.hasPrefix("pypi/"), text.hasSuffix("/json") { return .document(.pypiJSON) }
-            if text.hasPrefix("files/") || text.contains("/packages/") { return aged ? .ageCheckedFile : .relay }
-        case .npm:
-            if text.contains("/-/") { return aged ? .ageCheckedFile : .relay }
-            if !text.isEmpty, !text.hasPrefix("-/") { return .document(.npmPackage) }
-        case .crates:
-            if text == "config.json" { return .document(.cratesConfig) }
-        case .debian, .go, .maven, .rubygems, .plain:
-            break
+    enum Verdict: Equatable {
+        case plan(MirrorPlan)
+        case refused(String)
+    }
+
+    static func plan(_ config: MirrorConfig, route: MirrorTable.Route, relativePath path: [UInt8]) -> Verdict {
+        guard let kind = Registries.RegistryKind(rawValue: config.kind.rawValue) else { return .plan(.relay) }
+        switch kind.classify(path: path) {
+        case .rejected(let reason):
+            return .refused(reason)
+        case .packageFile:
+            return .plan(config.minReleaseAge != nil ? .ageCheckedFile : .relay)
+        case .passthrough:
+            return .plan(.relay)
+        case .indexDocument(.aptRelease):
+            let text = String(decoding: path, as: UTF8.self)
+            return .plan(AptConsistency.releaseFile(route: route, relativePath: text).map { .aptRelease($0) } ?? .relay)
+        case .indexDocument(let document):
+            let rewritten: Set<IndexDocument> = [.pypiSimple, .pypiJSONAPI, .npmPackument, .npmVersion, .cratesConfig]
+            return .plan(rewritten.contains(document) ? .document(document) : .relay)
         }
-        return .relay
+    }
+}
+
+/// The Debian side of a mirror: which requests are a suite's release file, and which index
+/// requests are fetched by hash (`AptSuites`).
+enum AptConsistency {
+    /// `dists/<suite>/InRelease` or `dists/<suite>/Release`: the suite it describes.
+    static func releaseFile(route: MirrorTable.Route, relativePath: String) -> AptSuiteLocation? {
+        guard let dist = AptDistPath(requestPath: String(relativePath.dropFirst(route.subpath.count))),
+              dist.relativePath == "InRelease" || dist.relativePath == "Release" else { return nil }
+        return AptSuiteLocation(upstream: route.upstream, path: route.upstream.path + "dists/\(dist.suite)/")
+    }
+
+    /// An index the suite's last release lists, in a suite that serves indexes by hash: the
+    /// upstream URL of its by-hash twin, which never changes.
+    static func byHashTarget(route: MirrorTable.Route, relativePath: [UInt8], suites: AptSuites) -> [UInt8]? {
+        let text = String(decoding: relativePath.dropFirst(route.subpath.count), as: UTF8.self)
+        guard let dist = AptDistPath(requestPath: text), !dist.isByHash,
+              !["InRelease", "Release", "Release.gpg"].contains(dist.relativePath) else { return nil }
+        let suite = AptSuiteLocation(upstream: route.upstream, path: route.upstream.path + "dists/\(dist.suite)/")
+        guard let byHash = suites.byHashPath(suiteURL: suite.url, path: dist.relativePath) else { return nil }
+        return Array(route.prefix) + Array("dists/\(dist.suite)/\(byHash)".utf8)
     }
 }
