@@ -100,7 +100,7 @@ SIMPLE_HTML = """<!DOCTYPE html><html><body>
 """
 
 
-def pypi_like(pki, origins, larder_factory, extra=None, **config):
+def pypi_like(pki, origins, larder_factory, extra=None, intercept=False, **config):
     files = origins(pki, {"/packages/aa/six-1.0-py3-none-any.whl":
                           (200, [("Content-Type", "application/zip"), ("Cache-Control", "max-age=86400")], b"WHEEL" * 100)})
     index = origins(pki)
@@ -111,6 +111,8 @@ def pypi_like(pki, origins, larder_factory, extra=None, **config):
     mirror.update(extra or {})
     log = config.pop("log", None)
     cfg = {"workers": 1, "tls": {"ca_file": str(pki.ca)}, "mirrors": [mirror], **config}
+    if intercept:  # CONNECTs to the files host are decrypted and cached
+        cfg.update({"connect_ports": [files.port], "tls": {"ca_file": str(pki.ca), "intercept": ["127.0.0.1"]}})
     if log:
         cfg["access_log"] = str(log)
     lr = larder_factory(config=cfg)
@@ -209,14 +211,20 @@ def test_a_mirror_reaches_only_its_upstream_and_only_reads(larder_factory, pki, 
 
 
 def test_one_stored_entry_per_upstream_url_through_the_mirror_or_the_proxy(larder_factory, pki, origins):
-    """The mirror keys on the upstream URL: a forward-proxy client asking for that https URL hits it."""
-    lr, index, files = pypi_like(pki, origins, larder_factory)
-    assert get(lr.port, "/pypi/files/packages/aa/six-1.0-py3-none-any.whl").status == 200
+    """The mirror keys on the upstream URL: a forward-proxy client asking for that https URL hits
+    it, in absolute form or through interception."""
+    lr, index, files = pypi_like(pki, origins, larder_factory, intercept=True)
+    path = "/packages/aa/six-1.0-py3-none-any.whl"
+    assert get(lr.port, "/pypi/files" + path).status == 200
     with RawClient(lr.port, timeout=20) as c:
-        resp = c.request("GET", files.base + "/packages/aa/six-1.0-py3-none-any.whl")
+        resp = c.request("GET", files.base + path)
     assert resp.status == 200 and resp.body == b"WHEEL" * 100
     assert "hit" in (resp.header("cache-status") or "")
-    assert files.paths() == ["/packages/aa/six-1.0-py3-none-any.whl"]
+    r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", lr.ca_dir / "larder-ca.pem", files.base + path,
+             "-D", "-")
+    assert r.returncode == 0, r.stderr
+    assert b"Cache-Status: larder; hit" in r.stdout, r.stdout
+    assert files.paths() == [path]
 
 
 def test_a_document_the_upstream_compressed_anyway_is_refused_not_passed_with_upstream_urls(larder_factory, pki, origins):
