@@ -200,6 +200,7 @@ public final class ProxyServer: @unchecked Sendable {
         let budget = settings.descriptors
         SocketSplice.setMaximumPipes(budget.pipes)
         let raised = files.now > files.before ? "raised from \(files.before)" : "the hard limit is \(files.hard)"
+        logger.info("\(ServingLists(config).logLine)")
         logger.info("descriptors: \(files.now) open files allowed (\(raised)): at most \(budget.maxConnections(configured: config.limits.maxConnections)) client connections (limits.max_connections \(config.limits.maxConnections)), \(budget.idleOriginConnections) idle origin connections and \(budget.pipes) tunnel pipes")
         return settings
     }
@@ -342,7 +343,9 @@ public final class ProxyServer: @unchecked Sendable {
 
     private func startAdmin(_ plan: ListenPlan, cache: Cache, inFlight: InFlightTable) throws(StartError) {
         guard let listener = plan.admin else { return }
-        let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: cache, inFlight: inFlight,
+        let inForce = current
+        let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts,
+                                   configuration: { inForce.withLock { $0 } }, cache: cache, inFlight: inFlight,
                                    workerStats: workers.map(\.stats), hosts: workers.map(\.hosts),
                                    warming: makeWarming(), clock: clock,
                                    refreshLevels: { [workers] done in

@@ -278,6 +278,24 @@ def test_tokens_never_reach_the_log(larder_factory):
     assert "/stats?TOKEN=REDACTED 401" in log
 
 
+def test_the_configuration_needs_the_token_and_keeps_its_secrets(larder_factory):
+    lr = larder_factory(config={**ADMIN, "admin_token": TOKEN,
+                                "session": {"http_additional_headers": {"X-Api-Key": "k3y-upstream"}}})
+    port = lr.admin_port
+    assert ask(port, "GET", "/config").status == 401
+    assert ask(port, "GET", "/config?token=wrong-guess").status == 401
+    # A rebound page cannot read it either, token or not.
+    assert ask(port, "GET", "/config", bearer(), host="evil.example").status == 421
+    for path in ("/config", f"/config?token={TOKEN}", "/config?" + "x=1&" * 1500):
+        r = ask(port, "GET", path, [] if "token=" in path else bearer())
+        assert r.status == 200, (path[:40], r.status, r.body[:200])
+        assert TOKEN.encode() not in r.body and b"k3y-upstream" not in r.body
+    assert ask(port, "GET", "/config/", bearer()).status == 404
+    assert ask(port, "DELETE", "/config", bearer()).status == 405
+    log = lr.log_text()
+    assert TOKEN not in log and "k3y-upstream" not in log and "wrong-guess" not in log
+
+
 # ---------------------------------------------------------------------------
 # In a real browser
 

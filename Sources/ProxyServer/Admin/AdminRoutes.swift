@@ -3,6 +3,7 @@ import CachePolicy
 import CacheStore
 import HTTPWire
 import Statistics
+import LarderConfig
 import Locking
 import Synchronization
 
@@ -18,6 +19,9 @@ final class AdminContext: Sendable {
     let token: Locked<[UInt8]?>
     /// `admin_hosts`: names a request's `Host` may give besides the endpoint's address; reloadable.
     let hostNames: Locked<[String]>
+    /// The configuration in force now (a reload replaces it; keys that need a restart keep the
+    /// values they started with).
+    let configuration: @Sendable () -> Config
     /// Re-reads the configuration and applies what can be applied (POST /config/reload); calls
     /// back, on some worker's thread, once every worker has applied it.
     let reload: @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void
@@ -37,8 +41,9 @@ final class AdminContext: Sendable {
     /// /stats and /metrics answer with levels as they are, not as they were at the last tick.
     let refreshLevels: @Sendable (@escaping @Sendable () -> Void) -> Void
 
-    init(token: String?, hostNames: [String], cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
-         hosts: [TopHosts], warming: AdminWarming, clock: any ProxyClock,
+    init(token: String?, hostNames: [String], configuration: @escaping @Sendable () -> Config, cache: Cache,
+         inFlight: InFlightTable, workerStats: [WorkerStatistics], hosts: [TopHosts], warming: AdminWarming,
+         clock: any ProxyClock,
          refreshLevels: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = { $0() },
          reload: @escaping @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void) {
         self.clock = clock
@@ -47,6 +52,7 @@ final class AdminContext: Sendable {
         started = clock.monotonic
         self.hosts = hosts
         self.hostNames = Locked(hostNames)
+        self.configuration = configuration
         self.token = Locked(token.map { Array($0.utf8) })
         self.reload = reload
         self.cache = cache
@@ -158,8 +164,11 @@ extension AdminContext {
             return afterRefresh { [self] in
                 let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
                 return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "],\"warm\":"
-                                                  + warming.json))
+                                                  + warming.json + "," + ServingLists(configuration()).jsonMembers))
             }
+        case "/config":
+            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
+            return .json(200, ConfigReport.json(configuration()))
         case "/stats/history":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return .json(200, history.json(now: clock.monotonic))
@@ -192,7 +201,7 @@ extension AdminContext {
             default: return notAllowed("GET, HEAD, DELETE")
             }
         default:
-            return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /cache?url=, /warm, /healthz, /readyz")
+            return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /config, /cache?url=, /warm, /healthz, /readyz")
         }
     }
 
