@@ -235,8 +235,21 @@ extension AdminContext {
         return equalInConstantTime(Array(field.dropFirst(7).utf8), token)
     }
 
+    /// An absolute http(s) URL as the cache keys it and its rules see it.
+    struct KeyedURL {
+        var primaryKey: [UInt8]
+        var scheme: String
+        var host: [UInt8]
+        /// Path and query, without a fragment.
+        var path: [UInt8]
+    }
+
     /// The cache key for an absolute http(s) URL, or an error answer.
     private func primaryKey(_ url: String) -> Result<[UInt8], AdminResponseError> {
+        keyed(url).map(\.primaryKey)
+    }
+
+    private func keyed(_ url: String) -> Result<KeyedURL, AdminResponseError> {
         let bytes = Array(url.utf8)
         let result = bytes.withUnsafeBytes { raw -> Result<RequestTarget, HTTPWireError> in
             do throws(HTTPWireError) {
@@ -254,41 +267,46 @@ extension AdminContext {
         guard parsed.form == .absolute else {
             return .failure(AdminResponseError(.error(400, "url=\(url) must be absolute, e.g. http://example.com/path")))
         }
-        let key = bytes.withUnsafeBytes { raw in
-            let path = parsed.pathOffset.map { UnsafeRawBufferPointer(rebasing: raw[$0...]) }
-                ?? UnsafeRawBufferPointer(start: nil, count: 0)
-            return CacheKey.primary(scheme: parsed.scheme, host: Array(parsed.hostString.utf8), port: parsed.port,
-                                    pathAndQuery: path)
+        let path = Array(bytes[parsed.pathRange(targetLength: bytes.count)])
+        let key = path.withUnsafeBytes { path in
+            CacheKey.primary(scheme: parsed.scheme, host: parsed.host, port: parsed.port, pathAndQuery: path)
         }
-        return .success(key)
+        return .success(KeyedURL(primaryKey: key, scheme: parsed.scheme == .https ? "https" : "http", host: parsed.host,
+                                 path: path))
     }
 
     /// GET /cache?url=…: every stored variant of the URL.
     private func inspect(_ target: AdminTarget, reader: CacheReader) -> AdminResponse {
         guard let url = target.value("url") else { return .error(400, "GET /cache needs ?url=<absolute URL>") }
-        let key: [UInt8]
-        switch primaryKey(url) {
-        case .success(let k): key = k
+        let keyedURL: KeyedURL
+        switch keyed(url) {
+        case .success(let k): keyedURL = k
         case .failure(let e): return e.response
         }
+        let key = keyedURL.primaryKey
         let variants = reader.variants(primaryKey: key)
         guard !variants.isEmpty else { return .error(404, "\(String(decoding: key, as: UTF8.self)) is not in the cache") }
         let now = clock.wallSeconds
+        let lifetimes = EntryLifetimes(configuration(), url: keyedURL)
         var out = "{\"url\":\(jsonString(String(decoding: key, as: UTF8.self))),\"variants\":["
         for (i, v) in variants.enumerated() {
             let r = v.record
             let f = r.facts
+            let head = CachedResponseWriter.parse(r.head)
             if i > 0 { out += "," }
             out += "{\"status\":\(f.status),\"tier\":\(jsonString(v.tier == .allowed ? "disk" : "memory"))"
             out += ",\"size\":\(r.bodyLength),\"age\":\(f.currentAge(now: now))"
             out += ",\"freshness_lifetime\":\(f.freshnessLifetime),\"ttl\":\(f.timeToLive(now: now))"
             out += ",\"fresh\":\(f.isFresh(now: now)),\"heuristic\":\(f.heuristic)"
+            if let head {
+                out += ",\"lifetime_from_current_rules\":" + lifetimes.json(head: head, facts: f, bodyLength: r.bodyLength)
+            }
             out += ",\"stored_at\":\(jsonString(RFC3339.format(r.storedAt)))"
             out += ",\"last_access\":\(jsonString(RFC3339.format(r.lastAccess)))"
             out += ",\"vary\":[" + f.varyFields.map { jsonString(String(decoding: $0, as: UTF8.self)) }
                 .joined(separator: ",") + "]"
             out += ",\"headers\":["
-            if let head = CachedResponseWriter.parse(r.head) {
+            if let head {
                 out += (0..<head.headers.count).map {
                     "[\(jsonString(head.headers.nameString(at: $0))),\(jsonString(head.headers.valueString(at: $0)))]"
                 }.joined(separator: ",")
