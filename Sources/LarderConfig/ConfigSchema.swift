@@ -22,6 +22,8 @@ public struct ConfigField: Sendable {
     public let doc: String
     /// The default as the file writes it; empty when the key is unset by default.
     public let defaultText: String
+    /// What `GET /config` shows of the value (`ConfigReport`).
+    public let disclosure: Disclosure
 
     let path: PartialKeyPath<Config> & Sendable
     let defaultValue: any Sendable
@@ -35,10 +37,12 @@ public struct ConfigField: Sendable {
     let holdsDefault: @Sendable (Config) -> Bool
 
     init<T: Equatable & Sendable>(_ key: String, _ path: WritableKeyPath<Config, T> & Sendable, _ value: T,
-                                  _ reload: Reload, _ doc: String, _ shape: ValueShape<T>) {
+                                  _ reload: Reload, _ doc: String, _ shape: ValueShape<T>,
+                                  disclosure: Disclosure = .shown) {
         self.key = key
         self.reload = reload
         self.doc = doc
+        self.disclosure = disclosure
         self.path = path
         defaultValue = value
         defaultText = shape.render(value)
@@ -84,7 +88,7 @@ public enum ConfigSchema {
                         if s.contains(where: { $0 == " " || $0.isNewline || !$0.isASCII }) {
                             throw ValueError("must be printable ASCII without spaces")
                         }
-                    })),
+                    }), disclosure: .redacted),
         ConfigField("admin_hosts", \.adminHosts, [], .live,
                     "extra names (or addresses) the admin endpoint accepts in `Host`, any port, for when it is "
                         + "reached by a name; its own address and, on loopback, `localhost` always are",
@@ -203,7 +207,7 @@ public enum ConfigSchema {
                     "… and the bytes those may still download", .size(0...(1 << 50))),
 
         ConfigField("session.http_additional_headers", \.session.httpAdditionalHeaders, [], .restart,
-                    "fields added to outbound requests lacking them", .headers),
+                    "fields added to outbound requests lacking them", .headers, disclosure: .valuesRedacted),
         ConfigField("session.timeout_interval_for_request", \.session.timeoutIntervalForRequest, 60, .restart,
                     "longest silence from an origin (504)", .positiveDuration),
         ConfigField("session.timeout_interval_for_resource", \.session.timeoutIntervalForResource, 604_800, .restart,
@@ -226,7 +230,7 @@ public enum ConfigSchema {
                     .optional(.parentProxy)),
         ConfigField("session.proxy_credentials_file", \.session.parentProxyCredentialsFile, nil, .restart,
                     "file with `user:password` for the parent proxy (`Proxy-Authorization: Basic`); none: no credentials",
-                    .optionalText),
+                    .optionalText, disclosure: .notSecret(pathToSecret)),
         ConfigField("session.tls_minimum_version", \.session.tlsMinimumVersion, .tls12, .restart,
                     "lowest TLS version allowed towards https origins", .choice),
         ConfigField("session.tls_maximum_version", \.session.tlsMaximumVersion, .tls13, .restart,
@@ -246,7 +250,7 @@ public enum ConfigSchema {
                     "PEM certificate (then chain) of the HTTPS listeners and admin endpoint; read again on every "
                         + "reload", .optionalText),
         ConfigField("tls.key_file", \.tls.keyFile, nil, .live, "its PEM key; read again on every reload",
-                    .optionalText),
+                    .optionalText, disclosure: .notSecret(pathToSecret)),
         ConfigField("tls.admin", \.tls.admin, false, .restart, "the admin endpoint speaks TLS", .boolean),
         ConfigField("tls.trust", \.tls.trust, [], .restart,
                     "per-host exceptions: `{host, sha256}` accepts the certificate with that fingerprint for hosts "
@@ -256,14 +260,16 @@ public enum ConfigSchema {
         ConfigField("tls.intercept_ca_certificate", \.tls.interceptCACertificate, nil, .restart,
                     "the CA certificate that signs minted certificates; none: Larder's own in `intercept_ca_dir`",
                     .optionalText),
-        ConfigField("tls.intercept_ca_key", \.tls.interceptCAKey, nil, .restart, "that CA's key", .optionalText),
+        ConfigField("tls.intercept_ca_key", \.tls.interceptCAKey, nil, .restart, "that CA's key", .optionalText,
+                    disclosure: .notSecret(pathToSecret)),
         // Configuration, not cache: outside cache_dir, so a cache moved aside or wiped keeps the CA clients trust.
         ConfigField("tls.intercept_ca_dir", \.tls.interceptCADirectory, "larder-ca", .restart,
                     "directory of Larder's own interception CA (`larder-ca.pem` 0644, `larder-ca-key.pem` 0600), "
                         + "apart from `cache_dir`: generated there on first use, or copied there from `cache_dir/ca` "
                         + "(earlier versions); never replaced but by `larder ca init --force`", .text),
         ConfigField("tls.intercept_key_type", \.tls.interceptKeyType, .ecP256, .restart,
-                    "key of minted certificates: `ec-p256` or `rsa-2048`", .choice),
+                    "key of minted certificates: `ec-p256` or `rsa-2048`", .choice,
+                    disclosure: .notSecret("the kind of key minted, not a key")),
         ConfigField("tls.intercept_certificate_lifetime", \.tls.interceptCertificateLifetime, 30 * 86_400, .restart,
                     "validity of minted certificates, 1h to 825d",
                     .positiveDuration.checked { d throws(ValueError) in
@@ -320,6 +326,10 @@ public enum ConfigSchema {
         ConfigField("cache.finish_aborted_max_size", \.cache.finishAbortedMaxSize, 64 << 20, .live,
                     "… only for responses up to this size", .size(0...(1 << 50))),
     ]
+
+    /// Why a path to a key or credentials is shown: it names the file, whose permissions keep what
+    /// is in it; the operator needs to see which file is in force, and the admin token guards it.
+    static let pathToSecret = "a path: the secret stays in the file, which the path does not open"
 
     /// `auto`, or a list of field names.
     static let targetedFields = ValueShape<TargetedFields>(parse: { n throws(ValueError) in

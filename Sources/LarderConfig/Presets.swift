@@ -52,4 +52,28 @@ extension Config.Cache {
     public var effectiveRules: [CacheRuleConfig] {
         rules + presets.flatMap { Presets.named($0)?.rules ?? [] }
     }
+
+    /// Where each of `effectiveRules` comes from, in the same order.
+    public var effectiveRuleSources: [RuleSource] {
+        rules.indices.map { RuleSource(preset: nil, index: $0) }
+            + presets.flatMap { name in (Presets.named(name)?.rules.indices ?? 0..<0).map { RuleSource(preset: name, index: $0) } }
+    }
+}
+
+/// Where a rule in force is written: `cache.rules`, or a preset's file (`larder presets show NAME`).
+public struct RuleSource: Sendable, Equatable {
+    /// The preset's name; nil for the user's own `cache.rules`.
+    public var preset: String?
+    /// The rule's place in its list, from 0.
+    public var index: Int
+
+    public init(preset: String?, index: Int) {
+        self.preset = preset
+        self.index = index
+    }
+}
+
+extension CacheRuleConfig {
+    /// The rule as the configuration file writes it, e.g. `{path: "**/packages/**.whl", status: [200], freshness: {forced: 365d}}`.
+    public var written: String { ConfigText.rule(self) }
 }

@@ -287,6 +287,7 @@ enum ConfigText {
         if let m = r.maximumLifetime { freshness.append("maximum: \(duration(m))") }
         if let d = r.defaultLifetime { freshness.append("default: \(duration(d))") }
         if !freshness.isEmpty { parts.append("freshness: {\(freshness.joined(separator: ", "))}") }
+        if let i = r.ignoreReload { parts.append("ignore_reload: \(i)") }
         return "{" + parts.joined(separator: ", ") + "}"
     }
 }

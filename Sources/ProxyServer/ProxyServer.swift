@@ -81,67 +81,94 @@ public final class ProxyServer: @unchecked Sendable {
 
     /// SIGHUP or POST /config/reload: reads the configuration again; applies what a running proxy
     /// can change (new requests see it; nothing is dropped), reports the rest, or keeps the old
-    /// configuration whole when the new one is invalid. The outcome is logged and `done` called
-    /// once every worker has applied the change on its loop (on the last one's thread), so what
-    /// was told "applied" is in force for every request after it; at once when nothing is applied.
+    /// configuration whole when the new one is invalid. The certificate files are read again
+    /// whether their names changed or not (renewed files usually keep them). The outcome is logged
+    /// and `done` called once every worker has applied the change on its loop (on the last one's
+    /// thread), so what was told "applied" is in force for every request after it; at once when
+    /// nothing is applied.
     public func reload(then done: @escaping @Sendable (ReloadOutcome) -> Void) {
         guard let reloadSource else { return done(.rejected("this Larder was started without a configuration source")) }
         let outcome: ReloadOutcome
-        let clock = self.clock
         // Calls `finish` once every worker that is told the new settings has applied them.
         var countdown: Countdown?
         do {
             let new = try reloadSource()
-            let workers = self.workers
-            let admin = self.admin
             outcome = current.withLock { old -> ReloadOutcome in
                 let d = ConfigDiff.between(old, new)
-                guard !d.live.isEmpty else { return .applied(live: [], restart: d.restart) }
                 // Keys that need a restart keep their old values in what is applied.
                 var applied = new
                 for key in d.restart { ConfigDiff.keep(key, from: old, in: &applied) }
-                let settings: ProxySettings
-                do {
-                    // The mix must pass the checks too: a new file may move admin_listen to loopback
-                    // and drop admin_token at once, while the running endpoint stays where it is.
-                    try ConfigLoader.check(applied, source: "running configuration with the keys that need a restart unchanged")
-                    settings = try ProxySettings.load(applied, ownListeners: ownListeners, clock: clock)
-                } catch {
-                    return .rejected("\(error)")
-                }
-                let counted = Countdown(workers.count)
-                countdown = counted
-                for w in workers {
-                    w.loop.execute {
-                        w.apply(settings)
-                        counted.one()
+                var settings: ProxySettings?
+                if !d.live.isEmpty {
+                    do {
+                        // The mix must pass the checks too: a new file may move admin_listen to loopback
+                        // and drop admin_token at once, while the running endpoint stays where it is.
+                        try ConfigLoader.check(applied, source: "running configuration with the keys that need a restart unchanged")
+                        settings = try ProxySettings.load(applied, ownListeners: ownListeners, clock: clock)
+                    } catch {
+                        return .rejected("\(error)")
                     }
                 }
-                admin?.token.withLock { $0 = applied.adminToken.map { Array($0.utf8) } }
-                admin?.hostNames.withLock { $0 = applied.adminHosts }
+                var live = d.live
+                var failed: [ReloadFailure] = []
+                if let failure = reloadIdentity(applied.tls) {
+                    // The old certificate stays in use, and so do the names of its files.
+                    for key in failure.keys { ConfigDiff.keep(key, from: old, in: &applied) }
+                    live.removeAll { failure.keys.contains($0) }
+                    failed.append(failure)
+                }
+                if let settings, !live.isEmpty {
+                    countdown = apply(settings, tokenAndHostsOf: applied)
+                }
+                if live.contains("cache.presets") { logger.info("\(ServingLists(applied).logLine)") }
                 old = applied
-                return .applied(live: d.live, restart: d.restart)
+                return .applied(live: live, restart: d.restart, failed: failed)
             }
         } catch {
             outcome = .rejected(error.description)
         }
         let finish: @Sendable () -> Void = { [self, outcome] in
-            if outcome.isRejected { logger.error("\(outcome.summary)") } else { logger.notice("\(outcome.summary)") }
-            if !outcome.isRejected { reloadIdentity() }
+            if outcome.isRejected {
+                logger.error("\(outcome.summary)")
+            } else if outcome.leavesSomethingOut {
+                logger.warning("\(outcome.summary)")  // asked for, not in force
+            } else {
+                logger.notice("\(outcome.summary)")
+            }
             done(outcome)
         }
         if let countdown { countdown.whenDone(finish) } else { finish() }
     }
 
-    /// Reads the listeners' certificate and key again (renewed files usually keep their names).
-    private func reloadIdentity() {
-        let tls = current.withLock { $0.tls }
-        guard let identity, let cert = tls.certificateFile, let key = tls.keyFile else { return }
+    /// Hands a reload's settings to every worker (on its loop) and its token and host names to
+    /// the admin endpoint; the countdown ends once every worker has applied them.
+    private func apply(_ settings: ProxySettings, tokenAndHostsOf config: Config) -> Countdown {
+        let counted = Countdown(workers.count)
+        for w in workers {
+            w.loop.execute {
+                w.apply(settings)
+                counted.one()
+            }
+        }
+        admin?.token.withLock { $0 = config.adminToken.map { Array($0.utf8) } }
+        admin?.hostNames.withLock { $0 = config.adminHosts }
+        return counted
+    }
+
+    /// The keys that name the certificate of the HTTPS listeners and the admin endpoint.
+    static let certificateKeys = ["tls.certificate_file", "tls.key_file"]
+
+    /// Reads the listeners' certificate and key again (renewed files usually keep their names);
+    /// nil when they loaded or no listener uses them.
+    private func reloadIdentity(_ tls: Config.TLS) -> ReloadFailure? {
+        guard let identity, let cert = tls.certificateFile, let key = tls.keyFile else { return nil }
         do {
             try identity.reload(certificateFile: cert, keyFile: key)
             logger.notice("TLS certificate reloaded from \(cert)")
+            return nil
         } catch {
-            logger.error("TLS certificate not reloaded, the old one stays in use: \(error)")
+            return ReloadFailure(keys: ProxyServer.certificateKeys,
+                                 reason: "TLS certificate not reloaded, the old one stays in use: \(error)")
         }
     }
 
@@ -200,6 +227,7 @@ public final class ProxyServer: @unchecked Sendable {
         let budget = settings.descriptors
         SocketSplice.setMaximumPipes(budget.pipes)
         let raised = files.now > files.before ? "raised from \(files.before)" : "the hard limit is \(files.hard)"
+        logger.info("\(ServingLists(config).logLine)")
         logger.info("descriptors: \(files.now) open files allowed (\(raised)): at most \(budget.maxConnections(configured: config.limits.maxConnections)) client connections (limits.max_connections \(config.limits.maxConnections)), \(budget.idleOriginConnections) idle origin connections and \(budget.pipes) tunnel pipes")
         return settings
     }
@@ -343,7 +371,9 @@ public final class ProxyServer: @unchecked Sendable {
 
     private func startAdmin(_ plan: ListenPlan, cache: Cache, inFlight: InFlightTable) throws(StartError) {
         guard let listener = plan.admin else { return }
-        let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts, cache: cache, inFlight: inFlight,
+        let inForce = current
+        let context = AdminContext(token: config.adminToken, hostNames: config.adminHosts,
+                                   configuration: { inForce.withLock { $0 } }, cache: cache, inFlight: inFlight,
                                    workerStats: workers.map(\.stats), hosts: workers.map(\.hosts),
                                    warming: makeWarming(), clock: clock,
                                    refreshLevels: { [workers] done in

@@ -4,13 +4,15 @@ inspection and purging, the bearer token."""
 import http.client
 import json
 import os
+import re
 import signal
+import subprocess
 import time
 import urllib.parse
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import RawClient, proxy_exchange, std_request, wait_until
+from helpers import RawClient, larder_bin, proxy_exchange, std_request, wait_until
 from test_cache import cache_status, methods, script
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
@@ -243,3 +245,72 @@ def test_readyz_says_503_while_the_proxy_drains(larder_factory, origin):
     origin.open_gate("drain")
     c.close()
     assert lr.wait_exit(15) == 0
+
+
+# ---------------------------------------------------------------------------
+# GET /config: the configuration in force, secrets redacted
+
+
+def config_keys():
+    """The keys as `larder config-keys` lists them, in its order."""
+    out = subprocess.run([larder_bin(), "config-keys"], capture_output=True, text=True, check=True, timeout=30).stdout
+    return re.findall(r"^\| `([^`]+)` \|", out, re.MULTILINE)
+
+
+def test_config_shows_every_key_in_force_with_secrets_redacted(larder_factory):
+    token = "adm1n-t0ken-for-config"
+    lr = larder_factory(
+        config={**ADMIN, "admin_token": token, "via_name": "fromfile", "shutdown_grace": "7s", "workers": 2,
+                "session": {"http_additional_headers": {"Authorization": "Bearer upstream-s3cret", "X-Team": "builds"}},
+                "tls": {"key_file": "/etc/larder/proxy.key"}},
+        # The environment over the file, flags over both.
+        env={"LARDER_VIA_NAME": "fromenv", "LARDER_CACHE_HEURISTIC_MAX": "2h", "LARDER_WORKERS": "3"},
+        args=["--workers", "1"])
+    assert admin(lr, "GET", "/config")[0] == 401
+    assert admin(lr, "GET", "/config", token="wrong")[0] == 401
+    status, headers, body = admin(lr, "GET", "/config", token=token)
+    assert status == 200 and headers["content-type"] == "application/json", body
+    assert token.encode() not in body and b"upstream-s3cret" not in body and b"builds" not in body
+    cfg = json.loads(body)
+    # Every key `larder config-keys` knows, in its order.
+    assert list(cfg) == config_keys()
+    assert cfg["via_name"] == "fromenv"                  # file < environment
+    assert cfg["workers"] == 1                           # environment < flag
+    assert cfg["shutdown_grace"] == "7s"                 # file
+    assert cfg["cache.heuristic_max"] == "2h"            # environment
+    assert cfg["cache_dir"] == str(lr.cache_dir)         # flag
+    assert cfg["listen"] == ["127.0.0.1:0"]              # flag, as configured
+    assert cfg["cache.offline"] is False and cfg["cache.presets"] == [] and cfg["session.proxy"] is None
+    # Redacted: the token and every value of the outbound header fields; paths to keys are shown.
+    assert cfg["admin_token"] == "REDACTED"
+    assert cfg["session.http_additional_headers"] == {"Authorization": "REDACTED", "X-Team": "REDACTED"}
+    assert cfg["tls.key_file"] == "/etc/larder/proxy.key"
+    redacted = sorted(k for k, v in cfg.items() if v == "REDACTED" or (isinstance(v, dict) and "REDACTED" in v.values()))
+    assert redacted == ["admin_token", "session.http_additional_headers"]
+    # As the dashboard opens it, with the token in the URL; HEAD; nothing but GET and HEAD.
+    assert json.loads(admin(lr, "GET", f"/config?token={token}")[2]) == cfg
+    status, _, body = admin(lr, "HEAD", "/config", token=token)
+    assert status == 200 and body == b""
+    status, headers, _ = admin(lr, "POST", "/config", token=token)
+    assert status == 405 and headers["allow"] == "GET, HEAD"
+    assert token not in lr.log_text()
+
+
+def test_config_without_a_token_says_none_is_set(larder_factory):
+    lr = larder_factory(config=ADMIN)
+    cfg = json.loads(admin(lr, "GET", "/config")[2])
+    assert cfg["admin_token"] is None and cfg["session.http_additional_headers"] == {}
+    assert cfg["admin_listen"] == "127.0.0.1:0"
+
+
+# ---------------------------------------------------------------------------
+# Presets in force
+
+
+def test_the_presets_in_force_are_named_in_the_start_log_and_stats(larder_factory):
+    lr = larder_factory(config={**ADMIN, "cache": {"presets": ["debian", "pypi"]}})
+    lr.wait_for_text("cache presets in force: debian, pypi")
+    assert stats(lr)["presets"] == ["debian", "pypi"]
+    plain = larder_factory(config=ADMIN)
+    plain.wait_for_text("cache presets in force: none")
+    assert stats(plain)["presets"] == []

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ import pytest
 from helpers import (HERE, START_TIMEOUT, child_env, deep_merge, proxy_exchange, spawn, stop_process, to_yaml,
                      wait_for_file)
 from registries import AptClient
-from test_admin import ADMIN, stats
+from test_admin import ADMIN, admin, stats
+from test_cache import script
 from wheel_backend import write_wheel
 
 CLIENT_TIMEOUT = 60
@@ -172,6 +174,49 @@ def test_presets_apply_on_reload(larder_factory, mirror):
     assert lr.wait_for_log("configuration reloaded: applied .*cache.presets"), lr.log_text()[-2000:]
     _, second = twice(lr, url)
     assert second.startswith("larder; hit"), second
+
+
+def entry_lifetime(lr, url):
+    """The stored entry's `lifetime_from_current_rules` and `freshness_lifetime` (one variant)."""
+    status, _, body = admin(lr, "GET", "/cache?url=" + urllib.parse.quote(url, safe=""))
+    assert status == 200, body
+    [variant] = json.loads(body)["variants"]
+    return variant["lifetime_from_current_rules"], variant["freshness_lifetime"]
+
+
+def test_an_entry_says_which_rule_gave_its_lifetime(larder_factory, mirror, origin, workdir):
+    own = {"path_prefix": "/res/own-", "freshness": {"forced": "2h"}}
+    lr = larder_factory(config={**ADMIN, "cache": {"presets": ["debian", "pypi"], "rules": [own]}})
+    script(workdir, "own-a", headers=[("Cache-Control", "max-age=5")], body="a")
+    script(workdir, "plain", headers=[("Cache-Control", "max-age=600")], body="p")
+    sdist, deb = mirror.url("/packages/aa/hello-1.0.tar.gz"), mirror.url("/debian/pool/main/h/hello/hello_1.0_all.deb")
+    mine, plain = origin.url("/res/own-a"), origin.url("/res/plain")
+    for url in (sdist, deb, mine, plain):
+        assert proxy_exchange(lr.port, "GET", url).status == 200
+
+    source, stored = entry_lifetime(lr, sdist)
+    # pypi's third rule; rules are counted from 0 in their own list (`larder presets show pypi`).
+    assert source == {"source": "preset", "preset": "pypi", "rule": 2, "path": "**/packages/**.tar.gz",
+                      "as_written": '{path: "**/packages/**.tar.gz", status: [200], freshness: {forced: 365d}}',
+                      "lifetime": 365 * 86400, "heuristic": False}, source
+    assert stored == 365 * 86400
+    source, _ = entry_lifetime(lr, deb)
+    assert (source["source"], source["preset"], source["rule"], source["path"]) == ("preset", "debian", 3, "**/pool/**.deb")
+    source, stored = entry_lifetime(lr, mine)
+    assert source == {"source": "rules", "rule": 0, "as_written": "{path_prefix: /res/own-, freshness: {forced: 2h}}",
+                      "lifetime": 7200, "heuristic": False}, source
+    assert stored == 7200
+    source, stored = entry_lifetime(lr, plain)
+    assert source == {"source": "origin", "lifetime": 600, "heuristic": False} and stored == 600, source
+
+    # Worked out from the rules in force now: without the presets the sdist's own fields (none)
+    # decide, while the entry keeps the lifetime it was stored with.
+    lr.config = deep_merge(lr.config, {"cache": {"presets": ["debian"]}})
+    lr.config_path.write_text(to_yaml(lr.config) + "\n")
+    status, _, body = admin(lr, "POST", "/config/reload")
+    assert status == 200 and json.loads(body)["applied"] == ["cache.presets"], body
+    source, stored = entry_lifetime(lr, sdist)
+    assert source == {"source": "origin", "lifetime": 0, "heuristic": False} and stored == 365 * 86400, source
 
 
 def test_unknown_preset_is_refused_with_the_known_names(larder_factory, workdir):

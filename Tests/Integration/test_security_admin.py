@@ -278,6 +278,52 @@ def test_tokens_never_reach_the_log(larder_factory):
     assert "/stats?TOKEN=REDACTED 401" in log
 
 
+def test_the_configuration_needs_the_token_and_keeps_its_secrets(larder_factory):
+    lr = larder_factory(config={**ADMIN, "admin_token": TOKEN,
+                                "session": {"http_additional_headers": {"X-Api-Key": "k3y-upstream"}}})
+    port = lr.admin_port
+    assert ask(port, "GET", "/config").status == 401
+    assert ask(port, "GET", "/config?token=wrong-guess").status == 401
+    # A rebound page cannot read it either, token or not.
+    assert ask(port, "GET", "/config", bearer(), host="evil.example").status == 421
+    for path in ("/config", f"/config?token={TOKEN}", "/config?" + "x=1&" * 1500):
+        r = ask(port, "GET", path, [] if "token=" in path else bearer())
+        assert r.status == 200, (path[:40], r.status, r.body[:200])
+        assert TOKEN.encode() not in r.body and b"k3y-upstream" not in r.body
+    assert ask(port, "GET", "/config/", bearer()).status == 404
+    assert ask(port, "DELETE", "/config", bearer()).status == 405
+    log = lr.log_text()
+    assert TOKEN not in log and "k3y-upstream" not in log and "wrong-guess" not in log
+
+
+def test_odd_urls_to_inspect_get_a_clear_answer(larder_factory, origin, workdir):
+    # At debug, where the endpoint logs every request it answers.
+    lr = larder_factory(config={**ADMIN, "log_level": "debug"})
+    script(workdir, "odd", headers=[("Cache-Control", "max-age=600")], body="o")
+    stored = origin.url("/res/odd")
+    assert proxy_exchange(lr.port, "GET", stored).status == 200
+    port = lr.admin_port
+    refused = ["", "not-a-url", "/res/odd", "*", "//example.com/x", "ftp://example.com/x", "http://user:pw@example.com/",
+               "http://[::1/x", "http://example.com:99999/", "http://exa mple.com/", "http://example.com/\r\nX: y",
+               "http://\x00/", "http://%ff%fe/", "http://\u00e9.example/", "http:///x", "https://:443/"]
+    for url in refused:
+        r = ask(port, "GET", "/cache?url=" + urllib.parse.quote(url, safe=""))
+        assert r.status == 400 and "error" in json.loads(r.body), (url, r.status, r.body)
+    # Parameters given twice, empty, or without a value: the first url= counts.
+    assert ask(port, "GET", "/cache?url").status == 400
+    assert ask(port, "GET", "/cache?url=&url=" + urllib.parse.quote(stored, safe="")).status == 400
+    assert ask(port, "GET", "/cache?url=" + urllib.parse.quote(stored, safe="") + "&url=junk").status == 200
+    # A fragment is never part of the key; a URL not stored is a 404.
+    assert ask(port, "GET", "/cache?url=" + urllib.parse.quote(stored + "#frag", safe="")).status == 200
+    assert ask(port, "GET", "/cache?url=" + urllib.parse.quote(origin.url("/res/none"), safe="")).status == 404
+    # A request line longer than the endpoint reads: refused whole, the connection closed.
+    r = ask(port, "GET", "/cache?url=" + urllib.parse.quote("http://example.com/" + "a" * 20_000, safe=""))
+    assert r.status in (414, 431), r.status
+    assert ask(port, "GET", "/healthz").status == 200
+    assert ask(port, "GET", "/cache?url=" + urllib.parse.quote(stored, safe="")).status == 200
+    assert lr.wait_for_log(r"admin 127\.0\.0\.1:\d+ GET /cache\?url=http%3A%2F%2Fexample\.com%3A99999%2F 400")
+
+
 # ---------------------------------------------------------------------------
 # In a real browser
 

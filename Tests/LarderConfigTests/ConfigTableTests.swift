@@ -100,7 +100,7 @@ cache:
       content_type: image/
       storage: memory-only
       freshness: {maximum: 1h, default: 10m}
-    - {scheme: https, policy: reload-revalidating-cache-data}
+    - {scheme: https, policy: reload-revalidating-cache-data, ignore_reload: true}
     - {path_prefix: "/a, b: c", freshness: {forced: 90s}}
     - {path: "**/pool/**.deb", status: [200], freshness: {forced: 365d}}
   presets: [pypi, debian]
@@ -270,5 +270,93 @@ private let everyKeyChanged: Config = try! ConfigLoader.parse(yaml: everyKeyChan
         #expect(try ConfigLoader.load(yaml: "access_log: /var/log/a.log\n").accessLog == .file("/var/log/a.log"))
         #expect(try ConfigLoader.load(yaml: "access_log: off\n").accessLog == nil)
         #expect(try ConfigLoader.load(yaml: "access_log:\n").accessLog == nil)
+    }
+}
+
+/// `GET /config`'s body: every key, its value in force, secrets redacted as the schema says.
+@Suite struct ConfigReportTests {
+    static func report(_ config: Config) throws -> [String: Any] {
+        let text = ConfigReport.json(config)
+        let object = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+        return try #require(object as? [String: Any], "\(text)")
+    }
+
+    /// Words that make a key's name sound like a secret.
+    static let secretWords = ["token", "password", "passwd", "secret", "key", "credential", "private", "cookie", "hash"]
+
+    /// A new key whose name sounds secret must say what `GET /config` shows of it: redacted, or not
+    /// a secret and why. The default (`shown`) is not a decision.
+    @Test(arguments: ConfigSchema.fields.map(\.key)) func aKeyThatSoundsSecretDecides(_ key: String) throws {
+        let field = try #require(ConfigSchema.byKey[key])
+        let words = key.lowercased().split(whereSeparator: { $0 == "." || $0 == "_" })
+        let sounds = Self.secretWords.contains { word in words.contains { $0.contains(word) } }
+        if sounds {
+            #expect(field.disclosure != .shown,
+                    "\(key) sounds secret: give it disclosure .redacted, .valuesRedacted or .notSecret(why)")
+        }
+    }
+
+    /// The keys whose values are kept out, spelled out: dropping one of these fails here.
+    @Test func theRedactedKeys() {
+        let redacted = ConfigSchema.fields.filter { $0.disclosure == .redacted || $0.disclosure == .valuesRedacted }
+        #expect(redacted.map(\.key) == ["admin_token", "session.http_additional_headers"])
+    }
+
+    @Test func everyKeyInTheSchemasOrder() throws {
+        for config in [Config(), everyKeyChanged] {
+            let report = try Self.report(config)
+            #expect(Set(report.keys) == Set(ConfigSchema.fields.map(\.key)))
+            let text = ConfigReport.json(config)
+            let positions = ConfigSchema.fields.map { text.range(of: "\"\($0.key)\":")!.lowerBound }
+            #expect(positions == positions.sorted())
+        }
+    }
+
+    @Test func secretsAreRedactedAndNeverWritten() throws {
+        let text = ConfigReport.json(everyKeyChanged)
+        #expect(!text.contains("s3cret"))
+        #expect(!text.contains("nightly"))
+        let report = try Self.report(everyKeyChanged)
+        #expect(report["admin_token"] as? String == "REDACTED")
+        #expect(report["session.http_additional_headers"] as? [String: String] == ["X-Team": "REDACTED", "X-Second": "REDACTED"])
+        // Unset secrets say so: null, as the 401 of a token-less endpoint already tells.
+        let defaults = try Self.report(Config())
+        #expect(defaults["admin_token"] is NSNull)
+        #expect(defaults["session.http_additional_headers"] as? [String: String] == [:])
+        // Paths to keys and credentials are shown: the file, not its content.
+        #expect(report["tls.key_file"] as? String == "/etc/larder/proxy.key")
+        #expect(report["tls.intercept_ca_key"] as? String == "/etc/larder/ca.key")
+        #expect(report["session.proxy_credentials_file"] as? String == "/etc/larder/parent-credentials")
+    }
+
+    @Test func valuesAreTypedAsJSONWhereTheFileWouldWriteThemSo() throws {
+        let r = try Self.report(everyKeyChanged)
+        #expect(r["workers"] as? Int == 4)
+        #expect(r["cache.offline"] as? Bool == true)
+        #expect(r["cache.heuristic_fraction"] as? Double == 0.25)
+        #expect(r["listen"] as? [Any] != nil)
+        #expect((r["listen"] as? [Any])?.first as? String == "0.0.0.0:3128")
+        #expect(((r["listen"] as? [Any])?.last as? [String: Any])?["proxy_protocol"] as? Bool == true)
+        #expect(r["session.tls_minimum_version"] as? String == "1.3")
+        #expect(r["shutdown_grace"] as? String == "2500ms")
+        #expect(r["cache.finish_aborted_fraction"] as? String == "off")
+        #expect(r["protect_this_host"] as? String == "on")
+        #expect(r["cache.presets"] as? [String] == ["pypi", "debian"])
+        #expect(r["access_log"] as? String == "/var/log/larder: access.log")
+        let rules = try #require(r["cache.rules"] as? [[String: Any]])
+        #expect(rules.count == 4)
+        #expect(rules[3]["path"] as? String == "**/pool/**.deb")
+        #expect((rules[0]["freshness"] as? [String: Any])?["maximum"] as? String == "1h")
+        let d = try Self.report(Config())
+        #expect(d["session.proxy"] is NSNull)
+        #expect(d["admin_listen"] as? String == "127.0.0.1:9090")
+        #expect(d["cache.disk_capacity"] as? String == "1GiB")
+    }
+
+    @Test func jsonNumbers() {
+        for yes in ["0", "12", "-3", "0.25", "10.5"] { #expect(ConfigReport.isJSONNumber(yes), "\(yes)") }
+        for no in ["", "-", "01", "1.", ".5", "1e5", "1.2.3", "0x10", "12s", "1_000"] {
+            #expect(!ConfigReport.isJSONNumber(no), "\(no)")
+        }
     }
 }

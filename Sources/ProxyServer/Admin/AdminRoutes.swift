@@ -3,6 +3,7 @@ import CachePolicy
 import CacheStore
 import HTTPWire
 import Statistics
+import LarderConfig
 import Locking
 import Synchronization
 
@@ -18,6 +19,9 @@ final class AdminContext: Sendable {
     let token: Locked<[UInt8]?>
     /// `admin_hosts`: names a request's `Host` may give besides the endpoint's address; reloadable.
     let hostNames: Locked<[String]>
+    /// The configuration in force now (a reload replaces it; keys that need a restart keep the
+    /// values they started with).
+    let configuration: @Sendable () -> Config
     /// Re-reads the configuration and applies what can be applied (POST /config/reload); calls
     /// back, on some worker's thread, once every worker has applied it.
     let reload: @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void
@@ -37,8 +41,9 @@ final class AdminContext: Sendable {
     /// /stats and /metrics answer with levels as they are, not as they were at the last tick.
     let refreshLevels: @Sendable (@escaping @Sendable () -> Void) -> Void
 
-    init(token: String?, hostNames: [String], cache: Cache, inFlight: InFlightTable, workerStats: [WorkerStatistics],
-         hosts: [TopHosts], warming: AdminWarming, clock: any ProxyClock,
+    init(token: String?, hostNames: [String], configuration: @escaping @Sendable () -> Config, cache: Cache,
+         inFlight: InFlightTable, workerStats: [WorkerStatistics], hosts: [TopHosts], warming: AdminWarming,
+         clock: any ProxyClock,
          refreshLevels: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = { $0() },
          reload: @escaping @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void) {
         self.clock = clock
@@ -47,6 +52,7 @@ final class AdminContext: Sendable {
         started = clock.monotonic
         self.hosts = hosts
         self.hostNames = Locked(hostNames)
+        self.configuration = configuration
         self.token = Locked(token.map { Array($0.utf8) })
         self.reload = reload
         self.cache = cache
@@ -158,8 +164,11 @@ extension AdminContext {
             return afterRefresh { [self] in
                 let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
                 return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "],\"warm\":"
-                                                  + warming.json))
+                                                  + warming.json + "," + ServingLists(configuration()).jsonMembers))
             }
+        case "/config":
+            guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
+            return .json(200, ConfigReport.json(configuration()))
         case "/stats/history":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return .json(200, history.json(now: clock.monotonic))
@@ -192,7 +201,7 @@ extension AdminContext {
             default: return notAllowed("GET, HEAD, DELETE")
             }
         default:
-            return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /cache?url=, /warm, /healthz, /readyz")
+            return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /config, /cache?url=, /warm, /healthz, /readyz")
         }
     }
 
@@ -226,8 +235,21 @@ extension AdminContext {
         return equalInConstantTime(Array(field.dropFirst(7).utf8), token)
     }
 
+    /// An absolute http(s) URL as the cache keys it and its rules see it.
+    struct KeyedURL {
+        var primaryKey: [UInt8]
+        var scheme: String
+        var host: [UInt8]
+        /// Path and query, without a fragment.
+        var path: [UInt8]
+    }
+
     /// The cache key for an absolute http(s) URL, or an error answer.
     private func primaryKey(_ url: String) -> Result<[UInt8], AdminResponseError> {
+        keyed(url).map(\.primaryKey)
+    }
+
+    private func keyed(_ url: String) -> Result<KeyedURL, AdminResponseError> {
         let bytes = Array(url.utf8)
         let result = bytes.withUnsafeBytes { raw -> Result<RequestTarget, HTTPWireError> in
             do throws(HTTPWireError) {
@@ -245,41 +267,46 @@ extension AdminContext {
         guard parsed.form == .absolute else {
             return .failure(AdminResponseError(.error(400, "url=\(url) must be absolute, e.g. http://example.com/path")))
         }
-        let key = bytes.withUnsafeBytes { raw in
-            let path = parsed.pathOffset.map { UnsafeRawBufferPointer(rebasing: raw[$0...]) }
-                ?? UnsafeRawBufferPointer(start: nil, count: 0)
-            return CacheKey.primary(scheme: parsed.scheme, host: Array(parsed.hostString.utf8), port: parsed.port,
-                                    pathAndQuery: path)
+        let path = Array(bytes[parsed.pathRange(targetLength: bytes.count)])
+        let key = path.withUnsafeBytes { path in
+            CacheKey.primary(scheme: parsed.scheme, host: parsed.host, port: parsed.port, pathAndQuery: path)
         }
-        return .success(key)
+        return .success(KeyedURL(primaryKey: key, scheme: parsed.scheme == .https ? "https" : "http", host: parsed.host,
+                                 path: path))
     }
 
     /// GET /cache?url=…: every stored variant of the URL.
     private func inspect(_ target: AdminTarget, reader: CacheReader) -> AdminResponse {
         guard let url = target.value("url") else { return .error(400, "GET /cache needs ?url=<absolute URL>") }
-        let key: [UInt8]
-        switch primaryKey(url) {
-        case .success(let k): key = k
+        let keyedURL: KeyedURL
+        switch keyed(url) {
+        case .success(let k): keyedURL = k
         case .failure(let e): return e.response
         }
+        let key = keyedURL.primaryKey
         let variants = reader.variants(primaryKey: key)
         guard !variants.isEmpty else { return .error(404, "\(String(decoding: key, as: UTF8.self)) is not in the cache") }
         let now = clock.wallSeconds
+        let lifetimes = EntryLifetimes(configuration(), url: keyedURL)
         var out = "{\"url\":\(jsonString(String(decoding: key, as: UTF8.self))),\"variants\":["
         for (i, v) in variants.enumerated() {
             let r = v.record
             let f = r.facts
+            let head = CachedResponseWriter.parse(r.head)
             if i > 0 { out += "," }
             out += "{\"status\":\(f.status),\"tier\":\(jsonString(v.tier == .allowed ? "disk" : "memory"))"
             out += ",\"size\":\(r.bodyLength),\"age\":\(f.currentAge(now: now))"
             out += ",\"freshness_lifetime\":\(f.freshnessLifetime),\"ttl\":\(f.timeToLive(now: now))"
             out += ",\"fresh\":\(f.isFresh(now: now)),\"heuristic\":\(f.heuristic)"
+            if let head {
+                out += ",\"lifetime_from_current_rules\":" + lifetimes.json(head: head, facts: f, bodyLength: r.bodyLength)
+            }
             out += ",\"stored_at\":\(jsonString(RFC3339.format(r.storedAt)))"
             out += ",\"last_access\":\(jsonString(RFC3339.format(r.lastAccess)))"
             out += ",\"vary\":[" + f.varyFields.map { jsonString(String(decoding: $0, as: UTF8.self)) }
                 .joined(separator: ",") + "]"
             out += ",\"headers\":["
-            if let head = CachedResponseWriter.parse(r.head) {
+            if let head {
                 out += (0..<head.headers.count).map {
                     "[\(jsonString(head.headers.nameString(at: $0))),\(jsonString(head.headers.valueString(at: $0)))]"
                 }.joined(separator: ",")
