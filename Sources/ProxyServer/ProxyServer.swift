@@ -336,7 +336,7 @@ public final class ProxyServer: @unchecked Sendable {
             }
             if listener.tls { tlsBoundAddresses.append(address.description) } else { boundAddresses.append(address.description) }
             ownListeners.add(address)
-            logger.info("proxy listening on \(address)\(listener.tls ? " (TLS)" : "")\(listener.endpoint.proxyProtocol ? " (PROXY protocol)" : "")")
+            logger.notice("proxy listening on \(address)\(listener.tls ? " (TLS)" : "")\(listener.endpoint.proxyProtocol ? " (PROXY protocol)" : "")")
         }
     }
 
@@ -375,7 +375,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
         adminAddress = address.description
         ownListeners.add(address)
-        logger.info("admin endpoint listening on \(address)\(listener.tls ? " (TLS)" : "")")
+        logger.notice("admin endpoint listening on \(address)\(listener.tls ? " (TLS)" : "")")
     }
 
     /// A thread for each worker's loop; the admin endpoint says ready from here on. Ready is set

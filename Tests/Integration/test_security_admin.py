@@ -32,7 +32,7 @@ from test_dashboard import chromium
 from test_reload import rewrite, wait_log
 
 ADMIN = {"admin_listen": "127.0.0.1:0"}
-TOKEN = "adm1n-s3cret"
+TOKEN = "adm1n-s3cret-t0ken"  # 18 characters: off loopback a token needs 16
 NO_TOKEN_MESSAGE = "reachable from other machines: set admin_token"
 
 
