@@ -98,9 +98,18 @@ final class TLSTransport {
         bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
     }
 
+    /// Bytes read from and written to the socket (TLS records, the handshake included), as OpenSSL's
+    /// socket BIO counts them; kept when the connection closes.
+    var bytesCarried: (read: Int, written: Int) {
+        guard let ssl else { return carriedAtClose }
+        return (Int(BIO_number_read(SSL_get_rbio(ssl))), Int(BIO_number_written(SSL_get_wbio(ssl))))
+    }
+    private var carriedAtClose = (read: 0, written: 0)
+
     /// Frees the bufferevent, and with it the socket and the buffers; no callback follows.
     func close() {
         guard let b = bev else { return }
+        carriedAtClose = bytesCarried
         bev = nil
         bufferevent_setcb(b, nil, nil, nil, nil)
         bufferevent_free(b)

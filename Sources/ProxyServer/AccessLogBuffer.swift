@@ -1,5 +1,6 @@
 import Glibc
 import HTTPWire
+import SessionClient
 
 /// One worker's access log lines waiting for the writer thread. Loop-confined: formatting a line is
 /// byte appends into a reused buffer; the date is formatted once per second.
@@ -20,6 +21,9 @@ final class AccessLogBuffer {
     struct Entry {
         var client: [UInt8]
         var request: RequestHead
+        /// An intercepted connection's destination: its origin-form targets are logged as the
+        /// https:// URLs they stand for.
+        var origin: OriginKey?
         var status: Int
         var bodyBytes: Int
         /// Bytes the client sent through a tunnel (CONNECT, WebSocket); 0 otherwise.
@@ -53,6 +57,7 @@ final class AccessLogBuffer {
         let h = e.request.headers
         h.withBytes(e.request.methodRange) { escaped($0) }
         append(" ")
+        if let origin = e.origin, Self.isOriginForm(e.request) { Self.appendURLPrefix(origin, to: &bytes) }
         h.withBytes(e.request.target) { escaped($0) }
         append(e.request.version == .http10 ? " HTTP/1.0\" " : " HTTP/1.1\" ")
         if e.status > 0 { decimal(e.status) } else { append("-") }
@@ -78,6 +83,7 @@ final class AccessLogBuffer {
         append("\",\"method\":\"")
         h.withBytes(e.request.methodRange) { jsonEscaped($0) }
         append("\",\"url\":\"")
+        if let origin = e.origin, Self.isOriginForm(e.request) { Self.appendURLPrefix(origin, to: &bytes) }
         h.withBytes(e.request.target) { jsonEscaped($0) }
         append(e.request.version == .http10 ? "\",\"version\":\"HTTP/1.0\",\"status\":" : "\",\"version\":\"HTTP/1.1\",\"status\":")
         decimal(e.status)
@@ -96,6 +102,25 @@ final class AccessLogBuffer {
         append("\",\"duration\":")
         seconds(e.seconds)
         append("}\n")
+    }
+
+    private static func isOriginForm(_ request: RequestHead) -> Bool {
+        request.headers.withBytes(request.target) { $0.first == 0x2F }
+    }
+
+    /// `https://host` (an IPv6 address in brackets), with `:port` unless it is 443: what an
+    /// intercepted request's origin-form target is relative to. The host was parsed from the
+    /// CONNECT target, so it needs no escaping.
+    static func appendURLPrefix(_ origin: OriginKey, to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: Array("https://".utf8))
+        if origin.host.contains(":") {
+            bytes.append(0x5B)
+            bytes.append(contentsOf: Array(origin.host.utf8))
+            bytes.append(0x5D)
+        } else {
+            bytes.append(contentsOf: Array(origin.host.utf8))
+        }
+        if origin.port != 443 { bytes.append(contentsOf: Array(":\(origin.port)".utf8)) }
     }
 
     private func field(_ h: HeaderBlock, _ name: StaticString) {

@@ -24,8 +24,10 @@ final class ClientConnection: StreamDelegate {
     private var inRequestLoop = false
     /// The client's TLS handshake has not completed yet (TLS listener or interception).
     private var tlsHandshakePending: Bool
+    /// The intercepted CONNECT this connection continues, if any (`logInterceptedTunnel` logs it).
+    var intercepted: InterceptedConnect?
     /// An intercepted CONNECT's destination: origin-form requests on this connection go there.
-    var interceptedOrigin: OriginKey?
+    var interceptedOrigin: OriginKey? { intercepted?.origin }
     /// Outside `allow_clients`: every request is refused.
     private let clientDenied: Bool
     /// Why the worker refuses this connection outright, if it does: told, then closed.
@@ -118,7 +120,10 @@ final class ClientConnection: StreamDelegate {
             deadline = nil
             stream.close()
         }
-        if steps.contains(.closed) { worker.connectionClosed(self) }
+        if steps.contains(.closed) {
+            logInterceptedTunnel()
+            worker.connectionClosed(self)
+        }
         if steps.contains(.disableReading) { stream.disableReading() }
         if steps.contains(.enableReading) { stream.enableReading() }
         if steps.contains(.discardInput) { stream.input.drain(stream.input.count) }
