@@ -46,11 +46,17 @@ final class TLSTransport {
     }
 
     /// The last OpenSSL error queued for this connection (0: none); reading empties the queue.
+    /// libevent queues entries of its own after OpenSSL's (the `SSL_get_error` code, an errno),
+    /// which name no OpenSSL library and no reason: those are skipped, or a client's alert
+    /// ("tlsv1 alert unknown ca") would be lost behind them.
     func lastOpenSSLError() -> UInt {
         guard let bev else { return 0 }
         var code = bufferevent_get_openssl_error(bev)
         var last: UInt = 0
-        while code != 0 { last = code; code = bufferevent_get_openssl_error(bev) }
+        while code != 0 {
+            if ERR_lib_error_string(code) != nil { last = code }
+            code = bufferevent_get_openssl_error(bev)
+        }
         return last
     }
 

@@ -284,7 +284,9 @@ public final class ProxyServer: @unchecked Sendable {
     private func startInterception(_ authority: CertificateAndKey) -> Interception {
         let tls = config.tls
         // Minted certificates are cache: under cache_dir, re-minted when it is gone.
-        let interception = Interception(patterns: tls.intercept, authority: authority,
+        let authorityFile = absolutePath(tls.interceptCACertificate
+                                         ?? tls.interceptCADirectory + "/" + InterceptionAuthority.certificateName)
+        let interception = Interception(patterns: tls.intercept, authority: authority, authorityFile: authorityFile,
                                         keyType: CertificateKeyType(tls.interceptKeyType),
                                         lifetime: Int(tls.interceptCertificateLifetime),
                                         directory: config.cache.ephemeral ? nil : config.cacheDirectory + "/certificates",

@@ -113,6 +113,17 @@ import Testing
         #expect(plain.tlsBytesCarried == nil)
     }
 
+    /// A client that rejects the server's certificate says so in an alert: the server's reason
+    /// names it, which the proxy's log turns into a hint about its interception CA.
+    @Test func theServerHearsWhyTheClientRejectedItsCertificate() throws {
+        let stranger = try Certificates.makeAuthority(commonName: "Someone Else")
+        guard let pair = try handshake(over: socketPair(), trusting: stranger) else { return }
+        defer { pair.close() }
+        #expect(pair.serverEvents.events.first != .connected)
+        let reason = pair.server.tlsFailureReason
+        #expect(reason?.contains("alert unknown ca") == true, "\(String(describing: reason))")
+    }
+
     @Test func aHalfCloseDeliversEverythingThenEndOfStream() throws {
         guard let pair = try handshake(over: socketPair()) else { return }
         defer { pair.close() }

@@ -157,21 +157,34 @@ final class ClientConnection: StreamDelegate {
                 worker.stats.add(.clientTLSHandshakes)
             }
         case .endOfStream:
-            if case .exchanging = machine.state, context.bodyPending {
+            if tlsHandshakePending {
+                handshakeFailed(in: stream, timedOut: false)
+            } else if case .exchanging = machine.state, context.bodyPending {
                 worker.logger.debug("client \(peer) closed during upload to \(context.upstreamName)")
             }
             send(.clientEnded)
         case .error, .timeout:
             if tlsHandshakePending {
-                let why = stream.tlsFailureReason ?? (event == .timeout ? "timed out" : "connection closed")
-                worker.logger.notice("TLS handshake with client \(peer) failed: \(why)")
-                worker.stats.add(.clientTLSHandshakeFailures)
+                handshakeFailed(in: stream, timedOut: event == .timeout)
             } else if event == .timeout {
                 worker.logger.notice(
                     "client \(peer) took less than \(Stream.minimumProgress / 1024) KiB of its answer in \(worker.settings.clientIdleTimeout) s; closing with \(stream.output.count) bytes unsent")
             }
             send(.clientFailed)
         }
+    }
+
+    /// The client's TLS handshake ended unfinished: logged, with the destination under
+    /// interception, and counted, unless the client never started it.
+    private func handshakeFailed(in stream: Stream, timedOut: Bool) {
+        tlsHandshakePending = false
+        let cause = ClientHandshakeFailure.cause(timedOut: timedOut, reason: stream.tlsFailureReason,
+                                                 clientSentBytes: (stream.tlsBytesCarried?.fromPeer ?? 0) > 0)
+        let failure = ClientHandshakeFailure(peer: peer.description, destination: interceptedOrigin?.description,
+                                             caFile: worker.interception?.authorityFile, cause: cause)
+        guard let line = failure.message else { return }
+        worker.logger.notice("\(line)")
+        worker.stats.add(.clientTLSHandshakeFailures)
     }
 
     // MARK: - Requests
