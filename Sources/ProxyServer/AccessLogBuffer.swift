@@ -57,7 +57,7 @@ final class AccessLogBuffer {
         let h = e.request.headers
         h.withBytes(e.request.methodRange) { escaped($0) }
         append(" ")
-        if let origin = e.origin, Self.isOriginForm(e.request) { Self.appendURLPrefix(origin, to: &bytes) }
+        urlPrefix(of: e, json: false)
         h.withBytes(e.request.target) { escaped($0) }
         append(e.request.version == .http10 ? " HTTP/1.0\" " : " HTTP/1.1\" ")
         if e.status > 0 { decimal(e.status) } else { append("-") }
@@ -83,7 +83,7 @@ final class AccessLogBuffer {
         append("\",\"method\":\"")
         h.withBytes(e.request.methodRange) { jsonEscaped($0) }
         append("\",\"url\":\"")
-        if let origin = e.origin, Self.isOriginForm(e.request) { Self.appendURLPrefix(origin, to: &bytes) }
+        urlPrefix(of: e, json: true)
         h.withBytes(e.request.target) { jsonEscaped($0) }
         append(e.request.version == .http10 ? "\",\"version\":\"HTTP/1.0\",\"status\":" : "\",\"version\":\"HTTP/1.1\",\"status\":")
         decimal(e.status)
@@ -104,23 +104,18 @@ final class AccessLogBuffer {
         append("}\n")
     }
 
-    private static func isOriginForm(_ request: RequestHead) -> Bool {
-        request.headers.withBytes(request.target) { $0.first == 0x2F }
+    /// An intercepted request's origin-form target is written after the URL it is relative to.
+    private func urlPrefix(of e: Entry, json: Bool) {
+        guard let origin = e.origin, e.request.headers.withBytes(e.request.target, { $0.first == 0x2F }) else { return }
+        Self.urlPrefix(origin).withUnsafeBytes { json ? jsonEscaped($0) : escaped($0) }
     }
 
     /// `https://host` (an IPv6 address in brackets), with `:port` unless it is 443: what an
-    /// intercepted request's origin-form target is relative to. The host was parsed from the
-    /// CONNECT target, so it needs no escaping.
-    static func appendURLPrefix(_ origin: OriginKey, to bytes: inout [UInt8]) {
-        bytes.append(contentsOf: Array("https://".utf8))
-        if origin.host.contains(":") {
-            bytes.append(0x5B)
-            bytes.append(contentsOf: Array(origin.host.utf8))
-            bytes.append(0x5D)
-        } else {
-            bytes.append(contentsOf: Array(origin.host.utf8))
-        }
-        if origin.port != 443 { bytes.append(contentsOf: Array(":\(origin.port)".utf8)) }
+    /// intercepted request's origin-form target is relative to. Escaped like the target when
+    /// written, although the host was parsed from the CONNECT target.
+    static func urlPrefix(_ origin: OriginKey) -> [UInt8] {
+        let host = origin.host.contains(":") ? "[\(origin.host)]" : origin.host
+        return Array(("https://" + host + (origin.port == 443 ? "" : ":\(origin.port)")).utf8)
     }
 
     private func field(_ h: HeaderBlock, _ name: StaticString) {

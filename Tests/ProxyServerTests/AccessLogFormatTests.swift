@@ -20,8 +20,7 @@ import Testing
         ("127.0.0.1", 443, "https://127.0.0.1"), ("::1", 443, "https://[::1]"), ("fd00::5", 9443, "https://[fd00::5]:9443"),
     ])
     func urlPrefix(_ host: String, _ port: Int, _ expected: String) {
-        var bytes: [UInt8] = []
-        AccessLogBuffer.appendURLPrefix(OriginKey(scheme: .https, host: host, port: port), to: &bytes)
-        #expect(String(decoding: bytes, as: UTF8.self) == expected)
+        let prefix = AccessLogBuffer.urlPrefix(OriginKey(scheme: .https, host: host, port: port))
+        #expect(String(decoding: prefix, as: UTF8.self) == expected)
     }
 }
