@@ -13,7 +13,7 @@ case "$sanitizer" in
     thread|address) shift ;;
     *) echo "usage: bash scripts/sanitize.sh thread|address [pytest arguments]" >&2; exit 2 ;;
 esac
-bash scripts/install-deps.sh || exit 1
+bash scripts/install-deps.sh test || exit 1
 scratch=.build-$sanitizer
 swift build -c debug --product larder --scratch-path "$scratch" -Xswiftc -sanitize="$sanitizer" || exit 1
 reports="$PWD/$scratch/reports"

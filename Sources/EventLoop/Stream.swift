@@ -101,6 +101,14 @@ public final class Stream {
         return nil
     }
 
+    /// A TLS stream's bytes on the wire each way, records and handshake included, also once it
+    /// is closed; nil for a plain stream.
+    public var tlsBytesCarried: (fromPeer: Int, toPeer: Int)? {
+        guard let t = tls else { return nil }
+        let carried = t.bytesCarried
+        return (carried.read, carried.written)
+    }
+
     public var fileDescriptor: Int32 {
         onTransport(plain: { $0.socket }, tls: { $0.fileDescriptor })
     }

@@ -46,11 +46,17 @@ final class TLSTransport {
     }
 
     /// The last OpenSSL error queued for this connection (0: none); reading empties the queue.
+    /// libevent queues entries of its own after OpenSSL's (the `SSL_get_error` code, an errno),
+    /// which name no OpenSSL library and no reason: those are skipped, or a client's alert
+    /// ("tlsv1 alert unknown ca") would be lost behind them.
     func lastOpenSSLError() -> UInt {
         guard let bev else { return 0 }
         var code = bufferevent_get_openssl_error(bev)
         var last: UInt = 0
-        while code != 0 { last = code; code = bufferevent_get_openssl_error(bev) }
+        while code != 0 {
+            if ERR_lib_error_string(code) != nil { last = code }
+            code = bufferevent_get_openssl_error(bev)
+        }
         return last
     }
 
@@ -98,9 +104,18 @@ final class TLSTransport {
         bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
     }
 
+    /// Bytes read from and written to the socket (TLS records, the handshake included), as OpenSSL's
+    /// socket BIO counts them; kept when the connection closes.
+    var bytesCarried: (read: Int, written: Int) {
+        guard let ssl else { return carriedAtClose }
+        return (Int(BIO_number_read(SSL_get_rbio(ssl))), Int(BIO_number_written(SSL_get_wbio(ssl))))
+    }
+    private var carriedAtClose = (read: 0, written: 0)
+
     /// Frees the bufferevent, and with it the socket and the buffers; no callback follows.
     func close() {
         guard let b = bev else { return }
+        carriedAtClose = bytesCarried
         bev = nil
         bufferevent_setcb(b, nil, nil, nil, nil)
         bufferevent_free(b)

@@ -83,7 +83,9 @@ public enum ConfigSchema {
                     "admin endpoint (below), `off` to disable; never a proxy port",
                     .optional(.endpoint, off: ["off", "false"], unset: "off")),
         ConfigField("admin_token", \.adminToken, nil, .live,
-                    "bearer token the admin endpoint requires (all but `/healthz` and `/readyz`); required off loopback",
+                    "bearer token the admin endpoint requires (all but `/healthz` and `/readyz`); required off loopback, "
+                        + "and there at least \(AdminTokenRule.minimumLength) characters and no placeholder such as "
+                        + "`change-me` (Larder refuses to start otherwise)",
                     .optional(.text.checked { s throws(ValueError) in
                         if s.contains(where: { $0 == " " || $0.isNewline || !$0.isASCII }) {
                             throw ValueError("must be printable ASCII without spaces")
@@ -421,6 +423,10 @@ public enum ConfigSchema {
         if let admin = c.adminListen, !admin.isLoopback, c.adminToken == nil {
             out.append(("admin_listen", "\(admin) is reachable from other machines: set admin_token, "
                         + "or listen on a loopback address"))
+        }
+        if let admin = c.adminListen, !admin.isLoopback, let token = c.adminToken,
+           let problem = AdminTokenRule.problem(token) {
+            out.append(("admin_token", problem))
         }
         if c.limits.maxURIBytes > c.limits.maxHeadBytes {
             out.append(("limits.max_uri_bytes",

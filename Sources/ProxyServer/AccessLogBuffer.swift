@@ -1,5 +1,6 @@
 import Glibc
 import HTTPWire
+import SessionClient
 
 /// One worker's access log lines waiting for the writer thread. Loop-confined: formatting a line is
 /// byte appends into a reused buffer; the date is formatted once per second.
@@ -20,6 +21,9 @@ final class AccessLogBuffer {
     struct Entry {
         var client: [UInt8]
         var request: RequestHead
+        /// An intercepted connection's destination: its origin-form targets are logged as the
+        /// https:// URLs they stand for.
+        var origin: OriginKey?
         var status: Int
         var bodyBytes: Int
         /// Bytes the client sent through a tunnel (CONNECT, WebSocket); 0 otherwise.
@@ -53,6 +57,7 @@ final class AccessLogBuffer {
         let h = e.request.headers
         h.withBytes(e.request.methodRange) { escaped($0) }
         append(" ")
+        urlPrefix(of: e, json: false)
         h.withBytes(e.request.target) { escaped($0) }
         append(e.request.version == .http10 ? " HTTP/1.0\" " : " HTTP/1.1\" ")
         if e.status > 0 { decimal(e.status) } else { append("-") }
@@ -78,6 +83,7 @@ final class AccessLogBuffer {
         append("\",\"method\":\"")
         h.withBytes(e.request.methodRange) { jsonEscaped($0) }
         append("\",\"url\":\"")
+        urlPrefix(of: e, json: true)
         h.withBytes(e.request.target) { jsonEscaped($0) }
         append(e.request.version == .http10 ? "\",\"version\":\"HTTP/1.0\",\"status\":" : "\",\"version\":\"HTTP/1.1\",\"status\":")
         decimal(e.status)
@@ -96,6 +102,20 @@ final class AccessLogBuffer {
         append("\",\"duration\":")
         seconds(e.seconds)
         append("}\n")
+    }
+
+    /// An intercepted request's origin-form target is written after the URL it is relative to.
+    private func urlPrefix(of e: Entry, json: Bool) {
+        guard let origin = e.origin, e.request.headers.withBytes(e.request.target, { $0.first == 0x2F }) else { return }
+        Self.urlPrefix(origin).withUnsafeBytes { json ? jsonEscaped($0) : escaped($0) }
+    }
+
+    /// `https://host` (an IPv6 address in brackets), with `:port` unless it is 443: what an
+    /// intercepted request's origin-form target is relative to. Escaped like the target when
+    /// written, although the host was parsed from the CONNECT target.
+    static func urlPrefix(_ origin: OriginKey) -> [UInt8] {
+        let host = origin.host.contains(":") ? "[\(origin.host)]" : origin.host
+        return Array(("https://" + host + (origin.port == 443 ? "" : ":\(origin.port)")).utf8)
     }
 
     private func field(_ h: HeaderBlock, _ name: StaticString) {

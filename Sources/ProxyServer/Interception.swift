@@ -12,6 +12,8 @@ import Logging
 final class Interception: @unchecked Sendable {
     let patterns: [HostPattern]
     let authority: CertificateAndKey
+    /// The CA certificate clients must trust, for messages.
+    let authorityFile: String?
     let keyType: CertificateKeyType
     /// Seconds a minted certificate is valid.
     let lifetime: Int
@@ -21,10 +23,11 @@ final class Interception: @unchecked Sendable {
     private let contexts = Locked<[String: TLSServerContext]>([:])
     private let logger: Logger
 
-    init(patterns: [HostPattern], authority: CertificateAndKey, keyType: CertificateKeyType, lifetime: Int,
-         directory: String?, logger: Logger) {
+    init(patterns: [HostPattern], authority: CertificateAndKey, authorityFile: String?, keyType: CertificateKeyType,
+         lifetime: Int, directory: String?, logger: Logger) {
         self.patterns = patterns
         self.authority = authority
+        self.authorityFile = authorityFile
         self.keyType = keyType
         self.lifetime = lifetime
         self.directory = directory

@@ -312,7 +312,9 @@ public final class ProxyServer: @unchecked Sendable {
     private func startInterception(_ authority: CertificateAndKey) -> Interception {
         let tls = config.tls
         // Minted certificates are cache: under cache_dir, re-minted when it is gone.
-        let interception = Interception(patterns: tls.intercept, authority: authority,
+        let authorityFile = absolutePath(tls.interceptCACertificate
+                                         ?? tls.interceptCADirectory + "/" + InterceptionAuthority.certificateName)
+        let interception = Interception(patterns: tls.intercept, authority: authority, authorityFile: authorityFile,
                                         keyType: CertificateKeyType(tls.interceptKeyType),
                                         lifetime: Int(tls.interceptCertificateLifetime),
                                         directory: config.cache.ephemeral ? nil : config.cacheDirectory + "/certificates",
@@ -365,7 +367,7 @@ public final class ProxyServer: @unchecked Sendable {
             }
             if listener.tls { tlsBoundAddresses.append(address.description) } else { boundAddresses.append(address.description) }
             ownListeners.add(address)
-            logger.info("proxy listening on \(address)\(listener.tls ? " (TLS)" : "")\(listener.endpoint.proxyProtocol ? " (PROXY protocol)" : "")")
+            logger.notice("proxy listening on \(address)\(listener.tls ? " (TLS)" : "")\(listener.endpoint.proxyProtocol ? " (PROXY protocol)" : "")")
         }
     }
 
@@ -406,7 +408,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
         adminAddress = address.description
         ownListeners.add(address)
-        logger.info("admin endpoint listening on \(address)\(listener.tls ? " (TLS)" : "")")
+        logger.notice("admin endpoint listening on \(address)\(listener.tls ? " (TLS)" : "")")
     }
 
     /// A thread for each worker's loop; the admin endpoint says ready from here on. Ready is set

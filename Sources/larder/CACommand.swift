@@ -16,7 +16,8 @@ struct CACommand: ParsableCommand {
             abstract: "Write a new interception CA (certificate and key) where Larder looks for it: "
                 + "tls.intercept_ca_dir, or --dir.")
 
-        @OptionGroup var overrides: ConfigOverrides
+        /// Only the file: the CA's place is all this command reads from the configuration.
+        @OptionGroup var configFile: ConfigFileOption
 
         @Option(name: .long, help: "Directory to write larder-ca.pem and larder-ca-key.pem into (default: tls.intercept_ca_dir).")
         var dir: String?
@@ -30,7 +31,7 @@ struct CACommand: ParsableCommand {
         func run() throws {
             // The default place also answers for the one earlier versions used (cache_dir/ca); --dir
             // needs no configuration.
-            let config = dir == nil ? try overrides.resolve() : nil
+            let config = dir == nil ? try configFile.resolve() : nil
             let directory = dir ?? config?.tls.interceptCADirectory ?? ""
             let made = try InterceptionCAFiles.create(in: directory, legacyDirectory: config.map { $0.cacheDirectory + "/ca" },
                                                       keyType: keyType, replace: force)

@@ -4,8 +4,7 @@ import LarderConfig
 
 /// The command-line layer of the configuration: file < environment < these flags.
 struct ConfigOverrides: ParsableArguments {
-    @Option(name: .long, help: "Configuration file (YAML). Default: built-in defaults, or $LARDER_CONFIG.")
-    var config: String?
+    @OptionGroup var file: ConfigFileOption
 
     @Option(name: .long, help: "Proxy listener HOST:PORT (repeatable; replaces the file's list).")
     var listen: [String] = []
@@ -38,8 +37,7 @@ struct ConfigOverrides: ParsableArguments {
     /// Defaults, then the file, then `LARDER_…` variables, then flags; checked as a whole (start-up
     /// and every reload).
     func resolve() throws(ConfigErrors) -> Config {
-        let env = ProcessEnvironment.variables()
-        return try ConfigLoader.resolve(file: config ?? env["LARDER_CONFIG"], environment: env, commandLine: settings)
+        try file.resolve(commandLine: settings)
     }
 
     /// The flags given, as configuration settings.

@@ -34,8 +34,10 @@ struct WarmCommand: ParsableCommand {
     @Option(name: .customLong("cache-name"), help: "The proxy's via_name, whose Cache-Status entry is read. Default: the configuration's.")
     var cacheName: String?
 
-    /// Usage errors exit 2 (as a bad configuration does), with the reason.
-    func validate() throws {
+    /// Usage errors exit 2 (as a bad configuration does), with the reason. Checked when the
+    /// command runs, not in `validate()`, which also runs for `--help` and would print an error
+    /// beside the help.
+    private func checkUsage() throws {
         var problem: String?
         if file == nil { problem = "give the file of URLs, or - for standard input" }
         if !(1...64).contains(concurrency) { problem = "--concurrency must be 1 to 64" }
@@ -48,6 +50,7 @@ struct WarmCommand: ParsableCommand {
     }
 
     func run() throws {
+        try checkUsage()
         keepFreedMemoryForReuse()   // with --cache-dir a whole Larder runs in this process
         signal(SIGPIPE, SIG_IGN)
         let file = self.file ?? "-"

@@ -89,6 +89,41 @@ import Testing
         #expect(pair.server.output.count == 0)
     }
 
+    /// Each end counts the bytes on the wire: the payload plus records and handshake, what one
+    /// end wrote is what the other read, and the counts outlive the stream. A plain stream has none.
+    @Test func theBytesOnTheWireAreCountedAndOutliveTheStream() throws {
+        guard let pair = try handshake(over: socketPair()) else { return }
+        defer { pair.close() }
+        pair.server.enableReading()
+        pair.serverEvents.until = { $0.received.count == 50_000 }
+        pair.client.output.append([UInt8](repeating: 3, count: 50_000))
+        runLoop(pair.loop, atMost: 5)
+        #expect(pair.serverEvents.received.count == 50_000)
+        let server = try #require(pair.server.tlsBytesCarried)
+        let client = try #require(pair.client.tlsBytesCarried)
+        #expect(server.fromPeer > 50_000 && server.fromPeer < 52_000)
+        #expect(server.fromPeer == client.toPeer)
+        #expect(server.toPeer > 0)
+        pair.server.close()
+        #expect(pair.server.tlsBytesCarried! == server)
+
+        let (a, b) = socketPair()
+        let plain = Stream(loop: pair.loop, acceptedSocket: a)
+        defer { plain.close(); close(b) }
+        #expect(plain.tlsBytesCarried == nil)
+    }
+
+    /// A client that rejects the server's certificate says so in an alert: the server's reason
+    /// names it, which the proxy's log turns into a hint about its interception CA.
+    @Test func theServerHearsWhyTheClientRejectedItsCertificate() throws {
+        let stranger = try Certificates.makeAuthority(commonName: "Someone Else")
+        guard let pair = try handshake(over: socketPair(), trusting: stranger) else { return }
+        defer { pair.close() }
+        #expect(pair.serverEvents.events.first != .connected)
+        let reason = pair.server.tlsFailureReason
+        #expect(reason?.contains("alert unknown ca") == true, "\(String(describing: reason))")
+    }
+
     @Test func aHalfCloseDeliversEverythingThenEndOfStream() throws {
         guard let pair = try handshake(over: socketPair()) else { return }
         defer { pair.close() }

@@ -8,8 +8,11 @@ import signal
 import socket
 import time
 
-from helpers import RawClient, build_request, proxy_exchange, wait_for_file
+import pytest
+
+from helpers import RawClient, build_request, curl, proxy_exchange, wait_for_file
 from test_cache import script
+from test_tls import origin_with, pki, servers  # noqa: F401 (fixtures)
 
 # The combined log format, then our two fields: cache result and seconds.
 COMBINED = re.compile(r'^(?P<client>\S+) - - \[(?P<time>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000)\] '
@@ -106,3 +109,35 @@ def test_local_answers_and_tunnels_log_the_bytes_they_sent(larder_factory, echo_
     tunnel = next(r for r in records if r["method"] == "CONNECT")
     assert tunnel["status"] == 200 and tunnel["bytes"] == 1000 + len(rest), tunnel
     assert tunnel["bytes_from_client"] == 1000, tunnel
+
+
+@pytest.mark.parametrize("fmt", ["combined", "json"])
+def test_intercepted_requests_log_their_https_url_and_the_tunnel_its_bytes(larder_factory, pki, servers, workdir, fmt):
+    """Inside an intercepted CONNECT a client sends origin-form requests (GET /simple/six/): the
+    log writes the URL they stand for. The CONNECT's own line comes when the connection ends, with
+    the bytes that crossed the client's socket each way, as a tunnel's line does."""
+    origin = origin_with(servers, *pki.leaf("good"))
+    log = workdir / f"access.{fmt}"
+    lr = larder_factory(config={"workers": 1, "connect_ports": [origin.port], "access_log": str(log),
+                                "access_log_format": fmt, "tls": {"ca_file": str(pki.ca), "intercept": ["localhost"]}})
+    first, second = (f"https://localhost:{origin.port}/simple/{name}/" for name in ("six", "wheel"))
+    r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", lr.ca_dir / "larder-ca.pem", first, second)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"body of /simple/six/\nbody of /simple/wheel/\n"
+    lines = read_lines(log, 3)
+    assert len(lines) == 3, lines
+    if fmt == "json":
+        records = [json.loads(line) for line in lines]
+        requests = [(x["method"], x["url"], x["bytes"], x.get("bytes_from_client", 0)) for x in records]
+    else:
+        parsed = [COMBINED.match(line) for line in lines]
+        assert all(parsed), lines
+        requests = [(p["method"], p["target"], int(p["bytes"]), None) for p in parsed]
+    gets = [q for q in requests if q[0] == "GET"]
+    assert [q[1] for q in gets] == [first, second], requests
+    assert requests[-1][0] == "CONNECT" and requests[-1][1] == f"localhost:{origin.port}", requests
+    # TLS records and the handshake (the minted certificate among them) around the two answers.
+    answered = sum(q[2] for q in gets)
+    assert answered + 1_000 < requests[-1][2] < answered + 20_000, requests
+    if fmt == "json":
+        assert 500 < requests[-1][3] < 10_000, requests

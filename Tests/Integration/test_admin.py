@@ -314,3 +314,49 @@ def test_the_presets_in_force_are_named_in_the_start_log_and_stats(larder_factor
     plain = larder_factory(config=ADMIN)
     plain.wait_for_text("cache presets in force: none")
     assert stats(plain)["presets"] == []
+
+
+POLLED = ["/healthz", "/readyz", "/stats", "/metrics", "/", "/stats/history", "/warm"]
+
+
+def poll_then_reload(lr):
+    """Every polled path read on one keep-alive connection, then a reload on it: the worker that
+    logs the reload has logged the reads before it, if it logs them at all."""
+    conn = http.client.HTTPConnection("127.0.0.1", lr.admin_port, timeout=10)
+    try:
+        for path in POLLED:
+            for method in ("GET", "HEAD"):
+                conn.request(method, path)
+                resp = conn.getresponse()
+                resp.read()
+                assert resp.status == 200, (method, path, resp.status)
+        conn.request("GET", "/nope")
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 404
+        conn.request("POST", "/config/reload")
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 200
+    finally:
+        conn.close()
+    lr.wait_for_text("POST /config/reload 200")
+
+
+def test_polling_is_logged_at_debug_and_changes_at_info(larder_factory):
+    """A dashboard, Prometheus and health checks read the admin endpoint every few seconds: at
+    info, their requests are not logged; a reload, a purge or a refused request is."""
+    lr = larder_factory(config=ADMIN)
+    poll_then_reload(lr)
+    log = lr.log_text()
+    polled = [line for line in log.splitlines() if re.search(r" admin \S+ (GET|HEAD) \S+ 200$", line)]
+    assert polled == [], polled
+    assert re.search(r"info larder: .* admin \S+ GET /nope 404", log), log[-2000:]
+    assert re.search(r"info larder: .* admin \S+ POST /config/reload 200", log), log[-2000:]
+
+    loud = larder_factory(config={**ADMIN, "log_level": "debug"})
+    poll_then_reload(loud)
+    for path in POLLED:
+        for method in ("GET", "HEAD"):
+            assert re.search(rf"debug larder: .* admin \S+ {method} {re.escape(path)} 200\n", loud.log_text() + "\n"), \
+                (method, path)

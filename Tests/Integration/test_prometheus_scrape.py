@@ -29,7 +29,8 @@ def prometheus_api(port, path, **params):
 def test_prometheus_scrapes_metrics(larder_factory, origin, workdir):
     binary = shutil.which("prometheus")
     assert binary, "prometheus is needed (Debian package prometheus; scripts/install-deps.sh installs it)"
-    lr = larder_factory(config={"admin_listen": "127.0.0.1:0", "admin_token": TOKEN})
+    # At debug, where Larder logs each scrape it answers (below).
+    lr = larder_factory(config={"admin_listen": "127.0.0.1:0", "admin_token": TOKEN, "log_level": "debug"})
     script(workdir, "scraped", headers=[("Cache-Control", "max-age=600")], body="s" * 500)
     for _ in range(3):
         assert proxy_exchange(lr.port, "GET", origin.url("/res/scraped")).status == 200

@@ -12,6 +12,7 @@ import signal
 import socket
 import ssl
 import stat
+import struct
 import subprocess
 import threading
 import time
@@ -346,6 +347,64 @@ def test_a_client_that_does_not_trust_the_ca_fails_cleanly(larder_factory, pki, 
     larder_ca = lr.ca_dir / "larder-ca.pem"
     r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, f"https://localhost:{origin.port}/y")
     assert r.stdout == b"body of /y\n", r.stderr
+
+
+def intercepting_larder(larder_factory, pki, origin):
+    return larder_factory(config={"workers": 1, "connect_ports": [origin.port],
+                                  "tls": {"ca_file": str(pki.ca), "intercept": ["localhost"]}})
+
+
+def distrust_line(lr, origin):
+    """The log line of a failed handshake with an intercepted client: it names the destination,
+    and the interception CA the client should trust."""
+    m = lr.wait_for_log(rf"TLS handshake with client 127\.0\.0\.1:\d+ for localhost:{origin.port} \(intercepted\) "
+                        r"failed: [^\n]*", timeout=10)
+    assert m, lr.log_text()[-2000:]
+    line = m.group(0)
+    assert "the client probably does not trust Larder's interception CA" in line, line
+    assert f"install {lr.ca_dir / 'larder-ca.pem'} in its trust store" in line, line
+    return line
+
+
+def test_curl_without_larders_ca_is_logged_with_the_destination_and_the_likely_cause(larder_factory, pki, servers):
+    origin = origin_with(servers, *pki.leaf("good"))
+    lr = intercepting_larder(larder_factory, pki, origin)
+    r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", pki.ca, f"https://localhost:{origin.port}/x")
+    assert r.returncode == 60, r.stderr  # curl: the peer's certificate cannot be verified
+    distrust_line(lr, origin)
+    assert origin.paths == []
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_a_client_hanging_up_on_the_minted_certificate_is_logged_too(larder_factory, pki, servers, how):
+    """Some clients refuse a certificate without an alert: they see it and hang up."""
+    origin = origin_with(servers, *pki.leaf("good"))
+    lr = intercepting_larder(larder_factory, pki, origin)
+    s = connect_through(lr.port, f"localhost:{origin.port}")
+    with s:
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = ssl.create_default_context(cafile=str(pki.ca)).wrap_bio(incoming, outgoing, server_hostname="localhost")
+        with pytest.raises(ssl.SSLWantReadError):
+            tls.do_handshake()
+        s.sendall(outgoing.read())  # the ClientHello
+        assert s.recv(65536), "Larder answers the ClientHello (its certificate among it)"
+        if how == "reset":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        else:
+            s.shutdown(socket.SHUT_WR)
+    line = distrust_line(lr, origin)
+    assert "the client closed the connection during the handshake" in line, line
+
+
+def test_a_client_that_never_starts_the_handshake_is_not_a_failure(larder_factory, pki, servers):
+    origin = origin_with(servers, *pki.leaf("good"))
+    lr = intercepting_larder(larder_factory, pki, origin)
+    connect_through(lr.port, f"localhost:{origin.port}").close()
+    # Then a real failure: its line is the only one.
+    r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", pki.ca, f"https://localhost:{origin.port}/x")
+    assert r.returncode == 60
+    distrust_line(lr, origin)
+    assert lr.log_text().count("TLS handshake with client") == 1, lr.log_text()[-2000:]
 
 
 def test_ca_init_writes_a_ca_and_will_not_overwrite_it(workdir):

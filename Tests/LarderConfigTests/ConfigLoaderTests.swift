@@ -100,13 +100,38 @@ struct ValueRow<T: Sendable & Equatable>: Sendable, CustomTestStringConvertible 
         #expect(c == Config())
     }
 
+    /// Each as its comments tell to use it: ci-cache.yaml with the admin token from the environment.
     @Test func everyExampleLoads() throws {
         let directory = repositoryRoot + "/Config/examples"
         let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".yaml") }
         #expect(Set(names).isSuperset(of: ["reverse.yaml", "ci-cache.yaml", "offline-mirror.yaml"]))
         for name in names {
-            _ = try ConfigLoader.load(path: directory + "/" + name)
+            _ = try ConfigLoader.resolve(file: directory + "/" + name, environment: Self.secretToken, commandLine: [])
         }
+    }
+
+    static let secretToken = ["LARDER_ADMIN_TOKEN": "0123456789abcdef0123456789abcdef"]
+
+    /// Copied as it is, with its placeholder token, the CI example does not start: the error names
+    /// the key and the variable to set.
+    @Test func theCIExampleRefusesItsPlaceholderToken() {
+        do {
+            _ = try ConfigLoader.resolve(file: repositoryRoot + "/Config/examples/ci-cache.yaml", environment: [:], commandLine: [])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.problems.map(\.key) == ["admin_token"])
+            #expect(error.description.hasPrefix("ci-cache.yaml: admin_token: \"change-me\" is a placeholder"))
+            #expect(error.description.contains("set LARDER_ADMIN_TOKEN"))
+        }
+    }
+
+    /// A build farm's package files (CUDA wheels of 2-3 GB) are stored, not only forwarded.
+    @Test func theCIExampleStoresMultiGigabytePackages() throws {
+        let c = try ConfigLoader.resolve(file: repositoryRoot + "/Config/examples/ci-cache.yaml",
+                                         environment: Self.secretToken, commandLine: [])
+        let storable = min(c.cache.maxObjectSize, c.cache.diskCapacity / 4)  // the cache's own bound
+        #expect(storable >= 3 << 30)
+        #expect(c.cache.diskCapacity >= 100 << 30)
     }
 
     /// A per-host cap below the idle default is enough on its own: the idle count follows it.
@@ -275,6 +300,14 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         ErrorRow(name: "admin endpoint off loopback without a token", yaml: "admin_listen: 0.0.0.0:9090\n",
                  lines: ["t.yaml: admin_listen: 0.0.0.0:9090 is reachable from other machines: set admin_token, "
                          + "or listen on a loopback address"]),
+        ErrorRow(name: "admin endpoint off loopback with the example's placeholder token",
+                 yaml: "admin_listen: 0.0.0.0:9090\nadmin_token: change-me\n",
+                 lines: ["t.yaml: admin_token: \"change-me\" is a placeholder, and the admin endpoint listens off loopback: "
+                         + "set LARDER_ADMIN_TOKEN to a random secret of at least 16 characters (e.g. `openssl rand -hex 24`)"]),
+        ErrorRow(name: "admin endpoint off loopback with a short token, not quoted",
+                 yaml: "admin_listen: \"[::]:9090\"\nadmin_token: s3cret-15-chars\n",
+                 lines: ["t.yaml: admin_token: is 15 characters, too short for an admin endpoint that listens off loopback: "
+                         + "set LARDER_ADMIN_TOKEN to a random secret of at least 16 characters (e.g. `openssl rand -hex 24`)"]),
         ErrorRow(name: "admin endpoint on the proxy port", yaml: "listen: [127.0.0.1:3128]\nadmin_listen: 127.0.0.1:3128\n",
                  lines: ["t.yaml: admin_listen: port 3128 is also a proxy port: the admin endpoint needs its own"]),
         ErrorRow(name: "admin token with a space", yaml: "admin_token: \"a b\"\n",
@@ -596,9 +629,29 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
     }
 
     @Test func aTokenFromAnotherLayerSatisfiesTheCheck() throws {
-        let c = try ConfigLoader.resolve(file: nil, environment: ["LARDER_ADMIN_TOKEN": "t0ken"],
+        let c = try ConfigLoader.resolve(file: nil, environment: ["LARDER_ADMIN_TOKEN": "t0ken-of-16-char"],
                                          commandLine: [.init(name: "--admin-listen", key: "admin_listen", value: "0.0.0.0:9090")])
-        #expect(c.adminListen == Endpoint(host: "0.0.0.0", port: 9090) && c.adminToken == "t0ken")
+        #expect(c.adminListen == Endpoint(host: "0.0.0.0", port: 9090) && c.adminToken == "t0ken-of-16-char")
+    }
+
+    /// The environment's token replaces the file's placeholder; a weak one there is named by its variable.
+    @Test func theTokenRuleNamesTheLayerThatSetTheToken() {
+        do {
+            _ = try ConfigLoader.resolve(file: nil, environment: ["LARDER_ADMIN_TOKEN": "weak1"],
+                                         commandLine: [.init(name: "--admin-listen", key: "admin_listen", value: "0.0.0.0:9090")])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.problems.map(\.key) == ["LARDER_ADMIN_TOKEN"])
+            #expect(error.description.contains("is 5 characters"))
+            #expect(!error.description.contains("weak1"), "a real token, however weak, stays out of the message")
+        }
+    }
+
+    /// On loopback the token is optional, so a short one or a placeholder is no worse than none.
+    @Test func onLoopbackAnyTokenWillDo() throws {
+        let c = try ConfigLoader.resolve(file: nil, environment: ["LARDER_ADMIN_TOKEN": "change-me"],
+                                         commandLine: [.init(name: "--admin-listen", key: "admin_listen", value: "127.0.0.1:9090")])
+        #expect(c.adminToken == "change-me")
     }
 
     @Test func aLoopbackFlagNeedsNoToken() throws {
@@ -612,6 +665,8 @@ struct ErrorRow: Sendable, CustomTestStringConvertible {
         c.adminListen = Endpoint(host: "0.0.0.0", port: 9090)
         #expect(throws: ConfigErrors.self) { try ConfigLoader.check(c, source: "test") }
         c.adminToken = "x"
+        #expect(throws: ConfigErrors.self) { try ConfigLoader.check(c, source: "test") }
+        c.adminToken = "a-token-of-16-ch"
         #expect(throws: Never.self) { try ConfigLoader.check(c, source: "test") }
     }
 }

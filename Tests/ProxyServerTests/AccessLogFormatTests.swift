@@ -1,3 +1,4 @@
+import SessionClient
 import Testing
 @testable import ProxyServer
 
@@ -11,5 +12,15 @@ import Testing
         var bytes: [UInt8] = []
         AccessLogBuffer.appendSeconds(value, to: &bytes)
         #expect(String(decoding: bytes, as: UTF8.self) == expected)
+    }
+
+    /// An intercepted request's origin-form target is logged after the URL it is relative to.
+    @Test("the https:// prefix of an intercepted request's target", arguments: [
+        ("pypi.org", 443, "https://pypi.org"), ("pypi.org", 8443, "https://pypi.org:8443"),
+        ("127.0.0.1", 443, "https://127.0.0.1"), ("::1", 443, "https://[::1]"), ("fd00::5", 9443, "https://[fd00::5]:9443"),
+    ])
+    func urlPrefix(_ host: String, _ port: Int, _ expected: String) {
+        let prefix = AccessLogBuffer.urlPrefix(OriginKey(scheme: .https, host: host, port: port))
+        #expect(String(decoding: prefix, as: UTF8.self) == expected)
     }
 }

@@ -110,17 +110,18 @@ final class AdminConnection: StreamDelegate {
             if let later = response.later {
                 return answerLater(later, line: line)
             }
-            log(response, line: line)
+            log(response, line: line, path: target.path)
         }
         let hasBody = request.framing != .none
         send(response, close: hasBody || !request.keepAlive || worker.draining, headOnly: request.method == .head)
     }
 
-    private func log(_ response: AdminResponse, line: String) {
-        if response.status >= 500 {
-            worker.logger.error("\(line) \(response.status): \(response.body.prefix(200))")
-        } else {
-            worker.logger.info("\(line) \(response.status)")
+    /// At the level `AdminLogLevel` gives: answered polling is debug. `path` matters only for
+    /// reads (a purge and a reload, answered later, pass none).
+    private func log(_ response: AdminResponse, line: String, path: String = "") {
+        switch AdminLogLevel.of(method: request.method, path: path, status: response.status) {
+        case .error: worker.logger.error("\(line) \(response.status): \(response.body.prefix(200))")
+        case let level: worker.logger.log(level: level, "\(line) \(response.status)")
         }
     }
 

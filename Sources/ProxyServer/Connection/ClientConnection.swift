@@ -24,8 +24,10 @@ final class ClientConnection: StreamDelegate {
     private var inRequestLoop = false
     /// The client's TLS handshake has not completed yet (TLS listener or interception).
     private var tlsHandshakePending: Bool
+    /// The intercepted CONNECT this connection continues, if any (`logInterceptedTunnel` logs it).
+    var intercepted: InterceptedConnect?
     /// An intercepted CONNECT's destination: origin-form requests on this connection go there.
-    var interceptedOrigin: OriginKey?
+    var interceptedOrigin: OriginKey? { intercepted?.origin }
     /// Accepted on a TLS listener: a mirror names itself `https://` to this client.
     let overTLS: Bool
     /// Outside `allow_clients`: every request is refused.
@@ -121,7 +123,10 @@ final class ClientConnection: StreamDelegate {
             deadline = nil
             stream.close()
         }
-        if steps.contains(.closed) { worker.connectionClosed(self) }
+        if steps.contains(.closed) {
+            logInterceptedTunnel()
+            worker.connectionClosed(self)
+        }
         if steps.contains(.disableReading) { stream.disableReading() }
         if steps.contains(.enableReading) { stream.enableReading() }
         if steps.contains(.discardInput) { stream.input.drain(stream.input.count) }
@@ -155,21 +160,34 @@ final class ClientConnection: StreamDelegate {
                 worker.stats.add(.clientTLSHandshakes)
             }
         case .endOfStream:
-            if case .exchanging = machine.state, context.bodyPending {
+            if tlsHandshakePending {
+                handshakeFailed(in: stream, timedOut: false)
+            } else if case .exchanging = machine.state, context.bodyPending {
                 worker.logger.debug("client \(peer) closed during upload to \(context.upstreamName)")
             }
             send(.clientEnded)
         case .error, .timeout:
             if tlsHandshakePending {
-                let why = stream.tlsFailureReason ?? (event == .timeout ? "timed out" : "connection closed")
-                worker.logger.notice("TLS handshake with client \(peer) failed: \(why)")
-                worker.stats.add(.clientTLSHandshakeFailures)
+                handshakeFailed(in: stream, timedOut: event == .timeout)
             } else if event == .timeout {
                 worker.logger.notice(
                     "client \(peer) took less than \(Stream.minimumProgress / 1024) KiB of its answer in \(worker.settings.clientIdleTimeout) s; closing with \(stream.output.count) bytes unsent")
             }
             send(.clientFailed)
         }
+    }
+
+    /// The client's TLS handshake ended unfinished: logged, with the destination under
+    /// interception, and counted, unless the client never started it.
+    private func handshakeFailed(in stream: Stream, timedOut: Bool) {
+        tlsHandshakePending = false
+        let cause = ClientHandshakeFailure.cause(timedOut: timedOut, reason: stream.tlsFailureReason,
+                                                 clientSentBytes: (stream.tlsBytesCarried?.fromPeer ?? 0) > 0)
+        let failure = ClientHandshakeFailure(peer: peer.description, destination: interceptedOrigin?.description,
+                                             caFile: worker.interception?.authorityFile, cause: cause)
+        guard let line = failure.message else { return }
+        worker.logger.notice("\(line)")
+        worker.stats.add(.clientTLSHandshakeFailures)
     }
 
     // MARK: - Requests

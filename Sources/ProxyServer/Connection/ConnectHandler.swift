@@ -57,7 +57,7 @@ enum ConnectHandler {
     private static func intercept(_ origin: OriginKey, on c: ClientConnection) {
         c.context.upstream = origin
         c.worker.stats.add(.connectsIntercepted)
-        c.answerIntercepted()
+        c.answerIntercepted(origin)
     }
 
     /// The CONNECT answer is out: the TLS handshake starts on the socket.
@@ -82,7 +82,6 @@ enum ConnectHandler {
             return c.send(.close)
         }
         c.attach(tls, tlsPending: true)
-        c.interceptedOrigin = origin
         c.send(.tlsStarted)
     }
 }

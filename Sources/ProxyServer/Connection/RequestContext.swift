@@ -112,3 +112,20 @@ struct RequestLog {
         }
     }
 }
+
+/// An intercepted CONNECT: its destination, where the origin-form requests on its connection go,
+/// and what its access-log line says, written when the connection ends with the bytes that crossed
+/// it each way, as a tunnel's is. A class: a connection that is not intercepted (most are) carries
+/// one empty reference for it.
+final class InterceptedConnect {
+    let origin: OriginKey
+    let request: RequestHead
+    let log: RequestLog
+    var logged = false
+
+    init(origin: OriginKey, request: RequestHead, log: RequestLog) {
+        self.origin = origin
+        self.request = request
+        self.log = log
+    }
+}

@@ -1,6 +1,7 @@
 import CachePolicy
 import EventLoop
 import HTTPWire
+import SessionClient
 import Statistics
 
 /// Whose answer a response is, which decides its `Cache-Status` (RFC 9211).
@@ -283,10 +284,13 @@ extension ClientConnection {
         stream.output.append(worker.settings.localAnswers.connectEstablished)
     }
 
-    /// CONNECT to a destination that is intercepted: answered as a tunnel, then TLS starts.
-    func answerIntercepted() {
+    /// CONNECT to a destination that is intercepted: answered as a tunnel, then TLS starts. Its
+    /// access-log line waits for the connection's end (`logInterceptedTunnel`).
+    func answerIntercepted(_ origin: OriginKey) {
         noteResponse(200)
         stream.output.append(worker.settings.localAnswers.connectIntercepted)
+        intercepted = InterceptedConnect(origin: origin, request: request, log: context.answer.log)
+        context.answer.log.written = true
         send(.intercepted)
     }
 
@@ -346,9 +350,23 @@ extension ClientConnection {
         guard let buffer = worker.accessLog else { return }
         let clock = worker.clock
         let log = context.answer.log
-        buffer.append(AccessLogBuffer.Entry(client: clientAddress, request: request, status: log.status,
-                                            bodyBytes: log.bytes, bytesFromClient: log.bytesFromClient,
-                                            cache: log.cache, seconds: clock.monotonic - log.start,
-                                            time: clock.wallSeconds))
+        buffer.append(AccessLogBuffer.Entry(client: clientAddress, request: request, origin: interceptedOrigin,
+                                            status: log.status, bodyBytes: log.bytes,
+                                            bytesFromClient: log.bytesFromClient, cache: log.cache,
+                                            seconds: clock.monotonic - log.start, time: clock.wallSeconds))
+    }
+
+    /// The intercepted CONNECT's line, once its connection has ended: like a tunnel's, with the
+    /// bytes that crossed the client's socket each way (TLS records, the handshake included).
+    func logInterceptedTunnel() {
+        guard let connect = intercepted, !connect.logged else { return }
+        connect.logged = true
+        guard let buffer = worker.accessLog else { return }
+        let carried = stream.tlsBytesCarried
+        let clock = worker.clock
+        buffer.append(AccessLogBuffer.Entry(client: clientAddress, request: connect.request, origin: nil,
+                                            status: connect.log.status, bodyBytes: carried?.toPeer ?? 0,
+                                            bytesFromClient: carried?.fromPeer ?? 0, cache: connect.log.cache,
+                                            seconds: clock.monotonic - connect.log.start, time: clock.wallSeconds))
     }
 }
