@@ -183,7 +183,11 @@ extension ConfigSchema {
                 case "upstream": upstream = try MirrorUpstream.parse(try nonEmpty(v))
                 case "also": also = try mirrorRoutes(v)
                 case "min_release_age":
-                    if let s = try scalarOrNull(v), s != "off" { minAge = try positiveDuration(v) }
+                    if let s = try scalarOrNull(v), s != "off" {
+                        let age = try positiveDuration(v)
+                        guard age <= 36_500 * 86_400 else { throw ValueError("at most 36500d, got \"\(s)\"") }
+                        minAge = age
+                    }
                 default: throw ValueError("unknown key (known: \(mirrorKeys.joined(separator: ", ")))")
                 }
             } catch {

@@ -221,6 +221,9 @@ def test_pip_does_not_see_a_version_published_yesterday_until_the_age_passes(
     young = curl_get(base(lr, "pypi") + "files" + wheel["url_path"])
     assert young.status == 403 and b"min_release_age" in young.body
     lr.wait_for_text("published 1 day", timeout=10)
+    # Spelled another way (the registry decodes it to the same file), it is refused all the same.
+    other = curl_get(base(lr, "pypi") + "files" + wheel["url_path"].replace("/packages/", "/%70ackages/"))
+    assert other.status == 403, other.status
 
     proxy_clock.advance(7 * 86_400)
     _, later = pip_install(workdir, index, "larder-hello")

@@ -193,28 +193,47 @@ def test_redirects_are_mapped_back_onto_the_mirror(larder_factory, pki, origins)
 
 
 @pytest.mark.parametrize("path", ["/pypi/../etc/passwd", "/pypi/%2e%2e/x", "/pypi/files/..%2f..%2fx",
-                                  "/pypi/a%5c..%5cb", "/pypi/./simple/"])
+                                  "/pypi/a%5c..%5cb", "/pypi/./simple/", "/pypi/..;/admin/", "/pypi/files/.;/x",
+                                  "/pypi/%252e%252e/x", "/pypi/x%00y"])
 def test_a_mirror_path_cannot_climb_out_of_its_upstream(larder_factory, pki, origins, path):
     lr, index, files = pypi_like(pki, origins, larder_factory)
     resp = get(lr.port, path)
     assert resp.status == 400, resp.body
     assert index.paths() == [] and files.paths() == []
-    lr.wait_for_text("dot segment", timeout=10)
+    lr.wait_for_text("in a mirror path (pypi)", timeout=10)
 
 
 def test_a_mirror_reaches_only_its_upstream_and_only_reads(larder_factory, pki, origins):
     lr, index, files = pypi_like(pki, origins, larder_factory)
-    # What looks like another authority in the path stays a path on the upstream.
-    for path, upstream_path in (("/pypi//evil.example/x", "//evil.example/x"), ("/pypi/@evil.example/x", "/@evil.example/x")):
-        resp = get(lr.port, path)
-        assert resp.status == 404, resp.body
-        assert index.paths()[-1] == upstream_path
+    # What looks like another authority in the path stays a path on the upstream, or is refused.
+    resp = get(lr.port, "/pypi/@evil.example/x")
+    assert resp.status == 404, resp.body
+    assert index.paths() == ["/@evil.example/x"]
+    assert get(lr.port, "/pypi//evil.example/x").status == 400
     assert files.paths() == []
     # Writing through a mirror is refused; so is anything not under a mirror's path.
     post = get(lr.port, "/pypi/simple/six/", method="POST", headers=[("Content-Length", "0")])
     assert post.status == 405 and post.header("allow") == "GET, HEAD"
     assert get(lr.port, "/elsewhere/").status == 400
-    assert len(index.paths()) == 2
+    assert len(index.paths()) == 1
+    # A WebSocket upgrade would make the mirror a tunnel to anything on the upstream: it goes as a
+    # plain request, and nothing one client sends shapes what the registry answers everyone.
+    index.routes["/ws"] = (200, [("Content-Type", "text/plain")], b"plain\n")
+    resp = get(lr.port, "/pypi/ws", headers=[("Connection", "Upgrade"), ("Upgrade", "websocket"),
+                                           ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                                           ("Sec-WebSocket-Version", "13"), ("X-Forwarded-Host", "attacker.example"),
+                                           ("Forwarded", "host=attacker.example"), ("X-Forwarded-Proto", "http")])
+    assert resp.status == 200 and resp.body == b"plain\n"
+    seen = index.requests[-1]["headers"]
+    assert not {"upgrade", "x-forwarded-host", "forwarded", "x-forwarded-proto"} & set(seen), seen
+
+
+def test_a_host_too_long_to_be_a_name_is_refused_not_written_into_every_link(larder_factory, pki, origins):
+    lr, index, files = pypi_like(pki, origins, larder_factory)
+    long_host = ".".join(["b" * 60] * 5)  # 304 bytes: no DNS name is that long
+    resp = get(lr.port, "/pypi/simple/six/", headers=[("Host", long_host)])
+    assert resp.status == 400 and b"255 bytes" in resp.body
+    assert index.paths() == []
 
 
 def test_one_stored_entry_per_upstream_url_through_the_mirror_or_the_proxy(larder_factory, pki, origins):

@@ -66,6 +66,7 @@ import Testing
         ("mirrors: [{name: a, upstream: \"https://user@a.example/\"}]\n", "without path, user or query"),
         ("mirrors: [{name: a, upstream: ftp://a.example/}]\n", "expected http://HOST"),
         ("mirrors: [{name: debian, min_release_age: 7d}]\n", "min_release_age needs a registry"),
+        ("mirrors: [{name: npm, min_release_age: 1e300d}]\n", "at most 36500d"),
         ("mirrors: [{name: a, upstream: https://a.example/, also: {../x: https://b.example/}}]\n", "a subpath is"),
         ("mirrors: [{name: \"a/b\", upstream: https://a.example/}]\n", "letters, digits"),
         ("mirrors: [{name: a, upstream: https://a.example/, colour: red}]\n", "unknown key"),

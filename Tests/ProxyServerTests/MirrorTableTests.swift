@@ -43,13 +43,18 @@ import Testing
         ("/debian/%2e%2e/x", "refused 400"), ("/debian/%2E./x", "refused 400"), ("/debian/.%2e", "refused 400"),
         ("/debian/./x", "refused 400"), ("/debian/x/..%2fy", "refused 400"), ("/debian/x%2f..%2fy", "refused 400"),
         ("/debian/x%5c..", "refused 400"), ("/debian/a\\b", "refused 400"),
+        // Java servers drop `;parameters` and then resolve the dots; a second decoding would too.
+        ("/debian/..;/private/x", "refused 400"), ("/debian/a/.;x/b", "refused 400"), ("/debian/%2e%2e;x/b", "refused 400"),
+        ("/debian/x%00.deb", "refused 400"), ("/debian/%252e%252e/x", "refused 400"),
+        // A second slash after the mirror's path: an empty segment, read by some as a host.
+        ("/local//evil.example/x", "refused 400"),
+        ("/debian/pool/a;b/c.deb", "debian: https://deb.debian.org/debian/pool/a;b/c.deb [pool/a;b/c.deb]"),
         // Dots inside names are names; a query's dots are not a path's.
         ("/debian/pool/main/a/a.b/a_1.0.deb", "debian: https://deb.debian.org/debian/pool/main/a/a.b/a_1.0.deb [pool/main/a/a.b/a_1.0.deb]"),
         ("/debian/x...y", "debian: https://deb.debian.org/debian/x...y [x...y]"),
         ("/local/x?path=../..", "local: https://127.0.0.1:8443/repo/x?path=../.. [x]"),
         // A scoped npm name keeps its encoded slash; an authority-looking path stays a path.
         ("/local/@scope%2fname", "local: https://127.0.0.1:8443/repo/@scope%2fname [@scope%2fname]"),
-        ("/local//evil.example/x", "local: https://127.0.0.1:8443/repo//evil.example/x [/evil.example/x]"),
         ("/local/@evil.example/", "local: https://127.0.0.1:8443/repo/@evil.example/ [@evil.example/]"),
     ])
     func resolvesOriginFormTargets(_ target: String, _ expected: String) {

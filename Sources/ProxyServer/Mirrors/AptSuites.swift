@@ -75,6 +75,11 @@ final class MirrorHoldBudget: Sendable {
         return false
     }
 
+    /// Counts `bytes` already taken (an answer written out), whatever the limit.
+    func forceReserve(_ bytes: Int) {
+        held.add(bytes, ordering: .relaxed)
+    }
+
     func release(_ bytes: Int) {
         held.subtract(bytes, ordering: .relaxed)
     }

@@ -17,6 +17,11 @@ extension ClientConnection {
             let path = String(decoding: m.match.relativePath, as: UTF8.self)
             worker.logger.notice("\(m.config.name) mirror refused \(path) to \(peer): \(refusal)")
             m.answer = .refusing(status: 403, reason: refusal)
+        } else if status == 200, request.method == .get, m.plan.holdsWholeAnswer,
+                  let length = head.headers.value(of: "content-length").flatMap({ Int($0) }),
+                  length > MirrorExchange.maxDocumentBytes {
+            worker.logger.warning("\(m.config.name) mirror: a document of \(length) bytes is over \(MirrorExchange.maxDocumentBytes) and is not rewritten; refused to \(peer)")
+            m.answer = .refusing(status: 502, reason: "the registry's document is too large for this mirror to rewrite")
         } else if status == 200, request.method == .get, m.plan.holdsWholeAnswer {
             m.answer = .holding(.init(head: head, storedAge: storedAge, cacheStatus: cacheStatus(), sharedWithout: sharedWithout))
         } else if m.match.rewritesURLs, (300...399).contains(status), head.headers.firstIndex(of: "location") != nil {
@@ -53,15 +58,16 @@ extension ClientConnection {
     func finishMirrorAnswer(_ m: MirrorExchange) {
         let answer = m.answer
         m.answer = .passing
-        defer { m.releaseHeld() }
         switch answer {
         case .passing:
             send(.answered)
         case .refusing(let status, let reason):
+            m.releaseHeld()
             context.answer.log.bytes = 0
             answerError(status, reason)
         case .holding(let held):
             if let (status, reason) = writeMirrorAnswer(m, held) {
+                m.releaseHeld()
                 context.answer.log.bytes = 0
                 return answerError(status, reason)
             }
@@ -107,14 +113,14 @@ extension ClientConnection {
             drop += ["etag", "last-modified", "content-md5", "digest", "repr-digest", "content-digest"]
             replace.append(("ETag", tag))
             if let wanted = m.clientValidators, MirrorDocuments.matches(wanted, tag) {
-                return writeMirrorHead(held, status: 304, drop: drop + ["content-type"], add: replace, bodyLength: nil, body: [])
+                return writeMirrorHead(m, held, status: 304, drop: drop + ["content-type"], add: replace, bodyLength: nil, body: [])
             }
         } else if let location = held.head.headers.firstIndex(of: "location") {
             let value = held.head.headers.withBytes(held.head.headers.fields[location].value) { Array($0) }
             drop.append("location")
             replace.append(("Location", MirrorDocuments.mapLocation(value, exchange: m)))
         }
-        return writeMirrorHead(held, status: held.head.status, drop: drop, add: replace, bodyLength: body.count, body: body)
+        return writeMirrorHead(m, held, status: held.head.status, drop: drop, add: replace, bodyLength: body.count, body: body)
     }
 
     /// A suite's release file went by: remembered, and the stored indexes it changed are dropped.
@@ -137,7 +143,7 @@ extension ClientConnection {
         worker.logger.info("\(m.config.name) mirror: a new release of \(suite.url); \(changed.count) stored index file(s) of it dropped")
     }
 
-    private func writeMirrorHead(_ held: MirrorExchange.Held, status: Int, drop: [StaticString],
+    private func writeMirrorHead(_ m: MirrorExchange, _ held: MirrorExchange.Held, status: Int, drop: [StaticString],
                                  add: [(name: StaticString, value: [UInt8])], bodyLength: Int?, body: [UInt8]) -> (Int, String)? {
         var fields = add
         if let length = bodyLength { fields.append(("Content-Length", Array(String(length).utf8))) }
@@ -153,6 +159,10 @@ extension ClientConnection {
         let keepAlive = answerKeepsAlive(closeDelimited: false)
         noteResponse(status)
         context.answer.log.bytes = body.count
+        // The answer goes to the client's output at once, past the output's high-water mark: it
+        // stays counted in the budget until the request is over, so slow readers cannot pile up
+        // documents beyond it.
+        m.keepCounted(body.count)
         writer.reset()
         ResponseHeadWriter.write(head, framing: bodyLength == nil ? .none : .contentLength, keepAlive: keepAlive,
                                  clientVersion: request.version, viaName: worker.settings.viaName, upgrade: false,

@@ -112,6 +112,14 @@ final class MirrorExchange {
         return true
     }
 
+    /// The held answer is written: what stays counted is the `bytes` queued for the client, until
+    /// this exchange ends (the next request, or the connection's end).
+    func keepCounted(_ bytes: Int) {
+        budget.release(reserved)
+        budget.forceReserve(bytes)
+        reserved = bytes
+    }
+
     /// The held answer is gone: its bytes leave the budget.
     func releaseHeld() {
         budget.release(reserved)

@@ -32,8 +32,8 @@ extension ClientConnection {
             var base: [UInt8] = []
             if match.rewritesURLs {
                 guard let authority = clientAuthority() else {
-                    answerError(400, "a mirror's documents name it by the request's Host, and this one has none",
-                                source: .local)
+                    answerError(400, "a mirror's documents name it by the request's Host: a host name of at most "
+                                + "255 bytes with an optional port", source: .local)
                     return .taken
                 }
                 base = Array((overTLS ? "https://" : "http://").utf8) + authority + entry.path
@@ -60,11 +60,12 @@ extension ClientConnection {
     }
 
     /// The Host the client reached Larder by, normalised (`host[:port]`, IPv6 in brackets): only
-    /// ever written into this client's own answer.
+    /// ever written into this client's own answer. At most a DNS name's length: every link of a
+    /// document gets it, so a long one would multiply the document's size.
     private func clientAuthority() -> [UInt8]? {
         guard let i = request.headers.firstIndex(of: "host") else { return nil }
         return request.headers.withBytes(request.headers.fields[i].value) { bytes -> [UInt8]? in
-            guard !bytes.isEmpty, let parsed = try? RequestTarget.parseHost(bytes) else { return nil }
+            guard !bytes.isEmpty, bytes.count <= 261, let parsed = try? RequestTarget.parseHost(bytes) else { return nil }
             var out: [UInt8] = []
             let v6 = parsed.host.contains(UInt8(ascii: ":"))
             if v6 { out.append(UInt8(ascii: "[")) }
@@ -80,6 +81,15 @@ extension ClientConnection {
     /// upstream's bytes), and in the form that carries dates when versions are held back by age.
     private func prepareUpstreamRequest(_ m: MirrorExchange, target: [UInt8]) {
         context.request.replaceTarget(target)
+        // The answer is stored for every client of the mirror: nothing one client sends may shape it
+        // (registries build their links from these), and a mirror only reads: no protocol switch.
+        for name: StaticString in ["forwarded", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port",
+                                   "x-forwarded-prefix", "x-forwarded-server", "x-forwarded-scheme", "x-forwarded-ssl",
+                                   "x-forwarded-for", "x-original-url", "x-original-host", "x-rewrite-url", "x-host",
+                                   "x-outside-url", "x-http-method-override", "x-http-method", "x-method-override",
+                                   "upgrade"] {
+            context.request.headers.removeFields(named: name)
+        }
         guard case .document(let document) = m.plan else { return }
         if let i = request.headers.firstIndex(of: "if-none-match") {
             m.clientValidators = request.headers.withBytes(request.headers.fields[i].value) { Array($0) }
@@ -119,7 +129,9 @@ enum MirrorPlans {
         case .packageFile:
             return .plan(config.minReleaseAge != nil ? .ageCheckedFile : .relay)
         case .passthrough:
-            return .plan(.relay)
+            // With an age to keep, whatever is not an index the mirror filters is judged as a file:
+            // a file's path spelled another way (`%70ackages`) cannot slip past the check.
+            return .plan(config.minReleaseAge != nil ? .ageCheckedFile : .relay)
         case .indexDocument(.aptRelease):
             let text = String(decoding: path, as: UTF8.self)
             return .plan(AptConsistency.releaseFile(route: route, relativePath: text).map { .aptRelease($0) } ?? .relay)

@@ -55,6 +55,8 @@ struct MirrorTable: Sendable {
         let pathEnd = rest.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) ?? rest.endIndex
         let path = rest[..<pathEnd]
         if let problem = Self.climbs(path) { return .refused(400, "\(problem) in a mirror path (\(entry.config.name))") }
+        // `//host/…` after the mirror's path reads as a network-path reference to some frameworks.
+        if path.first == UInt8(ascii: "/") { return .refused(400, "an empty segment in a mirror path (\(entry.config.name))") }
         let routeIndex = entry.routes.firstIndex { path.starts(with: $0.subpath) }!
         let route = entry.routes[routeIndex]
         var upstreamTarget = route.prefix
@@ -94,11 +96,17 @@ struct MirrorTable: Sendable {
 
     /// Why a path could leave the prefix it is joined to: a `.` or `..` segment (RFC 3986 §5.2.4
     /// removes them, and so may the upstream), spelled with `%2e` or not, between `/`s or the
-    /// `%2f` and `%5c` an upstream may decode into separators; or a backslash, which some servers
-    /// read as `/`.
+    /// `%2f` and `%5c` an upstream may decode into separators, or before a `;` (Tomcat and Jetty
+    /// drop path parameters, then resolve `..;`); a backslash, which some servers read as `/`;
+    /// `%00`; or `%25`, which a second decoding turns into any of these.
     static func climbs(_ path: some Collection<UInt8>) -> String? {
         let bytes = Array(path)
         if bytes.contains(UInt8(ascii: "\\")) { return "a backslash" }
+        for k in bytes.indices where bytes[k] == UInt8(ascii: "%") && k + 2 < bytes.count {
+            if bytes[k + 1] == UInt8(ascii: "0"), bytes[k + 2] == UInt8(ascii: "0") { return "a NUL" }
+            if bytes[k + 1] == UInt8(ascii: "2"), bytes[k + 2] == UInt8(ascii: "5") { return "an encoded percent sign" }
+        }
+        var inParameters = false
         var dots = 0
         var others = 0
         var i = 0
@@ -109,6 +117,12 @@ struct MirrorTable: Sendable {
         while i <= bytes.count {
             if i == bytes.count || bytes[i] == UInt8(ascii: "/") {
                 if segmentEnds() { return "a dot segment" }
+                inParameters = false
+                i += 1
+            } else if inParameters {
+                i += 1
+            } else if bytes[i] == UInt8(ascii: ";") {
+                inParameters = true
                 i += 1
             } else if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count,
                       let high = hex(bytes[i + 1]), let low = hex(bytes[i + 2]) {
