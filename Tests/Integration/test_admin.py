@@ -247,6 +247,23 @@ def test_readyz_says_503_while_the_proxy_drains(larder_factory, origin):
     assert lr.wait_exit(15) == 0
 
 
+def test_an_admin_connection_opened_before_shutdown_still_gets_its_answer(larder_factory, origin):
+    """A prober that connected just before SIGTERM and asks just after gets the 503, not a reset
+    (draining closed every admin connection without a queued answer, a request on its way included)."""
+    lr = larder_factory(config={**ADMIN, "shutdown_grace": "10s"})
+    c = RawClient(lr.port, 15)
+    c.send(std_request("GET", origin.url("/unique/2/65536?hold=drain2")))
+    assert len(origin.wait_requests(1)) == 1  # keeps the proxy draining
+    with RawClient(lr.admin_port, 15) as prober:
+        os.kill(lr.pid, signal.SIGTERM)
+        lr.wait_for_text("shutting down")
+        resp = prober.request("GET", "/readyz", headers=[("Host", f"127.0.0.1:{lr.admin_port}")])
+        assert resp.status == 503 and resp.header("connection") == "close"
+    origin.open_gate("drain2")
+    c.close()
+    assert lr.wait_exit(15) == 0
+
+
 # ---------------------------------------------------------------------------
 # GET /config: the configuration in force, secrets redacted
 

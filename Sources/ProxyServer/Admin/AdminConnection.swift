@@ -18,6 +18,9 @@ final class AdminConnection: StreamDelegate {
     private var request = RequestHead()
     private var closing = false
     private var closed = false
+    /// Shutdown has begun: every answer from now on closes its connection.
+    private var draining = false
+    private var answered = 0
     private var idle: Timer?
     /// The body of a `POST /warm` being read: its bytes so far and its length.
     private var warmBody: (bytes: [UInt8], length: Int, target: AdminTarget)?
@@ -202,6 +205,8 @@ final class AdminConnection: StreamDelegate {
     }
 
     private func send(_ r: AdminResponse, close: Bool, headOnly: Bool) {
+        let close = close || draining
+        answered += 1
         let body = Array(r.body.utf8)
         var head = "HTTP/1.1 \(r.status) \(reasonPhrase(for: r.status))\r\nContent-Type: \(r.contentType)\r\n"
         head += "Content-Length: \(body.count)\r\nCache-Control: no-store\r\n"
@@ -229,8 +234,12 @@ final class AdminConnection: StreamDelegate {
         }
     }
 
-    /// Shutdown: idle connections go now.
+    /// Shutdown: connections idle between requests go now. One that has not had a request
+    /// answered yet, or has one waiting, keeps it (closing after the answer): a prober asking
+    /// `/readyz` just as shutdown begins gets its 503, not a reset.
     func drain() {
+        draining = true
+        guard answered > 0, stream.input.count == 0 else { return }
         if stream.output.count == 0 { close() } else { closing = true }
     }
 
