@@ -48,9 +48,12 @@ let package = Package(
         .target(name: "Statistics", dependencies: ["Locking"], swiftSettings: strict),
         // Warming the cache: URL lists, outcomes and progress (pure), and a blocking client of a proxy.
         .target(name: "Warming", dependencies: ["HTTPWire", "Locking", "EventLoop", "Statistics"], swiftSettings: strict),
+        // Pure: registry mirrors' index documents (URL rewriting, minimum release age, apt Release files)
+        // and request classification; no I/O, no clock.
+        .target(name: "Registries", dependencies: ["CachePolicy"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
-                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt",
+                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt", "Registries",
                                "Statistics", "Locking", "Warming", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
@@ -73,5 +76,6 @@ let package = Package(
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"], swiftSettings: strict),
         .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),
         .testTarget(name: "WarmingTests", dependencies: ["Warming"], swiftSettings: strict),
+        .testTarget(name: "RegistriesTests", dependencies: ["Registries"], swiftSettings: strict),
     ]
 )

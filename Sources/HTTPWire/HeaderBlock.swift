@@ -163,6 +163,21 @@ public struct HeaderBlock: Sendable {
         }
     }
 
+    /// Removes every field with that name: for a message Larder changes before anything reads it.
+    public mutating func removeFields(named name: StaticString) {
+        while let i = firstIndex(of: name) { fields.remove(at: i) }
+    }
+
+    /// Appends a field line. The caller vouches for it: `name` a token, `value` without CR, LF or NUL.
+    public mutating func appendField(name: StaticString, value: [UInt8]) {
+        let nameStart = storage.count
+        storage.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        let valueStart = storage.count
+        storage.append(contentsOf: value)
+        fields.append(HeaderField(name: ByteRange(start: nameStart, count: name.utf8CodeUnitCount),
+                                  value: ByteRange(start: valueStart, count: value.count)))
+    }
+
     /// Name of field `index` as a String (for logs and configuration code, not the hot path).
     public func nameString(at index: Int) -> String {
         withBytes(fields[index].name) { String(decoding: $0, as: UTF8.self) }

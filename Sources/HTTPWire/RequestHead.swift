@@ -30,6 +30,14 @@ public struct RequestHead: Sendable {
         if expectsContinue, headers.firstIndex(of: "expect") == nil { expectsContinue = false }
     }
 
+    /// Points the request at another target (a mirror's upstream URL), before anything routes it.
+    /// The caller vouches for `target`: a parsed request-target's bytes, without whitespace or controls.
+    public mutating func replaceTarget(_ bytes: [UInt8]) {
+        let start = headers.storage.count
+        headers.storage.append(contentsOf: bytes)
+        target = ByteRange(start: start, count: bytes.count)
+    }
+
     /// Back to an empty head, keeping the storage's capacity.
     @inline(__always)
     mutating func clear() {

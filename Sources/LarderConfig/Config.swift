@@ -27,6 +27,8 @@ public struct Config: Sendable, Equatable {
     public var reverseHost: ReverseHost = ConfigSchema.defaultValue(\.reverseHost)
     /// `reverse_allowed_hosts`; empty: any.
     public var reverseAllowedHosts: [HostPattern] = ConfigSchema.defaultValue(\.reverseAllowedHosts)
+    /// `mirrors`: registry mirror endpoints on Larder's own listeners.
+    public var mirrors: [MirrorConfig] = ConfigSchema.defaultValue(\.mirrors)
     /// `connect_ports`
     public var connectPorts: [Int] = ConfigSchema.defaultValue(\.connectPorts)
     /// `purge_allowed_from`

@@ -109,6 +109,11 @@ public enum ConfigSchema {
         ConfigField("reverse_allowed_hosts", \.reverseAllowedHosts, [], .live,
                     "reverse mode: `Host` names or `*.patterns` answered, any other gets `400`; empty: any",
                     hostPatterns),
+        ConfigField("mirrors", \.mirrors, [], .live,
+                    "registry mirror endpoints: a path on Larder's listeners standing for an upstream registry, "
+                        + "fetched over verified TLS, so clients need no CA: built-in names ("
+                        + MirrorConfig.builtInNames.map { "`\($0)`" }.joined(separator: ", ")
+                        + ") or `{name, kind, path, upstream, also, min_release_age}` (see below)", .mirrors),
         ConfigField("connect_ports", \.connectPorts, [443], .live, "ports CONNECT may reach",
                     .list(.integer(1...65_535, what: "a port"))),
         ConfigField("purge_allowed_from", \.purgeAllowedFrom, AddressRange.loopback, .live,

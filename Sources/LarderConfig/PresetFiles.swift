@@ -165,30 +165,39 @@ rules:
     freshness: {maximum: 5m, default: 5m}
     ignore_reload: true
   # Release artifacts with their checksums and signatures: a release is never published twice.
+  # Maven asks for every file with `Cache-Control: no-cache`; a stored release answers it anyway.
   - path: "**/*/*/*/*-*.jar"
     status: [200]
     freshness: {forced: 365d}
+    ignore_reload: true
   - path: "**/*/*/*/*-*.jar.*"
     status: [200]
     freshness: {forced: 365d}
+    ignore_reload: true
   - path: "**/*/*/*/*-*.pom"
     status: [200]
     freshness: {forced: 365d}
+    ignore_reload: true
   - path: "**/*/*/*/*-*.pom.*"
     status: [200]
     freshness: {forced: 365d}
+    ignore_reload: true
   - path: "**/*/*/*/*-*.module"
     status: [200]
     freshness: {forced: 365d}
+    ignore_reload: true
   - path: "**/*/*/*/*-*.module.*"
     status: [200]
     freshness: {forced: 365d}
+    ignore_reload: true
   - path: "**/*/*/*/*-*.aar"
     status: [200]
     freshness: {forced: 365d}
+    ignore_reload: true
   - path: "**/*/*/*/*-*.aar.*"
     status: [200]
     freshness: {forced: 365d}
+    ignore_reload: true
 
 """#),
         ("rubygems", #"""

@@ -28,7 +28,7 @@ final class CacheSetup: Sendable {
         p.heuristicCap = Int64(c.heuristicMax)
         policy = p
         // The user's own rules first (they win), then the presets' in the order listed.
-        rules = CacheRules(c.effectiveRules.map { r in
+        rules = CacheRules(config.effectiveRules.map { r in
             let f: FreshnessOverride? = (r.forcedLifetime ?? r.maximumLifetime ?? r.defaultLifetime) == nil ? nil
                 : FreshnessOverride(forcedLifetime: r.forcedLifetime.map { Int64($0) },
                                     maximumLifetime: r.maximumLifetime.map { Int64($0) },

@@ -324,10 +324,11 @@ public final class ProxyServer: @unchecked Sendable {
     private func prepareWorkers(_ settings: ProxySettings, cache: Cache, inFlight: InFlightTable,
                                 interception: Interception?) throws(StartError) {
         let addressCounts = ClientAddressCounts()
+        let mirrorState = MirrorState()
         for i in 0..<ProxyServer.workerCount(config) {
             let w = Worker(index: i, settings: settings, logger: logger, cache: cache, inFlight: inFlight,
                            addressCounts: addressCounts, accessLog: accessLog, identity: identity,
-                           interception: interception, clock: clock)
+                           interception: interception, mirrorState: mirrorState, clock: clock)
             do {
                 try w.prepare()
             } catch {

@@ -35,6 +35,8 @@ struct ProxySettings: Sendable {
     var localAnswers: LocalAnswers
     /// Where requests go, from the settings above (made once per configuration, not per request).
     var router: RequestRouter
+    /// `mirrors`: registry paths on the listeners and the upstreams they stand for.
+    var mirrors: MirrorTable
 
     /// Reads `auth.users_file` and `session.proxy_credentials_file` too: a missing or malformed
     /// file is a start-up error, or a rejected reload.
@@ -130,5 +132,6 @@ struct ProxySettings: Sendable {
         localAnswers = LocalAnswers(cacheName: cache.cacheName)
         router = RequestRouter(reverseOrigin: reverseOrigin, reverseHost: reverseHost,
                                reverseAllowedHosts: reverseAllowedHosts, usesParentProxy: session.parentProxy != nil)
+        mirrors = MirrorTable(config.mirrors)
     }
 }

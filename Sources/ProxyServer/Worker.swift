@@ -24,6 +24,8 @@ final class Worker: @unchecked Sendable {
     let inFlight: InFlightTable
     /// Connections per client address, shared by all workers.
     let addressCounts: ClientAddressCounts
+    /// What the registry mirrors of all workers share.
+    let mirrorState: MirrorState
     /// The certificate of the HTTPS listeners and admin endpoint, if any; shared, reloadable.
     let identity: ServerIdentity?
     /// CONNECT destinations decrypted and cached (`tls.intercept`), if any; shared.
@@ -51,8 +53,9 @@ final class Worker: @unchecked Sendable {
 
     init(index: Int, settings: ProxySettings, logger: Logger, cache: Cache, inFlight: InFlightTable,
          addressCounts: ClientAddressCounts, accessLog: AccessLog?, identity: ServerIdentity?,
-         interception: Interception?, clock: any ProxyClock = SystemClock.shared) {
+         interception: Interception?, mirrorState: MirrorState = MirrorState(), clock: any ProxyClock = SystemClock.shared) {
         self.clock = clock
+        self.mirrorState = mirrorState
         self.addressCounts = addressCounts
         self.identity = identity
         self.interception = interception

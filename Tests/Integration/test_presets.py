@@ -14,15 +14,16 @@ import sys
 import threading
 import time
 import urllib.parse
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from helpers import (HERE, START_TIMEOUT, child_env, deep_merge, proxy_exchange, spawn, stop_process, to_yaml,
                      wait_for_file)
+from registries import AptClient
 from test_admin import ADMIN, admin, stats
 from test_cache import script
+from wheel_backend import write_wheel
 
 CLIENT_TIMEOUT = 60
 
@@ -299,33 +300,13 @@ def build_debian_repository(root):
 
 
 def run_apt(workdir, run, origin, proxy_port, more=None):
-    """apt-get update and apt-get download in directories of their own, all of apt's state fresh."""
-    base = workdir / f"apt-{run}"
-    for d in ("state/lists/partial", "cache/archives/partial", "etc/parts", "etc/sources.d", "etc/prefs.d", "out"):
-        (base / d).mkdir(parents=True)
-    (base / "state/status").write_text("")
-    (base / "etc/sources.list").write_text(f"deb [trusted=yes] {origin.url('/debian')} stable main\n")
-    # Read instead of /etc/apt/apt.conf: no configuration of this machine's apt applies.
-    (base / "etc/apt.conf").write_text(
-        f'Dir::Etc::Parts "{base}/etc/parts";\nDir::Etc::Main "/dev/null";\n')
-    options = {
-        "Dir::State": base / "state", "Dir::State::status": base / "state/status",
-        "Dir::Cache": base / "cache", "Dir::Etc::SourceList": base / "etc/sources.list",
-        "Dir::Etc::SourceParts": base / "etc/sources.d", "Dir::Etc::Preferences": "/dev/null",
-        "Dir::Etc::PreferencesParts": base / "etc/prefs.d", "Dir::Etc::Trusted": "/dev/null",
-        "Dir::Etc::TrustedParts": base / "etc/parts",
-        "Acquire::http::Proxy": f"http://127.0.0.1:{proxy_port}", "APT::Get::AllowUnauthenticated": "true",
-        "APT::Sandbox::User": "root", "Acquire::Languages": "none", "Acquire::Retries": "0",
-        "Debug::NoLocking": "true",
-        **(more or {}),
-    }
-    args = [f"-o{k}={v}" for k, v in options.items()]
-    env = {**child_env(), "APT_CONFIG": str(base / "etc/apt.conf"), "LC_ALL": "C"}
-    for command in (["update"], ["download", "larder-hello"]):
-        done = subprocess.run(["apt-get", "-q", *args, *command], cwd=base / "out", env=env, capture_output=True,
-                              text=True, timeout=CLIENT_TIMEOUT, stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, f"apt-get {command[0]}: {done.stdout}\n{done.stderr}"
-    return base / "out" / "larder-hello_1.0_all.deb"
+    """apt-get update and apt-get download through Larder, all of apt's state fresh."""
+    apt = AptClient(workdir / f"apt-{run}", f"deb [trusted=yes] {origin.url('/debian')} stable main\n",
+                    options={"Acquire::http::Proxy": f"http://127.0.0.1:{proxy_port}",
+                             "APT::Get::AllowUnauthenticated": "true", **(more or {})})
+    apt.update()
+    apt.download("larder-hello")
+    return apt.out / "larder-hello_1.0_all.deb"
 
 
 @pytest.mark.timeout_s(180)
@@ -368,22 +349,8 @@ def test_apt_get_second_run_comes_from_the_cache(larder_factory, static_origin_f
 
 def build_wheel(directory):
     """larder_hello-1.0-py3-none-any.whl, written by hand: no build tools, no network."""
-    name = "larder_hello-1.0-py3-none-any.whl"
-    path = directory / name
-    members = {
-        "larder_hello/__init__.py": b"GREETING = 'hello from a test wheel'\n" + b"# padding\n" * 500,
-        "larder_hello-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: larder-hello\nVersion: 1.0\n"
-                                                b"Summary: a wheel built by the tests\n",
-        "larder_hello-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: larder-tests\nRoot-Is-Purelib: true\n"
-                                             b"Tag: py3-none-any\n",
-    }
-    record = "".join(f"{n},sha256={hashlib.sha256(d).hexdigest()},{len(d)}\n" for n, d in members.items())
-    members["larder_hello-1.0.dist-info/RECORD"] = (record + "larder_hello-1.0.dist-info/RECORD,,\n").encode()
-    directory.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for n, d in members.items():
-            z.writestr(zipfile.ZipInfo(n, (2024, 1, 1, 0, 0, 0)), d)
-    return path
+    source = b"GREETING = 'hello from a test wheel'\n" + b"# padding\n" * 500
+    return Path(write_wheel(directory, "larder-hello", "1.0", {"larder_hello/__init__.py": source}))
 
 
 def run_pip(workdir, run, origin, proxy_port):

@@ -17,6 +17,7 @@ shutdown_grace: 2.5s
 reverse_origin: https://[::1]:8443
 reverse_host: origin
 reverse_allowed_hosts: ["*.example.com", www.example.org]
+mirrors: [pypi, {name: internal, path: /int/, upstream: "https://[::1]:8443/repo", also: {dl: http://10.0.0.1/files/}}, {name: npm, min_release_age: 7d}]
 connect_ports: [443, 8443]
 purge_allowed_from: [10.0.0.0/8, "fd00::/8"]
 allow_clients: [0.0.0.0/0, "::/0"]

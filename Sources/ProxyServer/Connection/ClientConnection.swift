@@ -26,6 +26,8 @@ final class ClientConnection: StreamDelegate {
     private var tlsHandshakePending: Bool
     /// An intercepted CONNECT's destination: origin-form requests on this connection go there.
     var interceptedOrigin: OriginKey?
+    /// Accepted on a TLS listener: a mirror names itself `https://` to this client.
+    let overTLS: Bool
     /// Outside `allow_clients`: every request is refused.
     private let clientDenied: Bool
     /// Why the worker refuses this connection outright, if it does: told, then closed.
@@ -55,6 +57,7 @@ final class ClientConnection: StreamDelegate {
         self.refusal = refusal
         self.share = share
         tlsHandshakePending = tls
+        overTLS = tls
         peerAddress = peer.addressBytes
         let address = peerAddress
         clientDenied = !worker.settings.allowClients.contains { $0.contains(address) }
@@ -226,6 +229,7 @@ final class ClientConnection: StreamDelegate {
         if case .contentLength(let n) = request.framing, n > worker.settings.maxRequestBody {
             return refuse(413, "request body of \(n) bytes is over the limit of \(worker.settings.maxRequestBody)")
         }
+        guard routeToMirror() == .goOn else { return }
         // One copy of the head for everything that reads it while the request is routed.
         let request = machine.context.request
         let isPurge = request.method == .other && Purge.isPurge(request)

@@ -46,6 +46,8 @@ struct RequestContext {
     var destinationAnswer: ParentProxyDestinations.Answer?
     /// The cache's part in the request, if any.
     var cache: CacheExchange?
+    /// A registry mirror's part in the request, if it is one's (`routeToMirror`).
+    var mirror: MirrorExchange?
     /// The request waited once for a just-fetched entry's commit (`CommitWait`); it does not wait twice.
     var commitWaited = false
 

@@ -52,6 +52,8 @@ extension ClientConnection {
 
     /// An origin's final response, relayed: framed for this client.
     func forwardHead(_ head: ResponseHead) {
+        if let m = context.mirror, mirrorHolds(m, head, storedAge: nil, cacheStatus: cacheStatus(.origin, status: head.status),
+                                               sharedWithout: nil) { return }
         let framing = request.method == .head ? .none
             : ResponseHeadWriter.framing(for: head, clientVersion: request.version)
         writeHead(head, framing: framing, cacheStatus: cacheStatus(.origin, status: head.status), sharedWithout: nil)
@@ -60,6 +62,8 @@ extension ClientConnection {
     /// Another request's response, shared (request collapsing): its `Set-Cookie` fields and the
     /// qualified fields in `omitting` stay out.
     func sharedHead(_ head: ResponseHead, lookup: CacheStatus, omitting: [[UInt8]]) {
+        if let m = context.mirror, mirrorHolds(m, head, storedAge: nil, cacheStatus: cacheStatus(.lookup(lookup), status: head.status),
+                                               sharedWithout: omitting) { return }
         let framing = ResponseHeadWriter.framing(for: head, clientVersion: request.version)
         writeHead(head, framing: framing, cacheStatus: cacheStatus(.lookup(lookup), status: head.status),
                   sharedWithout: omitting)
@@ -81,6 +85,7 @@ extension ClientConnection {
     /// A stored response, or part of it (`status` is the one its head carries), with the lookup's
     /// status and `personal`: this client's own field lines (a revalidation answer's `Set-Cookie`).
     func storedHead(_ answer: StoredAnswer, status: Int, lookup: CacheStatus, personal: [UInt8]) {
+        if let m = context.mirror, storedAnswerHeld(m, answer, lookup: lookup) { return }
         let keepAlive = answerKeepsAlive(closeDelimited: false)
         noteResponse(status)
         context.answer.framing = .contentLength
@@ -106,6 +111,22 @@ extension ClientConnection {
                                                clientVersion: version, viaName: viaName, into: &writer)
         }
         writer.withBytes { stream.output.append($0) }
+    }
+
+    /// A stored answer a mirror holds back (a document, a redirect) or refuses (a file too young).
+    private func storedAnswerHeld(_ m: MirrorExchange, _ answer: StoredAnswer, lookup: CacheStatus) -> Bool {
+        switch answer {
+        case .full(let bytes, let age):
+            guard let head = CachedResponseWriter.parse(bytes) else { return false }
+            return mirrorHolds(m, head, storedAge: age, cacheStatus: cacheStatus(.lookup(lookup), status: head.status),
+                               sharedWithout: nil)
+        case .partial(let head, _, _, _, let age):
+            guard case .ageCheckedFile = m.plan else { return false }
+            return mirrorHolds(m, head, storedAge: age, cacheStatus: cacheStatus(.lookup(lookup), status: 206),
+                               sharedWithout: nil)
+        case .notModified, .unsatisfiable:
+            return false
+        }
     }
 
     /// A 1xx before the final answer. One `100 Continue`, and only to a client that asked for it;
@@ -139,6 +160,10 @@ extension ClientConnection {
     /// `count` body bytes of a relayed response, taken from `source`.
     func forwardBody(from source: Buffer, count: Int) {
         noteBody(count, fromCache: false)
+        if let m = context.mirror, m.isHolding {
+            source.withContiguousPrefix(maxBytes: count) { mirrorTakes(m, $0) }
+            return source.drain(count)
+        }
         let out = stream.output
         switch context.answer.framing {
         case .chunked:
@@ -156,6 +181,7 @@ extension ClientConnection {
 
     /// Body bytes, copied (the caller notes them, `noteBody`).
     func sendBody(_ bytes: UnsafeRawBufferPointer) {
+        if let m = context.mirror, m.isHolding { return mirrorTakes(m, bytes) }
         let out = stream.output
         switch context.answer.framing {
         case .chunked:
@@ -173,18 +199,21 @@ extension ClientConnection {
 
     /// Body bytes of a stored response, queued by reference: `owner` keeps them alive until written.
     func sendBody(reference bytes: UnsafeRawBufferPointer, keepingAlive owner: AnyObject) {
+        if let m = context.mirror, m.isHolding { return mirrorTakes(m, bytes) }
         assert(context.answer.framing == .contentLength, "a stored body goes out as it is")
         stream.output.appendReference(bytes, keepingAlive: owner)
     }
 
     /// The whole answer is queued: the connection's machine decides what comes next.
     func finishAnswer() {
+        if let m = context.mirror, m.isHolding { return finishMirrorAnswer(m) }
         if context.answer.framing == .chunked { stream.output.append(ChunkedFraming.lastChunk) }
         send(.answered)
     }
 
     /// The answer breaks off: the client must not mistake what it got for the whole of it.
     func cutAnswer() {
+        if let m = context.mirror, m.isHolding { return cutMirrorAnswer(m) }
         send(.cut)
     }
 
@@ -283,7 +312,7 @@ extension ClientConnection {
 
     // MARK: - The access log
 
-    private func noteResponse(_ status: Int) {
+    func noteResponse(_ status: Int) {
         worker.stats.add(.response(status: status))
         context.answer.log.status = status
     }
