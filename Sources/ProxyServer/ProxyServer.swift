@@ -120,7 +120,7 @@ public final class ProxyServer: @unchecked Sendable {
                 if let settings, !live.isEmpty {
                     countdown = apply(settings, tokenAndHostsOf: applied)
                 }
-                if live.contains("cache.presets") { logger.info("\(ServingLists(applied).logLine)") }
+                if live.contains("cache.presets") || live.contains("mirrors") { logger.info("\(ServingLists(applied).logLine)") }
                 old = applied
                 return .applied(live: live, restart: d.restart, failed: failed)
             }

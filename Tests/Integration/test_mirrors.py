@@ -12,6 +12,7 @@ from email.utils import formatdate
 import pytest
 
 from helpers import RawClient, _ThreadedServer, curl, wait_until
+from test_admin import stats
 from test_tls import PKI
 
 import ssl
@@ -121,7 +122,7 @@ def pypi_like(pki, origins, larder_factory, extra=None, intercept=False, **confi
 
 def test_a_mirror_serves_its_upstream_over_tls_and_rewrites_file_urls_onto_itself(larder_factory, pki, origins, workdir):
     log = workdir / "access.log"
-    lr, index, files = pypi_like(pki, origins, larder_factory, log=log)
+    lr, index, files = pypi_like(pki, origins, larder_factory, log=log, admin_listen="127.0.0.1:0")
     page = get(lr.port, "/pypi/simple/six/")
     assert page.status == 200, page.body
     mine = f"http://127.0.0.1:{lr.port}/pypi/files"
@@ -155,6 +156,12 @@ def test_a_mirror_serves_its_upstream_over_tls_and_rewrites_file_urls_onto_itsel
 
     # The access log names the upstream URL fetched.
     wait_until(lambda: log.exists() and f"GET {index.base}/simple/six/" in log.read_text(), timeout=10)
+    # The start log and /stats name the mirror, and the preset it turned on.
+    lr.wait_for_text(f"cache presets in force: pypi; mirrors: pypi /pypi/ → {index.base}/ (files/ → {files.base}/)")
+    listed = stats(lr)
+    assert listed["presets"] == ["pypi"]
+    assert listed["mirrors"] == [{"name": "pypi", "kind": "pypi", "path": "/pypi/", "upstream": index.base + "/",
+                                  "also": {"files/": files.base + "/"}, "min_release_age": None}]
 
 
 def test_each_client_gets_urls_for_the_host_it_named_and_no_other(larder_factory, pki, origins):
