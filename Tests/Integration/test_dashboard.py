@@ -193,7 +193,9 @@ def grow_history(lr, steps):
 
 
 def test_idle_intervals_are_gaps_in_the_hit_ratio_chart(larder_factory, origin, workdir, proxy_clock):
-    lr = larder_factory(config={**ADMIN, "cache": {"presets": ["pypi", "npm"]}})
+    # A mirror of an upstream nobody asks for (nothing contacts it).
+    lr = larder_factory(config={**ADMIN, "cache": {"presets": ["pypi", "npm"]},
+                                "mirrors": [{"name": "tools", "path": "/tools/", "upstream": "https://127.0.0.1:9/tools/"}]})
     script(workdir, "gap", headers=[("Cache-Control", "max-age=600")], body="g")
 
     def busy():
@@ -222,7 +224,9 @@ def test_idle_intervals_are_gaps_in_the_hit_ratio_chart(larder_factory, origin, 
     row = hosts.split(host)[1].split("</tr>")[0]
     assert re.findall(r'<td class="n"[^>]*>([^<]*)</td>', row) == ["12", "91.7%"], row  # 11 hits of 12 lookups
     serving = dom.split('id="serving"')[1].split("</section>")[0]
-    assert re.findall(r'<span class="chip">([^<]*)</span>', serving) == ["pypi", "npm"], serving
+    rows = re.findall(r'<span class="what">([^<]*)</span>(.*?)</div>', serving)
+    chips = {what: re.findall(r'<span class="chip">([^<]*)</span>', items) for what, items in rows}
+    assert chips == {"Presets": ["pypi", "npm"], "Mirrors": ["tools · /tools/ → https://127.0.0.1:9/tools/"]}, serving
 
 
 def test_the_warming_panel_and_an_ephemeral_cache_render(larder_factory, origin):

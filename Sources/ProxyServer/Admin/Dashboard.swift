@@ -204,10 +204,12 @@ async function refresh() {
         `<tr><td>${esc(x.host)}<div class="hb" style="width:${(x.requests / most * 100).toFixed(1)}%"></div></td><td class="n">${fmtNum(x.requests)}</td>` +
         `<td class="n" title="${x.hits} from the cache, ${x.misses} fetched">${x.hit_ratio === null || x.hit_ratio === undefined ? "–" : pct(x.hit_ratio)}</td></tr>`).join("")
         : `<tr><td class="empty">no requests yet</td></tr>`;
-    // Named lists in force, one row each (cache presets; more lists join as rows of their own).
-    const lists = [["Presets", s.presets || [], "none (cache.presets)"]];
-    $("serving").innerHTML = lists.map(([what, names, none]) => `<div class="list"><span class="what">${what}</span>` +
-        (names.length ? names.map((n) => `<span class="chip">${esc(n)}</span>`).join("") : `<span class="empty">${none}</span>`) +
+    // Named lists in force, one row each: the cache presets (listed, and those mirrors turn on), the mirrors.
+    const lists = [["Presets", (s.presets || []).map(esc), "none (cache.presets)"],
+                   ["Mirrors", (s.mirrors || []).map((m) => `${esc(m.name)} · ${esc(m.path)} → ${esc(m.upstream)}`),
+                    "none (mirrors)"]];
+    $("serving").innerHTML = lists.map(([what, items, none]) => `<div class="list"><span class="what">${what}</span>` +
+        (items.length ? items.map((n) => `<span class="chip">${n}</span>`).join("") : `<span class="empty">${none}</span>`) +
         `</div>`).join("");
   } catch (e) {
     $("live").className = "live down"; $("live").textContent = "unreachable";
