@@ -271,22 +271,32 @@ extension Config {
     /// The rules that apply: the user's own first (they win), then each preset's in force, in order.
     /// A preset rule bound to its registry's public host (npm's documents, crates.io's index) is
     /// followed by the same rule for the upstream hosts of each mirror of that registry.
-    public var effectiveRules: [CacheRuleConfig] {
-        cache.rules + presetsInForce.flatMap { name -> [CacheRuleConfig] in
-            let hosts = mirrors.filter { $0.kind.preset == name }
-                .flatMap { [$0.upstream.host] + $0.also.map(\.upstream.host) }
-            return (Presets.named(name)?.rules ?? []).flatMap { rule -> [CacheRuleConfig] in
-                guard let bound = rule.host else { return [rule] }
-                var copies = [rule]
-                for host in hosts where !bound.matches(Array(host.utf8)) {
-                    guard let pattern = try? ConfigLoader.parseHostPattern(host),
-                          !copies.contains(where: { $0.host == pattern }) else { continue }
-                    var copy = rule
-                    copy.host = pattern
-                    copies.append(copy)
+    public var effectiveRules: [CacheRuleConfig] { rulesInForce.map(\.rule) }
+
+    /// `effectiveRules`, each with where it is written (a mirror host's copy of a preset rule is
+    /// the preset's rule), for the admin endpoint's account of an entry's lifetime.
+    public var rulesInForce: [(rule: CacheRuleConfig, source: RuleSource)] {
+        cache.rules.enumerated().map { (rule: $1, source: RuleSource(preset: nil, index: $0)) }
+            + presetsInForce.flatMap { name -> [(rule: CacheRuleConfig, source: RuleSource)] in
+                let hosts = mirrors.filter { $0.kind.preset == name }
+                    .flatMap { [$0.upstream.host] + $0.also.map(\.upstream.host) }
+                return (Presets.named(name)?.rules ?? []).enumerated().flatMap { i, rule in
+                    Self.withMirrorHosts(rule, hosts).map { (rule: $0, source: RuleSource(preset: name, index: i)) }
                 }
-                return copies
             }
+    }
+
+    /// `rule`, and when it is bound to a host, a copy bound to each of `hosts` it does not match.
+    private static func withMirrorHosts(_ rule: CacheRuleConfig, _ hosts: [String]) -> [CacheRuleConfig] {
+        guard let bound = rule.host else { return [rule] }
+        var copies = [rule]
+        for host in hosts where !bound.matches(Array(host.utf8)) {
+            guard let pattern = try? ConfigLoader.parseHostPattern(host),
+                  !copies.contains(where: { $0.host == pattern }) else { continue }
+            var copy = rule
+            copy.host = pattern
+            copies.append(copy)
         }
+        return copies
     }
 }

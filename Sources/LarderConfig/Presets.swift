@@ -52,12 +52,6 @@ extension Config.Cache {
     public var effectiveRules: [CacheRuleConfig] {
         rules + presets.flatMap { Presets.named($0)?.rules ?? [] }
     }
-
-    /// Where each of `effectiveRules` comes from, in the same order.
-    public var effectiveRuleSources: [RuleSource] {
-        rules.indices.map { RuleSource(preset: nil, index: $0) }
-            + presets.flatMap { name in (Presets.named(name)?.rules.indices ?? 0..<0).map { RuleSource(preset: name, index: $0) } }
-    }
 }
 
 /// Where a rule in force is written: `cache.rules`, or a preset's file (`larder presets show NAME`).

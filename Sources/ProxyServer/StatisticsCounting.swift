@@ -2,6 +2,12 @@ import HTTPWire
 import SessionClient
 import Statistics
 
+extension TopHosts {
+    /// A request to `origin` (host and port).
+    @inline(__always)
+    func count(_ origin: OriginKey) { count(origin.host, port: origin.port) }
+}
+
 /// How the proxy's events map onto the statistics table's counters.
 extension Count {
     static func request(_ method: HTTPMethod) -> Count {

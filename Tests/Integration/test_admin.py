@@ -321,7 +321,7 @@ def test_config_without_a_token_says_none_is_set(larder_factory):
 
 
 # ---------------------------------------------------------------------------
-# Presets in force
+# Presets in force; per-host hit ratio
 
 
 def test_the_presets_in_force_are_named_in_the_start_log_and_stats(larder_factory):
@@ -377,3 +377,22 @@ def test_polling_is_logged_at_debug_and_changes_at_info(larder_factory):
         for method in ("GET", "HEAD"):
             assert re.search(rf"debug larder: .* admin \S+ {method} {re.escape(path)} 200\n", loud.log_text() + "\n"), \
                 (method, path)
+
+
+def test_top_hosts_give_each_origins_hit_ratio(larder_factory, origin_factory, workdir):
+    lr = larder_factory(config=ADMIN)
+    a, b = origin_factory("a"), origin_factory("b")
+    script(workdir, "ha", headers=[("Cache-Control", "max-age=600")], body="a")
+    script(workdir, "hb", headers=[("Cache-Control", "max-age=600")], body="b")
+    # a: one miss, three hits, and a POST (a pass: a request, neither hit nor miss).
+    for _ in range(4):
+        assert proxy_exchange(lr.port, "GET", a.url("/res/ha")).status == 200
+    proxy_exchange(lr.port, "POST", a.url("/echo"), body=b"x")
+    # b: one miss and a hit, and a response without freshness, fetched twice: two misses.
+    for path in ("/res/hb", "/res/hb", "/bytes/7", "/bytes/7"):
+        assert proxy_exchange(lr.port, "GET", b.url(path)).status == 200
+    top = {h["host"]: h for h in stats(lr)["top_hosts"]}
+    name_a, name_b = a.url("")[len("http://"):], b.url("")[len("http://"):]
+    assert top[name_a] == {"host": name_a, "requests": 5, "hits": 3, "misses": 1, "hit_ratio": 0.75}, top
+    assert top[name_b] == {"host": name_b, "requests": 4, "hits": 1, "misses": 3, "hit_ratio": 0.25}, top
+    assert [h["host"] for h in stats(lr)["top_hosts"]] == [name_a, name_b]

@@ -151,16 +151,82 @@ def check_dashboard(lr, workdir, traffic=None):
         shutil.copy(shot, keep)
 
 
-def test_an_idle_dashboard_labels_small_rates_and_draws_both_series(larder_factory, proxy_clock):
+def rendered_lines(dom):
+    """The d of each chart's line, by chart id (the page's script, also in the DOM, spells its
+    paths with ${...})."""
+    out = {}
+    for chart in ("chart-rps", "chart-hit"):
+        svg = dom.split(f'id="{chart}"')[1].split("</svg>")[0]
+        out[chart] = [d for d in re.findall(r'<path class="line" d="([^"]*)"', svg) if "$" not in d]
+    return out
+
+
+def test_an_idle_dashboard_labels_small_rates_and_leaves_the_hit_ratio_empty(larder_factory, proxy_clock):
     lr = larder_factory(config=ADMIN)
     assert len(let_history_grow(lr, 3)) >= 3
     dom = run_chromium(["--dump-dom", f"http://127.0.0.1:{lr.admin_port}/"]).stdout.decode()
     rps = dom.split('id="chart-rps"')[1].split("</svg>")[0]
     labels = re.findall(r'<text class="label" x="2" y="[^"]*">([^<]*)</text>', rps)
     assert labels == ["0", "0.5", "1"], labels
-    # No traffic yet: the hit-ratio series is still drawn from the first sample, not left empty.
-    lines = [d for d in re.findall(r'<path class="line" d="([^"]*)"', dom) if "$" not in d]
-    assert len(lines) == 2 and all(d.count("L") >= 2 for d in lines), lines
+    # No traffic: a rate of zero is drawn, but there is no hit ratio to draw, and the chart says so.
+    lines = rendered_lines(dom)
+    assert lines["chart-rps"][0].count("L") >= 2 and lines["chart-hit"] == [""], lines
+    assert "no cacheable requests in this span" in dom.split('id="chart-hit"')[1].split("</svg>")[0]
+
+
+def grow_history(lr, steps):
+    """One history interval per step, each after its traffic (a function, or None for an idle
+    interval); returns the points, oldest first. Starts once the history has a point, so every
+    step's interval is a point of its own."""
+    interval = json.loads(admin(lr, "GET", "/stats/history")[2])["interval"]
+    deadline = time.monotonic() + 30
+    while not history_points(lr) and time.monotonic() < deadline:
+        lr.clock.advance(interval)
+        wait_until(lambda: history_points(lr), timeout=0.3, interval=0.02)
+    for traffic in steps:
+        have = len(history_points(lr))
+        if traffic is not None:
+            traffic()
+        lr.clock.advance(interval)
+        assert wait_until(lambda: len(history_points(lr)) > have, timeout=5, interval=0.02), "no new history point"
+    return history_points(lr)
+
+
+def test_idle_intervals_are_gaps_in_the_hit_ratio_chart(larder_factory, origin, workdir, proxy_clock):
+    # A mirror of an upstream nobody asks for (nothing contacts it).
+    lr = larder_factory(config={**ADMIN, "cache": {"presets": ["pypi", "npm"]},
+                                "mirrors": [{"name": "tools", "path": "/tools/", "upstream": "https://127.0.0.1:9/tools/"}]})
+    script(workdir, "gap", headers=[("Cache-Control", "max-age=600")], body="g")
+
+    def busy():
+        for _ in range(3):
+            assert proxy_exchange(lr.port, "GET", origin.url("/res/gap")).status == 200
+
+    points = grow_history(lr, [busy, busy, None, None, busy, busy])
+    ratios = [p["hit_ratio"] for p in points[-6:]]
+    # No requests, no hit ratio: null, not the last value carried on.
+    assert [r is None for r in ratios] == [False, False, True, True, False, False], points
+    assert [p["rps"] for p in points[-4:-2]] == [0, 0], points
+
+    dom = run_chromium(["--dump-dom", f"http://127.0.0.1:{lr.admin_port}/"]).stdout.decode()
+    lines = rendered_lines(dom)
+    # Two runs of the hit ratio, the gap between them; the request rate is one line through zero.
+    [hit] = lines["chart-hit"]
+    assert hit.count("M") == 2 and hit.count("L") >= 2, hit
+    [rps] = lines["chart-rps"]
+    assert rps.count("M") == 1 and rps.count("L") >= 6, rps
+
+    # The origin connections tile says what it counts; the top hosts carry their hit ratio; the
+    # presets in force are named.
+    assert "Origin connections</h2>" in dom and re.search(r'id="k-errors">\d+ idle · \d+ errors<', dom), dom[:3000]
+    hosts = dom.split('id="hosts"')[1].split("</table>")[0]
+    host = origin.url("")[len("http://"):]
+    row = hosts.split(host)[1].split("</tr>")[0]
+    assert re.findall(r'<td class="n"[^>]*>([^<]*)</td>', row) == ["12", "91.7%"], row  # 11 hits of 12 lookups
+    serving = dom.split('id="serving"')[1].split("</section>")[0]
+    rows = re.findall(r'<span class="what">([^<]*)</span>(.*?)</div>', serving)
+    chips = {what: re.findall(r'<span class="chip">([^<]*)</span>', items) for what, items in rows}
+    assert chips == {"Presets": ["pypi", "npm"], "Mirrors": ["tools · /tools/ → https://127.0.0.1:9/tools/"]}, serving
 
 
 def test_the_warming_panel_and_an_ephemeral_cache_render(larder_factory, origin):

@@ -23,6 +23,7 @@ from helpers import (HERE, START_TIMEOUT, child_env, deep_merge, proxy_exchange,
 from registries import AptClient
 from test_admin import ADMIN, admin, stats
 from test_cache import script
+from test_mirrors import get, origins, pki, pypi_like  # noqa: F401 (origins and pki are fixtures)
 from wheel_backend import write_wheel
 
 CLIENT_TIMEOUT = 60
@@ -217,6 +218,16 @@ def test_an_entry_says_which_rule_gave_its_lifetime(larder_factory, mirror, orig
     assert status == 200 and json.loads(body)["applied"] == ["cache.presets"], body
     source, stored = entry_lifetime(lr, sdist)
     assert source == {"source": "origin", "lifetime": 0, "heuristic": False} and stored == 365 * 86400, source
+
+
+def test_an_entry_fetched_through_a_mirror_names_the_preset_the_mirror_turned_on(larder_factory, pki, origins):
+    # No cache.presets: the pypi mirror turns the pypi preset on, and the rules in force are
+    # numbered as the cache applies them.
+    lr, _, files = pypi_like(pki, origins, larder_factory, admin_listen="127.0.0.1:0")
+    assert get(lr.port, "/pypi/files/packages/aa/six-1.0-py3-none-any.whl").status == 200
+    source, stored = entry_lifetime(lr, f"{files.base}/packages/aa/six-1.0-py3-none-any.whl")
+    assert (source["source"], source["preset"], source["rule"], source["path"]) == ("preset", "pypi", 0, "**/packages/**.whl")
+    assert source["lifetime"] == stored == 365 * 86400, source
 
 
 def test_unknown_preset_is_refused_with_the_known_names(larder_factory, workdir):

@@ -35,7 +35,7 @@ import Testing
     }
 
     func exchange(_ phase: CacheExchange.Phase) -> CacheExchange {
-        CacheExchange(primaryKey: Array(Self.url.utf8), scheme: "http", host: Array("a.example".utf8),
+        CacheExchange(primaryKey: Array(Self.url.utf8), scheme: "http", host: Array("a.example".utf8), keyedPort: 80,
                       origin: OriginKey(scheme: .http, host: "a.example", port: 80),
                       route: OutboundHead.Route(scheme: .http, originHost: Array("a.example".utf8), originPort: 80,
                                                 absoluteForm: false),
@@ -88,7 +88,7 @@ import Testing
             CacheKey.primary(scheme: target.scheme, host: host, port: target.port,
                              pathAndQuery: UnsafeRawBufferPointer(rebasing: raw[range]))
         }
-        let ex = CacheExchange(primaryKey: key, scheme: "http", host: host,
+        let ex = CacheExchange(primaryKey: key, scheme: "http", host: host, keyedPort: 80,
                                origin: OriginKey(scheme: .http, host: "h", port: 80),
                                route: OutboundHead.Route(scheme: .http, originHost: host, originPort: 80,
                                                          absoluteForm: false),

@@ -162,7 +162,7 @@ extension AdminContext {
         case "/stats":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             return afterRefresh { [self] in
-                let top = TopHosts.merged(hosts).map { "{\"host\":\(jsonString($0.host)),\"requests\":\($0.requests)}" }
+                let top = TopHosts.merged(hosts).map(Self.topHostJSON)
                 return .json(200, snapshot().json(extra: "\"top_hosts\":[" + top.joined(separator: ",") + "],\"warm\":"
                                                   + warming.json + "," + ServingLists(configuration()).jsonMembers))
             }
@@ -203,6 +203,13 @@ extension AdminContext {
         default:
             return .error(404, "no such admin resource \(target.path); try /stats, /metrics, /config, /cache?url=, /warm, /healthz, /readyz")
         }
+    }
+
+    /// One of `/stats`' `top_hosts`: `{"host": "example.com:8080", "requests": 12, "hits": 9,
+    /// "misses": 2, "hit_ratio": 0.818…}`, the ratio null before any cacheable lookup.
+    static func topHostJSON(_ e: TopHosts.Entry) -> String {
+        "{\"host\":\(jsonString(e.name)),\"requests\":\(e.requests),\"hits\":\(e.hits),\"misses\":\(e.misses)"
+            + ",\"hit_ratio\":" + (e.hitRatio.map { String($0) } ?? "null") + "}"
     }
 
     /// An answer made once every worker has published its levels (`refreshLevels`).

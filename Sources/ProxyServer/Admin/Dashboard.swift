@@ -31,11 +31,16 @@ enum Dashboard {
   .chart .label { fill: var(--dim); font-size: 10px; }
   .chart .line { fill: none; stroke-width: 2; }
   .chart .area { opacity: .15; }
+  .chart .note { fill: var(--dim); font-size: 12px; font-style: italic; }
   #chart-rps .line { stroke: var(--accent); } #chart-rps .area { fill: var(--accent); }
-  #chart-hit .line { stroke: var(--good); } #chart-hit .area { fill: var(--good); }
+  #chart-hit .line { stroke: var(--good); } #chart-hit .area, #chart-hit .dot { fill: var(--good); }
+  #chart-rps .dot { fill: var(--accent); }
   .tiers, .lookups { grid-column: span 6; }
   .hosts, .responses { grid-column: span 6; }
-  .warm { grid-column: span 12; }
+  .warm, .serving { grid-column: span 12; }
+  .serving .list { display: flex; flex-wrap: wrap; gap: 6px 10px; align-items: baseline; margin: 2px 0; }
+  .serving .what { color: var(--dim); font-size: 12px; min-width: 80px; }
+  .chip { background: #0b1016; border: 1px solid var(--line); border-radius: 10px; padding: 1px 9px; font-size: 13px; }
   .bar { margin: 8px 0 12px; }
   .bar .name { display: flex; justify-content: space-between; font-size: 13px; }
   .bar .track { height: 10px; background: #0b1016; border-radius: 5px; overflow: hidden; margin-top: 4px; }
@@ -46,9 +51,11 @@ enum Dashboard {
   table { width: 100%; border-collapse: collapse; }
   td { padding: 4px 0; border-bottom: 1px solid var(--line); font-size: 13px; }
   td.n { text-align: right; color: var(--dim); width: 90px; font-variant-numeric: tabular-nums; }
+  th { text-align: right; color: var(--dim); font-size: 11px; font-weight: 500; padding-bottom: 4px; }
+  th:first-child { text-align: left; }
   td .hb { height: 4px; background: var(--accent); border-radius: 2px; margin-top: 3px; opacity: .7; }
   .empty { color: var(--dim); font-style: italic; }
-  @media (max-width: 1000px) { .kpi { grid-column: span 4; } .chart, .tiers, .lookups, .hosts, .responses, .warm { grid-column: span 12; } }
+  @media (max-width: 1000px) { .kpi { grid-column: span 4; } .chart, .tiers, .lookups, .hosts, .responses, .warm, .serving { grid-column: span 12; } }
 </style>
 </head>
 <body>
@@ -62,7 +69,7 @@ enum Dashboard {
   <section class="panel kpi"><h2>Requests/s</h2><div class="value" id="k-rps">–</div><div class="sub" id="k-req">– requests</div></section>
   <section class="panel kpi"><h2>Clients</h2><div class="value" id="k-conn">–</div><div class="sub" id="k-conn-total">– accepted</div></section>
   <section class="panel kpi"><h2>Cached</h2><div class="value" id="k-entries">–</div><div class="sub" id="k-bytes">–</div></section>
-  <section class="panel kpi"><h2>Origins</h2><div class="value" id="k-origin">–</div><div class="sub" id="k-errors">– errors</div></section>
+  <section class="panel kpi"><h2>Origin connections</h2><div class="value" id="k-origin" title="connections to origins open now, busy or idle in the pool">–</div><div class="sub" id="k-errors">– idle · – errors</div></section>
   <section class="panel kpi"><h2>Collapsed</h2><div class="value" id="k-collapsed">–</div><div class="sub" id="k-lag">loop lag –</div></section>
   <section class="panel chart" id="chart-rps"><h2>Requests per second</h2><svg viewBox="0 0 600 180" preserveAspectRatio="none"></svg></section>
   <section class="panel chart" id="chart-hit"><h2>Hit ratio</h2><svg viewBox="0 0 600 180" preserveAspectRatio="none"></svg></section>
@@ -70,6 +77,7 @@ enum Dashboard {
   <section class="panel lookups"><h2>What the cache did</h2><div class="stack" id="stack"></div><div class="legend" id="legend"></div></section>
   <section class="panel hosts"><h2>Top hosts</h2><table id="hosts"><tr><td class="empty">no requests yet</td></tr></table></section>
   <section class="panel responses"><h2>Responses and origin errors</h2><div id="responses"></div></section>
+  <section class="panel serving"><h2>In force</h2><div id="serving"><div class="empty">–</div></div></section>
   <section class="panel warm"><h2>Warming</h2><div id="warm"><div class="empty">no warm job yet (POST /warm)</div></div></section>
 </main>
 <script>
@@ -84,44 +92,44 @@ const fmtAxis = (n) => n >= 10 ? fmtNum(n) : String(Number(n.toPrecision(2)));
 // The chart's top: the smallest 1, 2 or 5 times a power of ten at or above the largest value.
 const niceTop = (v) => { const p = Math.pow(10, Math.floor(Math.log10(Math.max(v, 1e-9))));
   return [1, 2, 5, 10].map((m) => m * p).find((t) => t >= v); };
-// Samples without a value (no cacheable lookups in them) carry the last one on; those before
-// the first take it too, so a series is drawn from the first sample.
-function filled(points, value) {
-  const vs = points.map(value);
-  const first = vs.find((v) => v !== null && v !== undefined);
-  let last = first === undefined ? 0 : first;
-  return vs.map((v) => (v === null || v === undefined) ? last : (last = v));
-}
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({"&":"&amp;","<":"&lt;",">":"&gt;","\"":"&quot;"}[c]));
 const sum = (o) => Object.values(o || {}).reduce((a, b) => a + b, 0);
 const colors = { hit:"#5ad18a", stale_served:"#9fdc6a", revalidated_unchanged:"#4fb3ff", revalidated_changed:"#b48cff",
                  miss:"#f0b44c", only_if_cached_miss:"#ef6b6b", pass:"#7f8c99" };
 
-// The history kept (up to 10 minutes), across the chart's width.
+// The history kept (up to 10 minutes), across the chart's width. A point without a value (an
+// interval without cacheable lookups has no hit ratio) is a gap: the line stops and starts again,
+// a lone point is a dot, and a chart without any value says so.
 const ago = (s) => s >= 60 ? "-" + Math.round(s / 60) + " min" : "-" + Math.round(s) + " s";
-function drawChart(id, points, value, max, label) {
+function runs(points, value) {
+  const out = [];
+  let run = null;
+  points.forEach((p, i) => {
+    const v = value(p);
+    if (v === null || v === undefined) { run = null; return; }
+    if (!run) { run = []; out.push(run); }
+    run.push([i, v]);
+  });
+  return out;
+}
+function drawChart(id, points, value, max, label, empty) {
   const svg = $(id).querySelector("svg");
   const W = 600, H = 180, L = 34, B = 16, T = 8;
   const top = Math.max(max(points), 1e-9);
   const span = Math.max(10, ...points.map((p) => p.t));
   const x = (i) => L + (W - L - 4) * (1 - points[i].t / span);
   const y = (v) => T + (H - T - B) * (1 - v / top);
-  let line = "", area = "";
-  let started = false;
-  points.forEach((p, i) => {
-    const v = value(p);
-    if (v === null || v === undefined) { started = false; return; }
-    line += (started ? "L" : "M") + x(i).toFixed(1) + " " + y(v).toFixed(1) + " ";
-    started = true;
-  });
-  const drawn = points.map((p, i) => value(p) === null || value(p) === undefined ? -1 : i).filter((i) => i >= 0);
-  if (drawn.length) {
-    const first = drawn[0], last = drawn[drawn.length - 1];
-    area = line + "L" + x(last).toFixed(1) + " " + (H - B) + " L" + x(first).toFixed(1) + " " + (H - B) + " Z";
-  }
+  const segments = runs(points, value);
+  const at = ([i, v]) => x(i).toFixed(1) + " " + y(v).toFixed(1);
+  const line = segments.map((r) => "M" + r.map(at).join(" L")).join(" ");
+  const area = segments.filter((r) => r.length > 1).map((r) => "M" + r.map(at).join(" L") +
+      " L" + x(r[r.length - 1][0]).toFixed(1) + " " + (H - B) + " L" + x(r[0][0]).toFixed(1) + " " + (H - B) + " Z").join(" ");
+  const dots = segments.filter((r) => r.length === 1).map((r) =>
+      `<circle class="dot" cx="${x(r[0][0]).toFixed(1)}" cy="${y(r[0][1]).toFixed(1)}" r="2.5"/>`).join("");
   const grid = [0, 0.5, 1].map((f) => `<line class="axis" x1="${L}" x2="${W}" y1="${y(top * f)}" y2="${y(top * f)}"/>` +
       `<text class="label" x="2" y="${y(top * f) + 3}">${label(top * f)}</text>`).join("");
-  svg.innerHTML = grid + `<path class="area" d="${area}"/><path class="line" d="${line.trim()}"/>` +
+  const note = segments.length ? "" : `<text class="note" x="${(L + W) / 2 - 90}" y="${H / 2}">${empty}</text>`;
+  svg.innerHTML = grid + `<path class="area" d="${area}"/><path class="line" d="${line}"/>` + dots + note +
       `<text class="label" x="${L}" y="${H - 2}">${ago(span)}</text>` +
       `<text class="label" x="${(L + W) / 2 - 14}" y="${H - 2}">${ago(span / 2)}</text>` +
       `<text class="label" x="${W - 30}" y="${H - 2}">now</text>`;
@@ -152,14 +160,14 @@ async function refresh() {
     $("k-bytes").textContent = s.cache_ephemeral ? fmtBytes(s.cache_bytes.memory) + " in memory only (ephemeral)"
         : fmtBytes(s.cache_bytes.disk) + " on disk";
     $("k-origin").textContent = fmtNum(s.origin_connections_open);
-    $("k-errors").textContent = fmtNum(sum(s.origin_errors)) + " errors";
+    $("k-errors").textContent = fmtNum(s.origin_connections_idle) + " idle · " + fmtNum(sum(s.origin_errors)) + " errors";
     $("k-collapsed").textContent = fmtNum(s.collapsed_requests);
     const lag = Math.max(0, ...Object.values(s.loop_lag_seconds || {}));
     $("k-lag").textContent = "loop lag " + (lag * 1000).toFixed(1) + " ms";
-    drawChart("chart-rps", pts, (p) => p.rps, (ps) => niceTop(Math.max(...ps.map((p) => p.rps), 1)), fmtAxis);
-    const hits = filled(pts, (p) => p.hit_ratio);
-    const hitOf = new Map(pts.map((p, i) => [p, hits[i]]));
-    drawChart("chart-hit", pts, (p) => hitOf.get(p), () => 1, (v) => Math.round(v * 100) + "%");
+    drawChart("chart-rps", pts, (p) => p.rps, (ps) => niceTop(Math.max(...ps.map((p) => p.rps), 1)), fmtAxis,
+              "no samples yet");
+    drawChart("chart-hit", pts, (p) => p.hit_ratio, () => 1, (v) => Math.round(v * 100) + "%",
+              "no cacheable requests in this span");
     // An ephemeral cache has no disk tier and no LMDB map.
     $("tiers").innerHTML = bar("Memory tier", s.cache_bytes.memory, s.cache_capacity_bytes.memory) + (s.cache_ephemeral
         ? `<div class="legend"><span>ephemeral: nothing is written to disk</span></div>`
@@ -192,9 +200,17 @@ async function refresh() {
     }
     const hosts = s.top_hosts || [];
     const most = hosts.length ? hosts[0].requests : 1;
-    $("hosts").innerHTML = hosts.length ? hosts.slice(0, 10).map((x) =>
-        `<tr><td>${esc(x.host)}<div class="hb" style="width:${(x.requests / most * 100).toFixed(1)}%"></div></td><td class="n">${fmtNum(x.requests)}</td></tr>`).join("")
+    $("hosts").innerHTML = hosts.length ? `<tr><th>host</th><th>requests</th><th>hit ratio</th></tr>` + hosts.slice(0, 10).map((x) =>
+        `<tr><td>${esc(x.host)}<div class="hb" style="width:${(x.requests / most * 100).toFixed(1)}%"></div></td><td class="n">${fmtNum(x.requests)}</td>` +
+        `<td class="n" title="${x.hits} from the cache, ${x.misses} fetched">${x.hit_ratio === null || x.hit_ratio === undefined ? "–" : pct(x.hit_ratio)}</td></tr>`).join("")
         : `<tr><td class="empty">no requests yet</td></tr>`;
+    // Named lists in force, one row each: the cache presets (listed, and those mirrors turn on), the mirrors.
+    const lists = [["Presets", (s.presets || []).map(esc), "none (cache.presets)"],
+                   ["Mirrors", (s.mirrors || []).map((m) => `${esc(m.name)} · ${esc(m.path)} → ${esc(m.upstream)}`),
+                    "none (mirrors)"]];
+    $("serving").innerHTML = lists.map(([what, items, none]) => `<div class="list"><span class="what">${what}</span>` +
+        (items.length ? items.map((n) => `<span class="chip">${n}</span>`).join("") : `<span class="empty">${none}</span>`) +
+        `</div>`).join("");
   } catch (e) {
     $("live").className = "live down"; $("live").textContent = "unreachable";
   }

@@ -19,8 +19,10 @@ struct EntryLifetimes {
     init(_ config: Config, url: AdminContext.KeyedURL) {
         self.url = url
         setup = CacheSetup(config)
-        sources = config.cache.effectiveRuleSources
-        rules = config.cache.effectiveRules
+        // The same list CacheSetup's rules are made from, in the same order.
+        let inForce = config.rulesInForce
+        sources = inForce.map(\.source)
+        rules = inForce.map(\.rule)
     }
 
     /// `{"source": "preset", "preset": "pypi", "rule": 2, …, "lifetime": 31536000}`,
@@ -54,6 +56,10 @@ struct EntryLifetimes {
 
     /// The members naming the rule at `index` of the rules in force.
     private func describe(_ index: Int) -> String {
+        // Both lists are made from one configuration, as CacheSetup's rules are: never out of step.
+        guard sources.indices.contains(index), rules.indices.contains(index) else {
+            return "\"source\":\"unknown\",\"rule\":\(index)"
+        }
         let place = sources[index]
         var out = place.preset.map { "\"source\":\"preset\",\"preset\":" + jsonString($0) } ?? "\"source\":\"rules\""
         out += ",\"rule\":\(place.index)"

@@ -24,6 +24,8 @@ final class CacheExchange {
     let primaryKey: [UInt8]
     let scheme: String
     let host: [UInt8]
+    /// The port of the origin the request is keyed under (with `host`, what `TopHosts` counts).
+    let keyedPort: Int
     let origin: OriginKey
     let route: OutboundHead.Route
     /// The path and query within the request target (see `RequestTarget.pathRange`).
@@ -48,9 +50,9 @@ final class CacheExchange {
     /// collapsed fetch of the URL as this participant (`DetachedFetch`, `.refresh`).
     var refreshLeader: ParticipantHandle?
 
-    init(primaryKey: [UInt8], scheme: String, host: [UInt8], origin: OriginKey,
+    init(primaryKey: [UInt8], scheme: String, host: [UInt8], keyedPort: Int, origin: OriginKey,
          route: OutboundHead.Route, path pathRange: Range<Int>, phase: Phase) {
-        self.primaryKey = primaryKey; self.scheme = scheme; self.host = host
+        self.primaryKey = primaryKey; self.scheme = scheme; self.host = host; self.keyedPort = keyedPort
         self.origin = origin; self.route = route; self.pathRange = pathRange; self.phase = phase
     }
 

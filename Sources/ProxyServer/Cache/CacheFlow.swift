@@ -25,8 +25,9 @@ enum CacheFlow {
                                     pathAndQuery: UnsafeRawBufferPointer(rebasing: t[pathRange]))
         }
         let scheme = named.scheme == .https ? "https" : "http"
-        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, origin: destination.origin,
-                                     route: destination.route, path: pathRange, phase: .fetching(nil))
+        let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, keyedPort: named.port,
+                                     origin: destination.origin, route: destination.route, path: pathRange,
+                                     phase: .fetching(nil))
         let path = exchange.path
         let now = worker.clock.wallSeconds
         exchange.requestTime = now
@@ -83,13 +84,13 @@ enum CacheFlow {
         switch Lookup.decide(request: facts, entry: exchange.entry?.facts, anyStored: anyStored, now: now,
                              settings: worker.settings.cache.policy) {
         case .serve(_, let stale):
-            c.noteLookup(stale ? .lookupStaleServed : .lookupHit)
+            note(stale ? .lookupStaleServed : .lookupHit, host: named.host, port: named.port, on: c)
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: stale ? "stale" : nil)
             return serve(entry, exchange: exchange, request: request, now: now, on: c)
         case .serveStaleThenRevalidate:
             // Served stale now, refreshed for the next request.
-            c.noteLookup(.lookupStaleServed)
+            note(.lookupStaleServed, host: named.host, port: named.port, on: c)
             let entry = exchange.entry!
             exchange.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-while-revalidate")
             if serve(entry, exchange: exchange, request: request, now: now, on: c) == .goOn { return .goOn }
@@ -97,8 +98,8 @@ enum CacheFlow {
             // (a HEAD, no-store, credentials) would only remove the entry.
             guard Revalidation.mayRefreshInBackground(for: facts) else { return .taken }
             let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host,
-                                        origin: destination.origin, route: destination.route, path: pathRange,
-                                        phase: .fetching(nil))
+                                        keyedPort: named.port, origin: destination.origin, route: destination.route,
+                                        path: pathRange, phase: .fetching(nil))
             refresh.entry = entry
             refresh.facts = facts
             worker.refreshInBackground(refresh, request: request, client: c.peerAddress)
@@ -114,7 +115,7 @@ enum CacheFlow {
                 exchange.bypass()
                 return .goOn
             }
-            c.noteLookup(.lookupMiss)
+            note(.lookupMiss, host: named.host, port: named.port, on: c)
             if reason != .request, RangeRequest.fillsCache(request, facts: facts), worker.inFlight.beginFill(primaryKey) {
                 exchange.rangeFill = true
                 exchange.passMarking = .markOrClear
@@ -128,12 +129,24 @@ enum CacheFlow {
             }
             return .goOn
         case .gatewayTimeout:
-            c.noteLookup(.lookupOnlyIfCachedMiss)
+            note(.lookupOnlyIfCachedMiss, host: named.host, port: named.port, on: c)
             c.context.cache = nil
             c.answerError(504, "\(String(decoding: primaryKey, as: UTF8.self)) is not in the cache and the "
                       + "request allows only cached responses (only-if-cached)")
             return .taken
         }
+    }
+
+    /// A lookup's result: in the statistics and the access log (`noteLookup`), and in the hit
+    /// ratio of the origin the request was counted under (`TopHosts`).
+    private static func note(_ result: Count, host: String, port: Int, on c: ClientConnection) {
+        c.noteLookup(result)
+        c.worker.hosts.noteLookup(result, host: host, port: port)
+    }
+
+    /// The same once the origin has answered, for the origin the exchange is keyed under.
+    private static func note(_ result: Count, for ex: CacheExchange, on c: ClientConnection) {
+        note(result, host: String(decoding: ex.host, as: UTF8.self), port: ex.keyedPort, on: c)
     }
 
     /// Forwarded and reported, never stored.
@@ -160,16 +173,16 @@ enum CacheFlow {
             return .taken
         case .revalidation(let step):
             switch step {
-            case .serveStale: c.noteLookup(.lookupStaleServed)
+            case .serveStale: note(.lookupStaleServed, for: ex, on: c)
             case .unchanged:
-                c.noteLookup(.lookupRevalidatedUnchanged)
+                note(.lookupRevalidatedUnchanged, for: ex, on: c)
                 // This client's cookies from the answer: in its response, never stored.
                 ex.personalFields = SetCookieLines.of(head)
-            case .unusable: c.noteLookup(.lookupRevalidatedUnchanged)
+            case .unusable: note(.lookupRevalidatedUnchanged, for: ex, on: c)
             case .refetch, .forwardThis:
-                c.noteLookup(.lookupRevalidatedChanged)
+                note(.lookupRevalidatedChanged, for: ex, on: c)
                 worker.stats.add(.revalidationHeadChanged)
-            case .storeThis: c.noteLookup(.lookupRevalidatedChanged)
+            case .storeThis: note(.lookupRevalidatedChanged, for: ex, on: c)
             case .keep: break
             }
             return step.consumesAnswer ? .taken : .goOn
@@ -188,7 +201,7 @@ enum CacheFlow {
             // The origin could not be asked: serve stale where allowed (RFC 5861 stale-if-error).
             guard let error, let entry = ex.entry, ex.mayServeStaleWithoutAnswer(method: m, now: now) else { return .goOn }
             worker.logger.notice("serving stale \(String(decoding: ex.primaryKey, as: UTF8.self)): \(error.message)")
-            c.noteLookup(.lookupStaleServed)
+            note(.lookupStaleServed, for: ex, on: c)
             ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: "stale-if-error")
             return serve(entry, exchange: ex, request: c.request, now: now, on: c)
         case .serveEntry(let entry):

@@ -264,7 +264,7 @@ final class ClientConnection: StreamDelegate {
             guard OfflineGuard.check(request, on: self) == .goOn else { return }
             if destination.checkAccess,
                AccessCheck.check(host: destination.accessHost, port: destination.origin.port, on: self) == .taken { return }
-            if !context.commitWaited { worker.hosts.count(destination.keyedAs.host) }  // once, if routed again
+            if !context.commitWaited { worker.hosts.count(destination.keyedAs) }  // once, if routed again
             guard CacheFlow.lookUp(destination, request: request, on: self) == .goOn,
                   OfflineGuard.checkUncached(on: self) == .goOn else { return }
             OriginRelay.forward(self, to: destination.origin, route: destination.route, path: destination.path)
