@@ -103,7 +103,7 @@ enum MirrorDocuments {
     /// serialized form, so the writer sees a head like any other.
     static func head(from head: ResponseHead, status: Int, dropping: [StaticString],
                      adding: [(name: StaticString, value: [UInt8])]) -> ResponseHead? {
-        var text: [UInt8] = Array("HTTP/1.1 \(status) \(reasonPhrase(status))\r\n".utf8)
+        var text: [UInt8] = Array("HTTP/1.1 \(status) \(reasonPhrase(for: status))\r\n".utf8)
         let headers = head.headers
         for i in 0..<headers.count where !dropping.contains(where: { headers.nameEquals(at: i, $0) }) {
             headers.withBytes(headers.fields[i].name) { text.append(contentsOf: $0) }
@@ -123,19 +123,6 @@ enum MirrorDocuments {
             (try? ResponseParser.parse(bytes, into: &parsed, requestMethod: .get, limits: HeadLimits(maxHeadBytes: 1 << 20, maxHeaderCount: 1_000))) != nil
         }
         return ok ? parsed : nil
-    }
-
-    private static func reasonPhrase(_ status: Int) -> String {
-        switch status {
-        case 200: return "OK"
-        case 301: return "Moved Permanently"
-        case 302: return "Found"
-        case 303: return "See Other"
-        case 304: return "Not Modified"
-        case 307: return "Temporary Redirect"
-        case 308: return "Permanent Redirect"
-        default: return "Status"
-        }
     }
 }
 
