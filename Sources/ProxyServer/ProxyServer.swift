@@ -451,10 +451,17 @@ public final class ProxyServer: @unchecked Sendable {
         logger.info("access log reopened")
     }
 
+    /// The first step of shutdown, taken before it is logged: `/readyz` says 503 and every admin
+    /// answer says `Connection: close` from here on.
+    public func announceShutdown() {
+        admin?.stopping.store(true, ordering: .relaxed)
+        admin?.ready.store(false, ordering: .relaxed)
+    }
+
     /// Stops accepting, lets in-flight exchanges finish for up to `grace` seconds, then closes the
     /// rest and stops every loop. Blocks until the worker threads have exited.
     public func shutdown(grace: Double) {
-        admin?.ready.store(false, ordering: .relaxed)
+        announceShutdown()
         admin?.warming.stopAndWait()
         for w in workers { w.loop.execute { w.beginDraining() } }
         var waited = 0.0

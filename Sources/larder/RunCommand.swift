@@ -64,6 +64,7 @@ struct RunCommand: ParsableCommand {
             let received = signals.next()
             if received == SIGTERM || received == SIGINT {
                 let grace = server.shutdownGrace
+                server.announceShutdown()
                 logger.info("signal \(received): shutting down, grace \(grace)s")
                 server.shutdown(grace: grace)
                 logger.info("stopped")

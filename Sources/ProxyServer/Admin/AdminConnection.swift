@@ -205,7 +205,7 @@ final class AdminConnection: StreamDelegate {
     }
 
     private func send(_ r: AdminResponse, close: Bool, headOnly: Bool) {
-        let close = close || draining
+        let close = close || draining || context.stopping.load(ordering: .relaxed)
         answered += 1
         let body = Array(r.body.utf8)
         var head = "HTTP/1.1 \(r.status) \(reasonPhrase(for: r.status))\r\nContent-Type: \(r.contentType)\r\n"

@@ -37,6 +37,9 @@ final class AdminContext: Sendable {
     let started: Double
     /// Listeners up and not draining.
     let ready = Atomic<Bool>(false)
+    /// Shutdown has been asked for: from then on every admin answer closes its connection, even
+    /// before the worker's loop has begun draining.
+    let stopping = Atomic<Bool>(false)
     /// Has every worker publish its levels on its loop, then calls back (on the last one's thread):
     /// /stats and /metrics answer with levels as they are, not as they were at the last tick.
     let refreshLevels: @Sendable (@escaping @Sendable () -> Void) -> Void
