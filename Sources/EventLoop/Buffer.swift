@@ -65,6 +65,12 @@ public struct Buffer {
     /// Drops the first `n` bytes.
     @inlinable public func drain(_ n: Int) { evbuffer_drain(raw, n) }
 
+    /// Moves up to `into.count` bytes from the front into `into`; how many.
+    @inlinable public func remove(into destination: UnsafeMutableRawBufferPointer) -> Int {
+        guard let base = destination.baseAddress, destination.count > 0 else { return 0 }
+        return max(0, Int(evbuffer_remove(raw, base, destination.count)))
+    }
+
     @inlinable
     public func append(_ bytes: UnsafeRawBufferPointer) {
         if let base = bytes.baseAddress, bytes.count > 0 { evbuffer_add(raw, base, bytes.count) }

@@ -1,4 +1,5 @@
 @preconcurrency import CLibevent
+import COpenSSL
 import Glibc
 
 /// What happened on a stream besides data.
@@ -34,6 +35,8 @@ public final class Stream {
     private enum Transport {
         case plain(Unmanaged<PlainTransport>)
         case tls(Unmanaged<TLSTransport>)
+        /// An HTTP/2 stream's exchange: bytes to and from a peer in this process.
+        case memory(Unmanaged<MemoryTransport>)
     }
 
     /// Fixed for the stream's life.
@@ -73,6 +76,21 @@ public final class Stream {
         tls.owner = .passUnretained(self)
     }
 
+    init(_ memory: MemoryTransport) {
+        transport = .memory(.passUnretained(memory))
+        transportOwner = memory
+        input = memory.input
+        output = memory.output
+        memory.owner = .passUnretained(self)
+    }
+
+    /// A stream with no socket: `peer` fills its input and takes its output (`MemoryStreamPeer`).
+    public static func inMemory(loop: EventLoop, peer: any MemoryStreamPeer) -> Stream {
+        let transport = MemoryTransport(loop: loop)
+        transport.peer = peer
+        return Stream(transport)
+    }
+
     /// Starts a non-blocking TCP connection; `.connected` or an error event follows.
     public static func connect(loop: EventLoop, to address: SocketAddress) -> Result<Stream, StreamConnectError> {
         PlainTransport.connect(loop: loop, to: address).map { Stream($0) }
@@ -80,13 +98,44 @@ public final class Stream {
 
     deinit { close() }
 
-    /// Calls the one of `plain` and `tls` that fits the transport.
+    /// Calls the one of `plain`, `tls` and `memory` that fits the transport.
     @inline(__always)
-    private func onTransport<R>(plain: (PlainTransport) -> R, tls: (TLSTransport) -> R) -> R {
+    private func onTransport<R>(plain: (PlainTransport) -> R, tls: (TLSTransport) -> R,
+                                memory: (MemoryTransport) -> R) -> R {
         switch transport {
         case .plain(let p): return p._withUnsafeGuaranteedRef(plain)
         case .tls(let t): return t._withUnsafeGuaranteedRef(tls)
+        case .memory(let m): return m._withUnsafeGuaranteedRef(memory)
         }
+    }
+
+    /// Whether a socket is under this stream directly (splice(2) can move its bytes).
+    public var isPlainSocket: Bool {
+        if case .plain = transport { return true }
+        return false
+    }
+
+    /// Whether this stream is one stream of a multiplexed connection (no socket of its own).
+    public var isInMemory: Bool {
+        if case .memory = transport { return true }
+        return false
+    }
+
+    // MARK: The peer's side of an in-memory stream (no effect on others)
+
+    /// Bytes for the stream's owner to read.
+    public func peerAppend(_ bytes: UnsafeRawBufferPointer) {
+        if case .memory(let m) = transport { m._withUnsafeGuaranteedRef { $0.peerAppend(bytes) } }
+    }
+
+    /// The peer drained `count` bytes of `output`.
+    public func peerTook(_ count: Int) {
+        if case .memory(let m) = transport { m._withUnsafeGuaranteedRef { $0.peerTook(count) } }
+    }
+
+    /// The peer is gone: the owner hears an error, as from a reset socket.
+    public func peerAborted() {
+        if case .memory(let m) = transport { m._withUnsafeGuaranteedRef { $0.peerAborted() } }
     }
 
     /// Whether OpenSSL sits between this stream and its socket.
@@ -109,23 +158,33 @@ public final class Stream {
         return (carried.read, carried.written)
     }
 
+    /// The TLS handshake chose `h2` by ALPN.
+    public var negotiatedH2: Bool {
+        guard let ssl = tls?.ssl else { return false }
+        var name: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &name, &length)
+        guard let name, length == 2 else { return false }
+        return name[0] == UInt8(ascii: "h") && name[1] == UInt8(ascii: "2")
+    }
+
     public var fileDescriptor: Int32 {
-        onTransport(plain: { $0.socket }, tls: { $0.fileDescriptor })
+        onTransport(plain: { $0.socket }, tls: { $0.fileDescriptor }, memory: { _ in -1 })
     }
 
     public func enableReading() {
         guard !isClosed else { return }
-        onTransport(plain: { $0.enableReading() }, tls: { $0.enableReading() })
+        onTransport(plain: { $0.enableReading() }, tls: { $0.enableReading() }, memory: { $0.enableReading() })
     }
 
     /// Stops delivering bytes. A plain socket stays registered until it next reports readiness
     /// (then it is removed), so a request–response turn costs no registration changes.
     public func disableReading() {
-        onTransport(plain: { $0.disableReading() }, tls: { $0.disableReading() })
+        onTransport(plain: { $0.disableReading() }, tls: { $0.disableReading() }, memory: { $0.disableReading() })
     }
 
     public var isReading: Bool {
-        onTransport(plain: { $0.isReading }, tls: { $0.isReading })
+        onTransport(plain: { $0.isReading }, tls: { $0.isReading }, memory: { $0.isReading })
     }
 
     /// Read and write inactivity timeouts in seconds (nil: none). A timeout disables that direction
@@ -134,36 +193,43 @@ public final class Stream {
         guard !isClosed else { return }
         let r = read.map { timeval(seconds: $0) }
         let w = write.map { timeval(seconds: $0) }
-        onTransport(plain: { $0.setTimeouts(read: r, write: w) }, tls: { $0.setTimeouts(read: r, write: w) })
+        onTransport(plain: { $0.setTimeouts(read: r, write: w) }, tls: { $0.setTimeouts(read: r, write: w) },
+                    memory: { $0.setTimeouts(write: w) })
     }
 
     /// `streamDrained` fires when the output falls to `bytes` or fewer.
     public func setWriteLowWatermark(_ bytes: Int) {
-        onTransport(plain: { $0.setWriteLowWatermark(bytes) }, tls: { $0.setWriteLowWatermark(bytes) })
+        onTransport(plain: { $0.setWriteLowWatermark(bytes) }, tls: { $0.setWriteLowWatermark(bytes) },
+                    memory: { $0.setWriteLowWatermark(bytes) })
     }
 
     /// Reading pauses by itself while `input` holds `bytes` or more, and resumes once it is drained
     /// below that: a bound on memory per connection whatever the peer sends.
     public func setReadHighWatermark(_ bytes: Int) {
-        onTransport(plain: { $0.setReadHighWatermark(bytes) }, tls: { $0.setReadHighWatermark(bytes) })
+        // An in-memory stream's input is bounded by its peer (HTTP/2 windows).
+        onTransport(plain: { $0.setReadHighWatermark(bytes) }, tls: { $0.setReadHighWatermark(bytes) }, memory: { _ in })
     }
 
     /// Half-close: once everything queued is written, shut down our sending side (the peer sees EOF),
     /// keep reading.
     public func shutdownWriteWhenFlushed() {
         guard !isClosed else { return }
+        if case .memory(let m) = transport {
+            m._withUnsafeGuaranteedRef { $0.shutdownWriteOnceFlushed() }
+            return
+        }
         if output.count == 0 {
             shutdown(fileDescriptor, Int32(SHUT_WR))
             return
         }
-        onTransport(plain: { $0.shutdownWriteOnceFlushed() }, tls: { $0.shutdownWriteOnceFlushed() })
+        onTransport(plain: { $0.shutdownWriteOnceFlushed() }, tls: { $0.shutdownWriteOnceFlushed() }, memory: { _ in })
     }
 
     /// Frees the socket now; unsent output is lost. No callback follows.
     public func close() {
         guard !isClosed else { return }
         isClosed = true
-        onTransport(plain: { $0.close() }, tls: { $0.close() })
+        onTransport(plain: { $0.close() }, tls: { $0.close() }, memory: { $0.close(reset: false) })
         delegate = nil
     }
 
@@ -185,7 +251,8 @@ public final class Stream {
         // Closed first: the buffers are freed with the transport.
         if isClosed { return .endOfStream }
         if input.count > 0 { return .bytes }
-        return onTransport(plain: { $0.unreadInSocket() }, tls: { $0.pendingBytes > 0 ? .bytes : .nothing })
+        return onTransport(plain: { $0.unreadInSocket() }, tls: { $0.pendingBytes > 0 ? .bytes : .nothing },
+                           memory: { $0.unread })
     }
 
     public enum UnreadInput: Sendable, Equatable {
@@ -199,6 +266,13 @@ public final class Stream {
     /// Aborts with a TCP reset instead of a clean FIN (a truncated response must not look complete).
     public func reset() {
         guard !isClosed else { return }
+        if case .memory(let m) = transport {
+            // The peer resets its stream (RST_STREAM): a cut answer never looks complete.
+            isClosed = true
+            m._withUnsafeGuaranteedRef { $0.close(reset: true) }
+            delegate = nil
+            return
+        }
         var lin = linger(l_onoff: 1, l_linger: 0)
         _ = setsockopt(fileDescriptor, SOL_SOCKET, SO_LINGER, &lin, socklen_t(MemoryLayout<linger>.size))
         close()

@@ -3,13 +3,16 @@ import COpenSSL
 import Glibc
 
 /// OpenSSL server settings: Larder's own certificate for its HTTPS listener and admin endpoint, or
-/// a certificate minted for an intercepted destination. TLS 1.2 and 1.3, ALPN `http/1.1`.
+/// a certificate minted for an intercepted destination. TLS 1.2 and 1.3, ALPN `h2` (where the
+/// context offers it) and `http/1.1`.
 public final class TLSServerContext: @unchecked Sendable {
     let ctx: OpaquePointer
     /// The certificate served (kept for its lifetime checks).
     public let identity: CertificateAndKey
 
-    public init(_ identity: CertificateAndKey) throws(CertificateError) {
+    /// `offerH2`: ALPN picks `h2` when the client offers it (the proxy's listeners, not the admin
+    /// endpoint, which speaks HTTP/1.1 only).
+    public init(_ identity: CertificateAndKey, offerH2: Bool = false) throws(CertificateError) {
         guard let c = SSL_CTX_new(TLS_server_method()) else { throw CertificateError("SSL_CTX_new failed") }
         ctx = c
         self.identity = identity
@@ -19,14 +22,16 @@ public final class TLSServerContext: @unchecked Sendable {
               SSL_CTX_use_PrivateKey(c, identity.key) == 1 else {
             throw CertificateError("cannot use the certificate and key")
         }
-        SSL_CTX_set_alpn_select_cb(c, TLSServerContext.selectALPN, nil)
+        // The callback's argument only says whether h2 may be chosen: any non-nil pointer.
+        let h2: UnsafeMutableRawPointer? = offerH2 ? UnsafeMutableRawPointer(bitPattern: 1) : nil
+        SSL_CTX_set_alpn_select_cb(c, TLSServerContext.selectALPN, h2)
     }
 
     /// The certificate and key files of the configuration, checked to belong together. Further
     /// certificates in the certificate file are sent as its chain.
-    public convenience init(certificateFile: String, keyFile: String) throws(CertificateError) {
+    public convenience init(certificateFile: String, keyFile: String, offerH2: Bool = false) throws(CertificateError) {
         let identity = try CertificateAndKey(certificateFile: certificateFile, keyFile: keyFile)
-        try self.init(identity)
+        try self.init(identity, offerH2: offerH2)
         guard SSL_CTX_use_certificate_chain_file(ctx, certificateFile) == 1 else {
             throw CertificateError("cannot read the certificate chain in \(certificateFile)")
         }
@@ -34,24 +39,31 @@ public final class TLSServerContext: @unchecked Sendable {
 
     deinit { SSL_CTX_free(ctx) }
 
-    /// Picks `http/1.1` when the client offers it; otherwise no ALPN (the client decides).
+    /// Picks `h2` when allowed and offered, else `http/1.1` when offered; otherwise no ALPN (the
+    /// client decides).
     private static let selectALPN: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
                                                    UnsafeMutablePointer<UInt8>?, UnsafePointer<UInt8>?, UInt32,
-                                                   UnsafeMutableRawPointer?) -> Int32 = { _, out, outlen, offered, count, _ in
+                                                   UnsafeMutableRawPointer?) -> Int32 = { _, out, outlen, offered, count, h2 in
         guard let offered, let out, let outlen else { return SSL_TLSEXT_ERR_NOACK }
+        var http11: Int?
         var i = 0
         let n = Int(count)
         while i < n {
             let len = Int(offered[i])
-            if len == 8, i + 1 + len <= n,
-               UnsafeBufferPointer(start: offered + i + 1, count: 8).elementsEqual("http/1.1".utf8) {
+            guard i + 1 + len <= n else { break }
+            let name = UnsafeBufferPointer(start: offered + i + 1, count: len)
+            if h2 != nil, len == 2, name.elementsEqual("h2".utf8) {
                 out.pointee = offered + i + 1
-                outlen.pointee = 8
+                outlen.pointee = 2
                 return SSL_TLSEXT_ERR_OK
             }
+            if len == 8, http11 == nil, name.elementsEqual("http/1.1".utf8) { http11 = i + 1 }
             i += 1 + len
         }
-        return SSL_TLSEXT_ERR_NOACK
+        guard let http11 else { return SSL_TLSEXT_ERR_NOACK }
+        out.pointee = offered + http11
+        outlen.pointee = 8
+        return SSL_TLSEXT_ERR_OK
     }
 }
 

@@ -72,6 +72,24 @@ public struct Config: Sendable, Equatable {
     public var cache: Cache = Cache()
     /// `tls.*`: HTTPS listeners, trust exceptions for origins, interception.
     public var tls: TLS = TLS()
+    /// `http2.*`: HTTP/2 from clients.
+    public var http2: HTTP2 = HTTP2()
+
+    public struct HTTP2: Sendable, Equatable {
+        /// `http2.enabled`: TLS listeners offer `h2` by ALPN; plain ones take the connection preface.
+        public var enabled: Bool = ConfigSchema.defaultValue(\.http2.enabled)
+        /// `http2.max_concurrent_streams`
+        public var maxConcurrentStreams: Int = ConfigSchema.defaultValue(\.http2.maxConcurrentStreams)
+        /// `http2.stream_window`
+        public var streamWindow: Int = ConfigSchema.defaultValue(\.http2.streamWindow)
+        /// `http2.connection_window`
+        public var connectionWindow: Int = ConfigSchema.defaultValue(\.http2.connectionWindow)
+        /// `http2.max_header_list`
+        public var maxHeaderList: Int = ConfigSchema.defaultValue(\.http2.maxHeaderList)
+        /// `http2.stream_output`
+        public var streamOutput: Int = ConfigSchema.defaultValue(\.http2.streamOutput)
+        public init() {}
+    }
 
     public struct TLS: Sendable, Equatable {
         /// `tls.listen`

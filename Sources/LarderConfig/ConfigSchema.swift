@@ -208,6 +208,23 @@ public enum ConfigSchema {
         ConfigField("limits.detached_bytes", \.limits.detachedBytes, 1 << 30, .live,
                     "… and the bytes those may still download", .size(0...(1 << 50))),
 
+        ConfigField("http2.enabled", \.http2.enabled, true, .restart,
+                    "HTTP/2 from clients: TLS listeners and interception offer `h2` by ALPN, plain listeners take "
+                        + "the connection preface (prior knowledge); `Upgrade: h2c` is always refused", .boolean),
+        ConfigField("http2.max_concurrent_streams", \.http2.maxConcurrentStreams, 100, .restart,
+                    "streams one HTTP/2 connection may have open at once", .integer(1...10_000, what: "a stream count")),
+        ConfigField("http2.stream_window", \.http2.streamWindow, 256 * 1024, .restart,
+                    "request-body bytes a stream may send ahead of Larder (its flow-control window)",
+                    .size(16_384...(1 << 30))),
+        ConfigField("http2.connection_window", \.http2.connectionWindow, 1 << 20, .restart,
+                    "… and all streams of a connection together", .size(65_535...(1 << 30))),
+        ConfigField("http2.max_header_list", \.http2.maxHeaderList, 65_536, .restart,
+                    "largest decoded header list of a request (the stream is refused beyond)",
+                    .size(1_024...16_777_216)),
+        ConfigField("http2.stream_output", \.http2.streamOutput, 256 * 1024, .restart,
+                    "answer bytes queued per stream before its origin is paused: with `max_concurrent_streams`, "
+                        + "the bound on a connection's answer memory", .size(16_384...(1 << 30))),
+
         ConfigField("session.http_additional_headers", \.session.httpAdditionalHeaders, [], .restart,
                     "fields added to outbound requests lacking them", .headers, disclosure: .valuesRedacted),
         ConfigField("session.timeout_interval_for_request", \.session.timeoutIntervalForRequest, 60, .restart,

@@ -23,9 +23,13 @@ final class Interception: @unchecked Sendable {
     private let contexts = Locked<[String: TLSServerContext]>([:])
     private let logger: Logger
 
+    /// Intercepted clients may speak HTTP/2 (`http2.enabled`): the minted contexts offer `h2`.
+    let offerH2: Bool
+
     init(patterns: [HostPattern], authority: CertificateAndKey, authorityFile: String?, keyType: CertificateKeyType,
-         lifetime: Int, directory: String?, logger: Logger) {
+         lifetime: Int, directory: String?, offerH2: Bool = false, logger: Logger) {
         self.patterns = patterns
+        self.offerH2 = offerH2
         self.authority = authority
         self.authorityFile = authorityFile
         self.keyType = keyType
@@ -50,7 +54,7 @@ final class Interception: @unchecked Sendable {
         do throws(CertificateError) {
             let identity: CertificateAndKey
             if let stored = storedCertificate(for: name) { identity = stored } else { identity = try mint(for: name) }
-            made = try TLSServerContext(identity)
+            made = try TLSServerContext(identity, offerH2: offerH2)
         } catch {
             return .failure(error)
         }

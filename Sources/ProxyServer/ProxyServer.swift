@@ -303,7 +303,7 @@ public final class ProxyServer: @unchecked Sendable {
             throw .tls("tls.listen and tls.admin need tls.certificate_file and tls.key_file")
         }
         do {
-            identity = try ServerIdentity(certificateFile: cert, keyFile: key)
+            identity = try ServerIdentity(certificateFile: cert, keyFile: key, offerH2: config.http2.enabled)
         } catch {
             throw .tls("\(error)")
         }
@@ -318,7 +318,7 @@ public final class ProxyServer: @unchecked Sendable {
                                         keyType: CertificateKeyType(tls.interceptKeyType),
                                         lifetime: Int(tls.interceptCertificateLifetime),
                                         directory: config.cache.ephemeral ? nil : config.cacheDirectory + "/certificates",
-                                        logger: logger)
+                                        offerH2: config.http2.enabled, logger: logger)
         logger.notice("interception on for \(tls.intercept.map(\.description).joined(separator: ", "))")
         return interception
     }

@@ -1,4 +1,5 @@
 import EventLoop
+import HTTP2
 import HTTPWire
 import LarderConfig
 import SessionClient
@@ -37,6 +38,10 @@ struct ProxySettings: Sendable {
     var router: RequestRouter
     /// `mirrors`: registry paths on the listeners and the upstreams they stand for.
     var mirrors: MirrorTable
+    /// `http2.*`: nil when HTTP/2 is off.
+    var http2: H2Settings?
+    /// `http2.stream_output`: answer bytes queued per HTTP/2 stream before its producer waits.
+    var h2StreamOutput: Int
 
     /// Reads `auth.users_file` and `session.proxy_credentials_file` too: a missing or malformed
     /// file is a start-up error, or a rejected reload.
@@ -106,6 +111,11 @@ struct ProxySettings: Sendable {
                                               bytes: config.limits.detachedBytes)
         originFetchesPerClient = config.limits.originFetchesPerClient
         clientIdleTimeout = config.limits.clientIdleTimeout
+        http2 = config.http2.enabled
+            ? H2Settings(maxConcurrentStreams: config.http2.maxConcurrentStreams, streamWindow: config.http2.streamWindow,
+                         connectionWindow: config.http2.connectionWindow, maxHeaderListSize: config.http2.maxHeaderList)
+            : nil
+        h2StreamOutput = config.http2.streamOutput
         session = SessionConfiguration(
             httpAdditionalHeaders: config.session.httpAdditionalHeaders.map { AdditionalHeader(name: $0.name, value: $0.value) },
             timeoutIntervalForRequest: config.session.timeoutIntervalForRequest,

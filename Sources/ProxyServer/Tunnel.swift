@@ -48,7 +48,7 @@ final class Tunnel {
         self.a = a
         self.b = b
         self.loop = loop
-        self.bulkRead = a.isTLS || b.isTLS ? nil : bulkRead
+        self.bulkRead = a.isPlainSocket && b.isPlainSocket ? bulkRead : nil
         self.onClose = onClose
     }
 

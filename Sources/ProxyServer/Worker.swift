@@ -123,7 +123,7 @@ final class Worker: @unchecked Sendable {
         let l = try Listener(loop: loop, address: address) { [unowned self] fd, peer in
             // The address this connection reached (on a wildcard listener, the interface's own).
             guard let local = SocketAddress.local(of: fd) else { Glibc.close(fd); return }
-            guard let stream = self.stream(for: fd, tls: tls) else { return }
+            guard let stream = self.stream(for: fd, tls: tls, admin: true) else { return }
             let conn = AdminConnection(worker: self, stream: stream, peer: peer, local: local,
                                        scheme: tls ? "https" : "http", context: context)
             self.served.admin[ObjectIdentifier(conn)] = conn
@@ -139,9 +139,10 @@ final class Worker: @unchecked Sendable {
     }
 
     /// A plain stream, or one starting a server-side TLS handshake with the current certificate.
-    private func stream(for fd: Int32, tls: Bool) -> Stream? {
+    private func stream(for fd: Int32, tls: Bool, admin: Bool = false) -> Stream? {
         guard tls else { return Stream(loop: loop, acceptedSocket: fd) }
-        guard let identity, let stream = Stream.acceptTLS(loop: loop, socket: fd, context: identity.current) else {
+        guard let identity,
+              let stream = Stream.acceptTLS(loop: loop, socket: fd, context: admin ? identity.admin : identity.current) else {
             logger.error("cannot start TLS on an accepted connection")
             return nil
         }
@@ -152,7 +153,7 @@ final class Worker: @unchecked Sendable {
         guard let stream = stream(for: fd, tls: tls) else { return }
         var refusal: ConnectionRefusal?
         var share: ClientShare?
-        if served.clients.count - refusals.refusing >= settings.maxConnectionsPerWorker {
+        if served.clients.count + served.h2.count - refusals.refusing >= settings.maxConnectionsPerWorker {
             refusal = refuse(peer, .full, .connectionsRefusedFull)
         } else {
             share = addressCounts.acquire(peer.addressBytes, limit: settings.maxConnectionsPerClient)
@@ -163,7 +164,7 @@ final class Worker: @unchecked Sendable {
         served.clients[ObjectIdentifier(conn)] = conn
         openConnections.add(1, ordering: .relaxed)
         stats.add(.connectionsAccepted)
-        stats.set(.clientConnectionsOpen, served.clients.count)
+        stats.set(.clientConnectionsOpen, served.clients.count + served.h2.count)
         conn.start()
     }
 
@@ -229,15 +230,54 @@ final class Worker: @unchecked Sendable {
     }
 
     func connectionClosed(_ conn: ClientConnection) {
-        guard served.clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
-        if !background.fetches.isEmpty {
-            let id = ObjectIdentifier(conn)
-            for fetch in Array(background.fetches.values) where fetch.connection == id { fetch.clientLeft() }
+        if conn.isStream {
+            // One stream of an HTTP/2 connection: the connection is what counts.
+            clientLeft(conn)
+            conn.carrier?.streamConnectionClosed(conn)
+            return
         }
+        guard served.clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
+        clientLeft(conn)
         if conn.refusal != nil { refusals.refusing -= 1 }
-        if conn.share != nil { addressCounts.release(conn.peerAddress) }
+        connectionGone(share: conn.share, address: conn.peerAddress)
+    }
+
+    /// Fetches that were some connection's own go on without it.
+    private func clientLeft(_ conn: ClientConnection) {
+        guard !background.fetches.isEmpty else { return }
+        let id = ObjectIdentifier(conn)
+        for fetch in Array(background.fetches.values) where fetch.connection == id { fetch.clientLeft() }
+    }
+
+    /// A connection whose client speaks HTTP/2: an `H2Connection` takes its socket and its place
+    /// (and its share of the per-client budgets) among the connections served.
+    func handOverToHTTP2(_ conn: ClientConnection) {
+        guard let settings = settings.http2,
+              served.clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
+        let h2: H2Connection
+        do {
+            h2 = try H2Connection(worker: self, stream: conn.stream, peer: conn.peer, share: conn.share,
+                                  overTLS: conn.overTLS, intercepted: conn.intercepted, settings: settings)
+        } catch {
+            logger.error("cannot start an HTTP/2 session for \(conn.peer): \(error)")
+            conn.stream.close()
+            connectionGone(share: conn.share, address: conn.peerAddress)
+            return
+        }
+        served.h2[ObjectIdentifier(h2)] = h2
+        stats.add(.h2Connections)
+        h2.start()
+    }
+
+    func h2ConnectionClosed(_ h2: H2Connection) {
+        guard served.h2.removeValue(forKey: ObjectIdentifier(h2)) != nil else { return }
+        connectionGone(share: h2.share, address: h2.peerAddress)
+    }
+
+    private func connectionGone(share: ClientShare?, address: [UInt8]) {
+        if share != nil { addressCounts.release(address) }
         openConnections.subtract(1, ordering: .relaxed)
-        stats.set(.clientConnectionsOpen, served.clients.count)
+        stats.set(.clientConnectionsOpen, served.clients.count + served.h2.count)
     }
 
     /// Runs a fetch with no client attached (a download left running, a background refresh).
@@ -315,6 +355,7 @@ final class Worker: @unchecked Sendable {
         for reader in Array(served.headerReaders.values) { reader.abandon() }
         tick?.timer.cancel()
         for conn in Array(served.clients.values) { conn.drain() }
+        for conn in Array(served.h2.values) { conn.drain() }
         for conn in Array(served.admin.values) { conn.drain() }
         session.closeIdleConnections()
     }
@@ -322,6 +363,7 @@ final class Worker: @unchecked Sendable {
     /// Grace period over: close whatever is left.
     func closeAll() {
         for conn in Array(served.clients.values) { conn.forceClose() }
+        for conn in Array(served.h2.values) { conn.forceClose() }
         for conn in Array(served.admin.values) { conn.close() }
         accessLog?.flush()
         tick?.timer.cancel()
@@ -367,6 +409,8 @@ private struct Served {
     var listeners: [Listener] = []
     var adminListeners: [Listener] = []
     var clients: [ObjectIdentifier: ClientConnection] = [:]
+    /// Connections that speak HTTP/2 (each serving its streams' exchanges).
+    var h2: [ObjectIdentifier: H2Connection] = [:]
     /// Connections of `proxy_protocol` listeners whose header is still being read.
     var headerReaders: [ObjectIdentifier: ProxyHeaderReader] = [:]
     var admin: [ObjectIdentifier: AdminConnection] = [:]

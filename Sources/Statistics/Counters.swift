@@ -19,6 +19,9 @@ public enum Count: Int, CaseIterable, Sendable {
     case connectionsRefusedFull, connectionsRefusedPerClient
     case authChecksRefusedQueueFull, authChecksRefusedPerClient
     case clientTLSHandshakes, clientTLSHandshakeFailures, connectsIntercepted
+    /// HTTP/2 from clients: connections, streams (requests), and the connections ended for a
+    /// protocol error or abuse (floods, rapid reset).
+    case h2Connections, h2Streams, h2ConnectionErrors
     case offlineRefusals
     /// `proxy_protocol` listeners: connections from outside `proxy_protocol_from`, and ones whose
     /// header was missing, malformed or late.

@@ -174,6 +174,12 @@ public enum Metrics {
         ]),
         one("tls_client_handshake_failures", .counter, "Client TLS handshakes that failed (logged with the reason).",
             .count(.clientTLSHandshakeFailures)),
+        labelled("http2", .counter,
+                 "HTTP/2 from clients: connections, streams (each a request), and connections ended for a protocol "
+                 + "error or abuse (floods, rapid reset, a window never opened).", "what", [
+            ("connections", .count(.h2Connections)), ("streams", .count(.h2Streams)),
+            ("connection_errors", .count(.h2ConnectionErrors)),
+        ]),
         one("connects_intercepted", .counter, "CONNECT tunnels decrypted by interception (tls.intercept).",
             .count(.connectsIntercepted)),
         one("warm_running", .gauge, "1 while a warm job (POST /warm) runs.", .sampled(.warmRunning)),

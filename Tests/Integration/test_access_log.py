@@ -121,7 +121,8 @@ def test_intercepted_requests_log_their_https_url_and_the_tunnel_its_bytes(larde
     lr = larder_factory(config={"workers": 1, "connect_ports": [origin.port], "access_log": str(log),
                                 "access_log_format": fmt, "tls": {"ca_file": str(pki.ca), "intercept": ["localhost"]}})
     first, second = (f"https://localhost:{origin.port}/simple/{name}/" for name in ("six", "wheel"))
-    r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", lr.ca_dir / "larder-ca.pem", first, second)
+    r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", lr.ca_dir / "larder-ca.pem", "--http1.1", first,
+             second)
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"body of /simple/six/\nbody of /simple/wheel/\n"
     lines = read_lines(log, 3)

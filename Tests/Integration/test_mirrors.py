@@ -246,8 +246,8 @@ def test_one_stored_entry_per_upstream_url_through_the_mirror_or_the_proxy(larde
         resp = c.request("GET", files.base + path)
     assert resp.status == 200 and resp.body == b"WHEEL" * 100
     assert "hit" in (resp.header("cache-status") or "")
-    r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", lr.ca_dir / "larder-ca.pem", files.base + path,
-             "-D", "-")
+    r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", lr.ca_dir / "larder-ca.pem", "--http1.1",
+             files.base + path, "-D", "-")
     assert r.returncode == 0, r.stderr
     assert b"Cache-Status: larder; hit" in r.stdout, r.stdout
     assert files.paths() == [path]

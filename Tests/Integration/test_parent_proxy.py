@@ -338,7 +338,7 @@ def test_intercepted_https_goes_through_the_parent_inside_tls(larder_factory, pk
     larder_ca = lr.ca_dir / "larder-ca.pem"
     url = f"https://localhost:{origin.port}/intercepted"
     for _ in range(2):
-        r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, url, "-D", "-")
+        r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, "--http1.1", url, "-D", "-")
         assert r.returncode == 0, r.stderr
         assert b"body of /intercepted" in r.stdout
     assert b"Cache-Status: larder; hit" in r.stdout, r.stdout

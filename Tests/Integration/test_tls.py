@@ -302,7 +302,7 @@ def test_interception_serves_the_second_fetch_from_the_cache(larder_factory, pki
     assert str(larder_ca) in lr.log_text()
     url = f"https://localhost:{origin.port}/intercepted"
     for i in range(2):
-        r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, url, "-D", "-")
+        r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, "--http1.1", url, "-D", "-")
         assert r.returncode == 0, r.stderr
         assert b"body of /intercepted" in r.stdout
     assert b"Cache-Status: larder; hit" in r.stdout, r.stdout

@@ -78,6 +78,13 @@ tls:
   intercept_ca_dir: /var/lib/larder/ca
   intercept_key_type: rsa-2048
   intercept_certificate_lifetime: 7d
+http2:
+  enabled: false
+  max_concurrent_streams: 32
+  stream_window: 64KiB
+  connection_window: 512KiB
+  max_header_list: 32KiB
+  stream_output: 128KiB
 cache:
   disk_capacity: 2GiB
   memory_capacity: 128MiB
@@ -128,7 +135,7 @@ private let everyKeyChanged: Config = try! ConfigLoader.parse(yaml: everyKeyChan
     /// Every stored property of `Config` is set by some key (so none has a default of its own).
     @Test func everyPropertyIsAKey() {
         let sections: [Any.Type] = [Config.Auth.self, Config.Limits.self, Config.Session.self, Config.Cache.self,
-                                    Config.TLS.self]
+                                    Config.TLS.self, Config.HTTP2.self]
         func leaves(_ value: Any) -> Int {
             Mirror(reflecting: value).children.reduce(0) { count, child in
                 count + (sections.contains { $0 == type(of: child.value) } ? leaves(child.value) : 1)

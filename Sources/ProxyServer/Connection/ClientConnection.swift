@@ -39,6 +39,13 @@ final class ClientConnection: StreamDelegate {
     let share: ClientShare?
     /// The current request counts in its address's requests at origins (`OriginRelay.forward`).
     var holdsOriginFetch = false
+    /// The HTTP/2 connection whose stream this exchange answers (nil: a connection of its own).
+    private(set) weak var carrier: H2Connection?
+    /// One stream of an HTTP/2 connection: its socket, its budgets' share and its end are the carrier's.
+    let isStream: Bool
+    /// No request read yet: the first bytes may be HTTP/2's connection preface.
+    private var awaitingFirstRequest = true
+    /// Queued answer bytes beyond which the producer waits (`http2.stream_output` for a stream).
     /// How collapsed fetches on other threads reach this connection.
     lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
     /// The client's address in network order (4 or 16 bytes), for access rules and limits.
@@ -46,8 +53,9 @@ final class ClientConnection: StreamDelegate {
     /// The client's address as the access log writes it; formatted only if a line is written.
     lazy var clientAddress: [UInt8] = Array(peer.host.utf8)
 
-    /// Queued response bytes beyond which the origin is paused.
-    static let outputHighWater = 1 << 20
+    let outputHighWater: Int
+    /// Queued response bytes beyond which the origin is paused, on a connection of its own.
+    static let defaultOutputHighWater = 1 << 20
     /// Queued request-body bytes beyond which the client is paused.
     static let uploadHighWater = 512 * 1024
 
@@ -63,9 +71,33 @@ final class ClientConnection: StreamDelegate {
         peerAddress = peer.addressBytes
         let address = peerAddress
         clientDenied = !worker.settings.allowClients.contains { $0.contains(address) }
+        isStream = false
+        outputHighWater = ClientConnection.defaultOutputHighWater
         machine = ConnectionMachine(timing: .init(head: worker.settings.clientHeaderTimeout,
                                                   idle: worker.settings.clientIdleTimeout,
-                                                  lowWater: ClientConnection.outputHighWater / 4))
+                                                  lowWater: ClientConnection.defaultOutputHighWater / 4))
+    }
+
+    /// One stream of an HTTP/2 connection: one request, read from `stream` (in memory), answered
+    /// into it, as on a connection of its own.
+    init(worker: Worker, stream: Stream, peer: SocketAddress, overTLS: Bool, carrier: H2Connection) {
+        self.worker = worker
+        self.stream = stream
+        self.peer = peer
+        refusal = nil
+        share = carrier.share
+        tlsHandshakePending = false
+        self.overTLS = overTLS
+        peerAddress = carrier.peerAddress
+        let address = peerAddress
+        clientDenied = !worker.settings.allowClients.contains { $0.contains(address) }
+        self.carrier = carrier
+        isStream = true
+        awaitingFirstRequest = false
+        outputHighWater = worker.settings.h2StreamOutput
+        machine = ConnectionMachine(timing: .init(head: worker.settings.clientHeaderTimeout,
+                                                  idle: worker.settings.clientIdleTimeout,
+                                                  lowWater: outputHighWater / 4))
     }
 
     func start() {
@@ -158,6 +190,9 @@ final class ClientConnection: StreamDelegate {
             if tlsHandshakePending {
                 tlsHandshakePending = false
                 worker.stats.add(.clientTLSHandshakes)
+                if worker.settings.http2 != nil, refusal == nil, stream.negotiatedH2 {
+                    handOverToHTTP2()
+                }
             }
         case .endOfStream:
             if tlsHandshakePending {
@@ -200,7 +235,18 @@ final class ClientConnection: StreamDelegate {
         defer { inRequestLoop = false }
         let input = stream.input
         while machine.isReadingHead, input.count > 0 {
-            if stream.output.count >= ClientConnection.outputHighWater {
+            if awaitingFirstRequest {
+                switch H2Preface.check(input) {
+                case .h2 where worker.settings.http2 != nil && refusal == nil:
+                    return handOverToHTTP2()
+                case .incomplete:
+                    perform(machine.headIncomplete())
+                    return
+                case .h2, .other:
+                    awaitingFirstRequest = false
+                }
+            }
+            if stream.output.count >= outputHighWater {
                 // Pipelined requests must not pile up answers in memory (`clientDrained` resumes).
                 perform(machine.pauseForOutput())
                 return
@@ -375,7 +421,7 @@ final class ClientConnection: StreamDelegate {
         stream = new
         tlsHandshakePending = tlsHandshakePending || tlsPending
         stream.delegate = self
-        stream.setWriteLowWatermark(ClientConnection.outputHighWater / 4)
+        stream.setWriteLowWatermark(outputHighWater / 4)
         stream.setReadHighWatermark(max(2 * worker.settings.headLimits.maxHeadBytes, ClientConnection.uploadHighWater))
         // A send timeout: a client that takes less than `Stream.minimumProgress` of its answer in the
         // idle time is dropped.
@@ -398,6 +444,15 @@ final class ClientConnection: StreamDelegate {
 
     /// Server shutdown: idle connections close now, busy ones after their answer.
     func drain() { send(.shutdown) }
+
+    /// The client speaks HTTP/2 (ALPN `h2`, or the connection preface): an `H2Connection` takes
+    /// the socket, and this object, having read no request, goes.
+    private func handOverToHTTP2() {
+        deadline?.cancel()
+        deadline = nil
+        stream.delegate = nil
+        worker.handOverToHTTP2(self)
+    }
 
     /// Shutdown grace over.
     func forceClose() {

@@ -74,7 +74,7 @@ final class CollapseFollower {
                 c.sharedHead(head, lookup: exchange.status, omitting: shared.omitFields)
             }
         }
-        let room = ClientConnection.outputHighWater - c.answerQueued
+        let room = c.outputHighWater - c.answerQueued
         guard room > 0 else { return }
         var delivered = 0
         let end = fetch.read(id, limit: room, now: c.worker.clock.monotonic, disk: c.worker.cacheReader) { bytes in

@@ -1,4 +1,5 @@
 import CacheStore
+import EventLoop
 import HTTPWire
 import SessionClient
 import Statistics
@@ -127,5 +128,26 @@ final class InterceptedConnect {
         self.origin = origin
         self.request = request
         self.log = log
+    }
+
+    /// The same destination for one HTTP/2 stream's exchange, whose end logs nothing (the
+    /// connection's does).
+    func forStream() -> InterceptedConnect {
+        let copy = InterceptedConnect(origin: origin, request: request, log: log)
+        copy.logged = true
+        return copy
+    }
+
+    /// The tunnel's access-log line (once), with the bytes that crossed `stream` each way.
+    func logTunnel(carriedBy stream: Stream, client: [UInt8], worker: Worker) {
+        guard !logged else { return }
+        logged = true
+        guard let buffer = worker.accessLog else { return }
+        let carried = stream.tlsBytesCarried
+        let clock = worker.clock
+        buffer.append(AccessLogBuffer.Entry(client: client, request: request, origin: nil,
+                                            status: log.status, bodyBytes: carried?.toPeer ?? 0,
+                                            bytesFromClient: carried?.fromPeer ?? 0, cache: log.cache,
+                                            seconds: clock.monotonic - log.start, time: clock.wallSeconds))
     }
 }

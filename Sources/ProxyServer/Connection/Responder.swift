@@ -47,7 +47,7 @@ extension ClientConnection {
     var answerQueued: Int { stream.output.count }
 
     /// The client is not reading fast enough: whoever produces the answer should wait.
-    var answerBackedUp: Bool { answerQueued > ClientConnection.outputHighWater }
+    var answerBackedUp: Bool { answerQueued > outputHighWater }
 
     // MARK: - Heads
 
@@ -359,14 +359,6 @@ extension ClientConnection {
     /// The intercepted CONNECT's line, once its connection has ended: like a tunnel's, with the
     /// bytes that crossed the client's socket each way (TLS records, the handshake included).
     func logInterceptedTunnel() {
-        guard let connect = intercepted, !connect.logged else { return }
-        connect.logged = true
-        guard let buffer = worker.accessLog else { return }
-        let carried = stream.tlsBytesCarried
-        let clock = worker.clock
-        buffer.append(AccessLogBuffer.Entry(client: clientAddress, request: connect.request, origin: nil,
-                                            status: connect.log.status, bodyBytes: carried?.toPeer ?? 0,
-                                            bytesFromClient: carried?.fromPeer ?? 0, cache: connect.log.cache,
-                                            seconds: clock.monotonic - connect.log.start, time: clock.wallSeconds))
+        intercepted?.logTunnel(carriedBy: stream, client: clientAddress, worker: worker)
     }
 }

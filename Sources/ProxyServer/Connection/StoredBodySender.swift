@@ -11,7 +11,7 @@ final class StoredBodySender {
 
     /// Bytes of a disk-stored body queued per response; refilled as the socket drains (the stream
     /// reports a drain at `outputHighWater / 4`, which is this).
-    static let window = ClientConnection.outputHighWater / 4
+    static let window = ClientConnection.defaultOutputHighWater / 4
 
     init(connection: ClientConnection, cursor: CachedBodyCursor) {
         self.connection = connection

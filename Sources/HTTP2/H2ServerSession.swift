@@ -1,0 +1,382 @@
+import CNghttp2
+
+/// What an HTTP/2 connection to clients allows; each is a configuration key (`http2.*`).
+public struct H2Settings: Sendable, Equatable {
+    /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    public var maxConcurrentStreams: Int
+    /// Request-body bytes a stream may send before Larder has taken them (per-stream window).
+    public var streamWindow: Int
+    /// Request-body bytes all streams of a connection may have in flight (connection window).
+    public var connectionWindow: Int
+    /// The largest header list a request may carry, decoded (SETTINGS_MAX_HEADER_LIST_SIZE).
+    public var maxHeaderListSize: Int
+
+    public init(maxConcurrentStreams: Int = 100, streamWindow: Int = 256 * 1024, connectionWindow: Int = 1 << 20,
+                maxHeaderListSize: Int = 64 * 1024) {
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.streamWindow = streamWindow
+        self.connectionWindow = connectionWindow
+        self.maxHeaderListSize = maxHeaderListSize
+    }
+}
+
+/// A request's header block as nghttp2 delivered it: already checked against RFC 9113 (pseudo-header
+/// fields first, once each and known; names lower case tokens; values free of CR, LF and NUL and of
+/// leading or trailing white space; no connection-specific fields; `te` only `trailers`;
+/// `content-length` a number that the DATA frames will have to match).
+public struct H2RequestHead: Sendable, Equatable {
+    public var method: [UInt8] = []
+    public var scheme: [UInt8] = []
+    public var authority: [UInt8] = []
+    public var path: [UInt8] = []
+    /// `:protocol` of an extended CONNECT (RFC 8441).
+    public var `protocol`: [UInt8] = []
+    /// Regular fields, in order.
+    public var fields: [(name: [UInt8], value: [UInt8])] = []
+
+    public init() {}
+
+    public static func == (a: H2RequestHead, b: H2RequestHead) -> Bool {
+        a.method == b.method && a.scheme == b.scheme && a.authority == b.authority && a.path == b.path
+            && a.protocol == b.protocol && a.fields.count == b.fields.count
+            && zip(a.fields, b.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+    }
+}
+
+/// What a stream's response body source says when nghttp2 asks it for bytes.
+public enum H2BodyRead {
+    /// `count` bytes were copied; `end`: they are the last.
+    case bytes(Int, end: Bool)
+    /// Nothing now: `resume(stream:)` once there is.
+    case wait
+}
+
+/// Receives a server session's events, synchronously, from inside `receive` (and `send` for bodies).
+public protocol H2ServerSessionDelegate: AnyObject {
+    /// A request's complete header block; `endStream`: it has no body.
+    func h2Request(_ stream: Int32, head: H2RequestHead, endStream: Bool)
+    /// Request-body bytes (the session counts them against the windows until `consumed`).
+    func h2RequestBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer)
+    /// The request's last byte arrived (END_STREAM).
+    func h2RequestEnded(_ stream: Int32)
+    /// The stream is gone: answered, reset by either side, or the connection is ending.
+    /// `errorCode` is 0 for a clean end.
+    func h2StreamClosed(_ stream: Int32, errorCode: UInt32)
+    /// Up to `buffer.count` bytes of the stream's response body.
+    func h2ResponseBody(_ stream: Int32, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead
+}
+
+/// Why a session ended or refused to go on.
+public struct H2SessionError: Error, Sendable, CustomStringConvertible {
+    public let code: Int32
+    public var description: String { String(cString: nghttp2_strerror(code)) }
+    public var isFlood: Bool { code == NGHTTP2_ERR_FLOODED.rawValue }
+}
+
+/// The server side of one HTTP/2 connection over nghttp2: bytes in (`receive`), bytes out (`send`),
+/// events to the delegate. No I/O and no clock: the caller moves bytes between it and the socket,
+/// so it runs the same in a unit test as behind a socket.
+///
+/// nghttp2 keeps HPACK, flow control and the protocol's rules; the limits against hostile peers
+/// are set here: concurrent streams, header list size, CONTINUATION frames per header block, the
+/// rate of streams a client resets (rapid reset), queued SETTINGS and PING answers a client does
+/// not read (floods), and windows opened only as request bodies are taken (`consumed`).
+public final class H2ServerSession {
+    private var session: OpaquePointer?
+    public weak var delegate: (any H2ServerSessionDelegate)?
+    /// Header blocks being received, by stream.
+    private var heads: [Int32: H2RequestHead] = [:]
+    /// Bytes of header names and values received for a stream so far (a second bound beside
+    /// nghttp2's own, which counts HPACK's overhead differently).
+    private var headBytes: [Int32: Int] = [:]
+    let settings: H2Settings
+    /// The first error a callback reported, kept for `receive` to return.
+    private var callbackFailure: Int32?
+    /// Streams the client reset before their answer was complete, less those it let finish: a
+    /// client that opens and cancels streams (rapid reset, CVE-2023-44487) makes Larder start work
+    /// for each, and is cut off past `cancelledStreamLimit`, whatever its pace (nghttp2's own
+    /// limit goes by resets per second).
+    private var cancelledStreams = 0
+    public static let cancelledStreamLimit = 100
+    /// Set once the connection was cut off for resetting too many streams.
+    public private(set) var cutOffForResets = false
+
+    public init(settings: H2Settings) throws(H2SessionError) {
+        self.settings = settings
+        var callbacks: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { throw H2SessionError(code: -901) }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, H2ServerSession.onBeginHeaders)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, H2ServerSession.onHeader)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, H2ServerSession.onFrameReceived)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, H2ServerSession.onDataChunk)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, H2ServerSession.onStreamClose)
+
+        var option: OpaquePointer?
+        guard nghttp2_option_new(&option) == 0, let option else { throw H2SessionError(code: -901) }
+        defer { nghttp2_option_del(option) }
+        // Windows open as bodies are taken, not as they arrive: a client cannot queue more than the
+        // windows in Larder's memory.
+        nghttp2_option_set_no_auto_window_update(option, 1)
+        nghttp2_option_set_max_continuations(option, 8)
+        // Answers to SETTINGS and PING a client does not read end the connection past this many.
+        nghttp2_option_set_max_outbound_ack(option, 256)
+        nghttp2_option_set_max_settings(option, 32)
+        // Rapid reset (CVE-2023-44487): a burst of 200 resets, then 20 a second, then GOAWAY.
+        nghttp2_option_set_stream_reset_rate_limit(option, 200, 20)
+        // Closed streams kept for priority bookkeeping cost memory a client controls.
+        nghttp2_option_set_no_closed_streams(option, 1)
+        nghttp2_option_set_max_deflate_dynamic_table_size(option, 4096)
+
+        var created: OpaquePointer?
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let rc = nghttp2_session_server_new2(&created, callbacks, me, option)
+        guard rc == 0, let created else { throw H2SessionError(code: rc) }
+        session = created
+
+        var entries = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                                   value: UInt32(settings.maxConcurrentStreams)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue),
+                                   value: UInt32(settings.streamWindow)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                                   value: UInt32(settings.maxHeaderListSize)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL.rawValue), value: 1),
+        ]
+        let submitted = nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        guard submitted == 0 else { throw H2SessionError(code: submitted) }
+        if settings.connectionWindow > 65_535 {
+            _ = nghttp2_session_set_local_window_size(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0,
+                                                      Int32(settings.connectionWindow))
+        }
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+    }
+
+    // MARK: - Bytes
+
+    /// Feeds what the client sent. An error means the connection must end (after `send`, which
+    /// carries the GOAWAY nghttp2 queued, if any).
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(H2SessionError) {
+        guard let session, let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        if cutOffForResets { return }
+        let n = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if cutOffForResets {
+            // Outside nghttp2's callbacks: GOAWAY, and nothing more is read.
+            terminate(code: UInt32(NGHTTP2_ENHANCE_YOUR_CALM.rawValue))
+            return
+        }
+        if let failure = callbackFailure { throw H2SessionError(code: failure) }
+        if n < 0 { throw H2SessionError(code: Int32(n)) }
+    }
+
+    /// Hands each piece of output to `out`, until nghttp2 has nothing more to send now or `out`
+    /// returns false (the socket is backed up).
+    public func send(_ out: (UnsafeRawBufferPointer) -> Bool) throws(H2SessionError) {
+        guard let session else { return }
+        while true {
+            var data: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &data)
+            if n < 0 { throw H2SessionError(code: Int32(n)) }
+            guard n > 0, let data else { return }
+            if !out(UnsafeRawBufferPointer(start: data, count: n)) { return }
+        }
+    }
+
+    /// Whether the session still reads or writes: false once GOAWAY went both ways or a fatal error.
+    public var isAlive: Bool {
+        guard let session else { return false }
+        return nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0
+    }
+
+    public var wantsWrite: Bool {
+        guard let session else { return false }
+        return nghttp2_session_want_write(session) != 0
+    }
+
+    // MARK: - Answers
+
+    /// Submits a response head; `hasBody`: the body follows through `h2ResponseBody`.
+    public func respond(_ stream: Int32, status: Int, fields: [(name: [UInt8], value: [UInt8])],
+                        hasBody: Bool) -> Bool {
+        guard let session else { return false }
+        let statusBytes = Array(String(status).utf8)
+        var all = [(name: Array(":status".utf8), value: statusBytes)]
+        all.append(contentsOf: fields)
+        return H2ServerSession.withNameValues(all) { nva in
+            if hasBody {
+                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil),
+                                                     read_callback: H2ServerSession.readBody)
+                return nghttp2_submit_response(session, stream, nva.baseAddress, nva.count, &provider) == 0
+            }
+            return nghttp2_submit_response(session, stream, nva.baseAddress, nva.count, nil) == 0
+        }
+    }
+
+    /// A stream whose body source said `.wait` has bytes again.
+    public func resume(_ stream: Int32) {
+        guard let session else { return }
+        _ = nghttp2_session_resume_data(session, stream)
+    }
+
+    /// Ends a stream with RST_STREAM.
+    public func reset(_ stream: Int32, code: UInt32) {
+        guard let session else { return }
+        _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, code)
+    }
+
+    /// Request-body bytes of `stream` were taken: its window and the connection's open again.
+    public func consumed(_ stream: Int32, _ count: Int) {
+        guard let session, count > 0 else { return }
+        _ = nghttp2_session_consume(session, stream, count)
+    }
+
+    /// Graceful end (shutdown, idle): no new streams, the open ones finish.
+    public func goAway(code: UInt32 = 0) {
+        guard let session else { return }
+        let last = nghttp2_session_get_last_proc_stream_id(session)
+        _ = nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, code, nil, 0)
+    }
+
+    /// Ends the connection now with GOAWAY `code` (after `send`).
+    public func terminate(code: UInt32) {
+        guard let session else { return }
+        _ = nghttp2_session_terminate_session(session, code)
+    }
+
+    /// Streams open now.
+    public var openStreams: Int { heads.count }
+
+    // MARK: - nghttp2 callbacks
+
+    private static func this(_ user: UnsafeMutableRawPointer?) -> H2ServerSession {
+        Unmanaged<H2ServerSession>.fromOpaque(user!).takeUnretainedValue()
+    }
+
+    private static let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, user in
+        guard let frame else { return 0 }
+        let me = this(user)
+        let id = frame.pointee.hd.stream_id
+        if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+           frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+            me.heads[id] = H2RequestHead()
+            me.headBytes[id] = 0
+        }
+        return 0
+    }
+
+    private static let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, user in
+        guard let frame, let name, let value else { return 0 }
+        let me = this(user)
+        let id = frame.pointee.hd.stream_id
+        // Trailers are not forwarded (an HTTP/1.1 origin would need them chunked, and no cache
+        // behaviour depends on them).
+        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, var head = me.heads[id] else { return 0 }
+        let total = (me.headBytes[id] ?? 0) + nameLength + valueLength + 32
+        if total > me.settings.maxHeaderListSize {
+            return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)  // the stream is reset
+        }
+        me.headBytes[id] = total
+        let n = Array(UnsafeBufferPointer(start: name, count: nameLength))
+        let v = Array(UnsafeBufferPointer(start: value, count: valueLength))
+        if n.first == UInt8(ascii: ":") {
+            switch n {
+            case H2ServerSession.method: head.method = v
+            case H2ServerSession.scheme: head.scheme = v
+            case H2ServerSession.authority: head.authority = v
+            case H2ServerSession.path: head.path = v
+            case H2ServerSession.protocolName: head.protocol = v
+            default: return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+            }
+        } else {
+            head.fields.append((n, v))
+        }
+        me.heads[id] = head
+        return 0
+    }
+
+    private static let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, user in
+        guard let frame else { return 0 }
+        let me = this(user)
+        let id = frame.pointee.hd.stream_id
+        let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+        switch UInt32(frame.pointee.hd.type) {
+        case NGHTTP2_HEADERS.rawValue:
+            if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, let head = me.heads[id] {
+                me.headBytes[id] = nil
+                me.delegate?.h2Request(id, head: head, endStream: endStream)
+            } else if endStream {
+                me.delegate?.h2RequestEnded(id)  // trailers end the body
+            }
+        case NGHTTP2_DATA.rawValue:
+            if endStream { me.delegate?.h2RequestEnded(id) }
+        case NGHTTP2_RST_STREAM.rawValue:
+            guard me.heads[id] != nil else { break }
+            me.cancelledStreams += 1
+            if me.cancelledStreams > H2ServerSession.cancelledStreamLimit { me.cutOffForResets = true }
+        default:
+            break
+        }
+        return 0
+    }
+
+    private static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, id, data, length, user in
+        guard let data else { return 0 }
+        this(user).delegate?.h2RequestBody(id, UnsafeRawBufferPointer(start: data, count: length))
+        return 0
+    }
+
+    private static let onStreamClose: nghttp2_on_stream_close_callback = { _, id, code, user in
+        let me = this(user)
+        let known = me.heads.removeValue(forKey: id) != nil
+        me.headBytes[id] = nil
+        if code == 0, me.cancelledStreams > 0 { me.cancelledStreams -= 1 }
+        if known { me.delegate?.h2StreamClosed(id, errorCode: code) }
+        return 0
+    }
+
+    private static let readBody: nghttp2_data_source_read_callback = { _, id, buffer, length, flags, _, user in
+        guard let buffer, let flags, let delegate = this(user).delegate else {
+            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        switch delegate.h2ResponseBody(id, into: UnsafeMutableRawBufferPointer(start: buffer, count: length)) {
+        case .wait:
+            return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+        case .bytes(let n, let end):
+            if end { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }
+            return n
+        }
+    }
+
+    private static let method = Array(":method".utf8)
+    private static let scheme = Array(":scheme".utf8)
+    private static let authority = Array(":authority".utf8)
+    private static let path = Array(":path".utf8)
+    private static let protocolName = Array(":protocol".utf8)
+
+    /// The fields as nghttp2's name-value pairs, valid inside `body`.
+    static func withNameValues<R>(_ fields: [(name: [UInt8], value: [UInt8])],
+                                  _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> R) -> R {
+        // One contiguous copy of every name and value, so the pointers stay valid together.
+        var storage: [UInt8] = []
+        storage.reserveCapacity(fields.reduce(0) { $0 + $1.name.count + $1.value.count })
+        for f in fields { storage += f.name; storage += f.value }
+        return storage.withUnsafeMutableBufferPointer { bytes in
+            var nva: [nghttp2_nv] = []
+            nva.reserveCapacity(fields.count)
+            var at = 0
+            let base = bytes.baseAddress!
+            for f in fields {
+                let name = base + at
+                at += f.name.count
+                let value = base + at
+                at += f.value.count
+                nva.append(nghttp2_nv(name: name, value: value, namelen: f.name.count, valuelen: f.value.count,
+                                      flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+            }
+            return nva.withUnsafeMutableBufferPointer { body($0) }
+        }
+    }
+}

@@ -1,0 +1,488 @@
+import EventLoop
+import HTTP2
+import HTTPWire
+import Logging
+import SessionClient
+import Statistics
+
+/// One client connection speaking HTTP/2: the socket, nghttp2's session, and one exchange per
+/// stream. Each stream's request is handed, as the HTTP/1.1 request it stands for
+/// (`H2Translation`), to a `ClientConnection` of its own over an in-memory stream, so that every
+/// request does over HTTP/2 exactly what it does over HTTP/1.1 (routing, access checks,
+/// credentials, the cache and its policy, collapsing, ranges, purge, offline, presets, mirrors,
+/// logs, statistics and limits), and the answer comes back as that connection writes it.
+///
+/// Against hostile clients, besides nghttp2's own checks (`H2ServerSession`): a stream's request
+/// starts only once the bytes it arrived in are all read, so a HEADERS frame reset in the same
+/// read costs nothing; request bodies open the windows only as their exchange takes them; each
+/// stream's queued answer is bounded (`http2.stream_output`), the connection's socket output too,
+/// and a stream whose client opens no window for its answer is cut like a slow reader.
+final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamPeer {
+    unowned(unsafe) let worker: Worker
+    let stream: Stream
+    let peer: SocketAddress
+    let peerAddress: [UInt8]
+    /// The address's share of the per-client budgets, held by this connection and lent to its
+    /// streams (one connection, whatever its streams).
+    let share: ClientShare?
+    let overTLS: Bool
+    /// The intercepted CONNECT this connection continues, if any.
+    let intercepted: InterceptedConnect?
+    private let session: H2ServerSession
+    private var exchanges: [Int32: H2Exchange] = [:]
+    private var byInner: [ObjectIdentifier: Int32] = [:]
+    /// Requests that arrived in the bytes being read: started once the read is over, if their
+    /// stream is still open.
+    private var arrived: [Int32] = []
+    private var reading = false
+    private var idle: Timer?
+    private var draining = false
+    private var closing = false
+    private var closed = false
+
+    /// Socket output beyond which nghttp2 is not asked for more frames.
+    static let socketHighWater = 256 * 1024
+
+    init(worker: Worker, stream: Stream, peer: SocketAddress, share: ClientShare?, overTLS: Bool,
+         intercepted: InterceptedConnect?, settings: H2Settings) throws(H2SessionError) {
+        self.worker = worker
+        self.stream = stream
+        self.peer = peer
+        peerAddress = peer.addressBytes
+        self.share = share
+        self.overTLS = overTLS
+        self.intercepted = intercepted
+        session = try H2ServerSession(settings: settings)
+    }
+
+    /// Takes over the socket: the bytes already read (the preface, perhaps more) come first.
+    func start() {
+        session.delegate = self
+        stream.delegate = self
+        stream.setWriteLowWatermark(H2Connection.socketHighWater / 4)
+        stream.setTimeouts(read: nil, write: worker.settings.clientIdleTimeout)
+        let t = Timer(loop: worker.loop) { [unowned self] in self.idleTimedOut() }
+        idle = t
+        t.schedule(after: worker.settings.clientHeaderTimeout)
+        stream.enableReading()
+        readFromClient()
+        flush()
+    }
+
+    var openStreams: Int { exchanges.count }
+
+    // MARK: - The socket
+
+    func streamReadable(_ stream: Stream) { readFromClient() }
+
+    func streamDrained(_ stream: Stream) { flush() }
+
+    func stream(_ stream: Stream, event: StreamEvent) {
+        switch event {
+        case .connected: return
+        case .endOfStream: close(why: nil)
+        case .error(let code): close(why: "connection error (errno \(code))")
+        case .timeout: close(why: "took less than \(Stream.minimumProgress / 1024) KiB of its answers in \(worker.settings.clientIdleTimeout) s")
+        }
+    }
+
+    private func readFromClient() {
+        guard !closed, !closing else { return }
+        let input = stream.input
+        reading = true
+        var failure: H2SessionError?
+        while input.count > 0, failure == nil {
+            failure = input.withFirstSegment { bytes -> H2SessionError? in
+                do throws(H2SessionError) { try session.receive(bytes) } catch { return error }
+                return nil
+            }
+            if failure == nil { input.drain(input.withFirstSegment { $0.count }) }
+        }
+        reading = false
+        if let failure {
+            input.drain(input.count)
+            protocolFailure(failure.isFlood ? "flooded Larder with frames it must answer (SETTINGS, PING)"
+                            : "HTTP/2 protocol error: \(failure)")
+            return
+        }
+        if session.cutOffForResets {
+            arrived.removeAll()
+            protocolFailure("reset more than \(H2ServerSession.cancelledStreamLimit) of its streams before their answers (rapid reset)")
+            return
+        }
+        startArrived()
+        flush()
+    }
+
+    /// Writes what nghttp2 has to send, up to the socket's high-water mark; closes once the session
+    /// is over and everything is out.
+    private func flush() {
+        guard !closed else { return }
+        let output = stream.output
+        var failure: H2SessionError?
+        do throws(H2SessionError) {
+            try session.send { bytes in
+                output.append(bytes)
+                return output.count < H2Connection.socketHighWater
+            }
+        } catch {
+            failure = error
+        }
+        if let failure {
+            close(why: "HTTP/2 session failed: \(failure)")
+            return
+        }
+        if !session.isAlive || (draining && exchanges.isEmpty && !session.wantsWrite) || closing {
+            closing = true
+            stream.disableReading()
+            if output.count == 0 { close(why: nil) } else { stream.setWriteLowWatermark(0) }
+        }
+    }
+
+    private func protocolFailure(_ why: String) {
+        worker.stats.add(.h2ConnectionErrors)
+        worker.logger.notice("HTTP/2 client \(peer): \(why); ending the connection")
+        if session.isAlive { session.terminate(code: H2Connection.enhanceYourCalm(why) ? 0xB : 0x1) }
+        closing = true
+        flush()
+    }
+
+    private static func enhanceYourCalm(_ why: String) -> Bool { why.contains("rapid reset") || why.contains("flooded") }
+
+    private func idleTimedOut() {
+        guard exchanges.isEmpty else { return }
+        session.goAway()
+        closing = true
+        flush()
+    }
+
+    /// Server shutdown: GOAWAY; the streams open now finish, then the connection closes.
+    func drain() {
+        draining = true
+        session.goAway()
+        flush()
+    }
+
+    /// Shutdown grace over.
+    func forceClose() { close(why: nil) }
+
+    private func close(why: String?) {
+        guard !closed else { return }
+        closed = true
+        if let why { worker.logger.debug("HTTP/2 client \(peer): \(why)") }
+        idle?.cancel()
+        idle = nil
+        for ex in exchanges.values { ex.inner?.peerAborted() }
+        exchanges.removeAll()
+        byInner.removeAll()
+        session.delegate = nil
+        if let intercepted {
+            intercepted.logTunnel(carriedBy: stream, client: Array(peer.host.utf8), worker: worker)
+        }
+        stream.close()
+        worker.h2ConnectionClosed(self)
+    }
+
+    // MARK: - Requests (nghttp2's callbacks, inside `receive`)
+
+    func h2Request(_ id: Int32, head: H2RequestHead, endStream: Bool) {
+        worker.stats.add(.h2Streams)
+        let form: H2Translation.TargetForm = targetForm(head)
+        switch H2Translation.request(head, form: form, endStream: endStream) {
+        case .failure(let refusal):
+            worker.logger.notice("\(refusal.status) to HTTP/2 client \(peer): \(refusal.reason)")
+            let ex = H2Exchange(id: id, inner: nil, request: nil)
+            ex.localBody = Array((refusal.reason + "\n").utf8)
+            exchanges[id] = ex
+            _ = session.respond(id, status: refusal.status,
+                                fields: [(Array("content-type".utf8), Array("text/plain; charset=utf-8".utf8)),
+                                         (Array("content-length".utf8), Array(String(ex.localBody!.count).utf8))],
+                                hasBody: true)
+        case .success(let request):
+            let inner = Stream.inMemory(loop: worker.loop, peer: self)
+            let ex = H2Exchange(id: id, inner: inner, request: request)
+            exchanges[id] = ex
+            byInner[ObjectIdentifier(inner)] = id
+            ex.headPending = request.head.count
+            request.head.withUnsafeBytes { inner.peerAppend($0) }
+            if endStream { ex.requestEnded = true }
+            arrived.append(id)
+            idle?.cancel()
+        }
+    }
+
+    /// Origin-form where the connection or the path already says where requests go.
+    private func targetForm(_ head: H2RequestHead) -> H2Translation.TargetForm {
+        if intercepted != nil || worker.settings.reverseOrigin != nil { return .origin }
+        let mirrors = worker.settings.mirrors
+        if !mirrors.isEmpty, head.path.first == UInt8(ascii: "/") {
+            let found = head.path.withUnsafeBytes { mirrors.resolve(originForm: $0) }
+            if case .notMirrored = found { return .absolute }
+            return .origin
+        }
+        return .absolute
+    }
+
+    func h2RequestBody(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
+        guard let ex = exchanges[id], let inner = ex.inner, let request = ex.request else {
+            session.consumed(id, bytes.count)
+            return
+        }
+        ex.unconsumed += bytes.count
+        if request.chunkedBody {
+            let size = Array((String(bytes.count, radix: 16) + "\r\n").utf8)
+            size.withUnsafeBytes { inner.peerAppend($0) }
+            inner.peerAppend(bytes)
+            H2Connection.crlf.withUnsafeBytes { inner.peerAppend($0) }
+            ex.headPending += size.count + 2
+        } else {
+            inner.peerAppend(bytes)
+        }
+    }
+
+    func h2RequestEnded(_ id: Int32) {
+        guard let ex = exchanges[id], let inner = ex.inner, let request = ex.request, !ex.requestEnded else { return }
+        ex.requestEnded = true
+        if request.chunkedBody {
+            H2Connection.lastChunk.withUnsafeBytes { inner.peerAppend($0) }
+            ex.headPending += H2Connection.lastChunk.count
+        }
+    }
+
+    func h2StreamClosed(_ id: Int32, errorCode: UInt32) {
+        guard let ex = exchanges.removeValue(forKey: id) else { return }
+        if let inner = ex.inner {
+            byInner[ObjectIdentifier(inner)] = nil
+            if !ex.innerFinished { inner.peerAborted() }  // the client cancelled, or the stream failed
+        }
+        if exchanges.isEmpty, !closing { idle?.schedule(after: worker.settings.clientIdleTimeout) }
+    }
+
+    /// Starts the exchanges of the requests that arrived, once the read is over.
+    private func startArrived() {
+        let ids = arrived
+        arrived.removeAll()
+        for id in ids {
+            guard let ex = exchanges[id], let inner = ex.inner else { continue }
+            let conn = ClientConnection(worker: worker, stream: inner, peer: peer, overTLS: overTLS, carrier: self)
+            if let intercepted { conn.intercepted = intercepted.forStream() }
+            ex.connection = conn
+            conn.start()
+        }
+    }
+
+    // MARK: - Answers
+
+    func memoryStreamHasOutput(_ inner: Stream) {
+        guard let id = byInner[ObjectIdentifier(inner)], let ex = exchanges[id] else {
+            inner.output.drain(inner.output.count)  // a stream the client reset: nobody reads this
+            return
+        }
+        if !ex.headSent {
+            guard readHead(ex, inner) else { return }
+        }
+        if ex.mode == .chunked { decodeChunked(ex, inner) }
+        session.resume(id)
+        flush()
+    }
+
+    /// Reads the answer's head once it is all there and submits it; false while it is not (or the
+    /// stream was reset).
+    private func readHead(_ ex: H2Exchange, _ inner: Stream) -> Bool {
+        guard let request = ex.request else { return false }
+        let output = inner.output
+        while true {
+            var head = ResponseHead()
+            let parsed: Int?
+            do {
+                parsed = try output.withContiguousPrefix(maxBytes: H2Connection.maxAnswerHead) { bytes throws(HTTPWireError) in
+                    try ResponseParser.parse(bytes, into: &head, requestMethod: request.method, limits: H2Connection.answerLimits)
+                }
+            } catch {
+                worker.logger.error("HTTP/2 stream \(ex.id) of \(peer): its answer's head could not be read back (\(error.reason))")
+                session.reset(ex.id, code: 0x2)
+                return false
+            }
+            guard let length = parsed else { return false }
+            output.drain(length)
+            inner.peerTook(length)
+            if head.isInformational { continue }  // 100 Continue and 103 are HTTP/1.1's business here
+            let mode: H2Exchange.Mode
+            if request.isConnect, head.status < 300 {
+                mode = .tunnel
+            } else {
+                switch head.framing {
+                case .none: mode = .none
+                case .contentLength(let n): mode = n == 0 ? .none : .length(n)
+                case .chunked: mode = .chunked
+                case .untilClose: mode = .untilClose
+                }
+            }
+            let keepLength: Bool
+            switch head.framing {
+            case .chunked, .untilClose: keepLength = false
+            default: keepLength = !request.isConnect || head.status >= 300
+            }
+            ex.mode = mode
+            ex.headSent = true
+            let fields = H2Translation.responseFields(head, keepContentLength: keepLength)
+            _ = session.respond(ex.id, status: head.status, fields: fields, hasBody: mode != .none)
+            return true
+        }
+    }
+
+    private func decodeChunked(_ ex: H2Exchange, _ inner: Stream) {
+        let output = inner.output
+        var took = 0
+        while output.count > 0, !ex.decoder.isDone {
+            let step: ChunkedDecoder.Step
+            do {
+                step = try ChunkedFrontView.step(&ex.decoder, output)
+            } catch {
+                session.reset(ex.id, code: 0x2)
+                return
+            }
+            switch step {
+            case .needMore:
+                inner.peerTook(took)
+                return
+            case .framing(let n):
+                output.drain(n)
+                took += n
+            case .data(let n):
+                var chunk = [UInt8](repeating: 0, count: n)
+                let got = chunk.withUnsafeMutableBytes { output.remove(into: $0) }
+                ex.decoded += chunk[..<got]
+                took += got
+            case .done(let n):
+                output.drain(n)
+                took += n
+            }
+        }
+        inner.peerTook(took)
+    }
+
+    func h2ResponseBody(_ id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
+        guard let ex = exchanges[id] else { return .bytes(0, end: true) }
+        if let local = ex.localBody {
+            let n = min(local.count, buffer.count)
+            buffer.copyBytes(from: local[..<n])
+            ex.localBody = Array(local[n...])
+            return .bytes(n, end: ex.localBody!.isEmpty)
+        }
+        guard let inner = ex.inner else { return .bytes(0, end: true) }
+        let output = inner.output
+        switch ex.mode {
+        case .none:
+            return .bytes(0, end: true)
+        case .length(let remaining):
+            let n = output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<min(buffer.count, remaining)]))
+            inner.peerTook(n)
+            ex.mode = .length(remaining - n)
+            if n == remaining { return .bytes(n, end: true) }
+            return n == 0 ? .wait : .bytes(n, end: false)
+        case .chunked:
+            let n = min(buffer.count, ex.decoded.count - ex.decodedSent)
+            if n > 0 {
+                buffer.copyBytes(from: ex.decoded[ex.decodedSent..<(ex.decodedSent + n)])
+                ex.decodedSent += n
+                if ex.decodedSent == ex.decoded.count {
+                    ex.decoded.removeAll(keepingCapacity: true)
+                    ex.decodedSent = 0
+                }
+            }
+            let end = ex.decoder.isDone && ex.decoded.count == ex.decodedSent
+            if n == 0 && !end { return .wait }
+            return .bytes(n, end: end)
+        case .untilClose, .tunnel:
+            let n = output.remove(into: buffer)
+            inner.peerTook(n)
+            let end = ex.innerFinished && output.count == 0
+            if n == 0 && !end { return .wait }
+            return .bytes(n, end: end)
+        }
+    }
+
+    func memoryStreamConsumed(_ inner: Stream, count: Int) {
+        guard let id = byInner[ObjectIdentifier(inner)], let ex = exchanges[id] else { return }
+        // The head and the chunk framing Larder wrote come out first; only body bytes open windows.
+        let framing = min(count, ex.headPending)
+        ex.headPending -= framing
+        let body = min(count - framing, ex.unconsumed)
+        ex.unconsumed -= body
+        session.consumed(id, body)
+        if body > 0 { flush() }
+    }
+
+    func memoryStreamFinished(_ inner: Stream, reset: Bool) {
+        guard let id = byInner[ObjectIdentifier(inner)], let ex = exchanges[id] else { return }
+        ex.innerFinished = true
+        let output = inner.output
+        let complete: Bool
+        switch ex.mode {
+        case .length(let remaining): complete = output.count >= remaining
+        case .chunked:
+            decodeChunked(ex, inner)
+            complete = ex.decoder.isDone
+        default: complete = true
+        }
+        if reset || !ex.headSent || !complete {
+            // A cut answer must not look complete.
+            session.reset(id, code: 0x2)
+        } else {
+            session.resume(id)
+        }
+        flush()
+    }
+
+    /// The stream's exchange closed its end (after `memoryStreamFinished`).
+    func streamConnectionClosed(_ conn: ClientConnection) {
+        guard let inner = Optional(conn.stream), let id = byInner[ObjectIdentifier(inner)],
+              let ex = exchanges[id] else { return }
+        ex.connection = nil
+    }
+
+    private static let crlf = Array("\r\n".utf8)
+    private static let lastChunk = Array("0\r\n\r\n".utf8)
+    private static let maxAnswerHead = 256 * 1024
+    private static let answerLimits = HeadLimits(maxHeadBytes: 256 * 1024, maxHeaderCount: 1_000, maxRequestLineBytes: 8_192)
+}
+
+/// One stream of an `H2Connection`: its request as HTTP/1.1, the exchange answering it, and how
+/// far its answer has been read back.
+final class H2Exchange {
+    enum Mode: Equatable {
+        case none
+        case length(Int)
+        case chunked
+        case untilClose
+        /// A CONNECT's tunnel bytes, both ways, until either side ends.
+        case tunnel
+    }
+
+    let id: Int32
+    let inner: Stream?
+    let request: H2Translation.Request?
+    /// The exchange answering the request; dropped once it closed.
+    var connection: ClientConnection?
+    /// A refusal Larder answers itself, without an exchange.
+    var localBody: [UInt8]?
+    var headSent = false
+    var mode: Mode = .none
+    var decoder = ChunkedDecoder()
+    var decoded: [UInt8] = []
+    var decodedSent = 0
+    var innerFinished = false
+    var requestEnded = false
+    /// Bytes Larder wrote into the exchange's input that are not the client's body (its head,
+    /// chunk framing), not yet read by the exchange.
+    var headPending = 0
+    /// Body bytes received and not yet taken by the exchange: their window is still closed.
+    var unconsumed = 0
+
+    init(id: Int32, inner: Stream?, request: H2Translation.Request?) {
+        self.id = id
+        self.inner = inner
+        self.request = request
+    }
+}

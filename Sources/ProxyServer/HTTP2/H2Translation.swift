@@ -1,0 +1,217 @@
+import HTTP2
+import HTTPWire
+
+/// An HTTP/2 request as the HTTP/1.1 request Larder's exchange reads, and an HTTP/1.1 answer head
+/// as HTTP/2 fields. Pure: table-tested without a connection.
+///
+/// The HTTP/1.1 text is the one place an HTTP/2 request could smuggle a second request or field
+/// (h2-to-h1 desync): every byte that reaches it is checked here again, although nghttp2 has already
+/// refused CR, LF and NUL in values, upper case and separators in names, connection-specific fields
+/// and misplaced pseudo-header fields. The method must be a token; the path must start with `/`
+/// (or be `*` for OPTIONS) and, like the authority, hold only visible ASCII; the authority carries
+/// no user info; a `host` field must name what `:authority` names; `content-length` is written by
+/// Larder from the one the client sent, which nghttp2 holds the DATA frames to.
+enum H2Translation {
+    /// How the target is written: absolute for a forward proxy (the authority names the origin),
+    /// origin-form where the connection already says where requests go (reverse mode, an
+    /// intercepted connection, a mirror's path).
+    enum TargetForm: Equatable { case absolute, origin }
+
+    struct Request: Equatable {
+        /// The request head, CRLF-terminated.
+        var head: [UInt8]
+        /// The body's DATA frames are to be sent chunked (no `content-length` was given).
+        var chunkedBody: Bool
+        /// A CONNECT: after a 2xx answer the stream carries the tunnel's bytes both ways.
+        var isConnect: Bool
+        /// The method, for reading the answer's framing (HEAD answers have no body).
+        var method: HTTPMethod
+    }
+
+    struct Refusal: Error, Equatable {
+        var status: Int
+        var reason: String
+    }
+
+    static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool) -> Result<Request, Refusal> {
+        guard !h.method.isEmpty, h.method.allSatisfy(isTchar) else {
+            return .failure(Refusal(status: 400, reason: "the :method is not a token"))
+        }
+        guard h.protocol.isEmpty else {
+            return .failure(Refusal(status: 501, reason: "extended CONNECT (:protocol) is not supported"))
+        }
+        var authority = h.authority
+        var contentLength: [UInt8]?
+        var cookies: [[UInt8]] = []
+        var lines: [UInt8] = []
+        lines.reserveCapacity(256)
+        for f in h.fields {
+            guard !f.name.isEmpty, f.name.allSatisfy({ isTchar($0) && !(0x41...0x5A).contains($0) }),
+                  !f.value.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+                return .failure(Refusal(status: 400, reason: "a field name or value HTTP/1.1 cannot carry"))
+            }
+            switch f.name {
+            case hostName:
+                if authority.isEmpty {
+                    authority = f.value
+                } else if !sameIgnoringCase(authority, f.value) {
+                    return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
+                }
+            case contentLengthName:
+                if let seen = contentLength, seen != f.value {
+                    return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
+                }
+                contentLength = f.value
+            case cookieName:
+                cookies.append(f.value)  // one field again (RFC 9113 §8.2.3)
+            case teName, connectionName, keepAliveName, proxyConnectionName, transferEncodingName, upgradeName:
+                continue  // hop-by-hop; nghttp2 lets only `te: trailers` through, which means nothing here
+            default:
+                lines += f.name
+                lines += colonSpace
+                lines += f.value
+                lines += crlf
+            }
+        }
+        guard !authority.isEmpty, authority.allSatisfy(isAuthorityByte) else {
+            return .failure(Refusal(status: 400, reason: "no :authority, or one with bytes a host cannot have"))
+        }
+        let isConnect = h.method == connectName
+        let method = methodKind(h.method)
+        var head: [UInt8] = []
+        head.reserveCapacity(lines.count + h.path.count + authority.count + 96)
+        head += h.method
+        head.append(asciiSP)
+        if isConnect {
+            head += authority
+        } else {
+            let isAsterisk = h.path == [UInt8(ascii: "*")] && method == .options
+            guard isAsterisk || h.path.first == UInt8(ascii: "/"), h.path.allSatisfy(isVisibleASCII) else {
+                return .failure(Refusal(status: 400, reason: "a :path that is not an absolute path of visible ASCII"))
+            }
+            guard h.scheme == httpName || h.scheme == httpsName else {
+                return .failure(Refusal(status: 400, reason: "a :scheme other than http or https"))
+            }
+            if form == .absolute, !isAsterisk {
+                head += h.scheme
+                head += schemeSeparator
+                head += authority
+            }
+            head += h.path
+        }
+        head += version
+        head += hostLine
+        head += authority
+        head += crlf
+        head += lines
+        if !cookies.isEmpty {
+            head += cookieLine
+            for (i, c) in cookies.enumerated() {
+                if i > 0 { head += cookieSeparator }
+                head += c
+            }
+            head += crlf
+        }
+        var chunked = false
+        if isConnect {
+            // The tunnel's bytes follow the answer; no framing.
+        } else if let contentLength {
+            head += contentLengthLine
+            head += contentLength
+            head += crlf
+        } else if !endStream {
+            head += chunkedLine
+            chunked = true
+        } else if method == .post || method == .put || method == .patch {
+            head += emptyBodyLine
+        }
+        // One exchange per stream: the end of the answer is the end of the inner connection.
+        head += closeLine
+        head += crlf
+        return .success(Request(head: head, chunkedBody: chunked, isConnect: isConnect, method: method))
+    }
+
+    /// An answer head's fields for HTTP/2: names in lower case, without the fields that belong to
+    /// HTTP/1.1 connections; `content-length` only where the answer is framed by it.
+    static func responseFields(_ head: ResponseHead, keepContentLength: Bool) -> [(name: [UInt8], value: [UInt8])] {
+        var out: [(name: [UInt8], value: [UInt8])] = []
+        out.reserveCapacity(head.headers.count)
+        head.headers.storage.withUnsafeBytes { all in
+            for f in head.headers.fields {
+                let name = all[f.name.start..<(f.name.start + f.name.count)].map(lower)
+                switch name {
+                case connectionName, keepAliveName, proxyConnectionName, transferEncodingName, upgradeName, teName,
+                     trailerName:
+                    continue
+                case contentLengthName where !keepContentLength:
+                    continue
+                default:
+                    out.append((name, Array(all[f.value.start..<(f.value.start + f.value.count)])))
+                }
+            }
+        }
+        return out
+    }
+
+    static func methodKind(_ m: [UInt8]) -> HTTPMethod {
+        switch m {
+        case Array("GET".utf8): return .get
+        case Array("HEAD".utf8): return .head
+        case Array("POST".utf8): return .post
+        case Array("PUT".utf8): return .put
+        case Array("DELETE".utf8): return .delete
+        case connectName: return .connect
+        case Array("OPTIONS".utf8): return .options
+        case Array("TRACE".utf8): return .trace
+        case Array("PATCH".utf8): return .patch
+        default: return .other
+        }
+    }
+
+    private static func isVisibleASCII(_ b: UInt8) -> Bool { b > 0x20 && b < 0x7F }
+
+    /// reg-name, IP literal and port characters; no user info, path, query or fragment.
+    private static func isAuthorityByte(_ b: UInt8) -> Bool {
+        guard isVisibleASCII(b) else { return false }
+        switch b {
+        case UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "\\"),
+             UInt8(ascii: "\""), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "^"), UInt8(ascii: "`"),
+             UInt8(ascii: "{"), UInt8(ascii: "|"), UInt8(ascii: "}"):
+            return false
+        default:
+            return true
+        }
+    }
+
+    private static func sameIgnoringCase(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { lower($0) == lower($1) }
+    }
+
+    private static func lower(_ b: UInt8) -> UInt8 { (0x41...0x5A).contains(b) ? b | 0x20 : b
+    }
+
+    private static let hostName = Array("host".utf8)
+    private static let contentLengthName = Array("content-length".utf8)
+    private static let cookieName = Array("cookie".utf8)
+    private static let teName = Array("te".utf8)
+    private static let connectionName = Array("connection".utf8)
+    private static let keepAliveName = Array("keep-alive".utf8)
+    private static let proxyConnectionName = Array("proxy-connection".utf8)
+    private static let transferEncodingName = Array("transfer-encoding".utf8)
+    private static let upgradeName = Array("upgrade".utf8)
+    private static let trailerName = Array("trailer".utf8)
+    private static let connectName = Array("CONNECT".utf8)
+    private static let httpName = Array("http".utf8)
+    private static let httpsName = Array("https".utf8)
+    private static let schemeSeparator = Array("://".utf8)
+    private static let version = Array(" HTTP/1.1\r\n".utf8)
+    private static let hostLine = Array("Host: ".utf8)
+    private static let cookieLine = Array("Cookie: ".utf8)
+    private static let cookieSeparator = Array("; ".utf8)
+    private static let contentLengthLine = Array("Content-Length: ".utf8)
+    private static let chunkedLine = Array("Transfer-Encoding: chunked\r\n".utf8)
+    private static let emptyBodyLine = Array("Content-Length: 0\r\n".utf8)
+    private static let closeLine = Array("Connection: close\r\n".utf8)
+    private static let colonSpace = Array(": ".utf8)
+    private static let crlf = Array("\r\n".utf8)
+}

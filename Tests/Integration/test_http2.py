@@ -1,0 +1,389 @@
+"""HTTP/2 from clients: prior knowledge on the plain listener, ALPN on the TLS listener and on
+intercepted connections, every request doing what it does over HTTP/1.1 (the cache, collapsing,
+bodies, CONNECT), and the hostile peers of the HTTP/2 literature, each refused with a stream or
+connection error, a log line and nothing forwarded.
+
+Real clients: curl (--http2-prior-knowledge, --http2), nghttp, h2load, and Python's h2 for what the
+others will not send."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from h2client import H2Client, RawH2, frame
+from helpers import RawClient, curl, std_request
+from test_admin import stats
+from test_tls import PKI, origin_with  # noqa: F401 (fixtures below)
+
+import hyperframe.frame as hf
+
+ADMIN = {"admin_listen": "127.0.0.1:0"}
+PROTOCOL_ERROR = 0x1
+ENHANCE_YOUR_CALM = 0xB
+
+
+def h2_curl(lr, origin, path, *extra):
+    """curl with prior knowledge, sending the origin's URL to Larder's plain listener."""
+    return curl("--http2-prior-knowledge", "--connect-to", f"{origin.hostport}:127.0.0.1:{lr.port}",
+                *extra, origin.url(path))
+
+
+@pytest.fixture
+def pki(workdir):
+    return PKI(workdir / "pki")
+
+
+@pytest.fixture
+def servers():
+    started = []
+    yield started
+    for s in started:
+        s.stop()
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Clients that speak HTTP/2
+
+
+def test_curl_with_prior_knowledge_gets_a_miss_then_a_hit(larder_factory, origin):
+    lr = larder_factory(config=ADMIN)
+    first = h2_curl(lr, origin, "/unique/1/70000", "-D", "-", "-o", "/dev/null")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith(b"HTTP/2 200"), first.stdout
+    assert b"cache-status: larder; fwd=uri-miss" in first.stdout
+    second = h2_curl(lr, origin, "/unique/1/70000", "-D", "-")
+    assert second.returncode == 0, second.stderr
+    head, body = second.stdout.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/2 200") and b"cache-status: larder; hit" in head, head
+    r = RawClient(lr.port).request("GET", origin.url("/unique/1/70000"))
+    assert r.status == 200 and r.body == body and len(body) == 70000
+    assert len(origin.requests()) == 1, "the second fetch is a hit"
+    s = stats(lr)
+    assert s["http2"]["connections"] >= 2 and s["http2"]["streams"] >= 2, s["http2"]
+
+
+def test_curl_over_the_tls_listener_negotiates_h2_in_reverse_mode(larder_factory, origin, pki):
+    cert, key = pki.leaf("proxy")
+    lr = larder_factory(config={"reverse_origin": origin.base,
+                                "tls": {"listen": ["127.0.0.1:0"], "certificate_file": cert, "key_file": key}},
+                        listeners=2)
+    url = f"https://localhost:{lr.ports[1]}/unique/2/5000"
+    for want in ("fwd=uri-miss", "hit"):
+        r = curl("--http2", "--cacert", pki.ca, url, "-D", "-")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith(b"HTTP/2 200"), r.stdout[:200]
+        assert f"cache-status: larder; {want}".encode() in r.stdout, r.stdout[:600]
+    # HTTP/1.1 clients on the same listener are unchanged.
+    r = curl("--http1.1", "--cacert", pki.ca, url, "-w", "%{http_version}", "-o", "/dev/null")
+    assert r.stdout == b"1.1", r.stderr
+    assert len(origin.requests()) == 1
+
+
+def test_an_intercepted_connection_speaks_h2_and_its_second_fetch_is_a_hit(larder_factory, pki, servers):
+    origin = origin_with(servers, *pki.leaf("good"))
+    lr = larder_factory(config={"workers": 1, "connect_ports": [origin.port],
+                                "tls": {"ca_file": str(pki.ca), "intercept": ["localhost"]}})
+    larder_ca = lr.ca_dir / "larder-ca.pem"
+    url = f"https://localhost:{origin.port}/intercepted-h2"
+    for want in ("fwd=uri-miss", "hit"):
+        r = curl("--proxy", f"http://127.0.0.1:{lr.port}", "--cacert", larder_ca, "--http2", url, "-D", "-")
+        assert r.returncode == 0, r.stderr
+        assert b"HTTP/2 200" in r.stdout and f"cache-status: larder; {want}".encode() in r.stdout, r.stdout
+        assert r.stdout.endswith(b"body of /intercepted-h2\n")
+    assert origin.paths == ["/intercepted-h2"]
+
+
+def test_nghttp_fetches_many_urls_on_one_connection(larder_factory, origin):
+    if not shutil.which("nghttp"):
+        pytest.skip("nghttp (Debian's nghttp2-client) is not installed")
+    lr = larder_factory(config={"reverse_origin": origin.base})
+    urls = [f"http://127.0.0.1:{lr.port}/unique/{n}/{1000 + n}" for n in range(8)]
+    r = subprocess.run(["nghttp", "-n", "-s"] + urls + urls, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    # Each URL once at the origin: the repeated ones were hits or joined the first fetch.
+    assert sorted(q["path"] for q in origin.requests()) == sorted(f"/unique/{n}/{1000 + n}" for n in range(8))
+
+
+def test_h2load_runs_thousands_of_requests_over_multiplexed_streams(larder_factory, origin):
+    if not shutil.which("h2load"):
+        pytest.skip("h2load (Debian's nghttp2-client) is not installed")
+    lr = larder_factory(config={"reverse_origin": origin.base})
+    r = subprocess.run(["h2load", "-n", "4000", "-c", "8", "-m", "10", f"http://127.0.0.1:{lr.port}/unique/7/1024"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    out = r.stdout.decode()
+    assert "4000 succeeded" in out and "4000 2xx" in out, out
+
+
+def test_streams_of_one_connection_asking_for_one_url_share_one_fetch(larder_factory, origin):
+    lr = larder_factory()
+    url_path = "/unique/9/300000?hold=h2collapse"
+    with H2Client(lr.port) as c:
+        sids = [c.request("GET", origin.hostport, url_path) for _ in range(12)]
+        assert len(origin.wait_requests(1)) == 1
+        origin.open_gate("h2collapse")
+        results = [c.wait(sid, 30) for sid in sids]
+    assert all(r.status == 200 and r.ended for r in results), results
+    assert len({sha(bytes(r.body)) for r in results}) == 1 and len(results[0].body) == 300000
+    assert len(origin.requests()) == 1
+
+
+def test_request_bodies_with_and_without_a_length_reach_the_origin(larder_factory, origin):
+    lr = larder_factory()
+    body = os.urandom(700_000)
+    with H2Client(lr.port) as c:
+        with_length = c.request("POST", origin.hostport, "/echo", headers=[("content-length", str(len(body)))],
+                                body=b"", end=False)
+        without = c.request("PUT", origin.hostport, "/echo", body=body[:1000])
+        sent = 0
+        while sent < len(body):  # as the windows allow
+            room = min(c.conn.local_flow_control_window(with_length), 16384)
+            if room == 0:
+                c.pump(lambda: c.conn.local_flow_control_window(with_length) > 0, 10)
+                continue
+            c.conn.send_data(with_length, body[sent:sent + room], end_stream=sent + room >= len(body))
+            c.flush()
+            sent += room
+        a, b = c.wait(with_length, 30), c.wait(without, 30)
+    assert a.status == 200 and b.status == 200, (a, b)
+    ea, eb = json.loads(bytes(a.body)), json.loads(bytes(b.body))
+    assert ea["body_sha256"] == sha(body) and ea["method"] == "POST", ea
+    assert eb["body_sha256"] == sha(body[:1000]) and eb["method"] == "PUT", eb
+
+
+def test_a_connect_stream_is_a_tunnel(larder_factory, echo_server):
+    lr = larder_factory(config={"connect_ports": [echo_server.port]})
+    with H2Client(lr.port) as c:
+        sid = c.connect(f"127.0.0.1:{echo_server.port}")
+        s = c.streams[sid]
+        assert c.pump(lambda: s.headers is not None), s
+        assert s.status == 200
+        c.conn.send_data(sid, b"ping over h2")
+        c.flush()
+        assert c.pump(lambda: bytes(s.body).startswith(b"ping over h2")), s.body
+        # A second tunnel on the same connection.
+        sid2 = c.connect(f"127.0.0.1:{echo_server.port}")
+        s2 = c.streams[sid2]
+        assert c.pump(lambda: s2.headers is not None) and s2.status == 200
+
+
+def test_a_connect_to_a_port_not_allowed_is_refused_on_its_stream(larder_factory, echo_server):
+    lr = larder_factory()
+    with H2Client(lr.port) as c:
+        s = c.wait(c.connect(f"127.0.0.1:{echo_server.port}"))
+        assert s.status == 403, s
+        ok = c.wait(c.request("GET", "127.0.0.1:1", "/"), 10)  # the connection goes on
+        assert ok.status is not None
+
+
+def test_the_same_request_over_h1_and_h2_gets_the_same_entry(larder_factory, origin):
+    lr = larder_factory()
+    r = RawClient(lr.port).request("GET", origin.url("/unique/11/2048"))
+    assert r.status == 200
+    with H2Client(lr.port) as c:
+        s = c.wait(c.request("GET", origin.hostport, "/unique/11/2048"))
+    assert s.status == 200 and bytes(s.body) == r.body
+    assert s.header("cache-status").startswith("larder; hit"), s.headers
+    assert len(origin.requests()) == 1
+
+
+def test_shutdown_sends_goaway_and_lets_open_streams_finish(larder_factory, origin):
+    lr = larder_factory(config={"shutdown_grace": "10s"})
+    # Python's h2 takes a GOAWAY for the end of everything: the frames are read by hand here.
+    with RawH2(lr.port) as c:
+        c.headers(1, [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport),
+                      (":path", "/unique/12/100000?hold=h2drain")])
+        assert len(origin.wait_requests(1)) == 1
+        os.kill(lr.pid, signal.SIGTERM)
+        lr.wait_for_text("shutting down")
+        assert c.pump(lambda: c.goaway is not None), "GOAWAY"
+        assert c.goaway == 0
+        origin.open_gate("h2drain")
+        s = c.wait(1, 20)
+    assert s.status == 200 and len(s.body) == 100000 and s.ended, s
+    assert lr.wait_exit(10) == 0
+
+
+# ---------------------------------------------------------------------------
+# Hostile peers: refused on the stream or the connection, logged, nothing forwarded
+
+
+@pytest.mark.parametrize("fields,why", [
+    ([("X-Upper", "a")], "upper case in a field name"),
+    ([("x-a", "b\r\nx-injected: 1")], "CR LF in a value"),
+    ([("x-a", "nul\x00")], "NUL in a value"),
+    ([("connection", "close")], "a connection-specific field"),
+    ([("transfer-encoding", "chunked")], "transfer-encoding"),
+    ([("te", "gzip")], "te other than trailers"),
+    ([("upgrade", "websocket")], "upgrade"),
+    ([("keep-alive", "1")], "keep-alive"),
+])
+def test_a_field_http2_forbids_resets_the_stream_and_reaches_nobody(larder_factory, origin, fields, why):
+    lr = larder_factory()
+    with RawH2(lr.port) as c:
+        c.headers(1, [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport),
+                      (":path", "/unique/20/10")] + fields)
+        s = c.wait(1)
+        assert s.reset == PROTOCOL_ERROR or c.goaway is not None, (why, s)
+        # The connection goes on for requests that are fine.
+        c.headers(3, [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport),
+                      (":path", "/unique/21/10")])
+        ok = c.wait(3)
+        assert ok.status == 200, why
+    assert [q["path"] for q in origin.requests()] == ["/unique/21/10"], why
+
+
+@pytest.mark.parametrize("pseudo,status", [
+    ([(":method", "GET"), (":scheme", "http"), (":authority", "{o}"), (":path", "/a b")], None),
+    ([(":method", "GET"), (":scheme", "http"), (":authority", "user@{o}"), (":path", "/")], 400),
+    ([(":method", "GET"), (":scheme", "ftp"), (":authority", "{o}"), (":path", "/")], 400),
+    ([(":method", "GET"), (":scheme", "http"), (":authority", "{o}"), (":path", "x")], None),
+    ([(":method", "G T"), (":scheme", "http"), (":authority", "{o}"), (":path", "/")], None),
+    ([(":method", "GET"), (":scheme", "http"), (":authority", "{o}"), (":path", "/"), ("host", "evil.test")], 400),
+    ([(":method", "GET"), ("x-a", "1"), (":scheme", "http"), (":authority", "{o}"), (":path", "/")], None),
+    ([(":method", "GET"), (":scheme", "http"), (":authority", "{o}"), (":path", "/"), (":status", "200")], None),
+    ([(":method", "GET"), (":method", "GET"), (":scheme", "http"), (":authority", "{o}"), (":path", "/")], None),
+])
+def test_a_request_line_http11_cannot_carry_is_refused(larder_factory, origin, pseudo, status):
+    """The h2-to-h1 desync: a :path, :method or :authority that would become a second request or
+    field when written as HTTP/1.1, a host that disagrees with :authority, pseudo-header fields out
+    of place. None: nghttp2 resets the stream before Larder sees it."""
+    lr = larder_factory()
+    fields = [(n, v.replace("{o}", origin.hostport)) for n, v in pseudo]
+    with RawH2(lr.port) as c:
+        c.headers(1, fields)
+        s = c.wait(1)
+        if status is None:
+            assert s.reset is not None or c.goaway is not None, s
+        else:
+            assert s.status == status, s
+    assert origin.requests() == []
+
+
+def test_a_content_length_the_data_frames_disagree_with_resets_the_stream(larder_factory, origin):
+    lr = larder_factory()
+    with RawH2(lr.port) as c:
+        c.headers(1, [(":method", "POST"), (":scheme", "http"), (":authority", origin.hostport),
+                      (":path", "/echo"), ("content-length", "5")], end_stream=False)
+        c.data(1, b"far more than five bytes")
+        s = c.wait(1)
+        assert s.reset is not None or c.goaway is not None, s
+    time.sleep(0.2)  # a request that was forwarded would be logged by now
+    assert all(q["path"] != "/echo" or q["body_len"] <= 5 for q in origin.requests())
+
+
+def test_a_continuation_flood_ends_the_connection(larder_factory, origin):
+    lr = larder_factory(config=ADMIN)
+    with RawH2(lr.port) as c:
+        h = hf.HeadersFrame(1)
+        h.data = b""
+        c.send(frame(h))
+        try:
+            for _ in range(2000):
+                cont = hf.ContinuationFrame(1)
+                cont.data = b"\x40\x01a\x01b" * 10  # literal fields, never ending the block
+                c.send(frame(cont))
+        except OSError:
+            pass  # cut off while sending: the point
+        assert c.wait_closed(10)
+    lr.wait_for_text("HTTP/2 client")
+    assert stats(lr)["http2"]["connection_errors"] >= 1
+    assert origin.requests() == []
+
+
+def test_an_hpack_bomb_is_refused(larder_factory, origin):
+    """A header list far over the limit, however small on the wire (one field repeated from the
+    dynamic table)."""
+    lr = larder_factory(config={"http2": {"max_header_list": "16KiB"}})
+    with RawH2(lr.port) as c:
+        enc = [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport), (":path", "/unique/30/5")]
+        enc += [("x-bomb", "b" * 4000)] * 40
+        c.headers(1, enc)
+        s = c.wait(1)
+        assert s.reset is not None or c.goaway is not None or (s.status or 0) >= 400, s
+    assert origin.requests() == []
+
+
+def test_rapid_reset_is_cut_off(larder_factory, origin):
+    """CVE-2023-44487: streams opened and reset at once, each making Larder start work."""
+    lr = larder_factory(config=ADMIN)
+    with RawH2(lr.port) as c:
+        try:
+            for n in range(400):
+                sid = 1 + 2 * n
+                c.headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport),
+                                (":path", f"/unique/{1000 + n}/10?hold=never")])
+                if n % 2:
+                    c.pump(lambda: False, 0.001)  # some HEADERS arrive alone, and start work
+                c.rst(sid)
+        except OSError:
+            pass  # cut off while sending
+        assert c.wait_closed(10)
+        assert c.goaway in (None, ENHANCE_YOUR_CALM)
+    lr.wait_for_text("rapid reset")
+    # Resets in the same read as their HEADERS start nothing; the rest are few.
+    assert len(origin.requests()) < 150
+
+
+def test_a_ping_flood_from_a_client_that_never_reads_ends_the_connection(larder_factory):
+    lr = larder_factory(config=ADMIN)
+    with RawH2(lr.port) as c:
+        ping = hf.PingFrame(0)
+        ping.opaque_data = b"12345678"
+        data = frame(ping) * 1000
+        try:
+            for _ in range(200):
+                c.send(data)
+        except OSError:
+            pass
+        assert c.wait_closed(15)
+    lr.wait_for_text("flooded Larder")
+    assert stats(lr)["http2"]["connection_errors"] >= 1
+
+
+def test_a_stream_whose_window_never_opens_does_not_stall_the_others(larder_factory, origin):
+    lr = larder_factory(config={"limits": {"client_idle_timeout": "2s"}})
+    with H2Client(lr.port, initial_window=0) as c:
+        c.auto_window = False
+        stalled = c.request("GET", origin.hostport, "/unique/40/200000")
+        s = c.streams[stalled]
+        assert c.pump(lambda: s.headers is not None), s
+        # Another stream, given a window, is answered meanwhile.
+        other = c.request("GET", origin.hostport, "/unique/41/1000")
+        c.conn.increment_flow_control_window(1 << 20, stream_id=other)
+        c.conn.increment_flow_control_window(1 << 20)
+        c.flush()
+        o = c.wait(other, 10)
+        assert o.status == 200 and len(o.body) == 1000 and o.ended
+        # The stalled stream is cut once its answer made no progress for the idle timeout.
+        assert c.pump(lambda: s.reset is not None or c.closed, 15), s
+
+
+def test_upgrade_h2c_is_never_honoured(larder_factory, origin):
+    lr = larder_factory()
+    c = RawClient(lr.port)
+    c.send(std_request("GET", origin.url("/unique/50/10"),
+                       headers=[("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"),
+                                ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")]))
+    r = c.response()
+    assert r.status == 200 and r.header("upgrade") is None
+    for q in origin.requests():
+        names = {n.lower() for n, _ in q["headers"]}
+        assert "upgrade" not in names and "http2-settings" not in names, q
+
+
+def test_http2_off_keeps_the_listener_http11_only(larder_factory, origin):
+    lr = larder_factory(config={"http2": {"enabled": False}})
+    r = h2_curl(lr, origin, "/unique/60/10", "-o", "/dev/null", "-w", "%{http_code}")
+    assert r.stdout != b"200"
+    assert origin.requests() == []

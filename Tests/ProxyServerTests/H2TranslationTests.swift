@@ -1,0 +1,124 @@
+import HTTP2
+import HTTPWire
+import Testing
+@testable import ProxyServer
+
+private func head(_ method: String = "GET", scheme: String = "http", authority: String = "origin.test:8080",
+                  path: String = "/a?b", fields: [(String, String)] = []) -> H2RequestHead {
+    var h = H2RequestHead()
+    h.method = Array(method.utf8)
+    h.scheme = Array(scheme.utf8)
+    h.authority = Array(authority.utf8)
+    h.path = Array(path.utf8)
+    h.fields = fields.map { (Array($0.0.utf8), Array($0.1.utf8)) }
+    return h
+}
+
+private func text(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -> String? {
+    guard case .success(let request) = r else { return nil }
+    return String(decoding: request.head, as: UTF8.self)
+}
+
+private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -> Int? {
+    guard case .failure(let refusal) = r else { return nil }
+    return refusal.status
+}
+
+@Suite struct H2TranslationTests {
+    @Test func aForwardRequestBecomesAnAbsoluteFormRequest() {
+        let r = H2Translation.request(head(fields: [("accept", "*/*")]), form: .absolute, endStream: true)
+        #expect(text(r) == "GET http://origin.test:8080/a?b HTTP/1.1\r\nHost: origin.test:8080\r\naccept: */*\r\nConnection: close\r\n\r\n")
+    }
+
+    @Test func anOriginFormRequestKeepsThePathAndNamesTheHost() {
+        let r = H2Translation.request(head(scheme: "https"), form: .origin, endStream: true)
+        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\nConnection: close\r\n\r\n")
+    }
+
+    @Test func cookiesSplitByHTTP2AreOneFieldAgain() {
+        let r = H2Translation.request(head(fields: [("cookie", "a=1"), ("x", "y"), ("cookie", "b=2")]), form: .origin,
+                                      endStream: true)
+        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\nx: y\r\nCookie: a=1; b=2\r\nConnection: close\r\n\r\n")
+    }
+
+    @Test func aBodyWithALengthKeepsItAndOneWithoutIsChunked() throws {
+        let with = H2Translation.request(head("POST", fields: [("content-length", "12")]), form: .origin, endStream: false)
+        #expect(text(with)?.contains("Content-Length: 12\r\n") == true)
+        guard case .success(let without) = H2Translation.request(head("POST"), form: .origin, endStream: false) else {
+            Issue.record("refused")
+            return
+        }
+        #expect(without.chunkedBody)
+        #expect(String(decoding: without.head, as: UTF8.self).contains("Transfer-Encoding: chunked\r\n"))
+        let empty = H2Translation.request(head("POST"), form: .origin, endStream: true)
+        #expect(text(empty)?.contains("Content-Length: 0\r\n") == true)
+    }
+
+    @Test func connectNamesTheAuthority() throws {
+        var h = head("CONNECT", scheme: "", authority: "example.test:443", path: "")
+        h.scheme = []
+        h.path = []
+        guard case .success(let r) = H2Translation.request(h, form: .absolute, endStream: false) else {
+            Issue.record("refused")
+            return
+        }
+        #expect(r.isConnect && !r.chunkedBody)
+        #expect(String(decoding: r.head, as: UTF8.self) == "CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\nConnection: close\r\n\r\n")
+    }
+
+    /// Anything that would become another request, field or target when written as HTTP/1.1.
+    @Test(arguments: [
+        (head(path: "/a b"), 400), (head(path: "/a\r\nX: y"), 400), (head(path: "a"), 400), (head(path: "*"), 400),
+        (head(authority: "user@origin.test"), 400), (head(authority: "origin.test/x"), 400),
+        (head(authority: "a b"), 400), (head(authority: ""), 400), (head(scheme: "ftp"), 400),
+        (head("G T"), 400), (head(fields: [("host", "other.test")]), 400),
+        (head(fields: [("X-Upper", "v")]), 400), (head(fields: [("x", "a\r\nb: c")]), 400),
+        (head(fields: [("x", "nul\u{0}")]), 400),
+        (head(fields: [("content-length", "1"), ("content-length", "2")]), 400),
+    ])
+    func whatHTTP11CannotCarryIsRefused(_ h: H2RequestHead, _ expected: Int) {
+        #expect(status(H2Translation.request(h, form: .absolute, endStream: true)) == expected)
+    }
+
+    @Test func hopByHopFieldsAreDropped() {
+        let r = H2Translation.request(head(fields: [("te", "trailers"), ("connection", "x"), ("upgrade", "h2c"),
+                                                    ("keep-alive", "1"), ("transfer-encoding", "chunked")]),
+                                      form: .origin, endStream: true)
+        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\nConnection: close\r\n\r\n")
+    }
+
+    @Test func aHostFieldThatAgreesWithTheAuthorityIsAccepted() {
+        let r = H2Translation.request(head(fields: [("host", "ORIGIN.test:8080")]), form: .origin, endStream: true)
+        #expect(text(r) != nil)
+    }
+
+    @Test func extendedConnectIsNotSupportedYet() {
+        var h = head("CONNECT")
+        h.protocol = Array("websocket".utf8)
+        #expect(status(H2Translation.request(h, form: .origin, endStream: false)) == 501)
+    }
+
+    @Test func anAnswerHeadLosesItsConnectionFields() throws {
+        let bytes = Array("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nTransfer-Encoding: chunked\r\nKeep-Alive: 5\r\nX-A: b\r\n\r\n".utf8)
+        var response = ResponseHead()
+        let n = try bytes.withUnsafeBytes { b throws(HTTPWireError) in
+            try ResponseParser.parse(b, into: &response, requestMethod: .get,
+                                     limits: HeadLimits(maxHeadBytes: 4096, maxHeaderCount: 10, maxRequestLineBytes: 1024))
+        }
+        #expect(n == bytes.count)
+        let fields = H2Translation.responseFields(response, keepContentLength: false)
+        #expect(fields.map { String(decoding: $0.name, as: UTF8.self) } == ["content-type", "x-a"])
+    }
+}
+
+@Suite struct H2PrefaceTests {
+    @Test(arguments: [
+        ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", H2Preface.Verdict.h2), ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nmore", .h2),
+        ("PRI * HT", .incomplete), ("P", .incomplete), ("POST / HTTP/1.1\r\n", .other),
+        ("GET / HTTP/1.1\r\n", .other), ("PRI * HTTP/1.1\r\n", .other),
+    ])
+    func theConnectionPrefaceIsRecognised(_ input: String, _ verdict: H2Preface.Verdict) {
+        let bytes = Array(input.utf8)
+        #expect(bytes.withUnsafeBytes { H2Preface.check($0) } == verdict)
+    }
+}
