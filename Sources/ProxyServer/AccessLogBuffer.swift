@@ -31,6 +31,8 @@ final class AccessLogBuffer {
         var cache: StaticString
         var seconds: Double
         var time: Int64
+        /// The request came on a stream of an HTTP/2 connection.
+        var overHTTP2 = false
     }
 
     func append(_ e: Entry) {
@@ -59,7 +61,7 @@ final class AccessLogBuffer {
         append(" ")
         urlPrefix(of: e, json: false)
         h.withBytes(e.request.target) { escaped($0) }
-        append(e.request.version == .http10 ? " HTTP/1.0\" " : " HTTP/1.1\" ")
+        append(e.overHTTP2 ? " HTTP/2.0\" " : e.request.version == .http10 ? " HTTP/1.0\" " : " HTTP/1.1\" ")
         if e.status > 0 { decimal(e.status) } else { append("-") }
         append(" ")
         decimal(e.bodyBytes)
@@ -85,7 +87,8 @@ final class AccessLogBuffer {
         append("\",\"url\":\"")
         urlPrefix(of: e, json: true)
         h.withBytes(e.request.target) { jsonEscaped($0) }
-        append(e.request.version == .http10 ? "\",\"version\":\"HTTP/1.0\",\"status\":" : "\",\"version\":\"HTTP/1.1\",\"status\":")
+        append(e.overHTTP2 ? "\",\"version\":\"HTTP/2.0\",\"status\":"
+               : e.request.version == .http10 ? "\",\"version\":\"HTTP/1.0\",\"status\":" : "\",\"version\":\"HTTP/1.1\",\"status\":")
         decimal(e.status)
         append(",\"bytes\":")
         decimal(e.bodyBytes)

@@ -176,7 +176,7 @@ public enum Metrics {
             .count(.clientTLSHandshakeFailures)),
         labelled("http2", .counter,
                  "HTTP/2 from clients: connections, streams (each a request), and connections ended for a protocol "
-                 + "error or abuse (floods, rapid reset, a window never opened).", "what", [
+                 + "error or abuse (CONTINUATION, SETTINGS or PING floods, rapid reset).", "what", [
             ("connections", .count(.h2Connections)), ("streams", .count(.h2Streams)),
             ("connection_errors", .count(.h2ConnectionErrors)),
         ]),

@@ -18,6 +18,7 @@ import pytest
 
 from h2client import H2Client, RawH2, frame
 from helpers import RawClient, curl, std_request
+from test_access_log import read_lines
 from test_admin import stats
 from test_tls import PKI, origin_with  # noqa: F401 (fixtures below)
 
@@ -70,6 +71,19 @@ def test_curl_with_prior_knowledge_gets_a_miss_then_a_hit(larder_factory, origin
     assert len(origin.requests()) == 1, "the second fetch is a hit"
     s = stats(lr)
     assert s["http2"]["connections"] >= 2 and s["http2"]["streams"] >= 2, s["http2"]
+
+
+def test_each_stream_has_its_access_log_line_saying_http2(larder_factory, origin, workdir):
+    log = workdir / "access.json"
+    lr = larder_factory(config={"access_log": str(log), "access_log_format": "json"})
+    with H2Client(lr.port) as c:
+        sids = [c.request("GET", origin.hostport, f"/unique/{n}/100") for n in (3, 4, 3)]
+        for sid in sids:
+            assert c.wait(sid).status == 200
+    records = [json.loads(line) for line in read_lines(log, 3)]
+    assert sorted(r["url"] for r in records) == sorted(origin.url(f"/unique/{n}/100") for n in (3, 3, 4))
+    assert {r["version"] for r in records} == {"HTTP/2.0"}
+    assert {r["client"] for r in records} == {"127.0.0.1"}
 
 
 def test_curl_over_the_tls_listener_negotiates_h2_in_reverse_mode(larder_factory, origin, pki):

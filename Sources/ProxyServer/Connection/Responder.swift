@@ -353,7 +353,8 @@ extension ClientConnection {
         buffer.append(AccessLogBuffer.Entry(client: clientAddress, request: request, origin: interceptedOrigin,
                                             status: log.status, bodyBytes: log.bytes,
                                             bytesFromClient: log.bytesFromClient, cache: log.cache,
-                                            seconds: clock.monotonic - log.start, time: clock.wallSeconds))
+                                            seconds: clock.monotonic - log.start, time: clock.wallSeconds,
+                                            overHTTP2: isStream))
     }
 
     /// The intercepted CONNECT's line, once its connection has ended: like a tunnel's, with the
