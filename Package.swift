@@ -41,8 +41,10 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "HTTPWire", "Locking", "Timekeeping"], swiftSettings: strict),
         // The cache: LMDB on disk, a memory tier in front, one writer thread.
         .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "HTTPWire", "Locking", "Timekeeping"], swiftSettings: strict),
+        // HTTP/2 framing over nghttp2: sessions fed and drained as bytes, no I/O.
+        .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: strict),
         // The outbound session client, modelled on NSURLSession.
-        .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire"], swiftSettings: strict),
+        .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire", "HTTP2"], swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
         .target(name: "LarderConfig", dependencies: ["HTTPWire", "CachePolicy", "Yams"], swiftSettings: strict),
         // Counters per worker and the one table of statistics they feed (JSON, Prometheus, docs).
@@ -52,8 +54,6 @@ let package = Package(
         // Pure: registry mirrors' index documents (URL rewriting, minimum release age, apt Release files)
         // and request classification; no I/O, no clock.
         .target(name: "Registries", dependencies: ["CachePolicy"], swiftSettings: strict),
-        // HTTP/2 framing over nghttp2: sessions fed and drained as bytes, no I/O.
-        .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
                 dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt", "Registries", "HTTP2",

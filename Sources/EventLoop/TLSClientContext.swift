@@ -4,7 +4,7 @@ import Glibc
 import HTTPWire
 
 /// OpenSSL client settings for connections to https origins: peer verification against the system
-/// store or a CA file, hostname checks, SNI, ALPN `http/1.1`, protocol version bounds.
+/// store or a CA file, hostname checks, SNI, ALPN (`h2` and `http/1.1`), protocol version bounds.
 public final class TLSClientContext: @unchecked Sendable {
     let ctx: OpaquePointer
     /// Per-host exceptions: hosts matching a pattern are accepted on their pinned fingerprint alone.
@@ -23,7 +23,7 @@ public final class TLSClientContext: @unchecked Sendable {
     ///   - pins: host patterns and the SHA-256 (hex) of the certificate accepted for them; the first
     ///     pattern that matches a host decides.
     public init(minimumVersion: String = "1.2", maximumVersion: String = "1.3", caFile: String? = nil,
-                pins: [(pattern: HostPattern, sha256: String)] = []) throws(SetupError) {
+                pins: [(pattern: HostPattern, sha256: String)] = [], offerH2: Bool = false) throws(SetupError) {
         guard let c = SSL_CTX_new(TLS_client_method()) else { throw SetupError(description: "SSL_CTX_new failed") }
         ctx = c
         self.pins = pins
@@ -41,7 +41,8 @@ public final class TLSClientContext: @unchecked Sendable {
             SSL_CTX_set_default_verify_paths(c)
         }
         _ = SSL_CTX_set_options(c, larder_SSL_OP_NO_COMPRESSION | larder_SSL_OP_NO_RENEGOTIATION)
-        let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
+        // `h2` first where HTTP/2 to origins is on: the origin picks.
+        let alpn: [UInt8] = (offerH2 ? [2] + Array("h2".utf8) : []) + [8] + Array("http/1.1".utf8)
         _ = alpn.withUnsafeBufferPointer { SSL_CTX_set_alpn_protos(c, $0.baseAddress, UInt32($0.count)) }
         _ = larder_SSL_CTX_set_session_cache_mode(c, Int(SSL_SESS_CACHE_CLIENT))
     }

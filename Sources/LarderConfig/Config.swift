@@ -214,6 +214,8 @@ public struct Config: Sendable, Equatable {
         public var maxIdleConnectionsPerHost: Int = ConfigSchema.defaultValue(\.session.maxIdleConnectionsPerHost)
         /// `session.reuse_after_bodyless_answers`
         public var reuseAfterBodylessAnswers: Bool = ConfigSchema.defaultValue(\.session.reuseAfterBodylessAnswers)
+        /// `session.http2`
+        public var http2: OriginHTTP2 = ConfigSchema.defaultValue(\.session.http2)
         /// `session.idle_connection_timeout`, seconds.
         public var idleConnectionTimeout: Double = ConfigSchema.defaultValue(\.session.idleConnectionTimeout)
         /// `session.proxy` (connectionProxyDictionary)

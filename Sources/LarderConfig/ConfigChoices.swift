@@ -16,6 +16,14 @@ extension Config {
         case file(String)
     }
 
+    /// `session.http2`: whether https origins are offered HTTP/2.
+    public enum OriginHTTP2: String, Sendable, Equatable, CaseIterable {
+        /// ALPN offers `h2` and `http/1.1`; the origin picks.
+        case auto
+        /// ALPN offers `http/1.1` only.
+        case off
+    }
+
     /// `access_log_format`.
     public enum AccessLogFormat: String, Sendable, Equatable, CaseIterable {
         /// Apache/nginx combined, with the cache result and the seconds taken appended.

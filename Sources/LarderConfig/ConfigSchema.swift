@@ -242,6 +242,10 @@ public enum ConfigSchema {
         ConfigField("session.reuse_after_bodyless_answers", \.session.reuseAfterBodylessAnswers, true, .restart,
                     "reuse a connection after a HEAD or 304 answer announcing a body (`false`: close it; see Security)",
                     .boolean),
+        ConfigField("session.http2", \.session.http2, .auto, .restart,
+                    "`auto`: https origins are offered HTTP/2 by ALPN and, where they choose it, one connection "
+                        + "carries many requests (each a stream, counted in the per-host limit); `off`: HTTP/1.1 only",
+                    .choice),
         ConfigField("session.idle_connection_timeout", \.session.idleConnectionTimeout, 60, .restart,
                     "idle pooled connections close after this", .positiveDuration),
         ConfigField("session.proxy", \.session.parentProxy, nil, .restart,

@@ -138,6 +138,7 @@ struct ProxySettings: Sendable {
             caFile: config.session.caFile,
             trustExceptions: config.tls.trust.map { TrustException(hostPattern: $0.host, sha256: $0.sha256) })
         session.maxIdleConnections = max(1, descriptors.idleOriginConnections / workers)
+        session.http2 = config.session.http2 == .auto
         cache = CacheSetup(config)
         localAnswers = LocalAnswers(cacheName: cache.cacheName)
         router = RequestRouter(reverseOrigin: reverseOrigin, reverseHost: reverseHost,

@@ -96,6 +96,7 @@ final class Worker: @unchecked Sendable {
         stats.set(.originConnectionsDiscardedUnsafe, session.connectionsDiscardedUnsafe)
         stats.set(.originTLSHandshakes, session.tlsHandshakes)
         stats.set(.originTLSResumptions, session.tlsResumptions)
+        stats.set(.originH2Streams, session.h2Streams)
         hosts.publish()
     }
 

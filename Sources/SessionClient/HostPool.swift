@@ -13,6 +13,12 @@ final class HostPool {
     private var machine: Machine
     /// Keeps connectors alive until they finish (they complete exactly once).
     private var pendingConnectors: [Connector] = []
+    /// The first connection to this https origin is being opened and may turn out HTTP/2.
+    private var probing = false
+    /// Opens that wait for that probe (the clients they are for).
+    private var deferredOpens: [[UInt8]?] = []
+    /// The origin answered ALPN with `http/1.1` (or none): no more probing.
+    private var speaksHTTP11 = false
     private var settleTimer: Timer?
     /// The machine's idle count as last added into the session's (`Session.idleCount`).
     private var idleReported = 0
@@ -31,7 +37,9 @@ final class HostPool {
     var idleCount: Int { machine.idleCount }
 
     /// Nothing open, opening or waiting: the session may forget the pool.
-    var isUnused: Bool { machine.openCount == 0 && machine.waitingCount == 0 && pendingConnectors.isEmpty }
+    var isUnused: Bool {
+        machine.openCount == 0 && machine.waitingCount == 0 && pendingConnectors.isEmpty && deferredOpens.isEmpty
+    }
 
     /// When the longest idle of this pool's connections went idle.
     var oldestIdleOrder: Int? { machine.oldestIdle?.idleOrder }
@@ -131,19 +139,71 @@ final class HostPool {
     }
 
     private func open(for task: SessionTask?) {
-        let connector = Connector(session: session, target: key, client: task?.client) { [unowned self] result in
+        // An HTTP/2 connection to the origin takes the request as one more stream: no connect.
+        if key.scheme == .https, let stream = session.h2Stream(for: key) {
+            perform(machine.opened(OriginConnection(stream: stream, pool: self)))
+            return
+        }
+        // While the first connection to an https origin is finding out whether it speaks HTTP/2,
+        // more requests wait for it rather than open connections of their own: one HTTP/2
+        // connection takes them all.
+        if probing {
+            deferredOpens.append(task?.client)
+            return
+        }
+        if key.scheme == .https, session.configuration.http2, !speaksHTTP11 { probing = true }
+        connect(client: task?.client)
+    }
+
+    private func connect(client: [UInt8]?) {
+        let connector = Connector(session: session, target: key, client: client) { [unowned self] result in
             self.pendingConnectors.removeAll { $0.isFinished }
+            let wasProbing = self.probing
+            self.probing = false
             switch result {
-            case .success(let stream):
+            case .success(let connected):
+                var stream = connected
+                if connected.negotiatedH2 {
+                    guard let first = self.session.adoptH2(connected, for: self.key) else {
+                        self.perform(self.machine.openFailed(),
+                                     connectError: .tlsFailure(upstream: self.key.description,
+                                                               reason: "the origin chose HTTP/2 and no stream could be opened"))
+                        self.openDeferred(after: .tlsFailure(upstream: self.key.description,
+                                                             reason: "the origin chose HTTP/2 and no stream could be opened"))
+                        self.dispatch()
+                        return
+                    }
+                    stream = first
+                } else if connected.isTLS {
+                    self.speaksHTTP11 = true
+                }
                 self.session.noteOpened()
                 self.perform(self.machine.opened(OriginConnection(stream: stream, pool: self)))
+                if wasProbing { self.openDeferred(after: nil) }
             case .failure(let error):
                 self.perform(self.machine.openFailed(), connectError: error)
+                if wasProbing { self.openDeferred(after: error) }
             }
             self.dispatch()
         }
         pendingConnectors.append(connector)
         connector.start()
+    }
+
+    /// The probe is over: the opens that waited for it get streams, connections of their own, or
+    /// the probe's error.
+    private func openDeferred(after error: SessionError?) {
+        let waiting = deferredOpens
+        deferredOpens.removeAll()
+        for client in waiting {
+            if let error {
+                perform(machine.openFailed(), connectError: error)
+            } else if let stream = session.h2Stream(for: key) {
+                perform(machine.opened(OriginConnection(stream: stream, pool: self)))
+            } else {
+                connect(client: client)
+            }
+        }
     }
 
     /// After an answer that has no body by rule (HEAD, 204, 304), where a broken or hostile origin

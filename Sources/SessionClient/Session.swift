@@ -22,6 +22,10 @@ public final class Session {
     /// Client TLS settings for https origins.
     let tls: TLSClientContext
     private var pools: [OriginKey: HostPool] = [:]
+    /// https origins that chose HTTP/2: their connections, each carrying many requests' streams.
+    private var h2Origins: [OriginKey: [H2OriginConnection]] = [:]
+    /// Requests sent as HTTP/2 streams, for statistics and tests.
+    public private(set) var h2Streams = 0
     /// The pool the last request went to: consecutive requests mostly go to the same origin, and
     /// comparing its key is cheaper than hashing a host name.
     private var lastPool: HostPool?
@@ -64,7 +68,8 @@ public final class Session {
             tls = try TLSClientContext(minimumVersion: configuration.tlsMinimumVersion,
                                        maximumVersion: configuration.tlsMaximumVersion,
                                        caFile: configuration.caFile,
-                                       pins: configuration.trustExceptions.map { (pattern: $0.hostPattern, sha256: $0.sha256) })
+                                       pins: configuration.trustExceptions.map { (pattern: $0.hostPattern, sha256: $0.sha256) },
+                                       offerH2: configuration.http2)
         } catch {
             throw SetupError(description: error.description)
         }
@@ -190,6 +195,44 @@ public final class Session {
     /// Closes every idle connection (shutdown).
     public func closeIdleConnections() {
         for pool in pools.values { pool.closeIdle() }
+        for list in h2Origins.values {
+            for c in list where !c.isBusy { c.close() }
+        }
+    }
+
+    // MARK: - HTTP/2 origins
+
+    /// A stream on an HTTP/2 connection already open to `origin`, if one takes another.
+    func h2Stream(for origin: OriginKey) -> Stream? {
+        guard let list = h2Origins[origin] else { return nil }
+        for c in list where c.acceptsStreams {
+            if let s = c.openStream() {
+                h2Streams += 1
+                return s
+            }
+        }
+        return nil
+    }
+
+    /// A TLS connection that chose `h2`: kept for the origin's next requests, and its first stream.
+    func adoptH2(_ socket: Stream, for origin: OriginKey) -> Stream? {
+        let c: H2OriginConnection
+        do {
+            c = try H2OriginConnection(session: self, key: origin, socket: socket)
+        } catch {
+            socket.close()
+            return nil
+        }
+        h2Origins[origin, default: []].append(c)
+        c.start()
+        guard let s = c.openStream() else { return nil }
+        h2Streams += 1
+        return s
+    }
+
+    func h2ConnectionClosed(_ c: H2OriginConnection) {
+        h2Origins[c.key]?.removeAll { $0 === c }
+        if h2Origins[c.key]?.isEmpty == true { h2Origins[c.key] = nil }
     }
 
     /// Out of descriptors (accept or connect said EMFILE): the idle connections go first, before

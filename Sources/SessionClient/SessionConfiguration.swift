@@ -46,6 +46,8 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var caFile: String?
     /// Hosts whose certificate is accepted on its fingerprint alone (custom chain validation).
     public var trustExceptions: [TrustException]
+    /// https origins are offered `h2` by ALPN (`session.http2: auto`); off: `http/1.1` only.
+    public var http2 = true
 
     public init(httpAdditionalHeaders: [AdditionalHeader], timeoutIntervalForRequest: Double,
                 timeoutIntervalForResource: Double, connectTimeout: Double, httpMaximumConnectionsPerHost: Int,

@@ -45,6 +45,8 @@ public enum Level: Int, CaseIterable, Sendable {
     /// TLS handshakes with origins so far, and how many resumed a session (from the session client).
     case originTLSHandshakes
     case originTLSResumptions
+    /// Requests sent to origins as HTTP/2 streams (`session.http2`).
+    case originH2Streams
 }
 
 /// One worker's counters and levels. Only that worker writes them (relaxed atomics, no sharing

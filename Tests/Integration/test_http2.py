@@ -12,12 +12,14 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
 
 from h2client import H2Client, RawH2, frame
 from helpers import RawClient, curl, std_request
+from origin import pattern, unique_body
 from test_access_log import read_lines
 from test_admin import stats
 from test_tls import PKI, origin_with  # noqa: F401 (fixtures below)
@@ -401,3 +403,99 @@ def test_http2_off_keeps_the_listener_http11_only(larder_factory, origin):
     r = h2_curl(lr, origin, "/unique/60/10", "-o", "/dev/null", "-w", "%{http_code}")
     assert r.stdout != b"200"
     assert origin.requests() == []
+
+
+# ---------------------------------------------------------------------------
+# To origins: https origins that choose h2 by ALPN (a second Larder, in reverse mode over TLS, is
+# the HTTP/2 origin here)
+
+
+def h2_origin(larder_factory, origin, pki, **config):
+    cert, key = pki.leaf("h2-origin")
+    b = larder_factory(config={"reverse_origin": origin.base, "admin_listen": "127.0.0.1:0", "access_log": "off",
+                               "tls": {"listen": ["127.0.0.1:0"], "certificate_file": cert, "key_file": key},
+                               **config}, listeners=2, name="h2origin")
+    return b, b.ports[1]
+
+
+def fetch_all(port, urls, headers=()):
+    results = [None] * len(urls)
+
+    def one(i):
+        results[i] = RawClient(port, 30).request("GET", urls[i], headers=headers)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(urls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def test_requests_to_an_h2_origin_share_one_connection(larder_factory, origin, pki):
+    b, port = h2_origin(larder_factory, origin, pki)
+    # One worker: each worker has its own connections to origins.
+    a = larder_factory(config={"workers": 1, "admin_listen": "127.0.0.1:0", "tls": {"ca_file": str(pki.ca)}})
+    urls = [f"https://localhost:{port}/unique/{n}/{20000 + n}" for n in range(8)]
+    results = fetch_all(a.port, urls)
+    for n, r in enumerate(results):
+        assert r is not None and r.status == 200, (n, r)
+        assert r.body == unique_body(n, 20000 + n), n
+    sb = stats(b)
+    assert sb["http2"]["streams"] == 8 and sb["http2"]["connections"] == 1, sb["http2"]
+    assert stats(a)["origin_http2_streams"] >= 8
+    # Stored by A: asked again, nothing reaches B.
+    again = RawClient(a.port).request("GET", urls[3])
+    assert again.status == 200 and "hit" in again.header("cache-status")
+    assert stats(b)["http2"]["streams"] == 8
+
+
+def test_bodies_go_to_an_h2_origin_and_back(larder_factory, origin, pki):
+    b, port = h2_origin(larder_factory, origin, pki)
+    a = larder_factory(config={"tls": {"ca_file": str(pki.ca)}})
+    body = os.urandom(600_000)
+    c = RawClient(a.port, 30)
+    r = c.request("POST", f"https://localhost:{port}/echo", body=body)
+    assert r.status == 200, r
+    echo = json.loads(r.body)
+    assert echo["body_sha256"] == sha(body) and echo["method"] == "POST"
+    # A chunked answer (no length) comes back whole, and the connection to A goes on.
+    r = c.request("GET", f"https://localhost:{port}/chunked/300000")
+    assert r.status == 200 and r.body == pattern(300000)
+    # HEAD and 304 answers have no body.
+    r = c.request("HEAD", f"https://localhost:{port}/unique/70/5000")
+    assert r.status == 200 and r.body == b""
+    assert r.header("content-length") == "5000"
+
+
+def test_revalidation_with_an_h2_origin(larder_factory, origin, pki, proxy_clock):
+    b, port = h2_origin(larder_factory, origin, pki)
+    a = larder_factory(config={"tls": {"ca_file": str(pki.ca)}})
+    url = f"https://localhost:{port}/unique/71/3000"
+    assert RawClient(a.port).request("GET", url).status == 200
+    proxy_clock.advance(7200)  # stale for A (max-age=3600)
+    r = RawClient(a.port).request("GET", url)
+    assert r.status == 200 and r.body == unique_body(71, 3000)
+    assert "fwd=stale" in r.header("cache-status"), r.header("cache-status")
+
+
+def test_session_http2_off_speaks_http11_to_the_origin(larder_factory, origin, pki):
+    b, port = h2_origin(larder_factory, origin, pki)
+    a = larder_factory(config={"admin_listen": "127.0.0.1:0", "tls": {"ca_file": str(pki.ca)},
+                               "session": {"http2": "off"}})
+    r = RawClient(a.port).request("GET", f"https://localhost:{port}/unique/72/100")
+    assert r.status == 200
+    assert stats(b)["http2"]["streams"] == 0
+    assert stats(a)["origin_http2_streams"] == 0
+
+
+def test_an_h2_origin_going_away_fails_only_its_open_requests(larder_factory, origin, pki):
+    b, port = h2_origin(larder_factory, origin, pki)
+    a = larder_factory(config={"tls": {"ca_file": str(pki.ca)}})
+    assert RawClient(a.port).request("GET", f"https://localhost:{port}/unique/73/100").status == 200
+    held = RawClient(a.port, 30)
+    held.send(std_request("GET", f"https://localhost:{port}/unique/74/100?hold=h2gone"))
+    assert len(origin.wait_requests(2)) == 2
+    b.stop()
+    r = held.response()
+    assert r.status in (502, 504), r

@@ -58,6 +58,7 @@ session:
   http_maximum_connections_per_host: 8
   max_idle_connections_per_host: 4
   reuse_after_bodyless_answers: false
+  http2: "off"
   idle_connection_timeout: 30s
   proxy: http://parent:3128
   proxy_credentials_file: /etc/larder/parent-credentials
