@@ -191,6 +191,7 @@ class RawH2:
         self.streams = {}
         self.goaway = None
         self.closed = False
+        self.server_settings = {}
         settings = hf.SettingsFrame(0)
         settings.settings = {hf.SettingsFrame.INITIAL_WINDOW_SIZE: 1 << 24}
         self.send(PREFACE + settings.serialize())
@@ -258,6 +259,7 @@ class RawH2:
         elif isinstance(f, hf.GoAwayFrame):
             self.goaway = f.error_code
         elif isinstance(f, hf.SettingsFrame) and "ACK" not in f.flags:
+            self.server_settings.update(f.settings)
             ack = hf.SettingsFrame(0)
             ack.flags.add("ACK")
             try:

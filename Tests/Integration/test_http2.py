@@ -499,3 +499,24 @@ def test_an_h2_origin_going_away_fails_only_its_open_requests(larder_factory, or
     b.stop()
     r = held.response()
     assert r.status in (502, 504), r
+
+
+def test_an_extended_connect_carries_a_websocket_in_reverse_mode(larder_factory, origin):
+    """RFC 8441: the origin sees an HTTP/1.1 upgrade with a key of Larder's; the client a 200, then
+    the WebSocket's bytes both ways on its stream."""
+    lr = larder_factory(config={"reverse_origin": origin.base})
+    with RawH2(lr.port) as c:
+        # The server's SETTINGS first: they allow extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL).
+        assert c.pump(lambda: c.server_settings.get(hf.SettingsFrame.ENABLE_CONNECT_PROTOCOL) == 1)
+        c.headers(1, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+                      (":authority", f"127.0.0.1:{lr.port}"), (":path", "/upgrade"),
+                      ("sec-websocket-version", "13")], end_stream=False)
+        s = c.streams[1]
+        assert c.pump(lambda: s.headers is not None or s.reset is not None), s
+        assert s.status == 200, s
+        assert s.header("sec-websocket-accept") is None and s.header("upgrade") is None
+        c.data(1, b"frame bytes", end_stream=False)
+        assert c.pump(lambda: bytes(s.body) == b"frame bytes"), s.body
+    q = origin.wait_requests(1)[0]
+    names = {n.lower(): v for n, v in q["headers"]}
+    assert names["upgrade"] == "websocket" and len(names["sec-websocket-key"]) == 24, names

@@ -92,10 +92,39 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
         #expect(text(r) != nil)
     }
 
-    @Test func extendedConnectIsNotSupportedYet() {
-        var h = head("CONNECT")
+    @Test func anExtendedConnectForAWebSocketBecomesAnUpgrade() throws {
+        var h = head("CONNECT", scheme: "https", path: "/chat", fields: [("sec-websocket-version", "13"),
+                                                                        ("sec-websocket-key", "client-sent")])
         h.protocol = Array("websocket".utf8)
+        let key = Array("dGhlIHNhbXBsZSBub25jZQ==".utf8)
+        guard case .success(let r) = H2Translation.request(h, form: .origin, endStream: false, webSocketKey: key) else {
+            Issue.record("refused")
+            return
+        }
+        #expect(r.isWebSocket && !r.isConnect && r.method == .get && !r.chunkedBody)
+        #expect(String(decoding: r.head, as: UTF8.self) == "GET /chat HTTP/1.1\r\nHost: origin.test:8080\r\n"
+            + "sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            + "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+    }
+
+    @Test func anExtendedConnectForAnotherProtocolIsRefused() {
+        var h = head("CONNECT")
+        h.protocol = Array("h2c".utf8)
         #expect(status(H2Translation.request(h, form: .origin, endStream: false)) == 501)
+        var notConnect = head("GET")
+        notConnect.protocol = Array("websocket".utf8)
+        #expect(status(H2Translation.request(notConnect, form: .origin, endStream: false)) == 501)
+    }
+
+    @Test(arguments: [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="),
+                      ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy")])
+    func base64IsRFC4648s(_ plain: String, _ encoded: String) {
+        #expect(H2Translation.base64(Array(plain.utf8)) == Array(encoded.utf8))
+    }
+
+    @Test func webSocketKeysAreSixteenRandomBytes() {
+        let a = H2Translation.randomWebSocketKey(), b = H2Translation.randomWebSocketKey()
+        #expect(a.count == 24 && a != b)
     }
 
     @Test func anAnswerHeadLosesItsConnectionFields() throws {

@@ -188,7 +188,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     func h2Request(_ id: Int32, head: H2RequestHead, endStream: Bool) {
         worker.stats.add(.h2Streams)
         let form: H2Translation.TargetForm = targetForm(head)
-        switch H2Translation.request(head, form: form, endStream: endStream) {
+        switch H2Translation.request(head, form: form, endStream: endStream,
+                                     webSocketKey: H2Translation.randomWebSocketKey()) {
         case .failure(let refusal):
             worker.logger.notice("\(refusal.status) to HTTP/2 client \(peer): \(refusal.reason)")
             let ex = H2Exchange(id: id, inner: nil, request: nil)
@@ -306,9 +307,16 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             guard let length = parsed else { return false }
             output.drain(length)
             inner.peerTook(length)
-            if head.isInformational { continue }  // 100 Continue and 103 are HTTP/1.1's business here
+            var status = head.status
+            if request.isWebSocket, status == 101 {
+                status = 200  // RFC 8441: the extended CONNECT succeeded; the WebSocket follows
+            } else if head.isInformational {
+                continue  // 100 Continue and 103 are HTTP/1.1's business here
+            }
             let mode: H2Exchange.Mode
-            if request.isConnect, head.status < 300 {
+            if request.isWebSocket, head.status == 101 {
+                mode = .tunnel
+            } else if request.isConnect, head.status < 300 {
                 mode = .tunnel
             } else {
                 switch head.framing {
@@ -326,7 +334,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             ex.mode = mode
             ex.headSent = true
             let fields = H2Translation.responseFields(head, keepContentLength: keepLength)
-            _ = session.respond(ex.id, status: head.status, fields: fields, hasBody: mode != .none)
+            _ = session.respond(ex.id, status: status, fields: fields, hasBody: mode != .none)
             return true
         }
     }

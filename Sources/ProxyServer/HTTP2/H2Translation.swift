@@ -26,6 +26,9 @@ enum H2Translation {
         var isConnect: Bool
         /// The method, for reading the answer's framing (HEAD answers have no body).
         var method: HTTPMethod
+        /// An extended CONNECT for a WebSocket (RFC 8441), sent upstream as an HTTP/1.1 upgrade:
+        /// its `101` becomes a `200`, and the stream then carries the WebSocket's bytes.
+        var isWebSocket = false
     }
 
     struct Refusal: Error, Equatable {
@@ -33,13 +36,29 @@ enum H2Translation {
         var reason: String
     }
 
-    static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool) -> Result<Request, Refusal> {
+    /// `webSocketKey`: the `Sec-WebSocket-Key` an extended CONNECT's upgrade carries upstream (16
+    /// random bytes in base64; RFC 8441 has the client send none).
+    static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool,
+                        webSocketKey: @autoclosure () -> [UInt8] = []) -> Result<Request, Refusal> {
         guard !h.method.isEmpty, h.method.allSatisfy(isTchar) else {
             return .failure(Refusal(status: 400, reason: "the :method is not a token"))
         }
-        guard h.protocol.isEmpty else {
-            return .failure(Refusal(status: 501, reason: "extended CONNECT (:protocol) is not supported"))
+        if !h.protocol.isEmpty {
+            guard h.method == connectName, lowercased(h.protocol) == websocketName else {
+                return .failure(Refusal(status: 501, reason: "extended CONNECT is supported for the websocket protocol only"))
+            }
+            var upgrade = h
+            upgrade.method = Array("GET".utf8)
+            upgrade.protocol = []
+            upgrade.fields.removeAll { $0.name == secWebSocketKeyName }
+            upgrade.fields.append((secWebSocketKeyName, webSocketKey()))
+            return request(upgrade, form: form, endStream: true, upgrading: true)
         }
+        return request(h, form: form, endStream: endStream, upgrading: false)
+    }
+
+    private static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool,
+                                upgrading: Bool) -> Result<Request, Refusal> {
         var authority = h.authority
         var contentLength: [UInt8]?
         var cookies: [[UInt8]] = []
@@ -113,7 +132,9 @@ enum H2Translation {
             head += crlf
         }
         var chunked = false
-        if isConnect {
+        if upgrading {
+            // The WebSocket's bytes follow the 101; no body framing.
+        } else if isConnect {
             // The tunnel's bytes follow the answer; no framing.
         } else if let contentLength {
             head += contentLengthLine
@@ -126,9 +147,10 @@ enum H2Translation {
             head += emptyBodyLine
         }
         // One exchange per stream: the end of the answer is the end of the inner connection.
-        head += closeLine
+        head += upgrading ? upgradeLines : closeLine
         head += crlf
-        return .success(Request(head: head, chunkedBody: chunked, isConnect: isConnect, method: method))
+        return .success(Request(head: head, chunkedBody: chunked, isConnect: isConnect, method: method,
+                                isWebSocket: upgrading))
     }
 
     /// An answer head's fields for HTTP/2: names in lower case, without the fields that belong to
@@ -141,7 +163,7 @@ enum H2Translation {
                 let name = all[f.name.start..<(f.name.start + f.name.count)].map(lower)
                 switch name {
                 case connectionName, keepAliveName, proxyConnectionName, transferEncodingName, upgradeName, teName,
-                     trailerName:
+                     trailerName, secWebSocketAcceptName:
                     continue
                 case contentLengthName where !keepContentLength:
                     continue
@@ -149,6 +171,29 @@ enum H2Translation {
                     out.append((name, Array(all[f.value.start..<(f.value.start + f.value.count)])))
                 }
             }
+        }
+        return out
+    }
+
+    /// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1).
+    static func randomWebSocketKey() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        let raw = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return base64(raw)
+    }
+
+    static func base64(_ bytes: [UInt8]) -> [UInt8] {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out: [UInt8] = []
+        var i = 0
+        while i < bytes.count {
+            let n = min(3, bytes.count - i)
+            let b0 = bytes[i], b1 = n > 1 ? bytes[i + 1] : 0, b2 = n > 2 ? bytes[i + 2] : 0
+            out.append(alphabet[Int(b0 >> 2)])
+            out.append(alphabet[Int((b0 & 3) << 4 | b1 >> 4)])
+            out.append(n > 1 ? alphabet[Int((b1 & 15) << 2 | b2 >> 6)] : UInt8(ascii: "="))
+            out.append(n > 2 ? alphabet[Int(b2 & 63)] : UInt8(ascii: "="))
+            i += 3
         }
         return out
     }
@@ -187,6 +232,8 @@ enum H2Translation {
         a.count == b.count && zip(a, b).allSatisfy { lower($0) == lower($1) }
     }
 
+    private static func lowercased(_ bytes: [UInt8]) -> [UInt8] { bytes.map(lower) }
+
     private static func lower(_ b: UInt8) -> UInt8 { (0x41...0x5A).contains(b) ? b | 0x20 : b
     }
 
@@ -212,6 +259,10 @@ enum H2Translation {
     private static let chunkedLine = Array("Transfer-Encoding: chunked\r\n".utf8)
     private static let emptyBodyLine = Array("Content-Length: 0\r\n".utf8)
     private static let closeLine = Array("Connection: close\r\n".utf8)
+    private static let upgradeLines = Array("Connection: Upgrade\r\nUpgrade: websocket\r\n".utf8)
+    private static let websocketName = Array("websocket".utf8)
+    private static let secWebSocketKeyName = Array("sec-websocket-key".utf8)
+    private static let secWebSocketAcceptName = Array("sec-websocket-accept".utf8)
     private static let colonSpace = Array(": ".utf8)
     private static let crlf = Array("\r\n".utf8)
 }
