@@ -38,6 +38,10 @@ final class MemoryTransport {
     private var consumedDue = 0
     private var finishDue: Bool?
     private var aborted = false
+    /// The peer will send nothing more (a tunnel's half-close): once the owner has read what
+    /// came before, it hears the end of the stream.
+    private var peerEnded = false
+    private var endDue = false
     /// The peer took nothing of the output for the write timeout.
     private var stalled = false
     private var shutdownWhenFlushed = false
@@ -135,7 +139,7 @@ final class MemoryTransport {
     private func ownerRead(_ count: Int) {
         guard !closed else { return }
         consumedDue += count
-        due()
+        due()  // also delivers a pending end once the input is read
     }
 
     private func finish(reset: Bool) {
@@ -147,7 +151,7 @@ final class MemoryTransport {
 
     var unread: Stream.UnreadInput {
         if input.count > 0 { return .bytes }
-        return aborted || closed ? .endOfStream : .nothing
+        return aborted || closed || peerEnded ? .endOfStream : .nothing
     }
 
     // MARK: The peer's side
@@ -160,6 +164,14 @@ final class MemoryTransport {
             readableDue = true
             due()
         }
+    }
+
+    /// The peer sends nothing more: the owner hears `.endOfStream` after the bytes before it.
+    func peerEnd() {
+        guard !closed, !aborted, !peerEnded else { return }
+        peerEnded = true
+        endDue = true
+        due()
     }
 
     /// The peer took `count` bytes of `output` (after draining them itself).
@@ -228,6 +240,11 @@ final class MemoryTransport {
         if readableDue {
             readableDue = false
             if readWanted, input.count > 0 { owner?._withUnsafeGuaranteedRef { $0.reportReadable() } }
+        }
+        guard !closed else { return }
+        if endDue, input.count == 0 {
+            endDue = false
+            owner?._withUnsafeGuaranteedRef { $0.report(.endOfStream) }
         }
         guard !closed else { return }
         if drainedDue {

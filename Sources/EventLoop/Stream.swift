@@ -133,6 +133,11 @@ public final class Stream {
         if case .memory(let m) = transport { m._withUnsafeGuaranteedRef { $0.peerTook(count) } }
     }
 
+    /// The peer sends nothing more (half-close): the owner hears `.endOfStream` after the rest.
+    public func peerEnded() {
+        if case .memory(let m) = transport { m._withUnsafeGuaranteedRef { $0.peerEnd() } }
+    }
+
     /// The peer is gone: the owner hears an error, as from a reset socket.
     public func peerAborted() {
         if case .memory(let m) = transport { m._withUnsafeGuaranteedRef { $0.peerAborted() } }

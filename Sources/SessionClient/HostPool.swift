@@ -141,7 +141,9 @@ final class HostPool {
     private func open(for task: SessionTask?) {
         // An HTTP/2 connection to the origin takes the request as one more stream: no connect.
         if key.scheme == .https, let stream = session.h2Stream(for: key) {
-            perform(machine.opened(OriginConnection(stream: stream, pool: self)))
+            let conn = OriginConnection(stream: stream, pool: self)
+            conn.ridesSharedConnection = true
+            perform(machine.opened(conn))
             return
         }
         // While the first connection to an https origin is finding out whether it speaks HTTP/2,
@@ -199,7 +201,9 @@ final class HostPool {
             if let error {
                 perform(machine.openFailed(), connectError: error)
             } else if let stream = session.h2Stream(for: key) {
-                perform(machine.opened(OriginConnection(stream: stream, pool: self)))
+                let conn = OriginConnection(stream: stream, pool: self)
+                conn.ridesSharedConnection = true
+                perform(machine.opened(conn))
             } else {
                 connect(client: client)
             }

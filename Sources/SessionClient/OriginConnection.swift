@@ -16,6 +16,10 @@ final class OriginConnection: StreamDelegate {
     var idleOrder = 0
     private var idleDeadline: Deadline?
     private var sessionKept = false
+    /// A stream of an HTTP/2 connection that was open already: a request it fails before any
+    /// answer (the origin refused the stream, or went away) is tried once more, as on a reused
+    /// connection.
+    var ridesSharedConnection = false
 
     init(stream: Stream, pool: HostPool) {
         self.stream = stream

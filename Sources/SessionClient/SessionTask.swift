@@ -110,6 +110,7 @@ public final class SessionTask {
     // MARK: - Driven by the pool and the connection
 
     func attach(_ conn: OriginConnection, pool: HostPool, reused: Bool) {
+        let reused = reused || conn.ridesSharedConnection
         guard case .writeHead(let startReading, let askForBody) = exchange.connectionAssigned(reused: reused) else {
             // Not waiting any more: the pool keeps the connection, resting and looked at before
             // reuse, as nothing here knows what it carried last.

@@ -11,14 +11,19 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import threading
 import time
 
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
 import pytest
 
 from h2client import H2Client, RawH2, frame
-from helpers import RawClient, curl, std_request
+from helpers import RawClient, _ThreadedServer, curl, std_request
 from origin import pattern, unique_body
 from test_access_log import read_lines
 from test_admin import stats
@@ -191,6 +196,19 @@ def test_a_connect_stream_is_a_tunnel(larder_factory, echo_server):
         sid2 = c.connect(f"127.0.0.1:{echo_server.port}")
         s2 = c.streams[sid2]
         assert c.pump(lambda: s2.headers is not None) and s2.status == 200
+
+
+def test_a_connect_streams_end_half_closes_the_tunnel(larder_factory, echo_server):
+    """END_STREAM from the client is a FIN to the destination, which may still answer."""
+    lr = larder_factory(config={"connect_ports": [echo_server.port]})
+    with H2Client(lr.port) as c:
+        sid = c.connect(f"127.0.0.1:{echo_server.port}")
+        s = c.streams[sid]
+        assert c.pump(lambda: s.headers is not None) and s.status == 200, s
+        c.conn.send_data(sid, b"last words", end_stream=True)
+        c.flush()
+        s = c.wait(sid)
+    assert bytes(s.body) == b"last words[eof after 10 bytes]" and s.ended, s
 
 
 def test_a_connect_to_a_port_not_allowed_is_refused_on_its_stream(larder_factory, echo_server):
@@ -520,3 +538,54 @@ def test_an_extended_connect_carries_a_websocket_in_reverse_mode(larder_factory,
     q = origin.wait_requests(1)[0]
     names = {n.lower(): v for n, v in q["headers"]}
     assert names["upgrade"] == "websocket" and len(names["sec-websocket-key"]) == 24, names
+
+
+class RefusingH2Origin(_ThreadedServer):
+    """An https origin speaking only h2 (Python's h2 as a server) that refuses the streams whose
+    numbers are in ``refuse`` (1-based, counting requests) with REFUSED_STREAM: the origin did not
+    process them, so they may be sent again."""
+
+    def __init__(self, certfile, keyfile, refuse):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(certfile, keyfile)
+        self.ctx.set_alpn_protocols(["h2"])
+        self.refuse = set(refuse)
+        self.requests = 0
+        self.served = []
+        super().__init__()
+
+    def handle(self, sock, peer):
+        tls = self.wrapped(self.ctx.wrap_socket(sock, server_side=True))
+        conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False))
+        conn.initiate_connection()
+        tls.sendall(conn.data_to_send())
+        while True:
+            data = tls.recv(65536)
+            if not data:
+                return
+            for e in conn.receive_data(data):
+                if isinstance(e, h2.events.RequestReceived):
+                    self.requests += 1
+                    if self.requests in self.refuse:
+                        conn.reset_stream(e.stream_id, error_code=h2.errors.ErrorCodes.REFUSED_STREAM)
+                        continue
+                    path = dict(e.headers)[b":path"].decode()
+                    self.served.append(path)
+                    body = f"h2 body of {path}".encode()
+                    conn.send_headers(e.stream_id, [(":status", "200"), ("content-length", str(len(body))),
+                                                    ("cache-control", "no-store")])
+                    conn.send_data(e.stream_id, body, end_stream=True)
+            tls.sendall(conn.data_to_send())
+
+
+def test_a_stream_the_origin_refused_is_sent_again(larder_factory, pki, servers):
+    cert, key = pki.leaf("refusing")
+    o = RefusingH2Origin(cert, key, refuse=[2])
+    servers.append(o)
+    a = larder_factory(config={"workers": 1, "tls": {"ca_file": str(pki.ca)}})
+    c = RawClient(a.port, 20)
+    first = c.request("GET", f"https://localhost:{o.port}/one")
+    assert first.status == 200 and first.body == b"h2 body of /one", first
+    second = c.request("GET", f"https://localhost:{o.port}/two")  # refused once, then served
+    assert second.status == 200 and second.body == b"h2 body of /two", second
+    assert o.requests == 3 and o.served == ["/one", "/two"] and o.connections == 1

@@ -206,7 +206,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             byInner[ObjectIdentifier(inner)] = id
             ex.headPending = request.head.count
             request.head.withUnsafeBytes { inner.peerAppend($0) }
-            if endStream { ex.requestEnded = true }
+            if endStream {
+                ex.requestEnded = true
+                if request.isConnect || request.isWebSocket { inner.peerEnded() }
+            }
             arrived.append(id)
             idle?.cancel()
         }
@@ -244,6 +247,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     func h2RequestEnded(_ id: Int32) {
         guard let ex = exchanges[id], let inner = ex.inner, let request = ex.request, !ex.requestEnded else { return }
         ex.requestEnded = true
+        // A tunnel's half-close: the origin side sees the end, and may still answer.
+        if request.isConnect || request.isWebSocket { inner.peerEnded() }
         if request.chunkedBody {
             H2Connection.lastChunk.withUnsafeBytes { inner.peerAppend($0) }
             ex.headPending += H2Connection.lastChunk.count
