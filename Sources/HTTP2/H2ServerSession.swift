@@ -49,6 +49,8 @@ public enum H2BodyRead {
     case bytes(Int, end: Bool)
     /// Nothing now: `resume(stream:)` once there is.
     case wait
+    /// The body was cut: the stream is reset (INTERNAL_ERROR), never ended cleanly.
+    case cut
 }
 
 /// Receives a server session's events, synchronously, from inside `receive` (and `send` for bodies).
@@ -92,10 +94,11 @@ public final class H2ServerSession {
     let settings: H2Settings
     /// The first error a callback reported, kept for `receive` to return.
     private var callbackFailure: Int32?
-    /// Streams the client reset before their answer was complete, less those it let finish: a
-    /// client that opens and cancels streams (rapid reset, CVE-2023-44487) makes Larder start work
-    /// for each, and is cut off past `cancelledStreamLimit`, whatever its pace (nghttp2's own
-    /// limit goes by resets per second).
+    /// Streams the client reset before their answer was complete, less the exchanges it let
+    /// finish (`exchangeCompleted`): a client that opens and cancels streams (rapid reset,
+    /// CVE-2023-44487) makes Larder start work for each, and is cut off past
+    /// `cancelledStreamLimit`, whatever its pace (nghttp2's own limit goes by resets per second).
+    /// Answers Larder refuses by itself do not count as finished: they cost it nothing.
     private var cancelledStreams = 0
     public static let cancelledStreamLimit = 100
     /// Set once the connection was cut off for resetting too many streams.
@@ -215,6 +218,23 @@ public final class H2ServerSession {
         }
     }
 
+    /// An exchange the client let finish: one cancelled stream more is forgiven.
+    public func exchangeCompleted() {
+        if cancelledStreams > 0 { cancelledStreams -= 1 }
+    }
+
+    /// Whether Larder has sent the end of `stream` (its answer is all out).
+    public func answerSent(_ stream: Int32) -> Bool {
+        guard let session else { return true }
+        return nghttp2_session_get_stream_local_close(session, stream) == 1
+    }
+
+    /// Gives back connection window for request-body bytes of a stream already closed.
+    public func consumedOnConnection(_ count: Int) {
+        guard let session, count > 0 else { return }
+        _ = nghttp2_session_consume_connection(session, count)
+    }
+
     /// A stream whose body source said `.wait` has bytes again.
     public func resume(_ stream: Int32) {
         guard let session else { return }
@@ -273,7 +293,7 @@ public final class H2ServerSession {
         let id = frame.pointee.hd.stream_id
         // Trailers are not forwarded (an HTTP/1.1 origin would need them chunked, and no cache
         // behaviour depends on them).
-        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, var head = me.heads[id] else { return 0 }
+        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, me.heads[id] != nil else { return 0 }
         let total = (me.headBytes[id] ?? 0) + nameLength + valueLength + 32
         if total > me.settings.maxHeaderListSize {
             return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)  // the stream is reset
@@ -281,19 +301,20 @@ public final class H2ServerSession {
         me.headBytes[id] = total
         let n = Array(UnsafeBufferPointer(start: name, count: nameLength))
         let v = Array(UnsafeBufferPointer(start: value, count: valueLength))
+        // Changed in place: a copy of the head per field would make a long header list cost its
+        // square.
         if n.first == UInt8(ascii: ":") {
             switch n {
-            case H2ServerSession.method: head.method = v
-            case H2ServerSession.scheme: head.scheme = v
-            case H2ServerSession.authority: head.authority = v
-            case H2ServerSession.path: head.path = v
-            case H2ServerSession.protocolName: head.protocol = v
+            case H2ServerSession.method: me.heads[id]?.method = v
+            case H2ServerSession.scheme: me.heads[id]?.scheme = v
+            case H2ServerSession.authority: me.heads[id]?.authority = v
+            case H2ServerSession.path: me.heads[id]?.path = v
+            case H2ServerSession.protocolName: me.heads[id]?.protocol = v
             default: return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
             }
         } else {
-            head.fields.append((n, v))
+            me.heads[id]?.fields.append((n, v))
         }
-        me.heads[id] = head
         return 0
     }
 
@@ -332,7 +353,6 @@ public final class H2ServerSession {
         let me = this(user)
         let known = me.heads.removeValue(forKey: id) != nil
         me.headBytes[id] = nil
-        if code == 0, me.cancelledStreams > 0 { me.cancelledStreams -= 1 }
         if known { me.delegate?.h2StreamClosed(id, errorCode: code) }
         return 0
     }
@@ -344,6 +364,8 @@ public final class H2ServerSession {
         switch delegate.h2ResponseBody(id, into: UnsafeMutableRawBufferPointer(start: buffer, count: length)) {
         case .wait:
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+        case .cut:
+            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         case .bytes(let n, let end):
             if end { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }
             return n

@@ -221,9 +221,9 @@ public enum ConfigSchema {
         ConfigField("http2.max_header_list", \.http2.maxHeaderList, 65_536, .restart,
                     "largest decoded header list of a request (the stream is refused beyond)",
                     .size(1_024...16_777_216)),
-        ConfigField("http2.stream_output", \.http2.streamOutput, 256 * 1024, .restart,
-                    "answer bytes queued per stream before its origin is paused: with `max_concurrent_streams`, "
-                        + "the bound on a connection's answer memory", .size(16_384...(1 << 30))),
+        ConfigField("http2.stream_output", \.http2.streamOutput, 64 * 1024, .restart,
+                    "answer bytes queued per stream before its producer waits: with `max_concurrent_streams`, "
+                        + "the bound on a connection's answer memory (6.25 MiB by default)", .size(16_384...(1 << 30))),
 
         ConfigField("session.http_additional_headers", \.session.httpAdditionalHeaders, [], .restart,
                     "fields added to outbound requests lacking them", .headers, disclosure: .valuesRedacted),

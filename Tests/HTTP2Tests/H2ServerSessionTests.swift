@@ -253,6 +253,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
         } else {
             recorder.responseBodies[id] = Array("ok".utf8)
             _ = server.respond(id, status: 200, fields: [], hasBody: true)
+            server.exchangeCompleted()
         }
         try exchange(client, server)
     }

@@ -182,7 +182,7 @@ class RawH2:
     """Frames written and read by hand, for what no well-behaved client library sends: the
     server's answers are decoded with hyperframe and hpack, whatever stream they are on."""
 
-    def __init__(self, port, timeout=10.0):
+    def __init__(self, port, timeout=10.0, initial_window=1 << 24):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.encoder = hpack.Encoder()
         self.decoder = hpack.Decoder()
@@ -193,11 +193,17 @@ class RawH2:
         self.closed = False
         self.server_settings = {}
         settings = hf.SettingsFrame(0)
-        settings.settings = {hf.SettingsFrame.INITIAL_WINDOW_SIZE: 1 << 24}
+        settings.settings = {hf.SettingsFrame.INITIAL_WINDOW_SIZE: initial_window}
         self.send(PREFACE + settings.serialize())
-        win = hf.WindowUpdateFrame(0)
-        win.window_increment = (1 << 30)
-        self.send(win.serialize())
+        self.auto_window = initial_window > 0
+        if self.auto_window:
+            win = hf.WindowUpdateFrame(0)
+            win.window_increment = (1 << 30)
+            self.send(win.serialize())
+        # The server's windows for what this client sends: its SETTINGS and WINDOW_UPDATEs.
+        self.send_connection_window = 65535
+        self.send_initial = 65535
+        self.send_stream_windows = {}
 
     def send(self, data):
         self.sock.sendall(data)
@@ -213,7 +219,13 @@ class RawH2:
             f.flags.add("END_STREAM")
         self.send(f.serialize())
 
+    def window(self, sid):
+        """What this client may still send on ``sid`` (the stream's and the connection's window)."""
+        return min(self.send_connection_window, self.send_stream_windows.get(sid, self.send_initial))
+
     def data(self, sid, payload, end_stream=True):
+        self.send_connection_window -= len(payload)
+        self.send_stream_windows[sid] = self.send_stream_windows.get(sid, self.send_initial) - len(payload)
         f = hf.DataFrame(sid)
         f.data = payload
         if end_stream:
@@ -235,7 +247,8 @@ class RawH2:
             yield f
 
     def _handle(self, f):
-        s = self.streams.setdefault(f.stream_id, StreamResult()) if f.stream_id else None
+        s = (self.streams.setdefault(f.stream_id, StreamResult())
+             if f.stream_id and not isinstance(f, hf.WindowUpdateFrame) else None)
         if isinstance(f, hf.HeadersFrame):
             fields = self.decoder.decode(bytes(f.data), raw=True)
             if s.headers is None:
@@ -246,7 +259,7 @@ class RawH2:
             s.body += f.data
             if "END_STREAM" in f.flags:
                 s.ended = True
-            if f.flow_controlled_length:
+            if f.flow_controlled_length and self.auto_window:
                 for sid in (0, f.stream_id):
                     w = hf.WindowUpdateFrame(sid)
                     w.window_increment = f.flow_controlled_length
@@ -256,10 +269,18 @@ class RawH2:
                         pass
         elif isinstance(f, hf.RstStreamFrame):
             s.reset = f.error_code
+        elif isinstance(f, hf.WindowUpdateFrame):
+            if f.stream_id == 0:
+                self.send_connection_window += f.window_increment
+            else:
+                self.send_stream_windows[f.stream_id] = (self.send_stream_windows.get(f.stream_id, self.send_initial)
+                                                         + f.window_increment)
         elif isinstance(f, hf.GoAwayFrame):
             self.goaway = f.error_code
         elif isinstance(f, hf.SettingsFrame) and "ACK" not in f.flags:
             self.server_settings.update(f.settings)
+            if hf.SettingsFrame.INITIAL_WINDOW_SIZE in f.settings:
+                self.send_initial = f.settings[hf.SettingsFrame.INITIAL_WINDOW_SIZE]
             ack = hf.SettingsFrame(0)
             ack.flags.add("ACK")
             try:

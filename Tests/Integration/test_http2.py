@@ -589,3 +589,104 @@ def test_a_stream_the_origin_refused_is_sent_again(larder_factory, pki, servers)
     second = c.request("GET", f"https://localhost:{o.port}/two")  # refused once, then served
     assert second.status == 200 and second.body == b"h2 body of /two", second
     assert o.requests == 3 and o.served == ["/one", "/two"] and o.connections == 1
+
+
+# ---------------------------------------------------------------------------
+# Found by review: what a client can hold, and for how long
+
+
+def test_an_answer_without_a_length_to_a_closed_window_is_bounded_and_cut(larder_factory, origin):
+    """A chunked answer (and a close-delimited one, which Larder writes chunked) is read from its
+    exchange only as the client's window allows: the origin is held back, memory stays bounded,
+    and the stream is reset once it made no progress for the idle timeout."""
+    lr = larder_factory(config={"limits": {"client_idle_timeout": "2s"}})
+    before = lr.rss_kib()
+    with RawH2(lr.port, initial_window=0) as c:
+        for sid, path in ((1, "/chunked/400000000"), (3, "/close/400000000")):
+            c.headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport),
+                            (":path", path)])
+        assert c.pump(lambda: all(c.streams[s].reset is not None for s in (1, 3)), 30), c.streams
+        assert len(c.streams[1].body) == 0 and len(c.streams[3].body) == 0
+    grown = lr.rss_kib() - before
+    assert grown < 64 * 1024, f"RSS grew by {grown} KiB"
+    log = lr.log_text()
+    assert "made no progress" in log or "took less than 16 KiB of its answer" in log, log[-2000:]
+
+
+def test_a_request_answered_before_the_client_ended_it_is_reset_with_no_error(larder_factory, origin):
+    """RFC 9113 §8.1: an answer that is complete while the request is not ends the stream with
+    RST_STREAM(NO_ERROR), so a HEADERS frame without END_STREAM holds nothing open."""
+    lr = larder_factory()
+    with RawH2(lr.port) as c:
+        c.headers(1, [(":method", "GET"), (":scheme", "ftp"), (":authority", origin.hostport), (":path", "/")],
+                  end_stream=False)
+        c.headers(3, [(":method", "GET"), (":scheme", "http"), (":authority", "127.0.0.1:1"), (":path", "/")],
+                  end_stream=False)
+        assert c.pump(lambda: all(c.streams.get(s) and c.streams[s].reset is not None for s in (1, 3))), c.streams
+        assert c.streams[1].status == 400 and c.streams[1].reset == 0
+        assert c.streams[3].status == 502 and c.streams[3].reset == 0
+
+
+def test_bodies_of_reset_streams_give_their_window_back(larder_factory, origin):
+    lr = larder_factory(config={"http2": {"connection_window": "256KiB", "stream_window": "64KiB"}})
+    with RawH2(lr.port) as c:
+        sid = 1
+        for _ in range(6):  # 6 × 64 KiB: more than the connection window, if nothing came back
+            c.headers(sid, [(":method", "POST"), (":scheme", "http"), (":authority", origin.hostport),
+                            (":path", "/echo?hold=never"), ("content-length", "1000000")], end_stream=False)
+            for _ in range(4):
+                c.data(sid, b"x" * 16384, end_stream=False)
+            c.rst(sid)
+            sid += 2
+        body = os.urandom(300_000)
+        c.headers(sid, [(":method", "POST"), (":scheme", "http"), (":authority", origin.hostport),
+                        (":path", "/echo"), ("content-length", str(len(body)))], end_stream=False)
+        sent = 0
+        while sent < len(body):
+            room = c.window(sid)
+            if room <= 0:
+                assert c.pump(lambda: c.window(sid) > 0, 10), "the windows never opened again"
+                continue
+            piece = body[sent:sent + min(room, 16384)]
+            c.data(sid, piece, end_stream=sent + len(piece) == len(body))
+            sent += len(piece)
+        s = c.wait(sid, 20)
+    assert s.status == 200 and json.loads(bytes(s.body))["body_sha256"] == sha(body), s
+
+
+def test_a_tunnel_over_h2_has_its_access_log_line(larder_factory, echo_server, workdir):
+    log = workdir / "access.json"
+    lr = larder_factory(config={"connect_ports": [echo_server.port], "access_log": str(log),
+                                "access_log_format": "json"})
+    with H2Client(lr.port) as c:
+        sid = c.connect(f"127.0.0.1:{echo_server.port}")
+        s = c.streams[sid]
+        assert c.pump(lambda: s.headers is not None) and s.status == 200
+        c.conn.send_data(sid, b"12345", end_stream=True)
+        c.flush()
+        c.wait(sid)
+    records = [json.loads(line) for line in read_lines(log, 1)]
+    assert records[0]["method"] == "CONNECT" and records[0]["version"] == "HTTP/2.0", records
+    assert records[0]["bytes_from_client"] == 5, records
+
+
+def test_a_connect_stream_to_an_intercepted_host_is_tunnelled_untouched(larder_factory, echo_server):
+    """A stream has no socket of its own to terminate TLS on: the tunnel is what the client gets."""
+    lr = larder_factory(config={"connect_ports": [echo_server.port], "tls": {"intercept": ["127.0.0.1"]}})
+    with H2Client(lr.port) as c:
+        sid = c.connect(f"127.0.0.1:{echo_server.port}")
+        s = c.streams[sid]
+        assert c.pump(lambda: s.headers is not None) and s.status == 200
+        c.conn.send_data(sid, b"not TLS at all")
+        c.flush()
+        assert c.pump(lambda: bytes(s.body) == b"not TLS at all"), s
+
+
+def test_expect_100_continue_is_not_forwarded(larder_factory, origin):
+    lr = larder_factory()
+    with H2Client(lr.port) as c:
+        s = c.wait(c.request("POST", origin.hostport, "/echo", headers=[("expect", "100-continue"),
+                                                                          ("content-length", "5")], body=b"hello"))
+    assert s.status == 200
+    names = {n.lower() for n, _ in origin.requests()[0]["headers"]}
+    assert "expect" not in names

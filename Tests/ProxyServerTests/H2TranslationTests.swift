@@ -151,3 +151,11 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
         #expect(bytes.withUnsafeBytes { H2Preface.check($0) } == verdict)
     }
 }
+
+@Suite struct H2AuthorityPortTests {
+    @Test(arguments: [("larder.test:3128", "http", 3128), ("larder.test", "http", 80), ("larder.test", "https", 443),
+                      ("[::1]:8080", "http", 8080), ("[::1]", "https", 443), ("a:", "http", nil), ("a:99999x", "http", nil)])
+    func thePortAnAuthorityNames(_ authority: String, _ scheme: String, _ port: Int?) {
+        #expect(H2Connection.port(of: Array(authority.utf8), scheme: Array(scheme.utf8)) == port)
+    }
+}

@@ -445,6 +445,10 @@ final class ClientConnection: StreamDelegate {
     /// Server shutdown: idle connections close now, busy ones after their answer.
     func drain() { send(.shutdown) }
 
+    /// The HTTP/2 connection this stream belongs to has ended: as a reset socket would, at once
+    /// (its request's ends, the access-log line, the budgets it held, all now).
+    func carrierClosed() { send(.clientFailed) }
+
     /// The client speaks HTTP/2 (ALPN `h2`, or the connection preface): an `H2Connection` takes
     /// the socket, and this object, having read no request, goes.
     private func handOverToHTTP2() {

@@ -16,7 +16,9 @@ enum ConnectHandler {
             return c.answerError(403, "CONNECT to port \(target.port) is not allowed")
         }
         // An intercepted CONNECT opens no tunnel: offline, the requests inside are judged one by one.
-        let intercepted = worker.interception?.matches(host: target.host) ?? false
+        // A CONNECT stream of an HTTP/2 connection has no socket of its own to start TLS on: it
+        // is tunnelled untouched.
+        let intercepted = !c.isStream && (worker.interception?.matches(host: target.host) ?? false)
         guard OfflineGuard.check(c.request, intercepted: intercepted, on: c) == .goOn,
               AccessCheck.check(host: target.host, port: target.port, on: c) == .goOn else { return }
         if intercepted {

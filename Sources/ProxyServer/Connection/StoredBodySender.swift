@@ -10,8 +10,8 @@ final class StoredBodySender {
     private var cursor: CachedBodyCursor?
 
     /// Bytes of a disk-stored body queued per response; refilled as the socket drains (the stream
-    /// reports a drain at `outputHighWater / 4`, which is this).
-    static let window = ClientConnection.defaultOutputHighWater / 4
+    /// reports a drain at `outputHighWater / 4`, which is this): 256 KiB on a connection of its
+    /// own, less on an HTTP/2 stream (`http2.stream_output`).
 
     init(connection: ClientConnection, cursor: CachedBodyCursor) {
         self.connection = connection
@@ -20,8 +20,9 @@ final class StoredBodySender {
 
     func send() {
         let c = connection
-        while var cursor, c.answerQueued < StoredBodySender.window {
-            let room = StoredBodySender.window - c.answerQueued
+        let window = c.outputHighWater / 4
+        while var cursor, c.answerQueued < window {
+            let room = window - c.answerQueued
             let index = cursor.chunk
             let verify = index > cursor.checkedThrough
             let reader = c.worker.cacheReader

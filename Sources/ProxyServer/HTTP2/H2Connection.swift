@@ -31,6 +31,19 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private let session: H2ServerSession
     private var exchanges: [Int32: H2Exchange] = [:]
     private var byInner: [ObjectIdentifier: Int32] = [:]
+    /// Every stream's exchange until it has closed, whatever became of its stream: a tunnel's
+    /// exchange outlives the stream's bookkeeping, and each must end through its own close (its
+    /// access-log line, the budgets it holds).
+    private var inners: [ObjectIdentifier: ClientConnection] = [:]
+    /// Streams whose answer is complete while the client has not ended its request: reset with
+    /// NO_ERROR once the answer's end is out (RFC 9113 §8.1), so none stays open for ever.
+    private var answeredEarly: Set<Int32> = []
+    /// Checks, every `client_idle_timeout`, for streams whose client neither takes its answer
+    /// nor sends the rest of its request: each is reset (a window never opened, a body never
+    /// finished), as a slow HTTP/1.1 client is cut.
+    private var progress: Timer?
+    /// The listener's port: a mirror path is served origin-form only for an authority naming it.
+    private let localPort: Int?
     /// Requests that arrived in the bytes being read: started once the read is over, if their
     /// stream is still open.
     private var arrived: [Int32] = []
@@ -53,6 +66,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         self.overTLS = overTLS
         self.intercepted = intercepted
         session = try H2ServerSession(settings: settings)
+        localPort = SocketAddress.local(of: stream.fileDescriptor)?.port
     }
 
     /// Takes over the socket: the bytes already read (the preface, perhaps more) come first.
@@ -132,11 +146,47 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             close(why: "HTTP/2 session failed: \(failure)")
             return
         }
+        if !answeredEarly.isEmpty { endAnsweredStreams() }
         if !session.isAlive || (draining && exchanges.isEmpty && !session.wantsWrite) || closing {
             closing = true
             stream.disableReading()
             if output.count == 0 { close(why: nil) } else { stream.setWriteLowWatermark(0) }
         }
+    }
+
+    /// Answers all out for requests the client has not ended: their streams are reset (NO_ERROR).
+    private func endAnsweredStreams() {
+        var reset = false
+        for id in answeredEarly where session.answerSent(id) {
+            answeredEarly.remove(id)
+            if let ex = exchanges[id], !ex.requestEnded {
+                session.reset(id, code: 0)
+                reset = true
+            }
+        }
+        guard reset else { return }
+        do throws(H2SessionError) {
+            try session.send { bytes in
+                stream.output.append(bytes)
+                return stream.output.count < H2Connection.socketHighWater
+            }
+        } catch {
+            close(why: "HTTP/2 session failed: \(error)")
+        }
+    }
+
+    /// Streams that made no progress since the last look, waiting on their client, are reset.
+    private func checkProgress() {
+        guard !closed else { return }
+        for ex in Array(exchanges.values) {
+            let moved = ex.sent + ex.received
+            defer { ex.lastProgress = moved }
+            guard moved == ex.lastProgress, ex.waitsOnClient else { continue }
+            worker.logger.notice("HTTP/2 client \(peer): stream \(ex.id) made no progress in \(worker.settings.clientIdleTimeout) s (its window closed, or its request unfinished); resetting it")
+            session.reset(ex.id, code: 0x8)
+        }
+        flush()
+        if exchanges.isEmpty { progress?.cancel() }
     }
 
     private func protocolFailure(_ why: String) {
@@ -172,10 +222,15 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if let why { worker.logger.debug("HTTP/2 client \(peer): \(why)") }
         idle?.cancel()
         idle = nil
-        for ex in exchanges.values { ex.inner?.peerAborted() }
+        progress?.cancel()
+        progress = nil
         exchanges.removeAll()
         byInner.removeAll()
         session.delegate = nil
+        // Every exchange ends now, each through its own close.
+        let open = inners
+        inners.removeAll()
+        for conn in open.values { conn.carrierClosed() }
         if let intercepted {
             intercepted.logTunnel(carriedBy: stream, client: Array(peer.host.utf8), worker: worker)
         }
@@ -194,7 +249,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             worker.logger.notice("\(refusal.status) to HTTP/2 client \(peer): \(refusal.reason)")
             let ex = H2Exchange(id: id, inner: nil, request: nil)
             ex.localBody = Array((refusal.reason + "\n").utf8)
+            ex.requestEnded = endStream
             exchanges[id] = ex
+            watchProgress()
             _ = session.respond(id, status: refusal.status,
                                 fields: [(Array("content-type".utf8), Array("text/plain; charset=utf-8".utf8)),
                                          (Array("content-length".utf8), Array(String(ex.localBody!.count).utf8))],
@@ -212,14 +269,23 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             }
             arrived.append(id)
             idle?.cancel()
+            watchProgress()
         }
+    }
+
+    private func watchProgress() {
+        if progress == nil {
+            progress = Timer(loop: worker.loop, repeating: true) { [unowned self] in self.checkProgress() }
+        }
+        if progress?.isPending == false { progress?.schedule(after: worker.settings.clientIdleTimeout) }
     }
 
     /// Origin-form where the connection or the path already says where requests go.
     private func targetForm(_ head: H2RequestHead) -> H2Translation.TargetForm {
         if intercepted != nil || worker.settings.reverseOrigin != nil { return .origin }
         let mirrors = worker.settings.mirrors
-        if !mirrors.isEmpty, head.path.first == UInt8(ascii: "/") {
+        if !mirrors.isEmpty, head.path.first == UInt8(ascii: "/"),
+           H2Connection.port(of: head.authority, scheme: head.scheme) == localPort {
             let found = head.path.withUnsafeBytes { mirrors.resolve(originForm: $0) }
             if case .notMirrored = found { return .absolute }
             return .origin
@@ -227,11 +293,24 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         return .absolute
     }
 
+    /// The port an authority names (the scheme's default without one).
+    static func port(of authority: [UInt8], scheme: [UInt8]) -> Int? {
+        if let colon = authority.lastIndex(of: UInt8(ascii: ":")), authority.last != UInt8(ascii: "]") {
+            let digits = authority[(colon + 1)...]
+            guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            return digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        }
+        return scheme == Array("https".utf8) ? 443 : 80
+    }
+
     func h2RequestBody(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
-        guard let ex = exchanges[id], let inner = ex.inner, let request = ex.request else {
+        guard let ex = exchanges[id], let inner = ex.inner, let request = ex.request, !ex.innerFinished,
+              !inner.isClosed else {
+            // Nobody reads it: its window opens again at once.
             session.consumed(id, bytes.count)
             return
         }
+        ex.received += bytes.count
         ex.unconsumed += bytes.count
         if request.chunkedBody {
             let size = Array((String(bytes.count, radix: 16) + "\r\n").utf8)
@@ -256,7 +335,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     }
 
     func h2StreamClosed(_ id: Int32, errorCode: UInt32) {
+        answeredEarly.remove(id)
         guard let ex = exchanges.removeValue(forKey: id) else { return }
+        // Body bytes the exchange never took: nghttp2 does not give a closed stream's back.
+        session.consumedOnConnection(ex.unconsumed)
+        ex.unconsumed = 0
         if let inner = ex.inner {
             byInner[ObjectIdentifier(inner)] = nil
             if !ex.innerFinished { inner.peerAborted() }  // the client cancelled, or the stream failed
@@ -272,7 +355,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             guard let ex = exchanges[id], let inner = ex.inner else { continue }
             let conn = ClientConnection(worker: worker, stream: inner, peer: peer, overTLS: overTLS, carrier: self)
             if let intercepted { conn.intercepted = intercepted.forStream() }
-            ex.connection = conn
+            inners[ObjectIdentifier(conn)] = conn
             conn.start()
         }
     }
@@ -287,7 +370,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if !ex.headSent {
             guard readHead(ex, inner) else { return }
         }
-        if ex.mode == .chunked { decodeChunked(ex, inner) }
         session.resume(id)
         flush()
     }
@@ -338,45 +420,28 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             }
             ex.mode = mode
             ex.headSent = true
+            ex.status = status
             let fields = H2Translation.responseFields(head, keepContentLength: keepLength)
             _ = session.respond(ex.id, status: status, fields: fields, hasBody: mode != .none)
+            if mode == .none { answerComplete(ex) }
             return true
         }
     }
 
-    private func decodeChunked(_ ex: H2Exchange, _ inner: Stream) {
-        let output = inner.output
-        var took = 0
-        while output.count > 0, !ex.decoder.isDone {
-            let step: ChunkedDecoder.Step
-            do {
-                step = try ChunkedFrontView.step(&ex.decoder, output)
-            } catch {
-                session.reset(ex.id, code: 0x2)
-                return
-            }
-            switch step {
-            case .needMore:
-                inner.peerTook(took)
-                return
-            case .framing(let n):
-                output.drain(n)
-                took += n
-            case .data(let n):
-                var chunk = [UInt8](repeating: 0, count: n)
-                let got = chunk.withUnsafeMutableBytes { output.remove(into: $0) }
-                ex.decoded += chunk[..<got]
-                took += got
-            case .done(let n):
-                output.drain(n)
-                took += n
-            }
-        }
-        inner.peerTook(took)
-    }
-
     func h2ResponseBody(_ id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
         guard let ex = exchanges[id] else { return .bytes(0, end: true) }
+        let read = answerBytes(ex, into: buffer)
+        if case .bytes(let n, let end) = read {
+            ex.sent += n
+            if end { answerComplete(ex) }
+        }
+        return read
+    }
+
+    /// The answer's body as the exchange wrote it, without its HTTP/1.1 framing, taken only as
+    /// fast as the client's windows let it go: what is not taken stays in the exchange's output,
+    /// which holds its producer back.
+    private func answerBytes(_ ex: H2Exchange, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
         if let local = ex.localBody {
             let n = min(local.count, buffer.count)
             buffer.copyBytes(from: local[..<n])
@@ -393,20 +458,42 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             inner.peerTook(n)
             ex.mode = .length(remaining - n)
             if n == remaining { return .bytes(n, end: true) }
-            return n == 0 ? .wait : .bytes(n, end: false)
+            if n == 0 { return ex.innerFinished ? .cut : .wait }
+            return .bytes(n, end: false)
         case .chunked:
-            let n = min(buffer.count, ex.decoded.count - ex.decodedSent)
-            if n > 0 {
-                buffer.copyBytes(from: ex.decoded[ex.decodedSent..<(ex.decodedSent + n)])
-                ex.decodedSent += n
-                if ex.decodedSent == ex.decoded.count {
-                    ex.decoded.removeAll(keepingCapacity: true)
-                    ex.decodedSent = 0
+            var n = 0
+            var took = 0
+            defer { inner.peerTook(took) }
+            decoding: while n < buffer.count {
+                if ex.pendingData > 0 {
+                    let want = min(ex.pendingData, buffer.count - n)
+                    let got = output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[n..<(n + want)]))
+                    n += got
+                    took += got
+                    ex.pendingData -= got
+                    if got < want { break }
+                    continue
+                }
+                guard !ex.decoder.isDone, output.count > 0 else { break }
+                let step: ChunkedDecoder.Step
+                do {
+                    step = try ChunkedFrontView.step(&ex.decoder, output)
+                } catch {
+                    return .cut
+                }
+                switch step {
+                case .needMore:
+                    break decoding
+                case .framing(let k), .done(let k):
+                    output.drain(k)
+                    took += k
+                case .data(let k):
+                    ex.pendingData = k
                 }
             }
-            let end = ex.decoder.isDone && ex.decoded.count == ex.decodedSent
-            if n == 0 && !end { return .wait }
-            return .bytes(n, end: end)
+            if ex.decoder.isDone && ex.pendingData == 0 { return .bytes(n, end: true) }
+            if n == 0 { return ex.innerFinished ? .cut : .wait }
+            return .bytes(n, end: false)
         case .untilClose, .tunnel:
             let n = output.remove(into: buffer)
             inner.peerTook(n)
@@ -414,6 +501,14 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             if n == 0 && !end { return .wait }
             return .bytes(n, end: end)
         }
+    }
+
+    /// The answer's last byte is handed over: an exchange the client let finish (forgiving one
+    /// cancelled stream, for answers that were not refusals), and a request still open is ended.
+    private func answerComplete(_ ex: H2Exchange) {
+        if ex.inner != nil, ex.status < 400 { session.exchangeCompleted() }
+        ex.answerDone = true
+        if !ex.requestEnded { answeredEarly.insert(ex.id) }
     }
 
     func memoryStreamConsumed(_ inner: Stream, count: Int) {
@@ -430,19 +525,13 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     func memoryStreamFinished(_ inner: Stream, reset: Bool) {
         guard let id = byInner[ObjectIdentifier(inner)], let ex = exchanges[id] else { return }
         ex.innerFinished = true
-        let output = inner.output
-        let complete: Bool
-        switch ex.mode {
-        case .length(let remaining): complete = output.count >= remaining
-        case .chunked:
-            decodeChunked(ex, inner)
-            complete = ex.decoder.isDone
-        default: complete = true
-        }
-        if reset || !ex.headSent || !complete {
+        var cut = reset || !ex.headSent
+        if case .length(let remaining) = ex.mode, inner.output.count < remaining { cut = true }
+        if cut {
             // A cut answer must not look complete.
             session.reset(id, code: 0x2)
         } else {
+            // The rest is read out; a chunked answer missing its end is cut there.
             session.resume(id)
         }
         flush()
@@ -450,9 +539,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
 
     /// The stream's exchange closed its end (after `memoryStreamFinished`).
     func streamConnectionClosed(_ conn: ClientConnection) {
-        guard let inner = Optional(conn.stream), let id = byInner[ObjectIdentifier(inner)],
-              let ex = exchanges[id] else { return }
-        ex.connection = nil
+        inners[ObjectIdentifier(conn)] = nil
     }
 
     private static let crlf = Array("\r\n".utf8)
@@ -476,22 +563,37 @@ final class H2Exchange {
     let id: Int32
     let inner: Stream?
     let request: H2Translation.Request?
-    /// The exchange answering the request; dropped once it closed.
-    var connection: ClientConnection?
     /// A refusal Larder answers itself, without an exchange.
     var localBody: [UInt8]?
     var headSent = false
+    var status = 0
     var mode: Mode = .none
     var decoder = ChunkedDecoder()
-    var decoded: [UInt8] = []
-    var decodedSent = 0
+    /// Body bytes of the current chunk, at the front of the output, not handed over yet.
+    var pendingData = 0
     var innerFinished = false
+    var answerDone = false
+    /// Answer bytes handed over and request-body bytes received, and their sum at the last look
+    /// (`H2Connection.checkProgress`).
+    var sent = 0
+    var received = 0
+    var lastProgress = -1
     var requestEnded = false
     /// Bytes Larder wrote into the exchange's input that are not the client's body (its head,
     /// chunk framing), not yet read by the exchange.
     var headPending = 0
     /// Body bytes received and not yet taken by the exchange: their window is still closed.
     var unconsumed = 0
+
+    /// Whether the stream waits for its client: to take answer bytes that are ready, or to send
+    /// the rest of its request. A tunnel's silence is its own business; an origin's slowness is
+    /// the session's.
+    var waitsOnClient: Bool {
+        if localBody?.isEmpty == false { return true }
+        if mode == .tunnel { return false }
+        if let inner, headSent, !answerDone, inner.output.count > 0 { return true }
+        return !requestEnded && !answerDone
+    }
 
     init(id: Int32, inner: Stream?, request: H2Translation.Request?) {
         self.id = id

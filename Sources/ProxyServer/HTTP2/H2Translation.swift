@@ -85,6 +85,8 @@ enum H2Translation {
                 cookies.append(f.value)  // one field again (RFC 9113 §8.2.3)
             case teName, connectionName, keepAliveName, proxyConnectionName, transferEncodingName, upgradeName:
                 continue  // hop-by-hop; nghttp2 lets only `te: trailers` through, which means nothing here
+            case expectName:
+                continue  // the body comes anyway; a 100 (Continue) would have nowhere to go
             default:
                 lines += f.name
                 lines += colonSpace
@@ -246,6 +248,7 @@ enum H2Translation {
     private static let proxyConnectionName = Array("proxy-connection".utf8)
     private static let transferEncodingName = Array("transfer-encoding".utf8)
     private static let upgradeName = Array("upgrade".utf8)
+    private static let expectName = Array("expect".utf8)
     private static let trailerName = Array("trailer".utf8)
     private static let connectName = Array("CONNECT".utf8)
     private static let httpName = Array("http".utf8)
