@@ -27,6 +27,9 @@ final class MemoryTransport {
     private var event: OpaquePointer?
     private var writeTimer: OpaquePointer?
     private var writeTimeout: timeval?
+    /// As on a socket: the owner waiting to read and the peer silent for this long hears `.timeout`.
+    private var readTimer: OpaquePointer?
+    private var readTimeout: timeval?
     private var readWanted = false
     private var writeLowWatermark = 0
     /// Owner-side reports due at the next turn of the loop.
@@ -58,6 +61,9 @@ final class MemoryTransport {
         writeTimer = event_new(loop.base, -1, 0, { _, _, arg in
             Unmanaged<MemoryTransport>.fromOpaque(arg!).takeUnretainedValue().writeTimedOut()
         }, me)
+        readTimer = event_new(loop.base, -1, 0, { _, _, arg in
+            Unmanaged<MemoryTransport>.fromOpaque(arg!).takeUnretainedValue().readTimedOut()
+        }, me)
         evbuffer_add_cb(output.raw, { _, info, arg in
             guard let info, info.pointee.n_added > 0 else { return }
             Unmanaged<MemoryTransport>.fromOpaque(arg!).takeUnretainedValue().ownerWrote()
@@ -77,8 +83,10 @@ final class MemoryTransport {
     private func freeEvents() {
         if let e = event { event_free(e) }
         if let t = writeTimer { event_free(t) }
+        if let t = readTimer { event_free(t) }
         event = nil
         writeTimer = nil
+        readTimer = nil
     }
 
     private func due() {
@@ -94,14 +102,20 @@ final class MemoryTransport {
             readableDue = true
             due()
         }
+        armReadTimer(restart: false)
     }
 
-    func disableReading() { readWanted = false }
+    func disableReading() {
+        readWanted = false
+        if let readTimer { event_del(readTimer) }
+    }
     var isReading: Bool { readWanted }
 
-    func setTimeouts(write: timeval?) {
+    func setTimeouts(read: timeval?, write: timeval?) {
         writeTimeout = write
+        readTimeout = read
         armWriteTimer()
+        armReadTimer(restart: true)
     }
 
     func setWriteLowWatermark(_ bytes: Int) {
@@ -125,6 +139,7 @@ final class MemoryTransport {
         closed = true
         readWanted = false
         if let t = writeTimer { event_del(t) }
+        if let t = readTimer { event_del(t) }
         if reset { evbuffer_drain(output.raw, evbuffer_get_length(output.raw)) }
         finish(reset: reset)
     }
@@ -160,6 +175,7 @@ final class MemoryTransport {
     func peerAppend(_ bytes: UnsafeRawBufferPointer) {
         guard !closed, !aborted else { return }
         input.append(bytes)
+        armReadTimer(restart: true)
         if readWanted {
             readableDue = true
             due()
@@ -208,6 +224,23 @@ final class MemoryTransport {
         }
     }
 
+    private func armReadTimer(restart: Bool) {
+        guard let readTimer else { return }
+        guard let timeout = readTimeout, readWanted, !closed, !aborted else {
+            event_del(readTimer)
+            return
+        }
+        if restart || event_pending(readTimer, Int16(EV_TIMEOUT), nil) == 0 {
+            var tv = timeout
+            event_add(readTimer, &tv)
+        }
+    }
+
+    private func readTimedOut() {
+        guard !closed, readWanted else { return }
+        owner?._withUnsafeGuaranteedRef { $0.report(.timeout) }
+    }
+
     private func writeTimedOut() {
         guard !closed, output.count > 0 else { return }
         // The answer is cut: whatever the owner does next, the peer resets its stream.
@@ -232,16 +265,17 @@ final class MemoryTransport {
             if let peer, let owner { peer.memoryStreamFinished(owner.takeUnretainedValue(), reset: reset) }
         }
         guard !closed else { return }
-        if abortedDue {
-            abortedDue = false
-            owner?._withUnsafeGuaranteedRef { $0.report(.error(ECONNRESET)) }
-            return
-        }
+        // What arrived before an abort is read first, as from a socket reset after its data.
         if readableDue {
             readableDue = false
             if readWanted, input.count > 0 { owner?._withUnsafeGuaranteedRef { $0.reportReadable() } }
         }
         guard !closed else { return }
+        if abortedDue {
+            abortedDue = false
+            owner?._withUnsafeGuaranteedRef { $0.report(.error(ECONNRESET)) }
+            return
+        }
         if endDue, input.count == 0 {
             endDue = false
             owner?._withUnsafeGuaranteedRef { $0.report(.endOfStream) }

@@ -199,7 +199,7 @@ public final class Stream {
         let r = read.map { timeval(seconds: $0) }
         let w = write.map { timeval(seconds: $0) }
         onTransport(plain: { $0.setTimeouts(read: r, write: w) }, tls: { $0.setTimeouts(read: r, write: w) },
-                    memory: { $0.setTimeouts(write: w) })
+                    memory: { $0.setTimeouts(read: r, write: w) })
     }
 
     /// `streamDrained` fires when the output falls to `bytes` or fewer.

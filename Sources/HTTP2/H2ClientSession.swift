@@ -139,6 +139,12 @@ public final class H2ClientSession {
         _ = nghttp2_session_consume(session, stream, count)
     }
 
+    /// Gives back connection window for answer bytes of a stream already closed.
+    public func consumedOnConnection(_ count: Int) {
+        guard let session, count > 0 else { return }
+        _ = nghttp2_session_consume_connection(session, count)
+    }
+
     /// Ends the connection (idle, shutdown): GOAWAY after the open streams.
     public func goAway() {
         guard let session else { return }
@@ -167,21 +173,20 @@ public final class H2ClientSession {
         guard let frame, let name, let value else { return 0 }
         let me = this(user)
         let id = frame.pointee.hd.stream_id
-        guard let total = me.headBytes[id], var head = me.heads[id] else { return 0 }  // trailers
+        guard let total = me.headBytes[id], me.heads[id] != nil else { return 0 }  // trailers
         let size = total + nameLength + valueLength + 32
         if size > me.maxHeaderListSize { return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         me.headBytes[id] = size
         let n = Array(UnsafeBufferPointer(start: name, count: nameLength))
         let v = Array(UnsafeBufferPointer(start: value, count: valueLength))
         if n == H2ClientSession.statusName {
-            guard v.count == 3, v.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-                return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+            guard v.count == 3, v.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), v[0] != 0x30 else {
+                return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)  // no status below 100
             }
-            head.status = v.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            me.heads[id]?.status = v.reduce(0) { $0 * 10 + Int($1 - 0x30) }
         } else if n.first != UInt8(ascii: ":") {
-            head.fields.append((n, v))
+            me.heads[id]?.fields.append((n, v))  // in place: no copy of the list per field
         }
-        me.heads[id] = head
         return 0
     }
 

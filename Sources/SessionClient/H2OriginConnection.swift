@@ -118,8 +118,6 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
         }
         if ex.id == nil {
             guard submit(ex) else { return }
-        } else if case .chunked = ex.requestFraming {
-            decodeChunked(ex)
         }
         if let id = ex.id { h2.resume(id) }
         flush()
@@ -179,34 +177,7 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
         }
         ex.id = id
         byStream[id] = ex
-        if case .chunked = head.framing { decodeChunked(ex) }
         return true
-    }
-
-    private func decodeChunked(_ ex: H2OriginExchange) {
-        let output = ex.stream.output
-        var took = 0
-        defer { ex.stream.peerTook(took) }
-        while output.count > 0, !ex.decoder.isDone {
-            let step: ChunkedDecoder.Step
-            do {
-                step = try ChunkedFrontView.step(&ex.decoder, output)
-            } catch {
-                if let id = ex.id { h2.reset(id, code: 0x2) }
-                return
-            }
-            switch step {
-            case .needMore: return
-            case .framing(let n), .done(let n):
-                output.drain(n)
-                took += n
-            case .data(let n):
-                var chunk = [UInt8](repeating: 0, count: n)
-                let got = chunk.withUnsafeMutableBytes { output.remove(into: $0) }
-                ex.decodedBody += chunk[..<got]
-                took += got
-            }
-        }
     }
 
     func h2RequestBody(_ id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
@@ -220,18 +191,40 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
             if ex.requestRemaining == 0 { return .bytes(n, end: true) }
             return n == 0 ? .wait : .bytes(n, end: false)
         case .chunked:
-            let n = min(buffer.count, ex.decodedBody.count - ex.decodedSent)
-            if n > 0 {
-                buffer.copyBytes(from: ex.decodedBody[ex.decodedSent..<(ex.decodedSent + n)])
-                ex.decodedSent += n
-                if ex.decodedSent == ex.decodedBody.count {
-                    ex.decodedBody.removeAll(keepingCapacity: true)
-                    ex.decodedSent = 0
+            // Decoded only as the origin's windows take it: the rest waits in the task's output,
+            // which holds the upload back.
+            let output = ex.stream.output
+            var n = 0
+            var took = 0
+            defer { ex.stream.peerTook(took) }
+            decoding: while n < buffer.count {
+                if ex.pendingData > 0 {
+                    let want = min(ex.pendingData, buffer.count - n)
+                    let got = output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[n..<(n + want)]))
+                    n += got
+                    took += got
+                    ex.pendingData -= got
+                    if got < want { break }
+                    continue
+                }
+                guard !ex.decoder.isDone, output.count > 0 else { break }
+                let step: ChunkedDecoder.Step
+                do {
+                    step = try ChunkedFrontView.step(&ex.decoder, output)
+                } catch {
+                    return .cut
+                }
+                switch step {
+                case .needMore: break decoding
+                case .framing(let k), .done(let k):
+                    output.drain(k)
+                    took += k
+                case .data(let k):
+                    ex.pendingData = k
                 }
             }
-            let end = ex.decoder.isDone && ex.decodedBody.isEmpty
-            if n == 0 && !end { return .wait }
-            return .bytes(n, end: end)
+            if ex.decoder.isDone && ex.pendingData == 0 { return .bytes(n, end: true) }
+            return n == 0 ? .wait : .bytes(n, end: false)
         default:
             return .bytes(0, end: true)
         }
@@ -250,8 +243,15 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
     func memoryStreamFinished(_ stream: Stream, reset: Bool) {
         guard let ex = exchanges.removeValue(forKey: ObjectIdentifier(stream)) else { return }
         if let id = ex.id {
-            byStream[id] = nil
-            if !ex.responseEnded { h2.reset(id, code: 0x8) }  // the task gave up: CANCEL
+            // Answer bytes the task never took: their windows open again (nghttp2 gives a closed
+            // stream's back to nobody).
+            if byStream.removeValue(forKey: id) != nil {
+                h2.consumed(id, ex.bodyUnconsumed)
+                if !ex.responseEnded { h2.reset(id, code: 0x8) }  // the task gave up: CANCEL
+            } else {
+                h2.consumedOnConnection(ex.bodyUnconsumed)
+            }
+            ex.bodyUnconsumed = 0
         }
         noteIdle()
         flush()
@@ -283,14 +283,21 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
         }
         text += H2OriginConnection.closeLine
         text += H2OriginConnection.crlf
+        ex.headWritten = true
         ex.framingPending += text.count
         text.withUnsafeBytes { ex.stream.peerAppend($0) }
         if endStream { h2ResponseEnded(id) }
     }
 
     func h2ResponseBody(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
-        guard let ex = byStream[id] else {
+        guard let ex = byStream[id], !ex.stream.isClosed else {
+            h2.consumed(id, bytes.count)  // nobody reads it
+            return
+        }
+        guard ex.headWritten else {
+            // DATA before a final head (after a 1xx only): nothing may reach the task unframed.
             h2.consumed(id, bytes.count)
+            h2.reset(id, code: 0x1)
             return
         }
         ex.bodyUnconsumed += bytes.count
@@ -316,6 +323,10 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
 
     func h2StreamClosed(_ id: Int32, errorCode: UInt32) {
         guard let ex = byStream.removeValue(forKey: id) else { return }
+        // What the task has not read yet is read from its input; the window is given back as
+        // it is (`memoryStreamConsumed` no longer finds the stream): now, on the connection.
+        h2.consumedOnConnection(ex.bodyUnconsumed)
+        ex.bodyUnconsumed = 0
         // Cut before its end (reset by the origin, refused): the task sees a connection error.
         if !ex.responseEnded || errorCode != 0 { ex.stream.peerAborted() }
     }
@@ -348,9 +359,10 @@ final class H2OriginExchange {
     var requestFraming: BodyFraming = .none
     var requestRemaining = 0
     var decoder = ChunkedDecoder()
-    var decodedBody: [UInt8] = []
-    var decodedSent = 0
+    /// Body bytes of the current request chunk, at the front of the output, not sent yet.
+    var pendingData = 0
     var isHead = false
+    var headWritten = false
     var chunkedAnswer = false
     var responseEnded = false
     /// Bytes written into the task's input that are not the origin's body (head, chunk framing),

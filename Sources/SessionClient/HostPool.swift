@@ -60,7 +60,9 @@ final class HostPool {
     /// A task finished with its connection: reusable as its exchange judged it, `rests` after a
     /// body-less answer.
     func release(_ conn: OriginConnection, reusable: Bool, rests: Bool = false) {
-        perform(machine.released(conn, reusable: reusable && !conn.stream.isClosed, rests: rests))
+        // A stream of an HTTP/2 connection carries one exchange: never kept for another.
+        perform(machine.released(conn, reusable: reusable && !conn.stream.isClosed && !conn.stream.isInMemory,
+                                 rests: rests))
         dispatch()
     }
 

@@ -342,7 +342,7 @@ struct OriginExchangeMachine {
             state = .receivingBody(.closedByOrigin)
             return buffered > 0 ? .deliverBody(count: buffered) : endOfResponse(bytesAfterEnd: false)
         case .awaitingHead(answerStarted: false)
-            where usedReusedConnection && request.isIdempotent && !request.hasBody && !retried:
+            where usedReusedConnection && request.isIdempotent && !request.hasBody && !retried && buffered == 0:
             // A pooled connection the origin had already closed: try once more on a fresh one.
             retried = true
             state = .waiting
