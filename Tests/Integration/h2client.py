@@ -192,6 +192,7 @@ class RawH2:
         self.goaway = None
         self.closed = False
         self.server_settings = {}
+        self.frames_seen = []  # the type of every frame read, in order
         settings = hf.SettingsFrame(0)
         settings.settings = {hf.SettingsFrame.INITIAL_WINDOW_SIZE: initial_window}
         self.send(PREFACE + settings.serialize())
@@ -247,6 +248,7 @@ class RawH2:
             yield f
 
     def _handle(self, f):
+        self.frames_seen.append(type(f).__name__)
         s = (self.streams.setdefault(f.stream_id, StreamResult())
              if f.stream_id and not isinstance(f, hf.WindowUpdateFrame) else None)
         if isinstance(f, hf.HeadersFrame):

@@ -844,3 +844,65 @@ def test_an_answer_cut_after_its_head_is_not_sent_again(larder_factory, pki, ser
         except (EOFError, OSError, ValueError):
             pass  # cut: as it should be
     assert o.requests == ["/first", "/second"], o.requests
+
+
+# ---------------------------------------------------------------------------
+# More of what a request does over HTTP/1.1, over a stream
+
+
+def test_ranges_purge_and_only_if_cached_over_h2(larder_factory, origin):
+    lr = larder_factory(config={"purge_allowed_from": ["127.0.0.1/32"]})
+    url_path = "/unique/80/10000"
+    with H2Client(lr.port) as c:
+        full = c.wait(c.request("GET", origin.hostport, url_path))
+        assert full.status == 200 and len(full.body) == 10000
+        part = c.wait(c.request("GET", origin.hostport, url_path, headers=[("range", "bytes=100-199")]))
+        assert part.status == 206 and bytes(part.body) == bytes(full.body[100:200]), part
+        assert part.header("content-range") == "bytes 100-199/10000"
+        cached = c.wait(c.request("GET", origin.hostport, url_path, headers=[("cache-control", "only-if-cached")]))
+        assert cached.status == 200 and "hit" in cached.header("cache-status")
+        purged = c.wait(c.request("PURGE", origin.hostport, url_path))
+        assert purged.status == 200, purged
+        gone = c.wait(c.request("GET", origin.hostport, url_path, headers=[("cache-control", "only-if-cached")]))
+        assert gone.status == 504, gone
+    assert len(origin.requests()) == 1
+
+
+def test_a_settings_flood_ends_the_connection(larder_factory):
+    lr = larder_factory(config=ADMIN)
+    with RawH2(lr.port) as c:
+        settings = hf.SettingsFrame(0)
+        settings.settings = {hf.SettingsFrame.HEADER_TABLE_SIZE: 4096}
+        data = frame(settings) * 1000
+        try:
+            for _ in range(100):
+                c.send(data)
+        except OSError:
+            pass
+        assert c.wait_closed(15)
+    lr.wait_for_text("HTTP/2 client")
+    assert stats(lr)["http2"]["connection_errors"] >= 1
+
+
+def test_stream_ids_exhausted_or_going_backwards_start_nothing(larder_factory, origin):
+    """A client that used the last stream id it has can open no more; a HEADERS frame on an id below
+    one already used is for a closed stream (nghttp2 drops it): nothing is forwarded either way."""
+    lr = larder_factory()
+    with RawH2(lr.port) as c:
+        fields = [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport)]
+        c.headers(2147483647, fields + [(":path", "/unique/82/10")])
+        assert c.wait(2147483647).status == 200
+        c.headers(5, fields + [(":path", "/unique/83/10")])
+        ping = hf.PingFrame(0)
+        ping.opaque_data = b"12345678"
+        c.send(frame(ping))  # answered after stream 5's HEADERS were read
+        assert c.pump(lambda: "PingFrame" in c.frames_seen), c.frames_seen
+        assert c.streams[5].headers is None and c.streams[5].reset in (None, 0x5)
+    assert [q["path"] for q in origin.requests()] == ["/unique/82/10"]
+
+
+def test_a_client_that_sends_the_preface_and_nothing_else_is_closed(larder_factory):
+    lr = larder_factory(config={"limits": {"client_header_timeout": "1s"}})
+    with RawH2(lr.port) as c:
+        assert c.wait_closed(15)
+        assert c.goaway == 0
