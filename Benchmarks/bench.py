@@ -391,7 +391,9 @@ shutdown_lifetime 1 seconds
     return ["squid", "-N", "-f", str(conf)]
 
 
-def write_ats(work, port, nofile, origin):
+def write_ats(work, port, nofile, origin, overrides=None):
+    """records.config for a forward proxy; ``overrides`` (name -> (type, value)) replaces or adds
+    records (h2_bench.py: a reverse proxy with a TLS port)."""
     d = work / "ats"
     for sub in ("etc", "run", "log", "cache", "var", "body_factory"):
         (d / sub).mkdir(parents=True)
@@ -439,6 +441,7 @@ def write_ats(work, port, nofile, origin):
         "proxy.config.crash_log_helper": ("STRING", "/bin/true"),
         "proxy.config.body_factory.template_sets_dir": ("STRING", f"{d}/body_factory"),
     }
+    records.update(overrides or {})
     (etc / "records.config").write_text(
         "".join(f"CONFIG {k} {t} {v}\n" for k, (t, v) in records.items()))
     (etc / "storage.config").write_text(f"{d}/cache 1G\n")
