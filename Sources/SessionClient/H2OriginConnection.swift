@@ -129,8 +129,18 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
         var head = RequestHead()
         let parsed: Int?
         do {
-            parsed = try output.withContiguousPrefix(maxBytes: 1 << 20) { bytes throws(HTTPWireError) in
-                try RequestParser.parse(bytes, into: &head, limits: H2OriginConnection.requestLimits)
+            // A small prefix first: a request's body may already be queued behind its head.
+            var window = 4_096
+            while true {
+                let take = min(window, output.count)
+                let got = try output.withContiguousPrefix(maxBytes: take) { bytes throws(HTTPWireError) in
+                    try RequestParser.parse(bytes, into: &head, limits: H2OriginConnection.requestLimits)
+                }
+                if got != nil || take == output.count || window >= 1 << 20 {
+                    parsed = got
+                    break
+                }
+                window = min(window * 8, 1 << 20)
             }
         } catch {
             ex.stream.peerAborted()

@@ -383,9 +383,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             var head = ResponseHead()
             let parsed: Int?
             do {
-                parsed = try output.withContiguousPrefix(maxBytes: H2Connection.maxAnswerHead) { bytes throws(HTTPWireError) in
-                    try ResponseParser.parse(bytes, into: &head, requestMethod: request.method, limits: H2Connection.answerLimits)
-                }
+                parsed = try H2Connection.parseAnswerHead(output, into: &head, method: request.method)
             } catch {
                 worker.logger.error("HTTP/2 stream \(ex.id) of \(peer): its answer's head could not be read back (\(error.reason))")
                 session.reset(ex.id, code: 0x2)
@@ -540,6 +538,21 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// The stream's exchange closed its end (after `memoryStreamFinished`).
     func streamConnectionClosed(_ conn: ClientConnection) {
         inners[ObjectIdentifier(conn)] = nil
+    }
+
+    /// Parses the head at the front of `output` from a small prefix first: making the whole
+    /// buffer contiguous would copy the queued body with it (a head is a few hundred bytes).
+    private static func parseAnswerHead(_ output: Buffer, into head: inout ResponseHead,
+                                        method: HTTPMethod) throws(HTTPWireError) -> Int? {
+        var window = 4_096
+        while true {
+            let take = min(window, output.count)
+            let parsed = try output.withContiguousPrefix(maxBytes: take) { bytes throws(HTTPWireError) in
+                try ResponseParser.parse(bytes, into: &head, requestMethod: method, limits: answerLimits)
+            }
+            if parsed != nil || take == output.count || window >= maxAnswerHead { return parsed }
+            window = min(window * 8, maxAnswerHead)
+        }
     }
 
     private static let crlf = Array("\r\n".utf8)
