@@ -47,7 +47,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// Requests that arrived in the bytes being read: started once the read is over, if their
     /// stream is still open.
     private var arrived: [Int32] = []
-    private var reading = false
     private var idle: Timer?
     private var draining = false
     private var closing = false
@@ -83,8 +82,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         flush()
     }
 
-    var openStreams: Int { exchanges.count }
-
     // MARK: - The socket
 
     func streamReadable(_ stream: Stream) { readFromClient() }
@@ -103,7 +100,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private func readFromClient() {
         guard !closed, !closing else { return }
         let input = stream.input
-        reading = true
         var failure: H2SessionError?
         while input.count > 0, failure == nil {
             failure = input.withFirstSegment { bytes -> H2SessionError? in
@@ -112,16 +108,19 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             }
             if failure == nil { input.drain(input.withFirstSegment { $0.count }) }
         }
-        reading = false
         if let failure {
             input.drain(input.count)
-            protocolFailure(failure.isFlood ? "flooded Larder with frames it must answer (SETTINGS, PING)"
-                            : "HTTP/2 protocol error: \(failure)")
+            if failure.isFlood {
+                protocolFailure("flooded Larder with frames it must answer (SETTINGS, PING)", code: enhanceYourCalm)
+            } else {
+                protocolFailure("HTTP/2 protocol error: \(failure)", code: protocolError)
+            }
             return
         }
         if session.cutOffForResets {
             arrived.removeAll()
-            protocolFailure("reset more than \(H2ServerSession.cancelledStreamLimit) of its streams before their answers (rapid reset)")
+            protocolFailure("reset more than \(H2ServerSession.cancelledStreamLimit) of its streams before their answers (rapid reset)",
+                            code: enhanceYourCalm)
             return
         }
         startArrived()
@@ -189,15 +188,17 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if exchanges.isEmpty { progress?.cancel() }
     }
 
-    private func protocolFailure(_ why: String) {
+    /// Ends the connection with GOAWAY `code` (unless nghttp2 has sent one), logged and counted.
+    private func protocolFailure(_ why: String, code: UInt32) {
         worker.stats.add(.h2ConnectionErrors)
         worker.logger.notice("HTTP/2 client \(peer): \(why); ending the connection")
-        if session.isAlive { session.terminate(code: H2Connection.enhanceYourCalm(why) ? 0xB : 0x1) }
+        if session.isAlive { session.terminate(code: code) }
         closing = true
         flush()
     }
 
-    private static func enhanceYourCalm(_ why: String) -> Bool { why.contains("rapid reset") || why.contains("flooded") }
+    private let protocolError: UInt32 = 0x1
+    private let enhanceYourCalm: UInt32 = 0xB
 
     private func idleTimedOut() {
         guard exchanges.isEmpty else { return }
