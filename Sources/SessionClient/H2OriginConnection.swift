@@ -203,38 +203,15 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
         case .chunked:
             // Decoded only as the origin's windows take it: the rest waits in the task's output,
             // which holds the upload back.
-            let output = ex.stream.output
-            var n = 0
-            var took = 0
-            defer { ex.stream.peerTook(took) }
-            decoding: while n < buffer.count {
-                if ex.pendingData > 0 {
-                    let want = min(ex.pendingData, buffer.count - n)
-                    let got = output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[n..<(n + want)]))
-                    n += got
-                    took += got
-                    ex.pendingData -= got
-                    if got < want { break }
-                    continue
-                }
-                guard !ex.decoder.isDone, output.count > 0 else { break }
-                let step: ChunkedDecoder.Step
-                do {
-                    step = try ChunkedFrontView.step(&ex.decoder, output)
-                } catch {
-                    return .cut
-                }
-                switch step {
-                case .needMore: break decoding
-                case .framing(let k), .done(let k):
-                    output.drain(k)
-                    took += k
-                case .data(let k):
-                    ex.pendingData = k
-                }
+            let taken: (copied: Int, drained: Int)
+            do {
+                taken = try ex.chunked.take(from: ex.stream.output, into: buffer)
+            } catch {
+                return .cut
             }
-            if ex.decoder.isDone && ex.pendingData == 0 { return .bytes(n, end: true) }
-            return n == 0 ? .wait : .bytes(n, end: false)
+            ex.stream.peerTook(taken.drained)
+            if ex.chunked.isDone { return .bytes(taken.copied, end: true) }
+            return taken.copied == 0 ? .wait : .bytes(taken.copied, end: false)
         default:
             return .bytes(0, end: true)
         }
@@ -368,9 +345,8 @@ final class H2OriginExchange {
     var id: Int32?
     var requestFraming: BodyFraming = .none
     var requestRemaining = 0
-    var decoder = ChunkedDecoder()
-    /// Body bytes of the current request chunk, at the front of the output, not sent yet.
-    var pendingData = 0
+    /// A chunked request body, taken out of the task's output as the origin's windows allow.
+    var chunked = ChunkedPull()
     var isHead = false
     var headWritten = false
     var chunkedAnswer = false

@@ -377,3 +377,47 @@ public enum ChunkedFrontView {
         return first.0
     }
 }
+
+/// A chunked body taken out as plain bytes, only as far as the taker has room: what is not taken
+/// stays in the buffer, framing included, and holds its producer back. (An HTTP/2 stream's DATA
+/// made from an HTTP/1.1 body, either way.)
+public struct ChunkedPull {
+    private var decoder = ChunkedDecoder()
+    /// Payload bytes of the current chunk at the front of the buffer, not taken yet.
+    private var pendingData = 0
+
+    public init() {}
+
+    /// The last chunk and its trailer section are read, and every payload byte taken.
+    public var isDone: Bool { decoder.isDone && pendingData == 0 }
+
+    /// Moves up to `buffer.count` payload bytes from the front of `input` into `buffer`, draining
+    /// the framing on the way: how many were copied, and how many bytes `input` lost in all.
+    public mutating func take(from input: Buffer,
+                              into buffer: UnsafeMutableRawBufferPointer) throws(HTTPWireError) -> (copied: Int, drained: Int) {
+        var copied = 0
+        var drained = 0
+        while copied < buffer.count {
+            if pendingData > 0 {
+                let want = min(pendingData, buffer.count - copied)
+                let got = input.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[copied..<(copied + want)]))
+                copied += got
+                drained += got
+                pendingData -= got
+                if got < want { break }
+                continue
+            }
+            guard !decoder.isDone, input.count > 0 else { break }
+            switch try ChunkedFrontView.step(&decoder, input) {
+            case .needMore:
+                return (copied, drained)
+            case .framing(let k), .done(let k):
+                input.drain(k)
+                drained += k
+            case .data(let k):
+                pendingData = k
+            }
+        }
+        return (copied, drained)
+    }
+}

@@ -460,39 +460,16 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             if n == 0 { return ex.innerFinished ? .cut : .wait }
             return .bytes(n, end: false)
         case .chunked:
-            var n = 0
-            var took = 0
-            defer { inner.peerTook(took) }
-            decoding: while n < buffer.count {
-                if ex.pendingData > 0 {
-                    let want = min(ex.pendingData, buffer.count - n)
-                    let got = output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[n..<(n + want)]))
-                    n += got
-                    took += got
-                    ex.pendingData -= got
-                    if got < want { break }
-                    continue
-                }
-                guard !ex.decoder.isDone, output.count > 0 else { break }
-                let step: ChunkedDecoder.Step
-                do {
-                    step = try ChunkedFrontView.step(&ex.decoder, output)
-                } catch {
-                    return .cut
-                }
-                switch step {
-                case .needMore:
-                    break decoding
-                case .framing(let k), .done(let k):
-                    output.drain(k)
-                    took += k
-                case .data(let k):
-                    ex.pendingData = k
-                }
+            let taken: (copied: Int, drained: Int)
+            do {
+                taken = try ex.chunked.take(from: output, into: buffer)
+            } catch {
+                return .cut
             }
-            if ex.decoder.isDone && ex.pendingData == 0 { return .bytes(n, end: true) }
-            if n == 0 { return ex.innerFinished ? .cut : .wait }
-            return .bytes(n, end: false)
+            inner.peerTook(taken.drained)
+            if ex.chunked.isDone { return .bytes(taken.copied, end: true) }
+            if taken.copied == 0 { return ex.innerFinished ? .cut : .wait }
+            return .bytes(taken.copied, end: false)
         case .untilClose, .tunnel:
             let n = output.remove(into: buffer)
             inner.peerTook(n)
@@ -582,9 +559,8 @@ final class H2Exchange {
     var headSent = false
     var status = 0
     var mode: Mode = .none
-    var decoder = ChunkedDecoder()
-    /// Body bytes of the current chunk, at the front of the output, not handed over yet.
-    var pendingData = 0
+    /// A chunked answer, taken out of the exchange's output as the client's windows allow.
+    var chunked = ChunkedPull()
     var innerFinished = false
     var answerDone = false
     /// Answer bytes handed over and request-body bytes received, and their sum at the last look
