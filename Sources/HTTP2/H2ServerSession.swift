@@ -1,4 +1,5 @@
 import CNghttp2
+import Glibc
 
 /// What an HTTP/2 connection to clients allows; each is a configuration key (`http2.*`).
 public struct H2Settings: Sendable, Equatable {
@@ -32,14 +33,25 @@ public struct H2RequestHead: Sendable, Equatable {
     /// `:protocol` of an extended CONNECT (RFC 8441).
     public var `protocol`: [UInt8] = []
     /// Regular fields, in order.
-    public var fields: [(name: [UInt8], value: [UInt8])] = []
+    public var fields = H2Fields(byteCapacity: 256, fieldCapacity: 8)
 
     public init() {}
+
+    /// Empties the head, keeping its buffers.
+    mutating func removeAll() {
+        // An empty array's storage is shared: emptying it again would allocate.
+        if !method.isEmpty { method.removeAll(keepingCapacity: true) }
+        if !scheme.isEmpty { scheme.removeAll(keepingCapacity: true) }
+        if !authority.isEmpty { authority.removeAll(keepingCapacity: true) }
+        if !path.isEmpty { path.removeAll(keepingCapacity: true) }
+        if !`protocol`.isEmpty { `protocol`.removeAll(keepingCapacity: true) }
+        fields.removeAll()
+    }
 
     public static func == (a: H2RequestHead, b: H2RequestHead) -> Bool {
         a.method == b.method && a.scheme == b.scheme && a.authority == b.authority && a.path == b.path
             && a.protocol == b.protocol && a.fields.count == b.fields.count
-            && zip(a.fields, b.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+            && zip(a.fields.pairs, b.fields.pairs).allSatisfy { $0.name == $1.name && $0.value == $1.value }
     }
 }
 
@@ -86,11 +98,14 @@ public struct H2SessionError: Error, Sendable, CustomStringConvertible {
 public final class H2ServerSession {
     private var session: OpaquePointer?
     public weak var delegate: (any H2ServerSessionDelegate)?
-    /// Header blocks being received, by stream.
-    private var heads: [Int32: H2RequestHead] = [:]
-    /// Bytes of header names and values received for a stream so far (a second bound beside
-    /// nghttp2's own, which counts HPACK's overhead differently).
-    private var headBytes: [Int32: Int] = [:]
+    /// Streams a request's header block started, until they close.
+    private var streams: Set<Int32> = []
+    /// The request header block being received (HTTP/2 sends a block's frames back to back, so
+    /// there is one at a time), its stream (0: none), and the bytes of its names and values so
+    /// far: a second bound beside nghttp2's own, which counts HPACK's overhead differently.
+    private var building = H2RequestHead()
+    private var buildingStream: Int32 = 0
+    private var buildingBytes = 0
     let settings: H2Settings
     /// The first error a callback reported, kept for `receive` to return.
     private var callbackFailure: Int32?
@@ -204,11 +219,15 @@ public final class H2ServerSession {
     /// Submits a response head; `hasBody`: the body follows through `h2ResponseBody`.
     public func respond(_ stream: Int32, status: Int, fields: [(name: [UInt8], value: [UInt8])],
                         hasBody: Bool) -> Bool {
+        var all = H2Fields(status: status)
+        for f in fields { all.append(name: f.name, value: f.value) }
+        return respond(stream, fields: all, hasBody: hasBody)
+    }
+
+    /// Submits a response head whose fields start with `:status` (`H2Fields(status:)`).
+    public func respond(_ stream: Int32, fields: H2Fields, hasBody: Bool) -> Bool {
         guard let session else { return false }
-        let statusBytes = Array(String(status).utf8)
-        var all = [(name: Array(":status".utf8), value: statusBytes)]
-        all.append(contentsOf: fields)
-        return H2ServerSession.withNameValues(all) { nva in
+        return fields.withNameValues { nva in
             if hasBody {
                 var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil),
                                                      read_callback: H2ServerSession.readBody)
@@ -267,7 +286,7 @@ public final class H2ServerSession {
     }
 
     /// Streams open now.
-    public var openStreams: Int { heads.count }
+    public var openStreams: Int { streams.count }
 
     // MARK: - nghttp2 callbacks
 
@@ -281,8 +300,10 @@ public final class H2ServerSession {
         let id = frame.pointee.hd.stream_id
         if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
-            me.heads[id] = H2RequestHead()
-            me.headBytes[id] = 0
+            me.streams.insert(id)
+            me.building.removeAll()
+            me.buildingStream = id
+            me.buildingBytes = 0
         }
         return 0
     }
@@ -293,27 +314,28 @@ public final class H2ServerSession {
         let id = frame.pointee.hd.stream_id
         // Trailers are not forwarded (an HTTP/1.1 origin would need them chunked, and no cache
         // behaviour depends on them).
-        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, me.heads[id] != nil else { return 0 }
-        let total = (me.headBytes[id] ?? 0) + nameLength + valueLength + 32
+        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, me.buildingStream == id else { return 0 }
+        let total = me.buildingBytes + nameLength + valueLength + 32
         if total > me.settings.maxHeaderListSize {
             return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)  // the stream is reset
         }
-        me.headBytes[id] = total
-        let n = Array(UnsafeBufferPointer(start: name, count: nameLength))
-        let v = Array(UnsafeBufferPointer(start: value, count: valueLength))
+        me.buildingBytes = total
+        let n = UnsafeBufferPointer(start: name, count: nameLength)
+        let v = UnsafeBufferPointer(start: value, count: valueLength)
         // Changed in place: a copy of the head per field would make a long header list cost its
         // square.
         if n.first == UInt8(ascii: ":") {
-            switch n {
-            case H2ServerSession.method: me.heads[id]?.method = v
-            case H2ServerSession.scheme: me.heads[id]?.scheme = v
-            case H2ServerSession.authority: me.heads[id]?.authority = v
-            case H2ServerSession.path: me.heads[id]?.path = v
-            case H2ServerSession.protocolName: me.heads[id]?.protocol = v
-            default: return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+            // Appended to emptied arrays: their buffers are reused from one request to the next.
+            switch pseudoHeader(n) {
+            case .method: me.building.method.append(contentsOf: v)
+            case .scheme: me.building.scheme.append(contentsOf: v)
+            case .authority: me.building.authority.append(contentsOf: v)
+            case .path: me.building.path.append(contentsOf: v)
+            case .protocol: me.building.protocol.append(contentsOf: v)
+            case nil: return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
             }
         } else {
-            me.heads[id]?.fields.append((n, v))
+            me.building.fields.append(name: n, value: v)
         }
         return 0
     }
@@ -325,8 +347,9 @@ public final class H2ServerSession {
         let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch UInt32(frame.pointee.hd.type) {
         case NGHTTP2_HEADERS.rawValue:
-            if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, let head = me.heads[id] {
-                me.headBytes[id] = nil
+            if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, me.buildingStream == id {
+                me.buildingStream = 0  // the next block starts a new head
+                let head = me.building
                 me.delegate?.h2Request(id, head: head, endStream: endStream)
             } else if endStream {
                 me.delegate?.h2RequestEnded(id)  // trailers end the body
@@ -334,7 +357,7 @@ public final class H2ServerSession {
         case NGHTTP2_DATA.rawValue:
             if endStream { me.delegate?.h2RequestEnded(id) }
         case NGHTTP2_RST_STREAM.rawValue:
-            guard me.heads[id] != nil else { break }
+            guard me.streams.contains(id) else { break }
             me.cancelledStreams += 1
             if me.cancelledStreams > H2ServerSession.cancelledStreamLimit { me.cutOffForResets = true }
         default:
@@ -351,8 +374,8 @@ public final class H2ServerSession {
 
     private static let onStreamClose: nghttp2_on_stream_close_callback = { _, id, code, user in
         let me = this(user)
-        let known = me.heads.removeValue(forKey: id) != nil
-        me.headBytes[id] = nil
+        let known = me.streams.remove(id) != nil
+        if me.buildingStream == id { me.buildingStream = 0 }
         if known { me.delegate?.h2StreamClosed(id, errorCode: code) }
         return 0
     }
@@ -372,6 +395,24 @@ public final class H2ServerSession {
         }
     }
 
+    private enum PseudoHeader { case method, scheme, authority, path, `protocol` }
+
+    /// Which request pseudo-header `name` is; its length and second byte pick the one candidate.
+    private static func pseudoHeader(_ name: UnsafeBufferPointer<UInt8>) -> PseudoHeader? {
+        guard name.count > 1 else { return nil }
+        let candidate: (PseudoHeader, [UInt8])
+        switch (name.count, name[1]) {
+        case (7, UInt8(ascii: "m")): candidate = (.method, method)
+        case (7, UInt8(ascii: "s")): candidate = (.scheme, scheme)
+        case (10, _): candidate = (.authority, authority)
+        case (5, _): candidate = (.path, path)
+        case (9, _): candidate = (.protocol, protocolName)
+        default: return nil
+        }
+        return candidate.1.withUnsafeBufferPointer { memcmp($0.baseAddress!, name.baseAddress!, name.count) == 0 }
+            ? candidate.0 : nil
+    }
+
     private static let method = Array(":method".utf8)
     private static let scheme = Array(":scheme".utf8)
     private static let authority = Array(":authority".utf8)
@@ -381,24 +422,6 @@ public final class H2ServerSession {
     /// The fields as nghttp2's name-value pairs, valid inside `body`.
     static func withNameValues<R>(_ fields: [(name: [UInt8], value: [UInt8])],
                                   _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> R) -> R {
-        // One contiguous copy of every name and value, so the pointers stay valid together.
-        var storage: [UInt8] = []
-        storage.reserveCapacity(fields.reduce(0) { $0 + $1.name.count + $1.value.count })
-        for f in fields { storage += f.name; storage += f.value }
-        return storage.withUnsafeMutableBufferPointer { bytes in
-            var nva: [nghttp2_nv] = []
-            nva.reserveCapacity(fields.count)
-            var at = 0
-            let base = bytes.baseAddress!
-            for f in fields {
-                let name = base + at
-                at += f.name.count
-                let value = base + at
-                at += f.value.count
-                nva.append(nghttp2_nv(name: name, value: value, namelen: f.name.count, valuelen: f.value.count,
-                                      flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
-            }
-            return nva.withUnsafeMutableBufferPointer { body($0) }
-        }
+        H2Fields(fields).withNameValues(body)
     }
 }

@@ -119,7 +119,25 @@ let get = [(":method", "GET"), (":scheme", "http"), (":authority", "origin.test:
     #expect(stream == id && endStream)
     #expect(head.method == Array("GET".utf8) && head.authority == Array("origin.test:8080".utf8))
     #expect(head.path == Array("/a?b".utf8) && head.scheme == Array("http".utf8))
-    #expect(head.fields.count == 1 && head.fields[0].name == Array("accept".utf8))
+    #expect(head.fields.count == 1 && head.fields.nameIs(0, Array("accept".utf8)))
+}
+
+@Test func eachRequestGetsOnlyItsOwnFieldsThoughTheHeadIsReused() throws {
+    let server = try H2ServerSession(settings: H2Settings())
+    let recorder = Recorder()
+    server.delegate = recorder
+    let client = TestClient()
+    client.request(get + [("accept", "*/*"), ("x-first", "1")])
+    try exchange(client, server)
+    client.request([(":method", "POST"), (":scheme", "https"), (":authority", "b"), (":path", "/longer/path")])
+    client.request(get)
+    try exchange(client, server)
+    #expect(recorder.requests.count == 3)
+    let heads = recorder.requests.map(\.1)
+    #expect(heads[0].fields.pairs.map { String(decoding: $0.name, as: UTF8.self) } == ["accept", "x-first"])
+    #expect(heads[1].fields.isEmpty && heads[1].method == Array("POST".utf8) && heads[1].scheme == Array("https".utf8))
+    #expect(heads[1].authority == Array("b".utf8) && heads[1].path == Array("/longer/path".utf8))
+    #expect(heads[2].fields.isEmpty && heads[2].path == Array("/a?b".utf8) && heads[2].method == Array("GET".utf8))
 }
 
 @Test func aResponseWithABodyReachesTheClient() throws {

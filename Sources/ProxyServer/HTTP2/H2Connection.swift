@@ -48,6 +48,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// stream is still open.
     private var arrived: [Int32] = []
     private var idle: Timer?
+    /// The answer head being read back, reused: its buffers outlive one stream.
+    private var answerHead = ResponseHead()
+    private var answerFields = H2Fields(byteCapacity: 512, fieldCapacity: 16)
     private var draining = false
     private var closing = false
     private var closed = false
@@ -381,10 +384,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         guard let request = ex.request else { return false }
         let output = inner.output
         while true {
-            var head = ResponseHead()
             let parsed: Int?
             do {
-                parsed = try H2Connection.parseAnswerHead(output, into: &head, method: request.method)
+                parsed = try H2Connection.parseAnswerHead(output, into: &answerHead, method: request.method)
             } catch {
                 worker.logger.error("HTTP/2 stream \(ex.id) of \(peer): its answer's head could not be read back (\(error.reason))")
                 session.reset(ex.id, code: 0x2)
@@ -393,19 +395,19 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             guard let length = parsed else { return false }
             output.drain(length)
             inner.peerTook(length)
-            var status = head.status
+            var status = answerHead.status
             if request.isWebSocket, status == 101 {
                 status = 200  // RFC 8441: the extended CONNECT succeeded; the WebSocket follows
-            } else if head.isInformational {
+            } else if answerHead.isInformational {
                 continue  // 100 Continue and 103 are HTTP/1.1's business here
             }
             let mode: H2Exchange.Mode
-            if request.isWebSocket, head.status == 101 {
+            if request.isWebSocket, answerHead.status == 101 {
                 mode = .tunnel
-            } else if request.isConnect, head.status < 300 {
+            } else if request.isConnect, answerHead.status < 300 {
                 mode = .tunnel
             } else {
-                switch head.framing {
+                switch answerHead.framing {
                 case .none: mode = .none
                 case .contentLength(let n): mode = n == 0 ? .none : .length(n)
                 case .chunked: mode = .chunked
@@ -413,15 +415,15 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                 }
             }
             let keepLength: Bool
-            switch head.framing {
+            switch answerHead.framing {
             case .chunked, .untilClose: keepLength = false
-            default: keepLength = !request.isConnect || head.status >= 300
+            default: keepLength = !request.isConnect || answerHead.status >= 300
             }
             ex.mode = mode
             ex.headSent = true
             ex.status = status
-            let fields = H2Translation.responseFields(head, keepContentLength: keepLength)
-            _ = session.respond(ex.id, status: status, fields: fields, hasBody: mode != .none)
+            H2Translation.responseFields(answerHead, status: status, keepContentLength: keepLength, into: &answerFields)
+            _ = session.respond(ex.id, fields: answerFields, hasBody: mode != .none)
             if mode == .none { answerComplete(ex) }
             return true
         }

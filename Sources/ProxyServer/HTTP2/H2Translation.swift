@@ -50,8 +50,10 @@ enum H2Translation {
             var upgrade = h
             upgrade.method = Array("GET".utf8)
             upgrade.protocol = []
-            upgrade.fields.removeAll { $0.name == secWebSocketKeyName }
-            upgrade.fields.append((secWebSocketKeyName, webSocketKey()))
+            for i in upgrade.fields.spans.indices.reversed() where upgrade.fields.nameIs(i, secWebSocketKeyName) {
+                upgrade.fields.remove(at: i)
+            }
+            upgrade.fields.append(name: secWebSocketKeyName, value: webSocketKey())
             return request(upgrade, form: form, endStream: true, upgrading: true)
         }
         return request(h, form: form, endStream: endStream, upgrading: false)
@@ -64,33 +66,34 @@ enum H2Translation {
         var cookies: [[UInt8]] = []
         var lines: [UInt8] = []
         lines.reserveCapacity(256)
-        for f in h.fields {
-            guard !f.name.isEmpty, f.name.allSatisfy({ isTchar($0) && !(0x41...0x5A).contains($0) }),
-                  !f.value.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+        let fields = h.fields
+        for i in 0..<fields.count {
+            let name = fields.name(i), value = fields.value(i)
+            guard !name.isEmpty, name.allSatisfy({ isTchar($0) && !(0x41...0x5A).contains($0) }),
+                  !value.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                 return .failure(Refusal(status: 400, reason: "a field name or value HTTP/1.1 cannot carry"))
             }
-            switch f.name {
-            case hostName:
+            if fields.nameIs(i, hostName) {
                 if authority.isEmpty {
-                    authority = f.value
-                } else if !sameIgnoringCase(authority, f.value) {
+                    authority = Array(value)
+                } else if !sameIgnoringCase(authority, Array(value)) {
                     return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
                 }
-            case contentLengthName:
-                if let seen = contentLength, seen != f.value {
+            } else if fields.nameIs(i, contentLengthName) {
+                if let seen = contentLength, !seen.elementsEqual(value) {
                     return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
                 }
-                contentLength = f.value
-            case cookieName:
-                cookies.append(f.value)  // one field again (RFC 9113 §8.2.3)
-            case teName, connectionName, keepAliveName, proxyConnectionName, transferEncodingName, upgradeName:
-                continue  // hop-by-hop; nghttp2 lets only `te: trailers` through, which means nothing here
-            case expectName:
+                contentLength = Array(value)
+            } else if fields.nameIs(i, cookieName) {
+                cookies.append(Array(value))  // one field again (RFC 9113 §8.2.3)
+            } else if hopByHop.contains(where: { fields.nameIs(i, $0) }) {
+                continue  // nghttp2 lets only `te: trailers` through, which means nothing here
+            } else if fields.nameIs(i, expectName) {
                 continue  // the body comes anyway; a 100 (Continue) would have nowhere to go
-            default:
-                lines += f.name
+            } else {
+                lines += name
                 lines += colonSpace
-                lines += f.value
+                lines += value
                 lines += crlf
             }
         }
@@ -157,24 +160,32 @@ enum H2Translation {
 
     /// An answer head's fields for HTTP/2: names in lower case, without the fields that belong to
     /// HTTP/1.1 connections; `content-length` only where the answer is framed by it.
-    static func responseFields(_ head: ResponseHead, keepContentLength: Bool) -> [(name: [UInt8], value: [UInt8])] {
-        var out: [(name: [UInt8], value: [UInt8])] = []
-        out.reserveCapacity(head.headers.count)
+    static func responseFields(_ head: ResponseHead, status: Int, keepContentLength: Bool) -> H2Fields {
+        var out = H2Fields(status: status, byteCapacity: head.headers.storage.count + 16,
+                           fieldCapacity: head.headers.fields.count + 1)
+        responseFields(head, status: status, keepContentLength: keepContentLength, into: &out)
+        return out
+    }
+
+    /// `responseFields` into a list that is emptied first (its buffers reused).
+    static func responseFields(_ head: ResponseHead, status: Int, keepContentLength: Bool, into out: inout H2Fields) {
+        out.startAnswer(status: status)
         head.headers.storage.withUnsafeBytes { all in
             for f in head.headers.fields {
-                let name = all[f.name.start..<(f.name.start + f.name.count)].map(lower)
-                switch name {
-                case connectionName, keepAliveName, proxyConnectionName, transferEncodingName, upgradeName, teName,
-                     trailerName, secWebSocketAcceptName:
-                    continue
-                case contentLengthName where !keepContentLength:
-                    continue
-                default:
-                    out.append((name, Array(all[f.value.start..<(f.value.start + f.value.count)])))
-                }
+                let name = UnsafeRawBufferPointer(rebasing: all[f.name.start..<(f.name.start + f.name.count)])
+                if answerHopByHop.contains(where: { equalsIgnoringCase(name, $0) }) { continue }
+                if !keepContentLength, equalsIgnoringCase(name, contentLengthName) { continue }
+                out.append(lowercasingName: name,
+                           value: UnsafeRawBufferPointer(rebasing: all[f.value.start..<(f.value.start + f.value.count)]))
             }
         }
-        return out
+    }
+
+    /// Whether `bytes` are `lowerName` in any case.
+    private static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowerName: [UInt8]) -> Bool {
+        guard bytes.count == lowerName.count else { return false }
+        for (b, n) in zip(bytes, lowerName) where lower(b) != n { return false }
+        return true
     }
 
     /// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1).
@@ -249,7 +260,11 @@ enum H2Translation {
     private static let transferEncodingName = Array("transfer-encoding".utf8)
     private static let upgradeName = Array("upgrade".utf8)
     private static let expectName = Array("expect".utf8)
+    private static let hopByHop = [teName, connectionName, keepAliveName, proxyConnectionName, transferEncodingName,
+                                   upgradeName]
     private static let trailerName = Array("trailer".utf8)
+    private static let answerHopByHop = [connectionName, keepAliveName, proxyConnectionName, transferEncodingName,
+                                         upgradeName, teName, trailerName, secWebSocketAcceptName]
     private static let connectName = Array("CONNECT".utf8)
     private static let httpName = Array("http".utf8)
     private static let httpsName = Array("https".utf8)
