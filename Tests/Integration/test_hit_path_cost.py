@@ -5,6 +5,7 @@ hits slower without timing anything. The release binary runs under callgrind wit
 a warm-up the counters are zeroed, a fixed number of keep-alive hits for a 1 KiB memory-tier entry
 are sent, and the counters dumped. The figure must stay within 10 % of HIT_PATH_BASELINE, the count
 measured when the baseline was last set: lower it when hits get cheaper, so the gate keeps its edge.
+A second gate counts the same hit over HTTP/2 (h2load, prior knowledge, reverse mode).
 """
 
 import glob
@@ -24,6 +25,9 @@ from helpers import larder_bin, wait_for_file
 HIT_PATH_BASELINE = 21_200
 ALLOWED_GROWTH = 1.10
 HITS = 2_000
+# The same over HTTP/2 with prior knowledge, in reverse mode (h2load: 4 connections x 10 streams).
+H2_HIT_PATH_BASELINE = 75_100
+H2_HITS = 4_000
 
 
 def script(workdir, name, headers, body):
@@ -58,7 +62,7 @@ def dump(pid, out_prefix):
     return total
 
 
-def larder_under_callgrind(larder_factory, workdir):
+def larder_under_callgrind(larder_factory, workdir, args=()):
     """One worker of the release build under callgrind (costs zeroed and dumped by `dump`); returns
     (the process, the dump files' prefix)."""
     if os.environ.get("SANITIZER_BUILD"):
@@ -70,7 +74,7 @@ def larder_under_callgrind(larder_factory, workdir):
     binary = workdir / "larder-nodebug"
     subprocess.run(["objcopy", "--strip-debug", larder_bin(), str(binary)], check=True, timeout=60)
     lr = larder_factory(
-        config={"workers": 1, "access_log": "off"},
+        config={"workers": 1, "access_log": "off"}, args=args,
         # Names written in full, so a dump kept in LARDER_PROFILE_DIR can be annotated on its own.
         wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_prefix}", "--dump-instr=no",
                  "--compress-strings=no"),
@@ -117,3 +121,29 @@ def test_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, 
     assert per_hit <= HIT_PATH_BASELINE * ALLOWED_GROWTH, (
         f"a hit now costs {per_hit:,.0f} instructions, over 110 % of the baseline {HIT_PATH_BASELINE:,}: "
         "profile it (callgrind_annotate on a dump) before raising the baseline")
+
+
+@pytest.mark.timeout_s(240)
+def test_h2_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+    if not shutil.which("h2load"):
+        pytest.fail("h2load is missing (scripts/install-deps.sh installs nghttp2-client)")
+    script(workdir, "hit", [("Cache-Control", "max-age=3600")], "x" * 1024)
+    lr, out_prefix = larder_under_callgrind(larder_factory, workdir,
+                                            args=("--reverse-origin", origin.url("/").rstrip("/")))
+    url = f"http://127.0.0.1:{lr.port}/res/hit"
+
+    def load(n):
+        out = subprocess.run(["h2load", "-c4", "-m10", f"-n{n}", url], capture_output=True, text=True,
+                             timeout=180).stdout
+        assert f"{n} succeeded" in out and "status codes: " + str(n) + " 2xx" in out, out
+
+    load(400)  # the first is a miss; the rest warm the path
+    subprocess.run(["callgrind_control", "-z", str(lr.pid)], check=True, capture_output=True, timeout=60)
+    load(H2_HITS)
+    total = dump(lr.pid, out_prefix)
+    assert sum(1 for r in origin.requests() if r.get("path") == "/res/hit") == 1, "the hits reached the origin"
+    per_hit = total / H2_HITS
+    report_metric(f"h2 hit path: {per_hit:,.0f} instructions per 1 KiB hit over h2c (baseline {H2_HIT_PATH_BASELINE:,})")
+    assert per_hit <= H2_HIT_PATH_BASELINE * ALLOWED_GROWTH, (
+        f"an HTTP/2 hit now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
+        f"{H2_HIT_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
