@@ -13,9 +13,10 @@ run_packages=(libevent-dev liblmdb-dev libssl-dev libcrypt-dev libnghttp2-dev pk
 # /metrics; valgrind, the hit path's instruction-count gate; dpkg-dev, a real apt-get against a
 # repository the test builds; python3-yaml reads the container and Kubernetes files; nghttp2-client
 # has nghttp and h2load, HTTP/2 clients; libnss3-tools has certutil, which adds the test CA to the NSS
-# database Chromium reads its trusted roots from (test_http2_browsers.py).
+# database Chromium reads its trusted roots from (test_http2_browsers.py); nodejs runs HTTP's cache
+# conformance suite where a copy of it is found (test_cache_conformance.py).
 test_packages=(curl openssl python3 python3-yaml chromium haproxy prometheus valgrind dpkg-dev nghttp2-client
-               libnss3-tools)
+               libnss3-tools nodejs)
 # Python modules the tests import, as "module pip-name Debian-package" (no package: pip only):
 # pytest runs them, prometheus_client parses /metrics, h11 is the second HTTP/1.1 parser
 # test_differential.py compares Larder's with; h2 writes the HTTP/2 frames no well-behaved client sends.

@@ -51,34 +51,46 @@ public enum Revalidation {
         return w.bytes
     }
 
-    /// Compares the origin's answer to a HEAD or conditional GET with the stored entry:
-    /// 304 → unchanged; 2xx with a strong ETag equal to the stored one → unchanged; different
-    /// ETags → changed; otherwise equal Last-Modified and equal Content-Length (when both sides
-    /// have one) → unchanged (RFC 9111 §4.3.5); everything else, and any non-2xx/304, → changed.
-    /// `method` is the revalidation method used: a 200 to a conditional GET is always `changed`.
+    /// Compares the origin's answer to a HEAD or conditional GET with the stored entry (RFC 9111
+    /// §4.3.4, §4.3.5). A 304 is `unchanged`; after a conditional GET anything else is the new
+    /// response (`changed`). A `200` to a HEAD is `unchanged` when it does not contradict the
+    /// stored response:
+    /// - a `Content-Length` it carries equals the stored one (when both have one), and
+    /// - a strong ETag equal to the stored one; else a `Last-Modified` equal to the stored one;
+    ///   else, when it carries no validator, only when the stored response has none either.
+    /// Everything else is `changed`: another status (a 404 or 410 says the representation is gone,
+    /// a 204 that it is empty), a different or new validator, an answer without validators for a
+    /// stored response that has one (it confirms nothing the stored one could be checked by), a
+    /// different length.
     ///
     /// Weak ETags are never "equal" here; when both tags have the same opaque value but one is weak,
-    /// Last-Modified and Content-Length decide.
+    /// Last-Modified decides.
     public static func outcome(entry: EntryFacts, response: ResponseHead, method: RevalidationMethod) -> RevalidationOutcome {
         if response.status == 304 { return .unchanged }
-        guard response.status >= 200, response.status < 300, method == .head else { return .changed }
+        guard response.status == 200, method == .head else { return .changed }
         let headers = response.headers
-        if let stored = entry.etag, let received = headers.firstValueBytes("etag") {
-            switch EntityTag.compare(stored, received) {
-            case .strongMatch: return .unchanged
-            case .different: return .changed
-            case .weakMatch: break
-            }
-        }
-        guard let storedDate = entry.lastModified,
-              let receivedDate = headers.withFirstValue("last-modified", { HTTPDate.parse($0, now: entry.responseTime) }) ?? nil,
-              storedDate == receivedDate else { return .changed }
         if let storedLength = entry.contentLength,
            let receivedLength = headers.withFirstValue("content-length", { parseSaturatingInt($0, 0, $0.count) }) ?? nil,
            storedLength != receivedLength {
             return .changed
         }
-        return .unchanged
+        let receivedTag = headers.firstValueBytes("etag")
+        if let receivedTag {
+            guard let stored = entry.etag else { return .changed }
+            switch EntityTag.compare(stored, receivedTag) {
+            case .strongMatch: return .unchanged
+            case .different: return .changed
+            case .weakMatch: break
+            }
+        }
+        if headers.firstIndex(of: "last-modified") != nil {
+            guard let storedDate = entry.lastModified,
+                  let receivedDate = headers.withFirstValue("last-modified", { HTTPDate.parse($0, now: entry.responseTime) }) ?? nil,
+                  storedDate == receivedDate else { return .changed }
+            return .unchanged
+        }
+        // No validator to compare: it may update only a stored response that has none either.
+        return receivedTag == nil && entry.etag == nil && entry.lastModified == nil ? .unchanged : .changed
     }
 
     /// RFC 9111 §3.2: the stored head with every field the update carries replaced by the update's,

@@ -14,6 +14,10 @@ struct FieldFacts {
     var chunkedCodings = 0
     /// Whether the last coding listed is `chunked` (ignoring parameters).
     var finalCodingIsChunked = false
+    /// How many are codings that change the bytes in a way a client must undo (gzip, deflate,
+    /// compress, br, zstd and their `x-` names): a proxy that cannot undo them cannot relay the
+    /// content without them.
+    var compressionCodings = 0
     var hostFields = 0
     /// Whether every Host value seen is `uri-host [ ":" port ]` (checked for requests only).
     var hostValuesAreValid = true
@@ -161,6 +165,7 @@ enum HeadScanner {
                         var k = s
                         while k < e, p[k] != asciiSemicolon, !isOWS(p[k]) { k += 1 }
                         facts.finalCodingIsChunked = equalsIgnoringCase(p, s, k, "chunked")
+                        if isCompressionCoding(p, s, k) { facts.compressionCodings += 1 }
                     }
                     return true
                 }
@@ -168,6 +173,14 @@ enum HeadScanner {
         default:
             break
         }
+    }
+
+    static func isCompressionCoding(_ p: UnsafeRawBufferPointer, _ s: Int, _ e: Int) -> Bool {
+        var start = s
+        if e - s > 2, p[s] | 0x20 == UInt8(ascii: "x"), p[s + 1] == UInt8(ascii: "-") { start += 2 }
+        return equalsIgnoringCase(p, start, e, "gzip") || equalsIgnoringCase(p, start, e, "deflate")
+            || equalsIgnoringCase(p, start, e, "compress") || equalsIgnoringCase(p, start, e, "br")
+            || equalsIgnoringCase(p, start, e, "zstd")
     }
 
     /// RFC 9112 §3.2 / RFC 9110 §7.2: `Host = uri-host [ ":" port ]` with RFC 3986's grammar: an

@@ -116,10 +116,14 @@ public enum ResponseParser {
         } else if requestMethod == .connect, status < 300 {
             framing = .none  // the connection becomes a tunnel (§6.3 item 2)
         } else if hasTransferEncoding {
-            // A proxy cannot un-apply another coding (`gzip, chunked`, `gzip`): relaying the body
-            // without it would hand clients compressed bytes labelled as plain. Refused (502).
-            guard facts.codings == 1, facts.finalCodingIsChunked else { throw .unsupportedTransferEncoding }
-            framing = .chunked
+            // A proxy cannot un-apply a compression coding (`gzip, chunked`, `gzip`): relaying the
+            // body without it would hand clients compressed bytes labelled as plain. Refused (502).
+            // Other codings (`identity`, names no one defines) change nothing Larder could undo: the
+            // body is read as chunked when that comes last, else until the connection closes (§6.3
+            // item 4), which then is never reused.
+            // `chunked` twice is no framing at all (§6.1).
+            guard facts.compressionCodings == 0, facts.chunkedCodings < 2 else { throw .unsupportedTransferEncoding }
+            framing = facts.finalCodingIsChunked ? .chunked : .untilClose
         } else if facts.contentLengthFields > 0 {
             framing = .contentLength(facts.contentLength)
         } else {

@@ -33,7 +33,8 @@ The behaviour is chosen by the request path:
                       after that many body bytes, "pause_after" and "pause": send
                       that many body bytes, sleep that many seconds, send the
                       rest, or with "pause_until": NAME instead of "pause", wait
-                      for gate NAME (see Gates), "hold_at": [[OFFSET, NAME], ...]:
+                      for gate NAME (see Gates), "close_delimited": no length, the
+                      connection closes after "body", "hold_at": [[OFFSET, NAME], ...]:
                       wait for gate NAME once OFFSET body bytes are sent}, "rate":
                       send the body at that many bytes a second);
                       HEAD gets the head only
@@ -547,6 +548,11 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
                                                                  "vary", "last-modified", "x-version")]
             sock.sendall(build_head(304, keep + conn_fields(keep_alive)))
             return keep_alive
+    if spec.get("close_delimited"):
+        # No length and no chunked coding: the body ends when the connection closes.
+        sock.sendall(build_head(status, fields + [("Connection", "close")]) + (b"" if head_only else text))
+        sock.shutdown(socket.SHUT_RDWR)
+        return False
     if spec.get("chunked"):
         sock.sendall(build_head(status, fields + [("Transfer-Encoding", "chunked")] + conn_fields(keep_alive)))
         if not head_only:

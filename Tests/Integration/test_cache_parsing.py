@@ -215,3 +215,53 @@ def test_too_many_connections_429_carries_cache_status(larder_factory):
         r = refused.response()
         assert r.status == 429 and cache_status(r) == "edge-7; detail=too-many-connections", r.headers
         held.close()
+
+
+# --- Framing the origin chooses (RFC 9112 §6.3) --------------------------------------------------
+
+
+@pytest.mark.parametrize("coding", ["x-test-coding", "identity", "chunked, x-other"])
+def test_a_transfer_coding_that_does_not_end_in_chunked_is_read_until_close_and_stored_without_it(
+        larder, origin, workdir, coding):
+    # §6.3 item 4: the body ends with the connection, which is not reused; the coding (one Larder
+    # cannot name, so one that changes no bytes it could undo) is hop-by-hop: never stored.
+    script(workdir, "tecoding", headers=[("Cache-Control", "max-age=3600"), ("Transfer-Encoding", coding)],
+           body="whole body, ended by the close", close_delimited=True)
+    url = origin.url("/res/tecoding")
+    first = get(larder, url)
+    assert first.status == 200 and first.body == b"whole body, ended by the close"
+    assert first.header("Transfer-Encoding") in (None, "chunked"), first.header("Transfer-Encoding")
+    assert "stored" in cache_status(first), cache_status(first)
+    hit = get(larder, url)
+    assert cache_status(hit).startswith("larder; hit"), cache_status(hit)
+    assert hit.body == b"whole body, ended by the close" and hit.header("Transfer-Encoding") is None
+    assert methods(origin, "tecoding") == ["GET"]
+    # A later request goes on a new connection: the closed one was not reused.
+    script(workdir, "tenext", headers=[("Cache-Control", "no-store")], body="next")
+    assert get(larder, origin.url("/res/tenext")).body == b"next"
+    conns = [r["conn"] for r in origin.requests() if r.get("path", "").startswith(("/res/tecoding", "/res/tenext"))]
+    assert len(set(conns)) == 2, conns
+
+
+@pytest.mark.parametrize("coding", ["gzip", "x-gzip", "br, chunked"])
+def test_a_compression_transfer_coding_is_still_refused(larder, origin, workdir, coding):
+    # Relaying compressed bytes without the coding that says so would hand clients garbage as plain.
+    script(workdir, "tegzip", headers=[("Cache-Control", "max-age=3600"), ("Transfer-Encoding", coding)],
+           body="\x1f\x8b not really", close_delimited=True)
+    resp = get(larder, origin.url("/res/tegzip"))
+    assert resp.status == 502, resp.status
+
+
+def test_a_200_with_content_range_is_stored_like_any_200(larder, origin, workdir):
+    # RFC 9110 §14.4 gives Content-Range no meaning in a 200: the field is kept, the answer stored.
+    script(workdir, "crange", headers=[("Cache-Control", "max-age=3600"), ("Content-Range", "bytes 0-4/10")],
+           body="0123456789")
+    url = origin.url("/res/crange")
+    assert "stored" in cache_status(get(larder, url))
+    hit = get(larder, url)
+    assert cache_status(hit).startswith("larder; hit"), cache_status(hit)
+    assert hit.status == 200 and hit.body == b"0123456789" and hit.header("Content-Range") == "bytes 0-4/10"
+    # A range of it is cut from the stored 200 with a Content-Range of its own.
+    part = get(larder, url, headers=[("Range", "bytes=2-3")])
+    assert part.status == 206 and part.body == b"23" and part.header("Content-Range") == "bytes 2-3/10"
+    assert methods(origin, "crange") == ["GET"]

@@ -3,7 +3,8 @@ when a stale entry is checked.
 
 * An entry with no validator (no ETag, no Last-Modified) is revalidated with one plain GET, whose
   200 replaces it, for clients and background refreshes alike: no HEAD could confirm it.
-* A client's HEAD costs one HEAD: its answer freshens the entry when the validators match, and
+* A client's HEAD costs one HEAD: its 200 freshens the entry when nothing in it contradicts the
+  stored response (validators, length, status; with no validator on either side, the length), and
   otherwise invalidates it and goes to the client as it is.
 * A change found by HEAD costs one HEAD and one GET, and says so (Cache-Status
   `detail=revalidated-head-changed`, `larder_cache_revalidated_head_changed_total`).
@@ -227,17 +228,47 @@ def test_client_head_for_a_changed_entry_is_one_head_and_invalidates(larder, ori
     assert methods(origin, "headchg") == ["GET", "HEAD", "GET"]
 
 
-def test_client_head_for_an_entry_without_validators_is_one_head(larder, origin, workdir):
-    script(workdir, "headnoval", headers=[("Cache-Control", "max-age=1")], body="old")
+def test_client_head_for_an_entry_without_validators_freshens_it_when_nothing_contradicts(larder, origin, workdir):
+    # RFC 9111 §4.3.5: no validator on either side, the same length, a 200: the HEAD's fields
+    # update the stored ones, those it does not carry are kept.
+    script(workdir, "headnoval", headers=[("Cache-Control", "max-age=1"), ("Template-A", "1"), ("Template-B", "1")],
+           body="old")
     url = origin.url("/res/headnoval")
     get(larder, url)
     larder.clock.advance(2.2)
+    script(workdir, "headnoval", headers=[("Cache-Control", "max-age=1000"), ("Template-A", "2")], body="new")
     resp = get(larder, url, method="HEAD")
     assert methods(origin, "headnoval") == ["GET", "HEAD"]
-    assert resp.status == 200 and resp.header("Content-Length") == "3"
+    assert resp.status == 200 and resp.header("Content-Length") == "3" and resp.body == b""
+    assert resp.header("Template-A") == "2" and resp.header("Template-B") == "1"
+    assert "detail=revalidated-head" in cache_status(resp) and "changed" not in cache_status(resp), cache_status(resp)
+    # Fresh again, with the new fields: served from the cache (the stored body, which the HEAD
+    # could not see change).
+    hit = get(larder, url)
+    assert cache_status(hit).startswith("larder; hit"), cache_status(hit)
+    assert hit.body == b"old" and hit.header("Template-A") == "2" and hit.header("Template-B") == "1"
+    assert methods(origin, "headnoval") == ["GET", "HEAD"]
+
+
+@pytest.mark.parametrize("change", ["length", "status 410", "new validator"])
+def test_client_head_for_an_entry_without_validators_that_contradicts_it_invalidates(larder, origin, workdir, change):
+    script(workdir, "headcontra", headers=[("Cache-Control", "max-age=1")], body="old")
+    url = origin.url("/res/headcontra")
+    get(larder, url)
+    larder.clock.advance(2.2)
+    if change == "length":
+        script(workdir, "headcontra", headers=[("Cache-Control", "max-age=1000")], body="longer")
+    elif change == "status 410":
+        script(workdir, "headcontra", status=410, headers=[("Cache-Control", "max-age=1000")], body="old")
+    else:
+        script(workdir, "headcontra", headers=[("Cache-Control", "max-age=1000"), ("ETag", '"n"')], body="old")
+    resp = get(larder, url, method="HEAD")
+    assert methods(origin, "headcontra") == ["GET", "HEAD"]
     assert "detail=revalidated-head-changed" in cache_status(resp), cache_status(resp)
-    # Nothing could confirm it: invalidated.
+    # The origin's answer, as it is; the entry is gone.
+    assert resp.status == (410 if change == "status 410" else 200)
     assert "fwd=uri-miss" in cache_status(get(larder, url))
+    assert methods(origin, "headcontra") == ["GET", "HEAD", "GET"]
 
 
 def test_client_head_for_an_unchanged_entry_freshens_it(larder, origin, workdir):

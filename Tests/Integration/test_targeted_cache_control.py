@@ -110,3 +110,21 @@ def test_a_field_cache_control_keeps_private_is_never_shared_when_a_targeted_fie
     assert second.header("X-Session") is None, second.header("X-Session")
     assert second.body == b"page"
     assert methods(origin, "csess") == ["GET"]
+
+
+def test_an_invalid_targeted_field_is_ignored_as_a_whole(larder_factory, origin, workdir):
+    # RFC 9213 §2.1: a value that is not a Structured Field Dictionary, or gives a known directive
+    # the wrong type, is as if absent: Cache-Control decides, and no part of the field is honoured.
+    script(workdir, "badsyntax", headers=[("Cache-Control", "max-age=600"), ("CDN-Cache-Control", "no-store, max-age =0")],
+           body="x")
+    script(workdir, "badtype", headers=[("Cache-Control", "no-store"), ("CDN-Cache-Control", 'max-age="600"')], body="y")
+    script(workdir, "unknowntype", headers=[("Cache-Control", "max-age=600"), ("CDN-Cache-Control", "no-store, a=@x")],
+           body="z")
+    lr = reverse(larder_factory, origin)
+    for name in ("badsyntax", "badtype", "unknowntype"):
+        get(lr, f"/res/{name}")
+        get(lr, f"/res/{name}")
+    # Cache-Control's max-age=600 held despite the field's no-store; its no-store despite max-age.
+    assert methods(origin, "badsyntax") == ["GET"]
+    assert methods(origin, "badtype") == ["GET", "GET"]
+    assert methods(origin, "unknowntype") == ["GET"]

@@ -1,0 +1,79 @@
+"""HTTP's cache conformance suite (cache-tests, the suite behind cache-tests.fyi) against the real
+binary, run by `cache_conformance.py` the way that site runs caches: reverse mode in front of the
+suite's own origin, revalidation by conditional GET. Skipped where the suite or Node.js is absent.
+
+What Larder is held to, and what it deliberately does otherwise (the README's "Cache conformance"):
+- every required test passes in reverse mode but the two that require storing Set-Cookie, which a
+  shared cache here never stores;
+- the HEAD-update checks are "yes" but for a 410 to a HEAD, which does not update a stored 200
+  (RFC 9111 §4.3.5 updates from a 200 only);
+- forward mode passes every required test but those two, the CDN-Cache-Control ones (a forward
+  proxy is not a CDN: the field is not addressed to it) and `interim-not-cached` (the suite's
+  interim tests bring their own connection pool, which does not go through the proxy);
+- neither count of required and optimal tests passed falls below what it was when this file was
+  last changed.
+"""
+
+import pytest
+
+import cache_conformance as conformance
+from helpers import Larder
+
+SET_COOKIE = {"headers-store-Set-Cookie", "headers-store-Set-Cookie2"}
+# Required and optimal tests passed, as last measured; a change that loses one fails here. Checks
+# ("yes"/"no") are reported, not held: some of them time the cache (Age after a delay, heuristics).
+REVERSE_FLOOR = 251
+FORWARD_FLOOR = 230
+
+
+@pytest.fixture(scope="module")
+def suite():
+    found = conformance.find_suite()
+    if found is None:
+        pytest.skip("HTTP's cache conformance suite (http-tests/cache-tests) is not here: set CACHE_TESTS_DIR")
+    if not conformance.node_ok():
+        pytest.skip("Node.js 18 or later is needed to run the cache conformance suite")
+    return found
+
+
+def run(suite, tmp_path, mode):
+    def start(args):
+        return Larder(tmp_path, config=conformance.larder_config(), args=args)
+    return conformance.run_mode(suite, start, mode, tmp_path)
+
+
+def failing(classified, kinds=("required",)):
+    """Tests of `kinds` that did not pass. A test whose dependency is a check Larder answers "no"
+    to (`stale-close`: it does not serve stale when the origin hangs up without stale-if-error) is
+    not run, as on cache-tests.fyi: not counted as failing."""
+    return sorted(tid for tid, (kind, _, result) in classified.items()
+                  if kind in kinds and result not in ("pass", "yes", "dependency_fail"))
+
+
+def not_passed(classified):
+    return "\n".join(f"{result:16} {kind:9} {tid}" for tid, (kind, _, result) in sorted(classified.items())
+                     if result not in ("pass", "yes"))
+
+
+@pytest.mark.timeout_s(400)
+def test_reverse_mode_passes_every_required_test_but_set_cookie(suite, tmp_path, report_metric):
+    classified = run(suite, tmp_path, "reverse")
+    counts = conformance.summary(classified)
+    report_metric(f"cache-tests, reverse mode: {conformance.passed(classified)} of {len(classified)} "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
+    assert failing(classified) == sorted(SET_COOKIE)
+    head = {tid: result for tid, (_, group, result) in classified.items() if group == "updateHEAD"}
+    assert {tid for tid, result in head.items() if result != "yes"} == {"head-410-update"}, head
+    assert counts["pass"] >= REVERSE_FLOOR, not_passed(classified)
+
+
+@pytest.mark.timeout_s(400)
+def test_forward_mode_passes_what_a_forward_proxy_is_addressed(suite, tmp_path, report_metric):
+    classified = run(suite, tmp_path, "forward")
+    counts = conformance.summary(classified)
+    report_metric(f"cache-tests, forward mode: {conformance.passed(classified)} of {len(classified)} "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
+    unexpected = [tid for tid in failing(classified)
+                  if tid not in SET_COOKIE and not tid.startswith("cdn-") and tid != "interim-not-cached"]
+    assert unexpected == []
+    assert counts["pass"] >= FORWARD_FLOOR, not_passed(classified)
