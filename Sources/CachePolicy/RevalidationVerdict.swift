@@ -18,6 +18,10 @@ public enum RevalidationVerdict: Sendable, Equatable {
     case serveStale(StaleServeReason)
     /// Freshen the stored head from the response (`Revalidation.freshenedHead`) and serve the entry.
     case unchanged
+    /// Client only: the answer confirms the entry, but was given to a request whose answers may not
+    /// update a shared entry (credentials without an answer that says it may be shared, or
+    /// `no-store`): serve the entry as it is stored, and leave it as it was.
+    case unchangedNotShared
     /// Invalidate the URL's entries; the response has no body to store (a HEAD answer), so fetch
     /// the whole response with a plain GET, without the client's conditionals or range, and store it.
     case changedRefetch
@@ -68,10 +72,24 @@ extension Revalidation {
             }
         }
         switch outcome(entry: entry, response: response, method: method) {
-        case .unchanged: return .unchanged
+        case .unchanged:
+            // A HEAD's 200 carries every field of the answer: one given to a request with
+            // credentials or no-store updates the shared entry only when it says it may be shared,
+            // as a store would (RFC 9111 §3.5, §5.2.1.5); it still confirms the entry to that client.
+            if response.status == 200, !background, let request, !mayUpdateSharedEntry(request, response) {
+                return .unchangedNotShared
+            }
+            return .unchanged
         case .changed:
             guard method == .head else { return .changedStoreThis }
             return !background && request?.method == .head ? .changedForwardThis : .changedRefetch
         }
+    }
+
+    private static func mayUpdateSharedEntry(_ request: RequestFacts, _ response: ResponseHead) -> Bool {
+        if request.directives.noStore { return false }
+        guard request.hasAuthorization else { return true }
+        let directives = CacheDirectives.parse(response.headers, isRequest: false)
+        return directives.public || directives.sMaxAge != nil || directives.mustRevalidate
     }
 }

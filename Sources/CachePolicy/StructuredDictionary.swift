@@ -43,6 +43,9 @@ public enum StructuredDictionary {
 
         mutating func dictionary() -> [(key: [UInt8], value: Item)]? {
             var members: [(key: [UInt8], value: Item)] = []
+            // Where each key is: an origin can send thousands of members, and a scan per member
+            // would cost their square.
+            var index: [[UInt8]: Int] = [:]
             skip(Parser.isSP)
             while peek != nil {
                 guard let key = key() else { return nil }
@@ -55,9 +58,10 @@ public enum StructuredDictionary {
                     value = .boolean(true)
                     guard parameters() else { return nil }
                 }
-                if let i = members.firstIndex(where: { $0.key == key }) {
+                if let i = index[key] {
                     members[i].value = value
                 } else {
+                    index[key] = members.count
                     members.append((key, value))
                 }
                 skip(Parser.isOWS)

@@ -90,6 +90,21 @@ enum VerdictTable {
         row("RFC9111 4.3.5 client HEAD, other length: invalidate, forward",
             stored: [date, "Cache-Control: max-age=10", lm, "Content-Length: 100"], clientMethod: "HEAD", status: 200,
             answer: [lm, "Content-Length: 7"], .changedForwardThis),
+        row("RFC9111 3.5 client HEAD with credentials, matching ETag: served, the shared entry not updated",
+            stored: [date, "Cache-Control: max-age=10", "ETag: \"v\""], request: ["Authorization: Basic eDp5"],
+            clientMethod: "HEAD", status: 200, answer: ["ETag: \"v\"", "X-User: x"], .unchangedNotShared),
+        row("RFC9111 3.5 client GET with credentials, HEAD revalidation matching: served, not updated",
+            stored: [date, "Cache-Control: max-age=10", "ETag: \"v\""], request: ["Authorization: Basic eDp5"],
+            status: 200, answer: ["ETag: \"v\""], .unchangedNotShared),
+        row("RFC9111 3.5 credentials, an answer that says public: updates",
+            stored: [date, "Cache-Control: max-age=10", "ETag: \"v\""], request: ["Authorization: Basic eDp5"],
+            clientMethod: "HEAD", status: 200, answer: ["ETag: \"v\"", "Cache-Control: public, max-age=60"], .unchanged),
+        row("RFC9111 5.2.1.5 client HEAD with no-store: served, not updated",
+            stored: [date, "Cache-Control: max-age=10"], request: ["Cache-Control: no-store"], clientMethod: "HEAD",
+            status: 200, .unchangedNotShared),
+        row("RFC9111 3.5 a 304 to a request with credentials still updates (it carries no content fields)",
+            stored: [date, "Cache-Control: max-age=10", "ETag: \"v\""], request: ["Authorization: Basic eDp5"],
+            status: 304, answer: ["ETag: \"v\""], .unchanged),
         row("RFC9111 4.3.5 client HEAD, no validator on either side: the 200 freshens the entry",
             stored: [date, "Cache-Control: max-age=10"], clientMethod: "HEAD", status: 200, .unchanged),
         row("RFC9111 4.3.5 client HEAD, no validator on either side, other length: invalidate, forward",
@@ -183,6 +198,8 @@ struct RevalidationVerdictTests {
                         #expect(method == .conditionalGet, "\(at)")
                     case .unchanged:
                         break
+                    case .unchangedNotShared:
+                        #expect(!background, "\(at)")
                     }
                 }
             }

@@ -30,6 +30,13 @@ import Testing
         #expect(got.map(\.value) == expected.map(\.1), "\(text)")
     }
 
+    @Test func manyMembersCostLinearTime() throws {
+        // 20,000 members, each key repeated: found by a table, not a scan per member.
+        let text = (0..<20_000).map { "k\($0 % 5_000)=\($0)" }.joined(separator: ", ")
+        let got = try #require(StructuredDictionary.parse(Array(text.utf8)))
+        #expect(got.count == 5_000 && got[0].value == .integer(15_000))
+    }
+
     @Test(arguments: [
         "Max-Age=1", "max-age =1", "max-age= 1", "a=1,", "a=1,,b=2", "a=1 b=2", "1a=1", "a=\"unterminated",
         "a=\"bad \\q escape\"", "a=\"ctl \u{1}\"", "a=1.2345", "a=1234567890123.5", "a=9999999999999999", "a=-",

@@ -250,6 +250,25 @@ def test_client_head_for_an_entry_without_validators_freshens_it_when_nothing_co
     assert methods(origin, "headnoval") == ["GET", "HEAD"]
 
 
+def test_a_head_answer_to_a_request_with_credentials_never_updates_the_shared_entry(larder, origin, workdir):
+    # The origin's answer to an authenticated HEAD may carry that user's fields: it confirms the
+    # entry to that client, who is served the entry as stored, and the entry stays as it was.
+    script(workdir, "headauth", headers=[("Cache-Control", "max-age=1"), ("ETag", '"a"')], body="shared")
+    url = origin.url("/res/headauth")
+    get(larder, url)
+    larder.clock.advance(2.2)
+    script(workdir, "headauth", headers=[("Cache-Control", "max-age=1000"), ("ETag", '"a"'), ("X-User", "alice")],
+           body="shared")
+    resp = get(larder, url, method="HEAD", headers=[("Authorization", "Basic YWxpY2U6cHc=")])
+    assert resp.status == 200 and resp.header("X-User") is None, resp.header("X-User")
+    assert "detail=revalidated-head-not-stored" in cache_status(resp), cache_status(resp)
+    # Still stale for everyone else: the next request checks again, and never sees alice's field.
+    after = get(larder, url)
+    assert after.header("X-User") is None or "revalidated" in cache_status(after), cache_status(after)
+    assert "fwd=stale" in cache_status(after), cache_status(after)
+    assert methods(origin, "headauth") == ["GET", "HEAD", "HEAD"]
+
+
 @pytest.mark.parametrize("change", ["length", "status 410", "new validator"])
 def test_client_head_for_an_entry_without_validators_that_contradicts_it_invalidates(larder, origin, workdir, change):
     script(workdir, "headcontra", headers=[("Cache-Control", "max-age=1")], body="old")

@@ -106,7 +106,7 @@ extension CacheExchange.RevalidationStep {
     /// Whether the revalidation's answer is consumed by the cache rather than sent to the client.
     var consumesAnswer: Bool {
         switch self {
-        case .serveStale, .unchanged, .refetch: return true
+        case .serveStale, .unchanged, .unchangedNotShared, .refetch: return true
         case .unusable, .forwardThis, .storeThis, .keep: return false
         }
     }

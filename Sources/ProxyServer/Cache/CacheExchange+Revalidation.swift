@@ -12,6 +12,8 @@ extension CacheExchange {
         case unchanged
         /// Unchanged, but the stored head will not parse: the answer goes to the client as it is.
         case unusable
+        /// Unchanged for this client, whose answer may not update the shared entry: serve it as stored.
+        case unchangedNotShared
         /// Changed, found by HEAD: fetch the new response with GET once this exchange ends.
         case refetch
         /// Changed, found by a client's HEAD: the entry is invalidated; the answer is the client's.
@@ -53,6 +55,11 @@ extension CacheExchange {
                                  detail: method == .head ? "revalidated-head" : "revalidated")
             phase = .revalidated
             return .unchanged
+        case .unchangedNotShared:
+            status = CacheStatus(forward: .stale, forwardStatus: head.status, ttl: entry.facts.timeToLive(now: now),
+                                 detail: "revalidated-head-not-stored")
+            phase = .revalidated
+            return .unchangedNotShared
         case .changedRefetch:
             leadAsRefresh(table: table, setup: setup)
             cache.invalidate(primaryKey: primaryKey)
