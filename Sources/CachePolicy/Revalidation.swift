@@ -54,10 +54,13 @@ public enum Revalidation {
     /// Compares the origin's answer to a HEAD or conditional GET with the stored entry (RFC 9111
     /// §4.3.4, §4.3.5). A 304 is `unchanged`; after a conditional GET anything else is the new
     /// response (`changed`). A `200` to a HEAD is `unchanged` when it does not contradict the
-    /// stored response:
-    /// - a `Content-Length` it carries equals the stored one (when both have one), and
+    /// stored response (`storedHead`, when given, for the fields `EntryFacts` does not keep):
+    /// - a `Content-Length` it carries equals the stored one (a value that does not parse as one
+    ///   length contradicts), and a `Content-Type` or `Content-Encoding` it carries is the stored
+    ///   one (an update must not relabel the stored bytes), and
     /// - a strong ETag equal to the stored one; else a `Last-Modified` equal to the stored one;
-    ///   else, when it carries no validator, only when the stored response has none either.
+    ///   else, when it carries no validator, only when the stored response has none either and it
+    ///   carries a `Content-Length` (the one thing left that could contradict it).
     /// Everything else is `changed`: another status (a 404 or 410 says the representation is gone,
     /// a 204 that it is empty), a different or new validator, an answer without validators for a
     /// stored response that has one (it confirms nothing the stored one could be checked by), a
@@ -65,15 +68,20 @@ public enum Revalidation {
     ///
     /// Weak ETags are never "equal" here; when both tags have the same opaque value but one is weak,
     /// Last-Modified decides.
-    public static func outcome(entry: EntryFacts, response: ResponseHead, method: RevalidationMethod) -> RevalidationOutcome {
+    public static func outcome(entry: EntryFacts, response: ResponseHead, method: RevalidationMethod,
+                               storedHead: ResponseHead? = nil) -> RevalidationOutcome {
         if response.status == 304 { return .unchanged }
         guard response.status == 200, method == .head else { return .changed }
         let headers = response.headers
-        if let storedLength = entry.contentLength,
-           let receivedLength = headers.withFirstValue("content-length", { parseSaturatingInt($0, 0, $0.count) }) ?? nil,
-           storedLength != receivedLength {
-            return .changed
+        var receivedLength: Int?
+        if headers.firstIndex(of: "content-length") != nil {
+            // The parser accepted the field (a list of equal values included): any other spelling
+            // of one length is a contradiction, not a missing length.
+            guard let n = singleLength(headers) else { return .changed }
+            receivedLength = n
+            if let storedLength = entry.contentLength, storedLength != n { return .changed }
         }
+        if let storedHead, relabels(storedHead.headers, headers) { return .changed }
         let receivedTag = headers.firstValueBytes("etag")
         if let receivedTag {
             guard let stored = entry.etag else { return .changed }
@@ -89,8 +97,55 @@ public enum Revalidation {
                   storedDate == receivedDate else { return .changed }
             return .unchanged
         }
-        // No validator to compare: it may update only a stored response that has none either.
-        return receivedTag == nil && entry.etag == nil && entry.lastModified == nil ? .unchanged : .changed
+        // No validator to compare: it may update only a stored response that has none either, and
+        // only with a length to compare.
+        let noValidators = receivedTag == nil && entry.etag == nil && entry.lastModified == nil
+        return noValidators && receivedLength != nil && entry.contentLength != nil ? .unchanged : .changed
+    }
+
+    /// The one length a `Content-Length` field (or a list of equal ones) gives; nil for anything else.
+    private static func singleLength(_ headers: HeaderBlock) -> Int? {
+        var length: Int?
+        for i in 0..<headers.count where headers.nameEquals(at: i, "content-length") {
+            let ok = headers.withBytes(headers.fields[i].value) { v -> Bool in
+                var ok = true
+                forEachListElement(v, 0, v.count) { s, e in
+                    guard let n = parseSaturatingInt(v, s, e), length == nil || length == n else {
+                        ok = false
+                        return false
+                    }
+                    length = n
+                    return true
+                }
+                return ok
+            }
+            if !ok { return nil }
+        }
+        return length
+    }
+
+    /// Whether `update` gives the stored bytes another media type or content coding.
+    private static func relabels(_ stored: HeaderBlock, _ update: HeaderBlock) -> Bool {
+        for name in [relabelContentType, relabelContentEncoding] {
+            guard let new = firstValue(update, name) else { continue }
+            if firstValue(stored, name) != new { return true }
+        }
+        return false
+    }
+
+    private static let relabelContentType: StaticString = "content-type"
+    private static let relabelContentEncoding: StaticString = "content-encoding"
+
+    /// A field's first value, trimmed and in lower case (media types and codings ignore case).
+    private static func firstValue(_ headers: HeaderBlock, _ name: StaticString) -> [UInt8]? {
+        guard let i = headers.firstIndex(of: name) else { return nil }
+        return headers.withBytes(headers.fields[i].value) { v in
+            var s = 0
+            var e = v.count
+            while s < e, v[s] == 0x20 || v[s] == 0x09 { s += 1 }
+            while e > s, v[e - 1] == 0x20 || v[e - 1] == 0x09 { e -= 1 }
+            return v[s..<e].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+        }
     }
 
     /// RFC 9111 §3.2: the stored head with every field the update carries replaced by the update's,

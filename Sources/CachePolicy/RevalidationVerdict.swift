@@ -57,7 +57,8 @@ extension Revalidation {
     /// Background: any 5xx or no answer is `.keepEntryAndGiveUp`; everything else is judged by
     /// `outcome` as for a client.
     public static func verdict(entry: EntryFacts, request: RequestFacts?, response: ResponseHead?,
-                               method: RevalidationMethod, now: Int64, background: Bool) -> RevalidationVerdict {
+                               method: RevalidationMethod, now: Int64, background: Bool,
+                               storedHead: ResponseHead? = nil, requestHasCookie: Bool = false) -> RevalidationVerdict {
         guard let response else {
             if background { return .keepEntryAndGiveUp }
             guard let request, Lookup.mayServeStaleOnError(request: request, entry: entry, status: nil, now: now) else {
@@ -71,12 +72,12 @@ extension Revalidation {
                 return .serveStale(.originError)
             }
         }
-        switch outcome(entry: entry, response: response, method: method) {
+        switch outcome(entry: entry, response: response, method: method, storedHead: storedHead) {
         case .unchanged:
-            // A HEAD's 200 carries every field of the answer: one given to a request with
-            // credentials or no-store updates the shared entry only when it says it may be shared,
-            // as a store would (RFC 9111 §3.5, §5.2.1.5); it still confirms the entry to that client.
-            if response.status == 200, !background, let request, !mayUpdateSharedEntry(request, response) {
+            // An answer updates the shared entry only where it could have been stored for everyone
+            // (RFC 9111 §3.5, §5.2.1.5, §5.2.2.5, §5.2.2.7): it confirms the entry to this client
+            // all the same, who is served it as stored.
+            if !background, !mayUpdateSharedEntry(request, response, requestHasCookie: requestHasCookie) {
                 return .unchangedNotShared
             }
             return .unchanged
@@ -86,10 +87,18 @@ extension Revalidation {
         }
     }
 
-    private static func mayUpdateSharedEntry(_ request: RequestFacts, _ response: ResponseHead) -> Bool {
-        if request.directives.noStore { return false }
-        guard request.hasAuthorization else { return true }
+    /// Whether `response` (a 304, or a HEAD's 200 that does not contradict the entry) may update
+    /// the shared entry: not when it says `no-store` or unqualified `private` (its fields are one
+    /// user's), nor when the request said `no-store`, nor when the request carried credentials and
+    /// the answer does not say it may be shared. A HEAD's 200 carries every field of the answer, so
+    /// for it a `Cookie` counts as credentials too (a 304 carries the entry's metadata).
+    private static func mayUpdateSharedEntry(_ request: RequestFacts?, _ response: ResponseHead,
+                                             requestHasCookie: Bool) -> Bool {
         let directives = CacheDirectives.parse(response.headers, isRequest: false)
-        return directives.public || directives.sMaxAge != nil || directives.mustRevalidate
+        if directives.noStore || directives.private { return false }
+        guard let request else { return true }
+        if request.directives.noStore { return false }
+        let credentials = request.hasAuthorization || (requestHasCookie && response.status == 200)
+        return !credentials || directives.public || directives.sMaxAge != nil || directives.mustRevalidate
     }
 }

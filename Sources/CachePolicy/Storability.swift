@@ -55,9 +55,12 @@ public enum Storability {
         let status = response.status
         guard status >= 200, status != 304 else { return .doNotStore(.status) }
         let headers = response.headers
-        // A 200 carrying Content-Range is a 200 like any other (RFC 9110 §14.4 gives the field no
-        // meaning there); a 206 is a piece of a representation.
-        if status == 206 { return .doNotStore(.partialContent) }
+        // A 206 is a piece of a representation. A 200 carrying Content-Range is a 200 like any other
+        // (RFC 9110 §14.4 gives the field no meaning there), unless it answers a Range: then it may
+        // be the piece a broken origin labelled 200, and storing it would serve a fragment as the whole.
+        if status == 206 || (headers.has("content-range") && request.headers.has("range")) {
+            return .doNotStore(.partialContent)
+        }
 
         let directives = CacheDirectives.parse(headers, isRequest: false)
         // §5.2.2.3: must-understand stores only status codes we understand, and then overrides no-store.

@@ -38,7 +38,7 @@ public enum StructuredDictionary {
         static func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) >= 0x61 && (b | 0x20) <= 0x7A }
         static func isTchar(_ b: UInt8) -> Bool {
             if isAlpha(b) || isDigit(b) { return true }
-            return Array("!#$%&'*+-.^_`|~".utf8).contains(b)
+            return "!#$%&'*+-.^_`|~".utf8.contains(b)
         }
 
         mutating func dictionary() -> [(key: [UInt8], value: Item)]? {

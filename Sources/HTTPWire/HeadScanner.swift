@@ -15,9 +15,14 @@ struct FieldFacts {
     /// Whether the last coding listed is `chunked` (ignoring parameters).
     var finalCodingIsChunked = false
     /// How many are codings that change the bytes in a way a client must undo (gzip, deflate,
-    /// compress, br, zstd and their `x-` names): a proxy that cannot undo them cannot relay the
-    /// content without them.
+    /// compress, br, zstd, xz, … and their `x-` names): a proxy that cannot undo them cannot relay
+    /// the content without them.
     var compressionCodings = 0
+    /// How many are `chunked`, with parameters or without.
+    var chunkedNames = 0
+    /// A coding listed after `chunked` (whose framing then cannot be read), or a coding that is not
+    /// a token (`"gzip"`): codings no response may be relayed with.
+    var codingsOutOfOrder = false
     var hostFields = 0
     /// Whether every Host value seen is `uri-host [ ":" port ]` (checked for requests only).
     var hostValuesAreValid = true
@@ -157,16 +162,16 @@ enum HeadScanner {
                 facts.transferEncodingFields += 1
                 forEachListElement(p, valueStart, valueEnd) { s, e in
                     facts.codings += 1
-                    if equalsIgnoringCase(p, s, e, "chunked") {
-                        facts.chunkedCodings += 1
-                        facts.finalCodingIsChunked = true
-                    } else {
-                        // The coding's name without parameters (`chunked;x=y` is still chunked for responses).
-                        var k = s
-                        while k < e, p[k] != asciiSemicolon, !isOWS(p[k]) { k += 1 }
-                        facts.finalCodingIsChunked = equalsIgnoringCase(p, s, k, "chunked")
-                        if isCompressionCoding(p, s, k) { facts.compressionCodings += 1 }
-                    }
+                    if equalsIgnoringCase(p, s, e, "chunked") { facts.chunkedCodings += 1 }
+                    // The coding's name without parameters (`chunked;x=y` is still chunked for responses).
+                    var k = s
+                    while k < e, p[k] != asciiSemicolon, !isOWS(p[k]) { k += 1 }
+                    let chunked = equalsIgnoringCase(p, s, k, "chunked")
+                    if facts.chunkedNames > 0 || k == s { facts.codingsOutOfOrder = true }
+                    for i in s..<k where !isTchar(p[i]) { facts.codingsOutOfOrder = true }
+                    if chunked { facts.chunkedNames += 1 }
+                    facts.finalCodingIsChunked = chunked
+                    if isCompressionCoding(p, s, k) { facts.compressionCodings += 1 }
                     return true
                 }
             }
@@ -180,7 +185,9 @@ enum HeadScanner {
         if e - s > 2, p[s] | 0x20 == UInt8(ascii: "x"), p[s + 1] == UInt8(ascii: "-") { start += 2 }
         return equalsIgnoringCase(p, start, e, "gzip") || equalsIgnoringCase(p, start, e, "deflate")
             || equalsIgnoringCase(p, start, e, "compress") || equalsIgnoringCase(p, start, e, "br")
-            || equalsIgnoringCase(p, start, e, "zstd")
+            || equalsIgnoringCase(p, start, e, "zstd") || equalsIgnoringCase(p, start, e, "xz")
+            || equalsIgnoringCase(p, start, e, "lzma") || equalsIgnoringCase(p, start, e, "bzip2")
+            || equalsIgnoringCase(p, start, e, "pack200-gzip") || equalsIgnoringCase(p, start, e, "exi")
     }
 
     /// RFC 9112 §3.2 / RFC 9110 §7.2: `Host = uri-host [ ":" port ]` with RFC 3986's grammar: an

@@ -117,12 +117,12 @@ public enum ResponseParser {
             framing = .none  // the connection becomes a tunnel (§6.3 item 2)
         } else if hasTransferEncoding {
             // A proxy cannot un-apply a compression coding (`gzip, chunked`, `gzip`): relaying the
-            // body without it would hand clients compressed bytes labelled as plain. Refused (502).
-            // Other codings (`identity`, names no one defines) change nothing Larder could undo: the
-            // body is read as chunked when that comes last, else until the connection closes (§6.3
-            // item 4), which then is never reused.
-            // `chunked` twice is no framing at all (§6.1).
-            guard facts.compressionCodings == 0, facts.chunkedCodings < 2 else { throw .unsupportedTransferEncoding }
+            // body without it would hand clients compressed bytes labelled as plain. Refused (502),
+            // as is a coding after `chunked` (its framing could not be read) or one that is not a
+            // token. Other codings (`identity`, names no one defines, which a server may not apply
+            // unasked) are taken to change nothing: the body is read as chunked when that comes
+            // last, else until the connection closes (§6.3 item 4), which then is never reused.
+            guard facts.compressionCodings == 0, !facts.codingsOutOfOrder else { throw .unsupportedTransferEncoding }
             framing = facts.finalCodingIsChunked ? .chunked : .untilClose
         } else if facts.contentLengthFields > 0 {
             framing = .contentLength(facts.contentLength)

@@ -100,13 +100,26 @@ enum VerdictTable {
             stored: [date, "Cache-Control: max-age=10", "ETag: \"v\""], request: ["Authorization: Basic eDp5"],
             clientMethod: "HEAD", status: 200, answer: ["ETag: \"v\"", "Cache-Control: public, max-age=60"], .unchanged),
         row("RFC9111 5.2.1.5 client HEAD with no-store: served, not updated",
-            stored: [date, "Cache-Control: max-age=10"], request: ["Cache-Control: no-store"], clientMethod: "HEAD",
-            status: 200, .unchangedNotShared),
-        row("RFC9111 3.5 a 304 to a request with credentials still updates (it carries no content fields)",
+            stored: [date, "Cache-Control: max-age=10", "Content-Length: 100"], request: ["Cache-Control: no-store"],
+            clientMethod: "HEAD", status: 200, answer: ["Content-Length: 100"], .unchangedNotShared),
+        row("client HEAD with a Cookie, no validators: served, not updated (its 200 carries every field)",
+            stored: [date, "Cache-Control: max-age=10", "Content-Length: 100"], request: ["Cookie: s=alice"],
+            clientMethod: "HEAD", status: 200, answer: ["Content-Length: 100", "X-User: alice"], .unchangedNotShared),
+        row("RFC9111 3.5 a 304 to a request with credentials: served, the shared entry not updated",
             stored: [date, "Cache-Control: max-age=10", "ETag: \"v\""], request: ["Authorization: Basic eDp5"],
-            status: 304, answer: ["ETag: \"v\""], .unchanged),
+            status: 304, answer: ["ETag: \"v\"", "X-User: x"], .unchangedNotShared),
+        row("RFC9111 5.2.2.7 a 304 that says private never updates the shared entry",
+            stored: [date, "Cache-Control: max-age=10", "ETag: \"v\""], status: 304,
+            answer: ["ETag: \"v\"", "Cache-Control: private, max-age=600"], .unchangedNotShared),
+        row("RFC9111 5.2.2.5 a HEAD's 200 that says no-store never updates the shared entry",
+            stored: [date, "Cache-Control: max-age=10", "Content-Length: 100"], clientMethod: "HEAD", status: 200,
+            answer: ["Content-Length: 100", "Cache-Control: no-store"], .unchangedNotShared),
+        row("a 304 that qualifies private=\"x-user\" still updates (the field is left out)",
+            stored: [date, "Cache-Control: max-age=10", "ETag: \"v\""], status: 304,
+            answer: ["ETag: \"v\"", "Cache-Control: private=\"x-user\", max-age=600"], .unchanged),
         row("RFC9111 4.3.5 client HEAD, no validator on either side: the 200 freshens the entry",
-            stored: [date, "Cache-Control: max-age=10"], clientMethod: "HEAD", status: 200, .unchanged),
+            stored: [date, "Cache-Control: max-age=10", "Content-Length: 100"], clientMethod: "HEAD", status: 200,
+            answer: ["Content-Length: 100"], .unchanged),
         row("RFC9111 4.3.5 client HEAD, no validator on either side, other length: invalidate, forward",
             stored: [date, "Cache-Control: max-age=10", "Content-Length: 100"], clientMethod: "HEAD", status: 200,
             answer: ["Content-Length: 99"], .changedForwardThis),
@@ -158,8 +171,10 @@ func verdict(_ row: VerdictRow) throws -> RevalidationVerdict {
         try RequestFacts.make(request($0, method: row.requestMethod), rulePolicy: row.policy, settings: PolicySettings())
     }
     let answer = row.status.map { response(row.responseFields, status: $0, method: row.method == .head ? .head : .get) }
+    let cookie = row.requestFields?.contains { $0.lowercased().hasPrefix("cookie:") } ?? false
     return Revalidation.verdict(entry: entry(row.stored), request: facts, response: answer, method: row.method,
-                                now: row.now, background: row.background)
+                                now: row.now, background: row.background,
+                                storedHead: response(row.stored, status: 200, method: .get), requestHasCookie: cookie)
 }
 
 @Suite("Revalidation verdict")

@@ -220,7 +220,7 @@ def test_too_many_connections_429_carries_cache_status(larder_factory):
 # --- Framing the origin chooses (RFC 9112 §6.3) --------------------------------------------------
 
 
-@pytest.mark.parametrize("coding", ["x-test-coding", "identity", "chunked, x-other"])
+@pytest.mark.parametrize("coding", ["x-test-coding", "identity", "identity, x-other"])
 def test_a_transfer_coding_that_does_not_end_in_chunked_is_read_until_close_and_stored_without_it(
         larder, origin, workdir, coding):
     # §6.3 item 4: the body ends with the connection, which is not reused; the coding (one Larder
@@ -236,16 +236,13 @@ def test_a_transfer_coding_that_does_not_end_in_chunked_is_read_until_close_and_
     assert cache_status(hit).startswith("larder; hit"), cache_status(hit)
     assert hit.body == b"whole body, ended by the close" and hit.header("Transfer-Encoding") is None
     assert methods(origin, "tecoding") == ["GET"]
-    # A later request goes on a new connection: the closed one was not reused.
-    script(workdir, "tenext", headers=[("Cache-Control", "no-store")], body="next")
-    assert get(larder, origin.url("/res/tenext")).body == b"next"
-    conns = [r["conn"] for r in origin.requests() if r.get("path", "").startswith(("/res/tecoding", "/res/tenext"))]
-    assert len(set(conns)) == 2, conns
 
 
-@pytest.mark.parametrize("coding", ["gzip", "x-gzip", "br, chunked"])
-def test_a_compression_transfer_coding_is_still_refused(larder, origin, workdir, coding):
-    # Relaying compressed bytes without the coding that says so would hand clients garbage as plain.
+@pytest.mark.parametrize("coding", ["gzip", "x-gzip", "br, chunked", "xz", "chunked, x-other", "chunked;x=1, chunked",
+                                    '"gzip", chunked'])
+def test_a_transfer_coding_larder_cannot_undo_or_read_is_refused(larder, origin, workdir, coding):
+    # Relaying compressed bytes without the coding that says so would hand clients garbage as plain;
+    # a coding after chunked leaves no framing to read; a quoted coding is no coding.
     script(workdir, "tegzip", headers=[("Cache-Control", "max-age=3600"), ("Transfer-Encoding", coding)],
            body="\x1f\x8b not really", close_delimited=True)
     resp = get(larder, origin.url("/res/tegzip"))
@@ -265,3 +262,14 @@ def test_a_200_with_content_range_is_stored_like_any_200(larder, origin, workdir
     part = get(larder, url, headers=[("Range", "bytes=2-3")])
     assert part.status == 206 and part.body == b"23" and part.header("Content-Range") == "bytes 2-3/10"
     assert methods(origin, "crange") == ["GET"]
+
+
+def test_a_200_with_content_range_answering_a_range_is_not_stored(larder, origin, workdir):
+    # A broken origin labelling the piece it sent as a 200: stored, it would be served as the whole.
+    script(workdir, "crpiece", headers=[("Cache-Control", "max-age=3600"), ("ETag", '"v"'),
+                                        ("Content-Range", "bytes 90-99/100")], body="0123456789")
+    url = origin.url("/res/crpiece")
+    first = get(larder, url, headers=[("Range", "bytes=90-99"), ("If-Range", '"v"')])
+    assert first.status == 200 and "stored" not in cache_status(first), cache_status(first)
+    again = get(larder, url)
+    assert not cache_status(again).startswith("larder; hit"), cache_status(again)

@@ -250,23 +250,49 @@ def test_client_head_for_an_entry_without_validators_freshens_it_when_nothing_co
     assert methods(origin, "headnoval") == ["GET", "HEAD"]
 
 
-def test_a_head_answer_to_a_request_with_credentials_never_updates_the_shared_entry(larder, origin, workdir):
-    # The origin's answer to an authenticated HEAD may carry that user's fields: it confirms the
-    # entry to that client, who is served the entry as stored, and the entry stays as it was.
-    script(workdir, "headauth", headers=[("Cache-Control", "max-age=1"), ("ETag", '"a"')], body="shared")
-    url = origin.url("/res/headauth")
+@pytest.mark.parametrize("case", ["credentials, 200", "credentials, 304", "private 304", "cookie, no validators"])
+def test_an_answer_that_is_one_users_never_updates_the_shared_entry(larder, origin, workdir, case):
+    # An answer given to a request with credentials (or, for a HEAD's 200, which carries every field,
+    # a Cookie), or one that says private, may carry that user's fields: it confirms the entry to
+    # that client, who is served the entry as stored, and the entry stays as it was for the others.
+    validators = [] if case == "cookie, no validators" else [("ETag", '"a"')]
+    script(workdir, "oneuser", headers=[("Cache-Control", "max-age=1")] + validators, body="shared")
+    url = origin.url("/res/oneuser")
     get(larder, url)
     larder.clock.advance(2.2)
-    script(workdir, "headauth", headers=[("Cache-Control", "max-age=1000"), ("ETag", '"a"'), ("X-User", "alice")],
-           body="shared")
-    resp = get(larder, url, method="HEAD", headers=[("Authorization", "Basic YWxpY2U6cHc=")])
-    assert resp.status == 200 and resp.header("X-User") is None, resp.header("X-User")
-    assert "detail=revalidated-head-not-stored" in cache_status(resp), cache_status(resp)
+    answer_cc = "private, max-age=1000" if case == "private 304" else "max-age=1000"
+    # "conditional": the origin answers the HEAD's If-None-Match with a 304, as real servers do.
+    script(workdir, "oneuser", headers=[("Cache-Control", answer_cc), ("X-User", "alice")] + validators,
+           body="shared", conditional=case.endswith("304"))
+    ask = {"credentials, 200": [("Authorization", "Basic YWxpY2U6cHc=")],
+           "credentials, 304": [("Authorization", "Basic YWxpY2U6cHc=")],
+           "private 304": [], "cookie, no validators": [("Cookie", "session=alice")]}[case]
+    resp = get(larder, url, method="HEAD", headers=ask)
+    assert resp.status == 200 and resp.header("X-User") is None, (resp.header("X-User"), cache_status(resp))
+    assert "detail=revalidated-not-stored" in cache_status(resp), cache_status(resp)
     # Still stale for everyone else: the next request checks again, and never sees alice's field.
+    script(workdir, "oneuser", headers=[("Cache-Control", "max-age=1000")] + validators, body="shared",
+           conditional=bool(validators))
     after = get(larder, url)
-    assert after.header("X-User") is None or "revalidated" in cache_status(after), cache_status(after)
+    assert after.body == b"shared" and after.header("X-User") is None, after.header("X-User")
     assert "fwd=stale" in cache_status(after), cache_status(after)
-    assert methods(origin, "headauth") == ["GET", "HEAD", "HEAD"]
+    assert methods(origin, "oneuser")[:3] == ["GET", "HEAD", "HEAD" if validators else "GET"]
+
+
+def test_a_head_answer_cannot_relabel_the_stored_bytes(larder, origin, workdir):
+    # The same length and no validator, but another media type: a client asking for text/html must
+    # not turn a stored JSON document into an HTML page for everyone.
+    script(workdir, "relabel", headers=[("Cache-Control", "max-age=1"), ("Content-Type", "application/json")],
+           body='{"q":"<img src=x onerror=alert(1)>"}')
+    url = origin.url("/res/relabel")
+    get(larder, url)
+    larder.clock.advance(2.2)
+    script(workdir, "relabel", headers=[("Cache-Control", "max-age=600"), ("Content-Type", "text/html")],
+           body='{"q":"<img src=x onerror=alert(1)>"}')
+    resp = get(larder, url, method="HEAD", headers=[("Accept", "text/html")])
+    assert "detail=revalidated-head-changed" in cache_status(resp), cache_status(resp)
+    after = get(larder, url)
+    assert "fwd=uri-miss" in cache_status(after), cache_status(after)
 
 
 @pytest.mark.parametrize("change", ["length", "status 410", "new validator"])

@@ -41,8 +41,14 @@ extension CacheExchange {
                                  background: Bool, now: Int64, cache: Cache, setup: CacheSetup,
                                  table: InFlightTable) -> RevalidationStep {
         guard let entry else { return .keep }
-        switch Revalidation.verdict(entry: entry.facts, request: facts, response: head, method: method, now: now,
-                                    background: background) {
+        // The stored head, for the fields a HEAD's 200 must not relabel; the answer as the cache's
+        // policy reads it (a targeted field's `private` or `no-store` keeps it off the shared entry).
+        let storedHead = head.status == 200 && method == .head
+            ? entry.parsedHead ?? CachedResponseWriter.parse(entry.head) : nil
+        let policyAnswer = TargetedCacheControl.policyHead(of: head, targets: setup.targetedFields) ?? head
+        switch Revalidation.verdict(entry: entry.facts, request: facts, response: policyAnswer, method: method,
+                                    now: now, background: background, storedHead: storedHead,
+                                    requestHasCookie: request.headers.firstIndex(of: "cookie") != nil) {
         case .serveStale:
             status = CacheStatus(hit: true, forwardStatus: head.status, ttl: entry.facts.timeToLive(now: now),
                                  detail: "stale-if-error")
@@ -57,7 +63,7 @@ extension CacheExchange {
             return .unchanged
         case .unchangedNotShared:
             status = CacheStatus(forward: .stale, forwardStatus: head.status, ttl: entry.facts.timeToLive(now: now),
-                                 detail: "revalidated-head-not-stored")
+                                 detail: "revalidated-not-stored")
             phase = .revalidated
             return .unchangedNotShared
         case .changedRefetch:

@@ -178,7 +178,10 @@ enum CacheFlow {
                 note(.lookupRevalidatedUnchanged, for: ex, on: c)
                 // This client's cookies from the answer: in its response, never stored.
                 ex.personalFields = SetCookieLines.of(head)
-            case .unusable, .unchangedNotShared: note(.lookupRevalidatedUnchanged, for: ex, on: c)
+            case .unchangedNotShared:
+                note(.lookupRevalidatedUnchanged, for: ex, on: c)
+                ex.personalFields = SetCookieLines.of(head)
+            case .unusable: note(.lookupRevalidatedUnchanged, for: ex, on: c)
             case .refetch, .forwardThis:
                 note(.lookupRevalidatedChanged, for: ex, on: c)
                 worker.stats.add(.revalidationHeadChanged)
