@@ -56,11 +56,10 @@ public enum Revalidation {
     /// response (`changed`). A `200` to a HEAD is `unchanged` when it does not contradict the
     /// stored response (`storedHead`, when given, for the fields `EntryFacts` does not keep):
     /// - a `Content-Length` it carries equals the stored one (a value that does not parse as one
-    ///   length contradicts), and a `Content-Type` or `Content-Encoding` it carries is the stored
-    ///   one (an update must not relabel the stored bytes), and
+    ///   length contradicts), and a `Content-Type`, `Content-Encoding` or `Content-Language` it
+    ///   carries is the stored one (an update must not relabel the stored bytes), and
     /// - a strong ETag equal to the stored one; else a `Last-Modified` equal to the stored one;
-    ///   else, when it carries no validator, only when the stored response has none either and it
-    ///   carries a `Content-Length` (the one thing left that could contradict it).
+    ///   else, when it carries no validator, only when the stored response has none either.
     /// Everything else is `changed`: another status (a 404 or 410 says the representation is gone,
     /// a 204 that it is empty), a different or new validator, an answer without validators for a
     /// stored response that has one (it confirms nothing the stored one could be checked by), a
@@ -73,12 +72,11 @@ public enum Revalidation {
         if response.status == 304 { return .unchanged }
         guard response.status == 200, method == .head else { return .changed }
         let headers = response.headers
-        var receivedLength: Int?
-        if headers.firstIndex(of: "content-length") != nil {
-            // The parser accepted the field (a list of equal values included): any other spelling
-            // of one length is a contradiction, not a missing length.
-            guard let n = singleLength(headers) else { return .changed }
-            receivedLength = n
+        // The parser has made every Content-Length field agree: the first value, when it is one
+        // number, is the length; a list of equal numbers is read whole, and anything else that got
+        // through is a contradiction, not a missing length.
+        if let first = headers.withFirstValue("content-length", { parseSaturatingInt($0, 0, $0.count) }) {
+            guard let n = first ?? singleLength(headers) else { return .changed }
             if let storedLength = entry.contentLength, storedLength != n { return .changed }
         }
         if let storedHead, relabels(storedHead.headers, headers) { return .changed }
@@ -97,10 +95,9 @@ public enum Revalidation {
                   storedDate == receivedDate else { return .changed }
             return .unchanged
         }
-        // No validator to compare: it may update only a stored response that has none either, and
-        // only with a length to compare.
-        let noValidators = receivedTag == nil && entry.etag == nil && entry.lastModified == nil
-        return noValidators && receivedLength != nil && entry.contentLength != nil ? .unchanged : .changed
+        // No validator to compare: it may update only a stored response that has none either (its
+        // length, media type, coding and language, when it carries them, were compared above).
+        return receivedTag == nil && entry.etag == nil && entry.lastModified == nil ? .unchanged : .changed
     }
 
     /// The one length a `Content-Length` field (or a list of equal ones) gives; nil for anything else.
@@ -124,28 +121,41 @@ public enum Revalidation {
         return length
     }
 
-    /// Whether `update` gives the stored bytes another media type or content coding.
+    /// Whether `update` gives the stored bytes another media type, content coding or language.
     private static func relabels(_ stored: HeaderBlock, _ update: HeaderBlock) -> Bool {
-        for name in [relabelContentType, relabelContentEncoding] {
-            guard let new = firstValue(update, name) else { continue }
-            if firstValue(stored, name) != new { return true }
-        }
-        return false
+        relabels(stored, update, "content-type") || relabels(stored, update, "content-encoding")
+            || relabels(stored, update, "content-language")
     }
 
-    private static let relabelContentType: StaticString = "content-type"
-    private static let relabelContentEncoding: StaticString = "content-encoding"
+    /// Whether `update` has a `name` field whose first value is not the stored one's (compared
+    /// trimmed and without case: media types, codings and language tags ignore it). In place: a
+    /// revalidation should not allocate for this.
+    private static func relabels(_ stored: HeaderBlock, _ update: HeaderBlock, _ name: StaticString) -> Bool {
+        guard let u = update.firstIndex(of: name) else { return false }
+        guard let s = stored.firstIndex(of: name) else { return true }
+        return update.withBytes(update.fields[u].value) { a in
+            stored.withBytes(stored.fields[s].value) { b in !sameTrimmedIgnoringCase(a, b) }
+        }
+    }
 
-    /// A field's first value, trimmed and in lower case (media types and codings ignore case).
-    private static func firstValue(_ headers: HeaderBlock, _ name: StaticString) -> [UInt8]? {
-        guard let i = headers.firstIndex(of: name) else { return nil }
-        return headers.withBytes(headers.fields[i].value) { v in
+    private static func sameTrimmedIgnoringCase(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        func trimmed(_ v: UnsafeRawBufferPointer) -> Range<Int> {
             var s = 0
             var e = v.count
             while s < e, v[s] == 0x20 || v[s] == 0x09 { s += 1 }
             while e > s, v[e - 1] == 0x20 || v[e - 1] == 0x09 { e -= 1 }
-            return v[s..<e].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+            return s..<e
         }
+        let ra = trimmed(a), rb = trimmed(b)
+        guard ra.count == rb.count else { return false }
+        var i = ra.lowerBound, j = rb.lowerBound
+        while i < ra.upperBound {
+            let x = a[i], y = b[j]
+            if x != y, (x | 0x20) != (y | 0x20) || !((x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) { return false }
+            i += 1
+            j += 1
+        }
+        return true
     }
 
     /// RFC 9111 §3.2: the stored head with every field the update carries replaced by the update's,

@@ -94,11 +94,37 @@ extension Revalidation {
     /// for it a `Cookie` counts as credentials too (a 304 carries the entry's metadata).
     private static func mayUpdateSharedEntry(_ request: RequestFacts?, _ response: ResponseHead,
                                              requestHasCookie: Bool) -> Bool {
+        let credentials = request.map { $0.hasAuthorization || (requestHasCookie && response.status == 200) } ?? false
+        if request?.directives.noStore == true { return false }
+        // Parsed only when it could matter: most answers' Cache-Control says neither word.
+        guard credentials || cacheControlMentionsNoStoreOrPrivate(response.headers) else { return true }
         let directives = CacheDirectives.parse(response.headers, isRequest: false)
         if directives.noStore || directives.private { return false }
-        guard let request else { return true }
-        if request.directives.noStore { return false }
-        let credentials = request.hasAuthorization || (requestHasCookie && response.status == 200)
         return !credentials || directives.public || directives.sMaxAge != nil || directives.mustRevalidate
+    }
+
+    /// Whether any Cache-Control value holds `no-store` or `private` anywhere, in any case: a
+    /// quick, conservative test before a parse.
+    private static func cacheControlMentionsNoStoreOrPrivate(_ headers: HeaderBlock) -> Bool {
+        for i in 0..<headers.count where headers.nameEquals(at: i, "cache-control") {
+            let found = headers.withBytes(headers.fields[i].value) { v -> Bool in
+                contains(v, noStoreWord) || contains(v, privateWord)
+            }
+            if found { return true }
+        }
+        return false
+    }
+
+    private static let noStoreWord = Array("no-store".utf8)
+    private static let privateWord = Array("private".utf8)
+
+    private static func contains(_ v: UnsafeRawBufferPointer, _ word: [UInt8]) -> Bool {
+        guard v.count >= word.count else { return false }
+        for start in 0...(v.count - word.count) {
+            var k = 0
+            while k < word.count, v[start + k] | 0x20 == word[k] || v[start + k] == word[k] { k += 1 }
+            if k == word.count { return true }
+        }
+        return false
     }
 }

@@ -12,6 +12,10 @@ What Larder is held to, and what it deliberately does otherwise (the README's "C
   interim tests bring their own connection pool, which does not go through the proxy);
 - neither count of required and optimal tests passed falls below what it was when this file was
   last changed.
+
+The suite's own timing margins are a second or so (`max-age=2`, then a pause of 3 s): on a machine
+too busy to keep them a test it depends on fails and its dependents are not run. A run that misses
+what is held here is therefore repeated once, and both runs are reported.
 """
 
 import pytest
@@ -36,10 +40,23 @@ def suite():
     return found
 
 
-def run(suite, tmp_path, mode):
-    def start(args):
-        return Larder(tmp_path, config=conformance.larder_config(), args=args)
-    return conformance.run_mode(suite, start, mode, tmp_path)
+def run(suite, tmp_path, mode, problems, report_metric):
+    """The suite in `mode`; repeated once when `problems(classified)` finds any (see above)."""
+    for attempt in (1, 2):
+        work = tmp_path / f"{mode}-{attempt}"
+        work.mkdir()
+
+        def start(args, work=work):
+            return Larder(work, config=conformance.larder_config(), args=args)
+        classified = conformance.run_mode(suite, start, mode, work)
+        counts = conformance.summary(classified)
+        report_metric(f"cache-tests, {mode} mode, run {attempt}: {conformance.passed(classified)} of "
+                      f"{len(classified)} ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
+        found = problems(classified)
+        if not found:
+            return classified
+        report_metric(f"cache-tests, {mode} mode, run {attempt} missed: {found}")
+    return classified
 
 
 def failing(classified, kinds=("required",)):
@@ -55,25 +72,33 @@ def not_passed(classified):
                      if result not in ("pass", "yes"))
 
 
-@pytest.mark.timeout_s(400)
+def reverse_problems(classified):
+    found = [f"required {tid}" for tid in failing(classified) if tid not in SET_COOKIE]
+    head = {tid: result for tid, (_, group, result) in classified.items() if group == "updateHEAD"}
+    found += [f"{tid} {result}" for tid, result in head.items() if result != "yes" and tid != "head-410-update"]
+    if conformance.summary(classified)["pass"] < REVERSE_FLOOR:
+        found.append(f"pass {conformance.summary(classified)['pass']} < {REVERSE_FLOOR}")
+    return found
+
+
+def forward_problems(classified):
+    found = [f"required {tid}" for tid in failing(classified)
+             if tid not in SET_COOKIE and not tid.startswith("cdn-") and tid != "interim-not-cached"]
+    if conformance.summary(classified)["pass"] < FORWARD_FLOOR:
+        found.append(f"pass {conformance.summary(classified)['pass']} < {FORWARD_FLOOR}")
+    return found
+
+
+@pytest.mark.timeout_s(600)
 def test_reverse_mode_passes_every_required_test_but_set_cookie(suite, tmp_path, report_metric):
-    classified = run(suite, tmp_path, "reverse")
-    counts = conformance.summary(classified)
-    report_metric(f"cache-tests, reverse mode: {conformance.passed(classified)} of {len(classified)} "
-                  f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
-    assert failing(classified) == sorted(SET_COOKIE)
+    classified = run(suite, tmp_path, "reverse", reverse_problems, report_metric)
+    assert failing(classified) == sorted(SET_COOKIE), not_passed(classified)
     head = {tid: result for tid, (_, group, result) in classified.items() if group == "updateHEAD"}
     assert {tid for tid, result in head.items() if result != "yes"} == {"head-410-update"}, head
-    assert counts["pass"] >= REVERSE_FLOOR, not_passed(classified)
+    assert conformance.summary(classified)["pass"] >= REVERSE_FLOOR, not_passed(classified)
 
 
-@pytest.mark.timeout_s(400)
+@pytest.mark.timeout_s(600)
 def test_forward_mode_passes_what_a_forward_proxy_is_addressed(suite, tmp_path, report_metric):
-    classified = run(suite, tmp_path, "forward")
-    counts = conformance.summary(classified)
-    report_metric(f"cache-tests, forward mode: {conformance.passed(classified)} of {len(classified)} "
-                  f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
-    unexpected = [tid for tid in failing(classified)
-                  if tid not in SET_COOKIE and not tid.startswith("cdn-") and tid != "interim-not-cached"]
-    assert unexpected == []
-    assert counts["pass"] >= FORWARD_FLOOR, not_passed(classified)
+    classified = run(suite, tmp_path, "forward", forward_problems, report_metric)
+    assert forward_problems(classified) == [], not_passed(classified)
