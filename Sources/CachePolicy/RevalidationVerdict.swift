@@ -18,9 +18,9 @@ public enum RevalidationVerdict: Sendable, Equatable {
     case serveStale(StaleServeReason)
     /// Freshen the stored head from the response (`Revalidation.freshenedHead`) and serve the entry.
     case unchanged
-    /// Client only: the answer confirms the entry, but was given to a request whose answers may not
-    /// update a shared entry (credentials without an answer that says it may be shared, or
-    /// `no-store`): serve the entry as it is stored, and leave it as it was.
+    /// Client only: the answer confirms the entry, but is one user's (`mayUpdateSharedEntry`: it says
+    /// `private` or `no-store`, or answers credentials or a `no-store` request): serve the entry as
+    /// it is stored, and leave it as it was. A background refresh keeps the entry instead.
     case unchangedNotShared
     /// Invalidate the URL's entries; the response has no body to store (a HEAD answer), so fetch
     /// the whole response with a plain GET, without the client's conditionals or range, and store it.
@@ -77,8 +77,8 @@ extension Revalidation {
             // An answer updates the shared entry only where it could have been stored for everyone
             // (RFC 9111 §3.5, §5.2.1.5, §5.2.2.5, §5.2.2.7): it confirms the entry to this client
             // all the same, who is served it as stored.
-            if !background, !mayUpdateSharedEntry(request, response, requestHasCookie: requestHasCookie) {
-                return .unchangedNotShared
+            if !mayUpdateSharedEntry(request, response, requestHasCookie: requestHasCookie) {
+                return background ? .keepEntryAndGiveUp : .unchangedNotShared
             }
             return .unchanged
         case .changed:

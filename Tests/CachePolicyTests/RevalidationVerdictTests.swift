@@ -159,6 +159,8 @@ enum VerdictTable {
         row("RFC5861 3 no answer past every window: the entry stays", stored: plain, status: nil, now: t0 + 86_400,
             background: true, .keepEntryAndGiveUp),
         row("RFC5861 3 no request facts change nothing", request: nil, status: 304, background: true, .unchanged),
+        row("RFC9111 5.2.2.7 a refresh's 304 that says private: the entry stays as it was", status: 304,
+            answer: ["Cache-Control: private, max-age=600"], background: true, .keepEntryAndGiveUp),
         row("RFC5861 3 refresh for a client's HEAD, other ETag: refetch the GET and store it", clientMethod: "HEAD",
             status: 200, answer: other, background: true, .changedRefetch),
         row("RFC5861 3 plain GET for an entry without validators: store it", stored: [date, "Cache-Control: max-age=10"],
