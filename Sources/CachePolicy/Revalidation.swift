@@ -72,12 +72,10 @@ public enum Revalidation {
         if response.status == 304 { return .unchanged }
         guard response.status == 200, method == .head else { return .changed }
         let headers = response.headers
-        // The parser has made every Content-Length field agree: the first value, when it is one
-        // number, is the length; a list of equal numbers is read whole, and anything else that got
-        // through is a contradiction, not a missing length.
-        if let first = headers.withFirstValue("content-length", { parseSaturatingInt($0, 0, $0.count) }) {
-            guard let n = first ?? singleLength(headers) else { return .changed }
-            if let storedLength = entry.contentLength, storedLength != n { return .changed }
+        // The parser made every Content-Length field and list member agree (`declaredContentLength`).
+        if let storedLength = entry.contentLength, let received = response.declaredContentLength,
+           storedLength != received {
+            return .changed
         }
         if let storedHead, relabels(storedHead.headers, headers) { return .changed }
         let receivedTag = headers.firstValueBytes("etag")
@@ -89,36 +87,16 @@ public enum Revalidation {
             case .weakMatch: break
             }
         }
-        if headers.firstIndex(of: "last-modified") != nil {
-            guard let storedDate = entry.lastModified,
-                  let receivedDate = headers.withFirstValue("last-modified", { HTTPDate.parse($0, now: entry.responseTime) }) ?? nil,
-                  storedDate == receivedDate else { return .changed }
+        // Present but not a date is as different as another date.
+        if let received = headers.withFirstValue("last-modified", { HTTPDate.parse($0, now: entry.responseTime) }) {
+            guard let storedDate = entry.lastModified, let receivedDate = received, storedDate == receivedDate else {
+                return .changed
+            }
             return .unchanged
         }
         // No validator to compare: it may update only a stored response that has none either (its
         // length, media type, coding and language, when it carries them, were compared above).
         return receivedTag == nil && entry.etag == nil && entry.lastModified == nil ? .unchanged : .changed
-    }
-
-    /// The one length a `Content-Length` field (or a list of equal ones) gives; nil for anything else.
-    private static func singleLength(_ headers: HeaderBlock) -> Int? {
-        var length: Int?
-        for i in 0..<headers.count where headers.nameEquals(at: i, "content-length") {
-            let ok = headers.withBytes(headers.fields[i].value) { v -> Bool in
-                var ok = true
-                forEachListElement(v, 0, v.count) { s, e in
-                    guard let n = parseSaturatingInt(v, s, e), length == nil || length == n else {
-                        ok = false
-                        return false
-                    }
-                    length = n
-                    return true
-                }
-                return ok
-            }
-            if !ok { return nil }
-        }
-        return length
     }
 
     /// Whether `update` gives the stored bytes another media type, content coding or language.
@@ -142,19 +120,13 @@ public enum Revalidation {
         func trimmed(_ v: UnsafeRawBufferPointer) -> Range<Int> {
             var s = 0
             var e = v.count
-            while s < e, v[s] == 0x20 || v[s] == 0x09 { s += 1 }
-            while e > s, v[e - 1] == 0x20 || v[e - 1] == 0x09 { e -= 1 }
+            while s < e, isOWS(v[s]) { s += 1 }
+            while e > s, isOWS(v[e - 1]) { e -= 1 }
             return s..<e
         }
         let ra = trimmed(a), rb = trimmed(b)
         guard ra.count == rb.count else { return false }
-        var i = ra.lowerBound, j = rb.lowerBound
-        while i < ra.upperBound {
-            let x = a[i], y = b[j]
-            if x != y, (x | 0x20) != (y | 0x20) || !((x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) { return false }
-            i += 1
-            j += 1
-        }
+        for (i, j) in zip(ra, rb) where asciiLower(a[i]) != asciiLower(b[j]) { return false }
         return true
     }
 

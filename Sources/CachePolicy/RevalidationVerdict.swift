@@ -108,23 +108,11 @@ extension Revalidation {
     private static func cacheControlMentionsNoStoreOrPrivate(_ headers: HeaderBlock) -> Bool {
         for i in 0..<headers.count where headers.nameEquals(at: i, "cache-control") {
             let found = headers.withBytes(headers.fields[i].value) { v -> Bool in
-                contains(v, noStoreWord) || contains(v, privateWord)
+                containsLowered(v, 0, v.count, "no-store") || containsLowered(v, 0, v.count, "private")
             }
             if found { return true }
         }
         return false
     }
 
-    private static let noStoreWord = Array("no-store".utf8)
-    private static let privateWord = Array("private".utf8)
-
-    private static func contains(_ v: UnsafeRawBufferPointer, _ word: [UInt8]) -> Bool {
-        guard v.count >= word.count else { return false }
-        for start in 0...(v.count - word.count) {
-            var k = 0
-            while k < word.count, v[start + k] | 0x20 == word[k] || v[start + k] == word[k] { k += 1 }
-            if k == word.count { return true }
-        }
-        return false
-    }
 }

@@ -1,3 +1,5 @@
+import HTTPWire
+
 /// An RFC 8941 Structured Field Dictionary, parsed strictly: what RFC 9213's targeted cache-control
 /// fields are. Nil for anything that is not one (a space before `=`, an upper-case key, an unknown
 /// item type), so that a field with a parsing error can be ignored as a whole (RFC 9213 §2.1).
@@ -31,15 +33,9 @@ public enum StructuredDictionary {
 
         mutating func skip(_ set: (UInt8) -> Bool) { while let b = peek, set(b) { at += 1 } }
 
+        // The byte classes are HTTPWire's (`isOWS`, `isDigit`, `isTchar`) and CachePolicy's (`isAlpha`).
         static func isSP(_ b: UInt8) -> Bool { b == 0x20 }
-        static func isOWS(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
         static func isLCAlpha(_ b: UInt8) -> Bool { b >= 0x61 && b <= 0x7A }
-        static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
-        static func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) >= 0x61 && (b | 0x20) <= 0x7A }
-        static func isTchar(_ b: UInt8) -> Bool {
-            if isAlpha(b) || isDigit(b) { return true }
-            return "!#$%&'*+-.^_`|~".utf8.contains(b)
-        }
 
         mutating func dictionary() -> [(key: [UInt8], value: Item)]? {
             var members: [(key: [UInt8], value: Item)] = []
@@ -64,11 +60,11 @@ public enum StructuredDictionary {
                     index[key] = members.count
                     members.append((key, value))
                 }
-                skip(Parser.isOWS)
+                skip(isOWS)
                 guard let b = peek else { return members }
                 guard b == UInt8(ascii: ",") else { return nil }
                 at += 1
-                skip(Parser.isOWS)
+                skip(isOWS)
                 if peek == nil { return nil }  // a trailing comma
             }
             return members
@@ -77,7 +73,7 @@ public enum StructuredDictionary {
         mutating func key() -> [UInt8]? {
             guard let first = peek, Parser.isLCAlpha(first) || first == UInt8(ascii: "*") else { return nil }
             let start = at
-            while let b = peek, Parser.isLCAlpha(b) || Parser.isDigit(b) || "_-.*".utf8.contains(b) { at += 1 }
+            while let b = peek, Parser.isLCAlpha(b) || isDigit(b) || "_-.*".utf8.contains(b) { at += 1 }
             return Array(bytes[start..<at])
         }
 
@@ -118,9 +114,9 @@ public enum StructuredDictionary {
 
         mutating func bareItem() -> Item? {
             guard let b = peek else { return nil }
-            if b == UInt8(ascii: "-") || Parser.isDigit(b) { return number() }
+            if b == UInt8(ascii: "-") || isDigit(b) { return number() }
             if b == UInt8(ascii: "\"") { return string() }
-            if b == UInt8(ascii: "*") || Parser.isAlpha(b) { return token() }
+            if b == UInt8(ascii: "*") || isAlpha(b) { return token() }
             if b == UInt8(ascii: ":") { return byteSequence() }
             if b == UInt8(ascii: "?") { return boolean() }
             return nil
@@ -132,11 +128,11 @@ public enum StructuredDictionary {
                 negative = true
                 at += 1
             }
-            guard let first = peek, Parser.isDigit(first) else { return nil }
+            guard let first = peek, isDigit(first) else { return nil }
             let start = at
             var dot: Int?
             while let b = peek {
-                if Parser.isDigit(b) {
+                if isDigit(b) {
                     at += 1
                 } else if b == UInt8(ascii: "."), dot == nil {
                     guard at - start <= 12 else { return nil }
@@ -181,7 +177,7 @@ public enum StructuredDictionary {
         mutating func token() -> Item? {
             let start = at
             at += 1
-            while let b = peek, Parser.isTchar(b) || b == UInt8(ascii: ":") || b == UInt8(ascii: "/") { at += 1 }
+            while let b = peek, isTchar(b) || b == UInt8(ascii: ":") || b == UInt8(ascii: "/") { at += 1 }
             return .token(Array(bytes[start..<at]))
         }
 
@@ -189,7 +185,7 @@ public enum StructuredDictionary {
             at += 1
             let start = at
             while let b = peek, b != UInt8(ascii: ":") {
-                guard Parser.isAlpha(b) || Parser.isDigit(b) || "+/=".utf8.contains(b) else { return nil }
+                guard isAlpha(b) || isDigit(b) || "+/=".utf8.contains(b) else { return nil }
                 at += 1
             }
             guard peek == UInt8(ascii: ":") else { return nil }

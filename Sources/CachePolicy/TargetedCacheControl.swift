@@ -85,12 +85,7 @@ public enum TargetedCacheControl {
     /// Field names and the commas and spaces between them: nothing that could end the quoted
     /// list written into `Cache-Control`.
     private static func isFieldNameListByte(_ b: UInt8) -> Bool {
-        switch b {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~, ".utf8.contains(b)
-        }
+        isTchar(b) || b == UInt8(ascii: ",") || b == UInt8(ascii: " ")
     }
 
     /// The value types of the directives RFC 9111 and RFC 5861 define.

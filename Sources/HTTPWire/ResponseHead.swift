@@ -11,6 +11,9 @@ public struct ResponseHead: Sendable {
     /// The head announces a body (a non-zero Content-Length, or Transfer-Encoding), whether or not
     /// one follows: on a HEAD, 204 or 304 answer it says how much a broken origin might send anyway.
     public internal(set) var announcesBody: Bool = false
+    /// The length the head's `Content-Length` declares (its fields and list members all agree, or
+    /// the parse failed), whatever the framing: on a HEAD answer it is the GET's length.
+    public internal(set) var declaredContentLength: Int?
 
     public init() {}
 
@@ -25,6 +28,7 @@ public struct ResponseHead: Sendable {
         framing = .none
         keepAlive = true
         announcesBody = false
+        declaredContentLength = nil
     }
 
     public var isInformational: Bool { status >= 100 && status < 200 }
@@ -137,6 +141,7 @@ public enum ResponseParser {
         head.version = line.version
         head.framing = framing
         head.announcesBody = hasTransferEncoding || (facts.contentLengthFields > 0 && facts.contentLength > 0)
+        head.declaredContentLength = facts.contentLengthFields > 0 ? facts.contentLength : nil
         if framing == .untilClose {
             head.keepAlive = false
         } else if line.version == .http11 {
