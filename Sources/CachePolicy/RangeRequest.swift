@@ -55,7 +55,7 @@ public enum RangeRequest {
     }
 
     /// `bytes=` followed by one or more range specs, in `p`.
-    private static func decide(_ p: UnsafeRawBufferPointer, length: Int) -> RangeDecision {
+    static func decide(_ p: UnsafeRawBufferPointer, length: Int) -> RangeDecision {
         let n = p.count
         // range-unit is case-insensitive (RFC 9110 §14.1); optional whitespace before "=" is not allowed.
         guard n > 6, equalsIgnoringCase(p, 0, 6, "bytes="), length >= 0 else { return .full }

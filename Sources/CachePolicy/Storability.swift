@@ -4,7 +4,7 @@ import HTTPWire
 public enum NotStoredReason: String, Sendable, Equatable, CaseIterable {
     case method = "method"                       // only GET responses are stored
     case status = "status"                       // not cacheable by default and no explicit freshness
-    case partialContent = "partial-content"      // 206 and Content-Range responses are not stored
+    case partialContent = "partial-content"      // not one well-formed piece, or a 200 with Content-Range answering a Range
     case requestNoStore = "request-no-store"
     case responseNoStore = "no-store"
     case privateResponse = "private"
@@ -55,10 +55,12 @@ public enum Storability {
         let status = response.status
         guard status >= 200, status != 304 else { return .doNotStore(.status) }
         let headers = response.headers
-        // A 206 is a piece of a representation. A 200 carrying Content-Range is a 200 like any other
-        // (RFC 9110 §14.4 gives the field no meaning there), unless it answers a Range: then it may
-        // be the piece a broken origin labelled 200, and storing it would serve a fragment as the whole.
-        if status == 206 || (headers.has("content-range") && request.headers.has("range")) {
+        // A 206 is stored as a piece of its representation when it is one well-formed piece answering
+        // the one range asked for (`PartialContent`). A 200 carrying Content-Range is a 200 like any
+        // other (RFC 9110 §14.4 gives the field no meaning there), unless it answers a Range: then it
+        // may be the piece a broken origin labelled 200, and storing it would serve a fragment as the whole.
+        if status == 206 ? !PartialContent.isStorablePiece(request: request, response: response)
+            : headers.has("content-range") && request.headers.has("range") {
             return .doNotStore(.partialContent)
         }
 

@@ -167,6 +167,8 @@ public struct Config: Sendable, Equatable {
         public var finishAbortedFraction: Double? = ConfigSchema.defaultValue(\.cache.finishAbortedFraction)
         /// `cache.finish_aborted_max_size`, bytes.
         public var finishAbortedMaxSize: Int = ConfigSchema.defaultValue(\.cache.finishAbortedMaxSize)
+        /// `cache.range_misses`
+        public var rangeMisses: RangeMisses = ConfigSchema.defaultValue(\.cache.rangeMisses)
         public init() {}
     }
 

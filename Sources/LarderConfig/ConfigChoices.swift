@@ -24,6 +24,14 @@ extension Config {
         case off
     }
 
+    /// `cache.range_misses`: what a ranged request that finds nothing to answer it from does.
+    public enum RangeMisses: String, Sendable, Equatable, CaseIterable {
+        /// The whole object is fetched and stored; the client's range is cut from it as it streams.
+        case fill
+        /// The client's range goes to the origin as it is; the 206 is stored as a piece.
+        case pieces
+    }
+
     /// `access_log_format`.
     public enum AccessLogFormat: String, Sendable, Equatable, CaseIterable {
         /// Apache/nginx combined, with the cache result and the seconds taken appended.

@@ -348,6 +348,10 @@ public enum ConfigSchema {
                     .optional(.fraction, off: ["off"], unset: "off")),
         ConfigField("cache.finish_aborted_max_size", \.cache.finishAbortedMaxSize, 64 << 20, .live,
                     "… only for responses up to this size", .size(0...(1 << 50))),
+        ConfigField("cache.range_misses", \.cache.rangeMisses, .fill, .live,
+                    "a ranged request with nothing stored to answer it: `fill` (the whole object is fetched and "
+                        + "stored, the range cut from it) or `pieces` (the range is asked for as it is and the 206 "
+                        + "stored as a piece, completed by a later request for the whole)", .choice),
     ]
 
     /// Why a path to a key or credentials is shown: it names the file, whose permissions keep what

@@ -15,6 +15,8 @@ final class CacheSetup: Sendable {
     /// `cache.finish_aborted_fraction` (nil: off) and `cache.finish_aborted_max_size`.
     let finishAbortedFraction: Double?
     let finishAbortedMaxSize: Int
+    /// `cache.range_misses` is `fill`: a ranged miss fetches the whole object (`RangeFill`).
+    let fillsRangeMisses: Bool
     /// `via_name` as Cache-Status names this cache, serialized once.
     let cacheName: CacheName
 
@@ -45,6 +47,7 @@ final class CacheSetup: Sendable {
         collapseRequests = c.collapseRequests
         finishAbortedFraction = c.finishAbortedFraction
         finishAbortedMaxSize = c.finishAbortedMaxSize
+        fillsRangeMisses = c.rangeMisses == .fill
         switch c.targetedCacheControl {
         case .auto: targetedFields = config.reverseOrigin == nil ? [] : [Array("cdn-cache-control".utf8)]
         case .fields(let names): targetedFields = names.map { Array($0.utf8) }

@@ -54,7 +54,7 @@ enum StoreVerdictTable {
         row("RFC9111 5.2.2.7 private", ["Cache-Control: private, max-age=60"], .refused(.privateResponse)),
         row("RFC9111 3.5 Authorization without public", request: ["Authorization: Basic eDp5"],
             ["Cache-Control: max-age=60"], .refused(.authorization)),
-        row("RFC9111 3 206", status: 206, ["Content-Range: bytes 0-4/10", "Cache-Control: max-age=60", length],
+        row("RFC9111 3.3 206 answering no Range", status: 206, ["Content-Range: bytes 0-4/10", "Cache-Control: max-age=60", length],
             .refused(.partialContent)),
         row("RFC9111 4.1 Vary: *", ["Cache-Control: max-age=60", "Vary: *"], .refused(.varyStar)),
         row("storage policy not-allowed", [date, "Cache-Control: max-age=60"], policy: .notAllowed,

@@ -123,8 +123,10 @@ console.log(JSON.stringify(out))
 
 def larder_config(revalidation="conditional-get"):
     """Larder as the suite measures it: revalidation by conditional GET unless told otherwise (with
-    HEAD, a stale entry's check and its GET are two requests the suite's origin counts as a retry)."""
-    return {"cache": {"revalidation": revalidation}}
+    HEAD, a stale entry's check and its GET are two requests the suite's origin counts as a retry),
+    and ranged misses asked for as sent and stored as pieces (`range_misses: pieces`; the suite
+    checks that a range reaches its origin unchanged)."""
+    return {"cache": {"revalidation": revalidation, "range_misses": "pieces"}}
 
 
 def summary(classified):

@@ -36,7 +36,9 @@ The behaviour is chosen by the request path:
                       for gate NAME (see Gates), "close_delimited": no length, the
                       connection closes after "body", "hold_at": [[OFFSET, NAME], ...]:
                       wait for gate NAME once OFFSET body bytes are sent}, "rate":
-                      send the body at that many bytes a second);
+                      send the body at that many bytes a second, "ranges": answer one
+                      `bytes` Range with a 206 unless If-Range names another ETag,
+                      "ignore_if_range": send the range whatever If-Range says);
                       HEAD gets the head only
 
 Query parameters understood everywhere: ``delay=S`` (sleep before answering), ``hold=NAME``
@@ -480,6 +482,26 @@ def _header(headers, name):
     return None
 
 
+def _byte_range(value, total):
+    """A single `bytes=first-last`, `first-` or `-suffix` over `total` bytes as (start, end), inclusive;
+    "unsatisfiable"; or None for anything else (several ranges, another unit: answered whole)."""
+    value = value.strip()
+    if not value.lower().startswith("bytes=") or "," in value:
+        return None
+    first, _, last = value[6:].partition("-")
+    try:
+        if first == "":
+            n = int(last)
+            return (max(0, total - n), total - 1) if n > 0 and total > 0 else "unsatisfiable"
+        start = int(first)
+        end = int(last) if last else total - 1
+    except ValueError:
+        return None
+    if start >= total:
+        return "unsatisfiable"
+    return start, min(end, total - 1)
+
+
 def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     state_path = os.path.join(os.path.dirname(os.path.abspath(origin.log_path)), f"res-{name}.json")
     try:
@@ -548,6 +570,26 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
                                                                  "vary", "last-modified", "x-version")]
             sock.sendall(build_head(304, keep + conn_fields(keep_alive)))
             return keep_alive
+    if spec.get("ranges") and status == 200:
+        # One `bytes` range answered with a 206, unless If-Range names another version (then the
+        # whole, RFC 9110 §13.1.5); `ignore_if_range`: a broken origin that sends the range anyway.
+        asked = _header(req_headers, "range")
+        if_range = _header(req_headers, "if-range")
+        if asked is not None and (if_range is None or if_range == etag or spec.get("ignore_if_range")):
+            span = _byte_range(asked, total)
+            if span == "unsatisfiable":
+                sock.sendall(build_head(416, [("Content-Range", f"bytes */{total}"), ("Content-Length", "0")]
+                                        + conn_fields(keep_alive)))
+                return keep_alive
+            if span is not None:
+                start, end = span
+                head = build_head(206, fields + [("Content-Range", f"bytes {start}-{end}/{total}"),
+                                                 ("Content-Length", str(end - start + 1))] + conn_fields(keep_alive))
+                if head_only:
+                    sock.sendall(head)
+                else:
+                    send_body(start, end + 1, head)
+                return keep_alive
     if spec.get("close_delimited"):
         # No length and no chunked coding: the body ends when the connection closes.
         sock.sendall(build_head(status, fields + [("Connection", "close")]) + (b"" if head_only else text))

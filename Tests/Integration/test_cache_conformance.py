@@ -26,8 +26,12 @@ from helpers import Larder
 SET_COOKIE = {"headers-store-Set-Cookie", "headers-store-Set-Cookie2"}
 # Required and optimal tests passed, as last measured; a change that loses one fails here. Checks
 # ("yes"/"no") are reported, not held: some of them time the cache (Age after a delay, heuristics).
-REVERSE_FLOOR = 251
-FORWARD_FLOOR = 230
+REVERSE_FLOOR = 252
+FORWARD_FLOOR = 231
+# The suite's stored pieces whose body is not the range their Content-Range names (`bytes 4-9/10`
+# with five bytes): Larder stores no such piece. Every other test of the partial group passes.
+MALFORMED_PIECES = {"partial-store-partial-reuse-partial", "partial-store-partial-reuse-partial-absent",
+                    "partial-store-partial-reuse-partial-byterange", "partial-store-partial-reuse-partial-suffix"}
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +76,13 @@ def not_passed(classified):
                      if result not in ("pass", "yes"))
 
 
+def partial_problems(classified):
+    return [f"{tid} {result}" for tid, (_, group, result) in classified.items()
+            if group == "partial" and result not in ("pass", "yes") and tid not in MALFORMED_PIECES]
+
+
 def reverse_problems(classified):
-    found = [f"required {tid}" for tid in failing(classified) if tid not in SET_COOKIE]
+    found = [f"required {tid}" for tid in failing(classified) if tid not in SET_COOKIE] + partial_problems(classified)
     head = {tid: result for tid, (_, group, result) in classified.items() if group == "updateHEAD"}
     found += [f"{tid} {result}" for tid, result in head.items() if result != "yes" and tid != "head-410-update"]
     if conformance.summary(classified)["pass"] < REVERSE_FLOOR:
@@ -84,6 +93,7 @@ def reverse_problems(classified):
 def forward_problems(classified):
     found = [f"required {tid}" for tid in failing(classified)
              if tid not in SET_COOKIE and not tid.startswith("cdn-") and tid != "interim-not-cached"]
+    found += partial_problems(classified)
     if conformance.summary(classified)["pass"] < FORWARD_FLOOR:
         found.append(f"pass {conformance.summary(classified)['pass']} < {FORWARD_FLOOR}")
     return found
@@ -95,6 +105,7 @@ def test_reverse_mode_passes_every_required_test_but_set_cookie(suite, tmp_path,
     assert failing(classified) == sorted(SET_COOKIE), not_passed(classified)
     head = {tid: result for tid, (_, group, result) in classified.items() if group == "updateHEAD"}
     assert {tid for tid, result in head.items() if result != "yes"} == {"head-410-update"}, head
+    assert partial_problems(classified) == [], not_passed(classified)
     assert conformance.summary(classified)["pass"] >= REVERSE_FLOOR, not_passed(classified)
 
 

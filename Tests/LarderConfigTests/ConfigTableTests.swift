@@ -115,6 +115,7 @@ cache:
   targeted_cache_control: [Larder-Cache-Control, CDN-Cache-Control]
   finish_aborted_fraction: off
   finish_aborted_max_size: 1GiB
+  range_misses: pieces
 """
 
 private let everyKeyChanged: Config = try! ConfigLoader.parse(yaml: everyKeyChangedText, fileName: "changed.yaml")

@@ -15,6 +15,9 @@ extension CacheExchange {
         case consumed
         /// The answer to a revalidation, applied to the entry.
         case revalidation(RevalidationStep)
+        /// The rest of a stored prefix: the client gets `whole` (being stored), the prefix's bytes,
+        /// then the answer's body.
+        case combined(whole: ResponseHead, prefix: PieceCompletion)
     }
 
     enum EndStep {
@@ -37,6 +40,7 @@ extension CacheExchange {
                                                          now: now, cache: cache, setup: setup, table: table))
         case .fetching:
             status.forwardStatus = head.status
+            if let completion { return completionAnswered(head, completion, request: request, now: now, cache: cache, setup: setup) }
             let shared = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
             announce(shared, table: table)
             return .forward
@@ -93,7 +97,8 @@ extension CacheExchange {
             return entry.map { .serveEntry($0) } ?? .done
         case .refetch:
             fetchWhole()
-            status = CacheStatus(forward: .stale, detail: "revalidated-head-changed")
+            status = refetchStatus ?? CacheStatus(forward: .stale, detail: "revalidated-head-changed")
+            refetchStatus = nil
             requestTime = now
             return .refetch
         case .unsafe, .bypass:

@@ -29,6 +29,10 @@ extension CacheExchange {
     func outboundRevalidation(for clientMethod: HTTPMethod) -> OutboundHead.Revalidation? {
         // Filling the cache from a ranged miss: the whole object, without the client's Range.
         if rangeFill, case .fetching = phase { return OutboundHead.Revalidation(method: .get, conditionalFields: []) }
+        // Completing a stored prefix: the rest of it, on the same version only (`If-Range`).
+        if let completion, case .fetching = phase {
+            return OutboundHead.Revalidation(method: .get, conditionalFields: completion.requestFields)
+        }
         guard case .revalidating(let m) = phase, let entry else { return nil }
         assert(clientMethod != .head || m == .head, "a client's HEAD is revalidated with HEAD")
         return OutboundHead.Revalidation(method: m == .head ? .head : .get,

@@ -9,6 +9,20 @@ extension CacheExchange {
     /// followers need to share it, or nil when the response will not be stored.
     func beginStoring(request: RequestHead, response head: ResponseHead, now: Int64, cache: Cache,
                       setup: CacheSetup) -> InFlightFetch.Head? {
+        if head.status == 206 {
+            // A piece never takes the place of a whole response stored for the URL, nor is one kept
+            // that answers a request sent without the range (a fill); one that is the whole after all
+            // is stored as the 200 it stands for.
+            if rangeFill || entry.map({ $0.facts.status != 206 }) == true {
+                status.detail = NotStoredReason.partialContent.detail
+                return nil
+            }
+            if PartialContent.isStorablePiece(request: request, response: head),
+               let piece = PartialContent.piece(of: head), piece.isWhole,
+               let whole = PartialContent.wholeHead(of: head, completeLength: piece.completeLength) {
+                return beginStoring(request: request, response: whole, now: now, cache: cache, setup: setup)
+            }
+        }
         let contentType = head.headers.firstIndex(of: "content-type").map { head.headers.fields[$0].value }
         let rule = path.withUnsafeBytes { path in
             if let ct = contentType {
@@ -92,7 +106,7 @@ extension CacheExchange {
 /// The fields `head` keeps out of the shared cache: those its `Cache-Control` qualifies
 /// (`private="…"`, `no-cache="…"`) and those a targeted field addressed to this cache qualifies
 /// (RFC 9213), which is what the store read. Both, so that neither can let one in on an update.
-private func privateFields(of head: ResponseHead, setup: CacheSetup) -> [[UInt8]] {
+func privateFields(of head: ResponseHead, setup: CacheSetup) -> [[UInt8]] {
     var fields = Storability.qualifiedFields(of: head.headers)
     if let policyHead = TargetedCacheControl.policyHead(of: head, targets: setup.targetedFields) {
         for name in Storability.qualifiedFields(of: policyHead.headers) where !fields.contains(name) {

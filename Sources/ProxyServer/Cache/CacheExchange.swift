@@ -44,6 +44,11 @@ final class CacheExchange {
     /// A ranged miss fetching the whole object to store (`RangeRequest.fillsCache`); the client's
     /// range is cut from it as it streams (`RangeFill`).
     var rangeFill = false
+    /// A stored prefix this fetch completes: the request asks for the rest (`StoredPieces`).
+    var completion: PieceCompletion?
+    /// What `Cache-Status` says of a fetch of the whole made again (phase `.refetch`), when not a
+    /// HEAD revalidation's change.
+    var refetchStatus: CacheStatus?
     /// What this fetch's answer does to the URL's pass marker (`InFlightTable`).
     var passMarking = PassMarking.none
     /// A background refresh's: once it finds the entry changed and removes it, it leads a

@@ -81,6 +81,11 @@ enum CacheFlow {
             CommitWait.start(c, primaryKey: primaryKey)
             return .taken
         }
+        // A stored piece (206) answers ranges inside it and is completed for the whole; else a miss.
+        if let e = exchange.entry, e.facts.status == 206,
+           let step = StoredPieces.lookUp(e, exchange: exchange, request: request, facts: facts, now: now, on: c) {
+            return step
+        }
         switch Lookup.decide(request: facts, entry: exchange.entry?.facts, anyStored: anyStored, now: now,
                              settings: worker.settings.cache.policy) {
         case .serve(_, let stale):
@@ -116,7 +121,8 @@ enum CacheFlow {
                 return .goOn
             }
             note(.lookupMiss, host: named.host, port: named.port, on: c)
-            if reason != .request, RangeRequest.fillsCache(request, facts: facts), worker.inFlight.beginFill(primaryKey) {
+            if reason != .request, worker.settings.cache.fillsRangeMisses, RangeRequest.fillsCache(request, facts: facts),
+               worker.inFlight.beginFill(primaryKey) {
                 exchange.rangeFill = true
                 exchange.passMarking = .markOrClear
                 return .goOn
@@ -189,6 +195,12 @@ enum CacheFlow {
             case .keep: break
             }
             return step.consumesAnswer ? .taken : .goOn
+        case .combined(let whole, let p):
+            // The stored prefix first, then the origin's rest as it comes (`OriginRelay`).
+            c.forwardHead(whole)
+            c.noteBody(p.prefix.count, fromCache: true)
+            p.prefix.withUnsafeBytes { c.sendBody($0) }
+            return .taken
         }
     }
 
@@ -223,11 +235,25 @@ enum CacheFlow {
     /// Answers from `entry`: 304 for a satisfied client conditional, 206/416 for a range, else the
     /// stored response. `.goOn` when the request must go to the origin after all (several ranges, a
     /// damaged or vanished body).
+    /// A stored piece and what the request takes from it (`StoredPieces.lookUp`).
+    struct PieceAnswer {
+        let head: ResponseHead
+        let piece: StoredPiece
+        let use: PieceUse
+    }
+
     static func serve(_ entry: StoredResponse, exchange ex: CacheExchange, request: RequestHead, now: Int64,
-                      on c: ClientConnection) -> RouteStep {
+                      piece: PieceAnswer? = nil, on c: ClientConnection) -> RouteStep {
         let worker = c.worker
         var range = RangeDecision.full
-        if request.method == .get, request.headers.firstIndex(of: "range") != nil {
+        // Offsets in the representation are the stored body's less where it starts (a piece).
+        var bodyOffset = 0
+        var completeLength = entry.bodyLength
+        if let piece {
+            bodyOffset = piece.piece.first
+            completeLength = piece.piece.completeLength
+            if case .serve(let start, let end) = piece.use { range = .single(start: start, end: end) } else { range = .unsatisfiable }
+        } else if request.method == .get, request.headers.firstIndex(of: "range") != nil {
             range = RangeRequest.decide(request: request, length: entry.bodyLength, entry: entry.facts)
             if range == .passToOrigin {
                 ex.fetchWhole()
@@ -250,14 +276,14 @@ enum CacheFlow {
         // is sent whole instead.
         var partialHead: ResponseHead?
         if case .single = range {
-            partialHead = CachedResponseWriter.parse(entry.head)
+            partialHead = piece?.head ?? CachedResponseWriter.parse(entry.head)
             if partialHead == nil { range = .full }
         }
         var bodyStart = 0
         var bodyCount = entry.bodyLength
         switch range {
         case .single(let start, let end):
-            bodyStart = start
+            bodyStart = start - bodyOffset
             bodyCount = end - start + 1
         case .unsatisfiable:
             bodyCount = 0
@@ -281,10 +307,10 @@ enum CacheFlow {
         }
         switch range {
         case .single(let start, let end):
-            c.storedHead(.partial(partialHead!, start: start, end: end, length: entry.bodyLength, age: age),
+            c.storedHead(.partial(partialHead!, start: start, end: end, length: completeLength, age: age),
                                  status: 206, lookup: ex.status, personal: ex.personalFields)
         case .unsatisfiable:
-            c.storedHead(.unsatisfiable(length: entry.bodyLength), status: 416, lookup: ex.status, personal: [])
+            c.storedHead(.unsatisfiable(length: completeLength), status: 416, lookup: ex.status, personal: [])
         case .full, .passToOrigin:
             c.storedHead(.full(storedHead: entry.head, age: age), status: entry.facts.status, lookup: ex.status,
                                  personal: ex.personalFields)

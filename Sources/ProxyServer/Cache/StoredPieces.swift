@@ -1,0 +1,117 @@
+import CachePolicy
+import CacheStore
+import HTTPWire
+
+/// A stored prefix being completed: the request asks the origin for the rest of it, and a 206 of
+/// the same version is joined to these bytes (`PartialContent.judgeCompletion`).
+final class PieceCompletion {
+    let piece: StoredPiece
+    let storedHead: ResponseHead
+    let etag: [UInt8]?
+    /// The prefix's bytes, read and checked when the completion was decided: the store may evict
+    /// or replace the piece while the origin answers.
+    let prefix: [UInt8]
+    /// `Range: bytes=N-` and, with a strong entity tag, `If-Range`.
+    let requestFields: [UInt8]
+
+    init(piece: StoredPiece, storedHead: ResponseHead, etag: [UInt8]?, prefix: [UInt8]) {
+        self.piece = piece; self.storedHead = storedHead; self.etag = etag; self.prefix = prefix
+        requestFields = PartialContent.completionFields(for: piece, etag: etag)
+    }
+}
+
+/// Pieces in the cache's flow (RFC 9111 §3.3, §3.4): what a lookup that found a stored 206 does
+/// with it, and what the answer to a completion request does.
+enum StoredPieces {
+    /// Prefixes up to this size are completed; the bytes are held while the origin answers. A
+    /// larger one is fetched again whole, as on a miss.
+    static let completionLimit = 1 << 20
+
+    /// A lookup found `entry`, a piece. `nil`: of no use to this request, which goes on as a miss
+    /// (the entry is forgotten; what the origin answers may replace it).
+    static func lookUp(_ entry: StoredResponse, exchange ex: CacheExchange, request: RequestHead, facts: RequestFacts,
+                       now: Int64, on c: ClientConnection) -> RouteStep? {
+        ex.entry = nil
+        let settings = c.worker.settings.cache.policy
+        guard let head = entry.parsedHead ?? CachedResponseWriter.parse(entry.head),
+              let piece = PartialContent.piece(of: head), piece.count == entry.bodyLength else { return nil }
+        let use = PartialContent.use(of: piece, request: request, facts: facts)
+        switch use {
+        case .serve, .unsatisfiable:
+            // Served as a whole response would be: fresh (or stale where allowed); a stale piece is
+            // not revalidated but asked for again.
+            guard case .serve(_, let stale) = Lookup.decide(request: facts, entry: entry.facts, anyStored: true, now: now,
+                                                             settings: settings) else { return nil }
+            c.noteLookup(stale ? .lookupStaleServed : .lookupHit)
+            ex.entry = entry
+            ex.status = CacheStatus(hit: true, ttl: entry.facts.timeToLive(now: now), detail: stale ? "stale" : nil)
+            return CacheFlow.serve(entry, exchange: ex, request: request, now: now,
+                                   piece: CacheFlow.PieceAnswer(head: head, piece: piece, use: use), on: c)
+        case .complete:
+            // Only where the request may go to the origin at all (not offline, not only-if-cached).
+            guard piece.count <= completionLimit,
+                  case .fetch(let reason) = Lookup.decide(request: facts, entry: nil, anyStored: true, now: now,
+                                                          settings: settings), reason != .bypass,
+                  let prefix = bytes(of: entry, reader: c.worker.cacheReader) else { return nil }
+            c.noteLookup(.lookupMiss)
+            ex.completion = PieceCompletion(piece: piece, storedHead: head, etag: entry.facts.etag, prefix: prefix)
+            ex.status = CacheStatus(forward: .partial)
+            return .goOn
+        case .none:
+            return nil
+        }
+    }
+
+    /// The stored body of `entry`, every disk chunk checked; nil when it is gone or damaged.
+    private static func bytes(of entry: StoredResponse, reader: CacheReader) -> [UInt8]? {
+        switch entry.body {
+        case .memory(let object):
+            return object.body
+        case .disk(_, let length, _):
+            var out: [UInt8] = []
+            out.reserveCapacity(length)
+            let pin = reader.pinBody(of: entry)
+            defer { withExtendedLifetime(pin) {} }
+            for index in 0..<entry.record.chunkCount {
+                guard reader.withChunk(of: entry, index: index, verify: true, { out.append(contentsOf: $0) }) == .delivered
+                else { return nil }
+            }
+            return out.count == length ? out : nil
+        }
+    }
+}
+
+extension CacheExchange {
+    /// The origin answered a completion request (phase `.fetching`, `completion` set).
+    func completionAnswered(_ head: ResponseHead, _ p: PieceCompletion, request: RequestHead, now: Int64, cache: Cache,
+                            setup: CacheSetup) -> HeadStep {
+        completion = nil
+        switch PartialContent.judgeCompletion(of: p.piece, storedETag: p.etag, answer: head) {
+        case .combine:
+            var omit = privateFields(of: p.storedHead, setup: setup)
+            for name in privateFields(of: head, setup: setup) where !omit.contains(name) { omit.append(name) }
+            if let whole = PartialContent.combinedHead(stored: p.storedHead, answer: head, omitFields: omit,
+                                                      completeLength: p.piece.completeLength) {
+                _ = beginStoring(request: request, response: whole, now: now, cache: cache, setup: setup)
+                if let w = writer { _ = p.prefix.withUnsafeBytes { w.append($0) } } else { cache.invalidate(primaryKey: primaryKey) }
+                status.detail = "completed"
+                return .combined(whole: whole, prefix: p)
+            }
+            fallthrough
+        case .refetch:
+            // Not the rest of this version: the prefix goes, and the whole is asked for again.
+            cache.invalidate(primaryKey: primaryKey)
+            phase = .refetch
+            refetchStatus = CacheStatus(forward: .partial, detail: "piece-replaced")
+            return .consumed
+        case .relay:
+            // The answer to the request as the client made it: stored in the piece's place if it may
+            // be; a piece of a version the origin no longer serves goes either way.
+            if beginStoring(request: request, response: head, now: now, cache: cache, setup: setup) == nil || writer == nil,
+               head.status < 500 {
+                cache.invalidate(primaryKey: primaryKey)
+            }
+            return .forward
+        }
+    }
+}
