@@ -48,10 +48,12 @@ public enum Storability {
     /// and 304 are not stored), partial content, must-understand, request no-store, response no-store,
     /// unqualified private, Authorization, status without explicit freshness, nothing that would ever
     /// allow reuse, `Vary: *`, storage policy.
+    /// `reusablePost`: `request` is a POST whose answer names its target (`PostReuse.reusable`),
+    /// judged from here on as a GET's would be.
     public static func decide(request: RequestHead, response: ResponseHead, storagePolicy: StoragePolicy,
-                              settings: PolicySettings) -> StoreDecision {
+                              settings: PolicySettings, reusablePost: Bool = false) -> StoreDecision {
         // HEAD responses refresh stored GET entries (Revalidation) but are never entries themselves.
-        guard request.method == .get else { return .doNotStore(.method) }
+        guard request.method == .get || (reusablePost && request.method == .post) else { return .doNotStore(.method) }
         let status = response.status
         guard status >= 200, status != 304 else { return .doNotStore(.status) }
         let headers = response.headers

@@ -34,9 +34,10 @@ extension Storability {
     /// and `responseTime` when this head arrived (the facts' RFC 9111 §4.2.3 times).
     public static func verdict(request: RequestHead, response: ResponseHead, storagePolicy: StoragePolicy,
                                override: FreshnessOverride?, requestTime: Int64, responseTime: Int64,
-                               settings: PolicySettings) -> StoreVerdict {
-        guard request.method == .get else { return .doNotStore(.method) }
-        switch decide(request: request, response: response, storagePolicy: storagePolicy, settings: settings) {
+                               settings: PolicySettings, reusablePost: Bool = false) -> StoreVerdict {
+        guard request.method == .get || (reusablePost && request.method == .post) else { return .doNotStore(.method) }
+        switch decide(request: request, response: response, storagePolicy: storagePolicy, settings: settings,
+                      reusablePost: reusablePost) {
         case .doNotStore(let reason):
             return .doNotStore(reason)
         case .store(let tier, let omitFields):

@@ -54,6 +54,11 @@ extension CacheExchange {
                 cache.invalidate(primaryKey: key)
                 table.forget(key)
             }
+            // A POST's answer that names its target is stored for it, in place of what was there.
+            if request.method == .post, PostReuse.reusable(response: head, targetKey: primaryKey) {
+                fetchWhole()
+                _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup, reusablePost: true)
+            }
             return .forward
         case .revalidated, .refetch:
             return .consumed

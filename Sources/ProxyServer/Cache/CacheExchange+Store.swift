@@ -7,8 +7,9 @@ import HTTPWire
 extension CacheExchange {
     /// Starts storing `head` (the answer to `request`) if the cache may. Returns what collapsed
     /// followers need to share it, or nil when the response will not be stored.
+    /// `reusablePost`: a POST's answer stored for its target (`PostReuse`).
     func beginStoring(request: RequestHead, response head: ResponseHead, now: Int64, cache: Cache,
-                      setup: CacheSetup) -> InFlightFetch.Head? {
+                      setup: CacheSetup, reusablePost: Bool = false) -> InFlightFetch.Head? {
         if head.status == 206 {
             // A piece never takes the place of a whole response stored for the URL, nor is one kept
             // that answers a request sent without the range (a fill); one that is the whole after all
@@ -35,7 +36,7 @@ extension CacheExchange {
         let policyHead = TargetedCacheControl.policyHead(of: head, targets: setup.targetedFields)
         switch Storability.verdict(request: request, response: policyHead ?? head, storagePolicy: rule.policy,
                                    override: rule.freshness, requestTime: requestTime, responseTime: now,
-                                   settings: setup.policy) {
+                                   settings: setup.policy, reusablePost: reusablePost) {
         case .doNotStore(.method):
             return nil  // only GET responses are stored; nothing to report
         case .doNotStore(let reason):
