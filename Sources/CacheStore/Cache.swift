@@ -292,10 +292,34 @@ public final class CacheReader {
 
     /// The variant of `primaryKey` that `request`'s headers select.
     public func lookup(primaryKey: [UInt8], request: HeaderBlock) -> CacheLookup {
+        lookup(primaryKey: primaryKey) { CacheKey.secondary(varyFields: $0.varyFields, request: request) }
+    }
+
+    /// For a request that missed its own variant of a URL that varies on `Accept-Language` alone:
+    /// the variant stored for a language it ranks highest (`LanguageVariant`), if any.
+    public func lookupLanguageVariant(primaryKey: [UInt8], request: HeaderBlock) -> StoredResponse? {
+        var keys: [[UInt8]]?
+        for index in 0..<LanguageVariant.maxLookups {
+            // Asked of the memory tier's spec and then of the disk's, which may not be written yet.
+            var applies = false
+            let found = lookup(primaryKey: primaryKey) { spec -> [UInt8] in
+                guard LanguageVariant.applies(to: spec.varyFields) else { return [] }
+                applies = true
+                if keys == nil { keys = LanguageVariant.lookupKeys(request: request) }
+                return index < keys!.count ? keys![index] : []
+            }
+            if case .found(let entry) = found, !entry.record.secondaryKey.isEmpty { return entry }
+            if !applies || index + 1 >= (keys?.count ?? 0) { return nil }
+        }
+        return nil
+    }
+
+    @inline(__always)
+    private func lookup(primaryKey: [UInt8], secondaryKey: (VariantSpec) -> [UInt8]) -> CacheLookup {
         let primary = KeyDigest(primaryKey)
         let inMemory = cache.memory.spec(primary).flatMap { $0.primaryKey == primaryKey ? $0 : nil }
         if let spec = inMemory {
-            let secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
+            let secondary = secondaryKey(spec)
             let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
             if let o = cache.memory.get(key), o.record.secondaryKey == secondary {
                 return .found(StoredResponse(key: key, record: o.record, body: .memory(o), tier: o.tier,
@@ -306,9 +330,12 @@ public final class CacheReader {
         let removalsBefore = cache.pendingRemovals.snapshot()
         var secondary: [UInt8] = []
         guard let (spec, key, stored) = disk.specAndRecord(primary, primaryKey: primaryKey, entryKey: { spec in
-            secondary = CacheKey.secondary(varyFields: spec.varyFields, request: request)
+            secondary = secondaryKey(spec)
             return EntryKey(primary: primary, secondary: KeyDigest(secondary))
-        }), spec.primaryKey == primaryKey else { return .uriMiss }
+        }), spec.primaryKey == primaryKey else {
+            // Not on disk (yet): a variant in memory still says the URL is stored.
+            return inMemory == nil ? .uriMiss : .varyMiss
+        }
         let record: EntryRecord
         switch stored {
         case .absent:

@@ -55,7 +55,11 @@ extension CacheExchange {
             let secondary = CacheKey.secondary(varyFields: facts.varyFields, request: request.headers)
             let shared = InFlightFetch.Head(response: head, varyFields: facts.varyFields, varyStar: facts.varyStar,
                                             secondaryKey: secondary, omitFields: omit)
-            guard let w = cache.beginStore(primaryKey: primaryKey, secondaryKey: secondary, facts: facts,
+            // A language variant is stored for the language rather than for this request's field.
+            let storedKey = facts.varyFields.isEmpty ? secondary
+                : LanguageVariant.storedKey(varyFields: facts.varyFields, request: request.headers,
+                                            response: head.headers) ?? secondary
+            guard let w = cache.beginStore(primaryKey: primaryKey, secondaryKey: storedKey, facts: facts,
                                            head: [], tier: tier, expectedLength: expected, now: now) else {
                 // Too large to keep, but still one response every waiting client can share.
                 status.detail = "too-large"

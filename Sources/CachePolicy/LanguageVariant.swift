@@ -1,0 +1,122 @@
+import HTTPWire
+
+/// Variants chosen by language (RFC 9110 §12.5.4, RFC 9111 §4.1): a response that varies on
+/// `Accept-Language` alone and names the one language the request ranked highest is the variant
+/// for every request that ranks that language highest, whatever else they list or in what order.
+/// It is stored under a key for that language rather than for the request's whole field, and a
+/// request that misses its own key looks for its highest-ranked languages' keys.
+///
+/// Only a language the request ranked highest: one it merely accepts may not be the one the
+/// origin would choose for it (the origin may have a better one), so that is asked of the origin.
+public enum LanguageVariant {
+    static let fieldName: [UInt8] = Array("accept-language".utf8)
+    /// At most this many highest-ranked languages are looked for on a miss.
+    public static let maxLookups = 4
+
+    /// Whether `varyFields` (lower-case names) select by `Accept-Language` alone.
+    public static func applies(to varyFields: [[UInt8]]) -> Bool {
+        varyFields.count == 1 && varyFields[0] == fieldName
+    }
+
+    /// The key `response` is stored under instead of the request's own, or nil.
+    public static func storedKey(varyFields: [[UInt8]], request: HeaderBlock, response: HeaderBlock) -> [UInt8]? {
+        guard applies(to: varyFields), let language = contentLanguage(response) else { return nil }
+        return highestRanked(request).contains(language) ? key(for: language) : nil
+    }
+
+    /// The keys to look for when `request` missed its own: its highest-ranked languages'.
+    public static func lookupKeys(request: HeaderBlock) -> [[UInt8]] {
+        highestRanked(request).prefix(maxLookups).map(key(for:))
+    }
+
+    /// `accept-language NUL SOH "=" language NUL`: a request's own key holds no SOH but alone, for
+    /// an absent field (`CacheKey.secondary`), so the two never meet.
+    static func key(for language: [UInt8]) -> [UInt8] {
+        fieldName + [0x00, 0x01, 0x3D] + language + [0x00]
+    }
+
+    /// The one language tag of a single `Content-Language` field, lower-cased; nil for none, several
+    /// or anything that is not a plain tag (letters, digits, `-`).
+    static func contentLanguage(_ headers: HeaderBlock) -> [UInt8]? {
+        var found: [UInt8]?
+        var fields = 0
+        headers.storage.withUnsafeBytes { all in
+            for f in headers.fields
+            where equalsIgnoringCase(all, f.name.start, f.name.start + f.name.count, "content-language") {
+                fields += 1
+                var s = f.value.start, e = s + f.value.count
+                while s < e, isOWS(all[s]) { s += 1 }
+                while e > s, isOWS(all[e - 1]) { e -= 1 }
+                let tag = all[s..<e]
+                let plain = !tag.isEmpty && tag.count <= 64 && tag.allSatisfy { isAlpha($0) || isDigit($0) || $0 == 0x2D }
+                found = plain ? tag.map(asciiLower) : nil
+            }
+        }
+        return fields == 1 ? found : nil
+    }
+
+    /// The language ranges of `Accept-Language` with the highest `q` above 0, lower-cased, in the
+    /// order sent; `*` and malformed elements left out. Empty when there is no such range.
+    static func highestRanked(_ headers: HeaderBlock) -> [[UInt8]] {
+        var best = 0
+        var ranges: [[UInt8]] = []
+        headers.storage.withUnsafeBytes { all in
+            for f in headers.fields
+            where equalsIgnoringCase(all, f.name.start, f.name.start + f.name.count, "accept-language") {
+                forEachListElement(all, f.value.start, f.value.start + f.value.count) { s, e in
+                    var rangeEnd = s
+                    while rangeEnd < e, all[rangeEnd] != 0x3B { rangeEnd += 1 }
+                    var trimmed = rangeEnd
+                    while trimmed > s, isOWS(all[trimmed - 1]) { trimmed -= 1 }
+                    let range = all[s..<trimmed]
+                    guard !range.isEmpty, range.count <= 64,
+                          range.allSatisfy({ isAlpha($0) || isDigit($0) || $0 == 0x2D }),
+                          let q = weight(all, rangeEnd, e), q > 0 else { return true }
+                    if q > best {
+                        best = q
+                        ranges.removeAll()
+                    }
+                    let lowered = range.map(asciiLower)
+                    if q == best, !ranges.contains(lowered) { ranges.append(lowered) }
+                    return true
+                }
+            }
+        }
+        return ranges
+    }
+
+    /// The `q` of the parameters in `p[start..<end]` (`; q=0.5`), in thousandths: 1000 when there is
+    /// none, nil when malformed (RFC 9110 §12.4.2: `0[.ddd]` or `1[.000]`).
+    static func weight(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int? {
+        var i = start
+        while i < end, p[i] != 0x3B { i += 1 }
+        guard i < end else { return 1000 }
+        i += 1
+        while i < end, isOWS(p[i]) { i += 1 }
+        guard i + 2 <= end, p[i] | 0x20 == 0x71, p[i + 1] == 0x3D else { return nil }  // "q="
+        i += 2
+        var e = end
+        while e > i, isOWS(p[e - 1]) { e -= 1 }
+        guard i < e, p[i] == 0x30 || p[i] == 0x31 else { return nil }
+        let whole = Int(p[i] - 0x30)
+        var thousandths = 0
+        var digits = 0
+        var j = i + 1
+        if j < e {
+            guard p[j] == 0x2E else { return nil }
+            j += 1
+            while j < e {
+                guard isDigit(p[j]), digits < 3 else { return nil }
+                thousandths = thousandths * 10 + Int(p[j] - 0x30)
+                digits += 1
+                j += 1
+            }
+        }
+        while digits < 3 {
+            thousandths *= 10
+            digits += 1
+        }
+        let q = whole * 1000 + thousandths
+        return q <= 1000 ? q : nil
+    }
+}

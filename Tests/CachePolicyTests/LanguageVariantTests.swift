@@ -1,0 +1,82 @@
+import CachePolicy
+import HTTPWire
+import Testing
+
+/// Variants chosen by language (`LanguageVariant`): the key a response is stored under, and the keys a
+/// request that missed its own looks for.
+@Suite struct LanguageVariantTests {
+    static let vary = [wire("accept-language")]
+
+    struct StoreRow: CustomTestStringConvertible, Sendable {
+        var name: String
+        var request: [String]
+        var response: [String]
+        var vary = LanguageVariantTests.vary
+        /// The language keyed, or nil for the request's own key.
+        var language: String?
+        var testDescription: String { name }
+    }
+
+    static let storeRows: [StoreRow] = [
+        StoreRow(name: "the one language ranked highest", request: ["Accept-Language: de"],
+                 response: ["Content-Language: de"], language: "de"),
+        StoreRow(name: "one of two ranked highest, case folded", request: ["Accept-Language: en, DE"],
+                 response: ["Content-Language: De"], language: "de"),
+        StoreRow(name: "ranked below another", request: ["Accept-Language: fr, de;q=0.9"],
+                 response: ["Content-Language: de"], language: nil),
+        StoreRow(name: "not asked for at all", request: ["Accept-Language: fr"], response: ["Content-Language: de"],
+                 language: nil),
+        StoreRow(name: "a range that only matches a prefix", request: ["Accept-Language: de"],
+                 response: ["Content-Language: de-CH"], language: nil),
+        StoreRow(name: "no Accept-Language", request: [], response: ["Content-Language: de"], language: nil),
+        StoreRow(name: "only *", request: ["Accept-Language: *"], response: ["Content-Language: de"], language: nil),
+        StoreRow(name: "q=0 refuses", request: ["Accept-Language: de;q=0"], response: ["Content-Language: de"],
+                 language: nil),
+        StoreRow(name: "two languages in the answer", request: ["Accept-Language: de, en"],
+                 response: ["Content-Language: de, en"], language: nil),
+        StoreRow(name: "two Content-Language fields", request: ["Accept-Language: de"],
+                 response: ["Content-Language: de", "Content-Language: de"], language: nil),
+        StoreRow(name: "no Content-Language", request: ["Accept-Language: de"], response: [], language: nil),
+        StoreRow(name: "Vary names another field too", request: ["Accept-Language: de"], response: ["Content-Language: de"],
+                 vary: [wire("accept-language"), wire("accept-encoding")], language: nil),
+    ]
+
+    @Test(arguments: storeRows) func storedKeys(_ row: StoreRow) {
+        let key = LanguageVariant.storedKey(varyFields: row.vary, request: request(row.request).headers,
+                                            response: response(row.response).headers)
+        #expect(key.map(text) == row.language.map { "accept-language\u{0}\u{1}=\($0)\u{0}" })
+    }
+
+    struct LookupRow: CustomTestStringConvertible, Sendable {
+        var name: String
+        var value: String?
+        var languages: [String]
+        var testDescription: String { name }
+    }
+
+    static let lookupRows: [LookupRow] = [
+        LookupRow(name: "q decides, not order", value: "fr;q=0.5, de;q=1.0", languages: ["de"]),
+        LookupRow(name: "ties in the order sent", value: "en, de", languages: ["en", "de"]),
+        LookupRow(name: "thousandths", value: "fr;q=0.501, de;q=0.5", languages: ["fr"]),
+        LookupRow(name: "spaces around = make a q malformed", value: " EN-gb ; Q = 1 , en ;q=0.9", languages: ["en"]),
+        LookupRow(name: "q spelled without spaces", value: "EN-gb;q=1, en;q=0.9", languages: ["en-gb"]),
+        LookupRow(name: "malformed q skipped", value: "fr;q=2, de;q=0.8, it;q=0.8000", languages: ["de"]),
+        LookupRow(name: "* skipped", value: "*, de;q=0.5", languages: ["de"]),
+        LookupRow(name: "repeats once", value: "de, de", languages: ["de"]),
+        LookupRow(name: "at most four", value: "a, b, c, d, e", languages: ["a", "b", "c", "d"]),
+        LookupRow(name: "absent", value: nil, languages: []),
+    ]
+
+    @Test(arguments: lookupRows) func lookupKeys(_ row: LookupRow) {
+        let head = request(row.value.map { ["Accept-Language: \($0)"] } ?? [])
+        #expect(LanguageVariant.lookupKeys(request: head.headers).map(text)
+                == row.languages.map { "accept-language\u{0}\u{1}=\($0)\u{0}" })
+    }
+
+    @Test func aLanguageKeyNeverEqualsARequestsOwnKey() {
+        let own = CacheKey.secondary(varyFields: Self.vary, request: request(["Accept-Language: de"]).headers)
+        let absent = CacheKey.secondary(varyFields: Self.vary, request: request([]).headers)
+        let language = LanguageVariant.lookupKeys(request: request(["Accept-Language: de"]).headers)
+        #expect(!language.contains(own) && !language.contains(absent) && language.count == 1)
+    }
+}
