@@ -137,44 +137,73 @@ public enum PartialContent {
         return w.bytes
     }
 
-    /// The origin's answer to a completion of `piece` (stored with `storedETag`).
-    public static func judgeCompletion(of piece: StoredPiece, storedETag: [UInt8]?, answer: ResponseHead) -> CompletionAnswer {
+    /// The origin's answer to a completion of `piece`, stored with the head `stored`. Joined only to
+    /// the rest of the same version: the same strong entity tag (RFC 9110 §15.3.7.3) and the same
+    /// `Content-Encoding` (a tag reused across codings would join plain bytes to compressed ones).
+    public static func judgeCompletion(of piece: StoredPiece, stored: ResponseHead, answer: ResponseHead) -> CompletionAnswer {
         switch answer.status {
         case 206:
             guard let rest = self.piece(of: answer), rest.first == piece.last + 1, rest.last == piece.completeLength - 1,
                   rest.completeLength == piece.completeLength,
                   case .contentLength(let n) = answer.framing, n == rest.count,
-                  let stored = storedETag, let new = answer.headers.firstValueBytes("etag"),
-                  EntityTag.compare(stored, new) == .strongMatch else { return .refetch }
+                  let storedTag = stored.headers.firstValueBytes("etag"), let newTag = answer.headers.firstValueBytes("etag"),
+                  EntityTag.compare(storedTag, newTag) == .strongMatch,
+                  sameCoding(stored.headers, answer.headers) else { return .refetch }
             return .combine
-        case 200, 300...415, 417...:
+        case 200:
+            // A 200 carrying Content-Range in answer to a range may be a piece labelled whole.
+            return answer.headers.has("content-range") ? .refetch : .relay
+        case 300...415, 417...:
             return .relay
         default:
             return .refetch
         }
     }
 
+    /// Whether two heads name the same `Content-Encoding` (or none), compared without case and
+    /// whitespace around the value.
+    static func sameCoding(_ a: HeaderBlock, _ b: HeaderBlock) -> Bool {
+        func coding(_ h: HeaderBlock) -> [UInt8] {
+            h.withFirstValue("content-encoding") { v -> [UInt8] in
+                var s = 0, e = v.count
+                while s < e, isOWS(v[s]) { s += 1 }
+                while e > s, isOWS(v[e - 1]) { e -= 1 }
+                return v[s..<e].map(asciiLower)
+            } ?? []
+        }
+        return coding(a) == coding(b)
+    }
+
+    /// Whether a stored prefix can be completed at all: joining needs its strong entity tag, so
+    /// without one the whole is asked for as on a miss.
+    public static func isCompletable(_ stored: ResponseHead) -> Bool {
+        stored.headers.withFirstValue("etag") { EntityTag.isStrong($0) } ?? false
+    }
+
     /// The head of the whole representation a stored prefix and the rest of it make (RFC 9111 §3.4):
     /// the stored fields updated by the answer's (RFC 9111 §3.2; `Content-Range` aside), as a 200
     /// of `piece.completeLength` bytes.
+    /// `personal`: field lines for this client only (its `Set-Cookie`), for the head it is sent, never
+    /// the one stored.
     public static func combinedHead(stored: ResponseHead, answer: ResponseHead, omitFields: [[UInt8]],
-                                    completeLength: Int) -> ResponseHead? {
+                                    completeLength: Int, personal: [UInt8] = []) -> ResponseHead? {
         let updated = Revalidation.freshenedHead(stored: stored, update: answer, omitFields: omitFields)
         guard let head = StoredHead.parse(updated) else { return nil }
-        return wholeHead(of: head, completeLength: completeLength)
+        return wholeHead(of: head, completeLength: completeLength, personal: personal)
     }
 
     /// `head` as a 200 of `completeLength` bytes: a piece that turned out to be the whole, or a
     /// completed one. Its `Content-Range` and `Content-Length` give way to the new length.
-    public static func wholeHead(of head: ResponseHead, completeLength: Int) -> ResponseHead? {
+    public static func wholeHead(of head: ResponseHead, completeLength: Int, personal: [UInt8] = []) -> ResponseHead? {
         let headers = head.headers
-        var w = MessageWriter(capacity: headers.storage.count + 48)
+        var w = MessageWriter(capacity: headers.storage.count + personal.count + 48)
         w.append("HTTP/1.1 200 OK\r\n")
         for i in 0..<headers.count
         where !headers.nameEquals(at: i, "content-range") && !headers.nameEquals(at: i, "content-length")
             && !headers.nameEquals(at: i, "transfer-encoding") {
             w.appendField(at: i, of: headers)
         }
+        w.append(personal)
         w.append("Content-Length: ")
         w.appendDecimal(completeLength)
         w.append("\r\n\r\n")

@@ -534,7 +534,11 @@ public final class EntryWriter {
     @discardableResult
     public func finish(head: [UInt8], facts: EntryFacts) -> Bool {
         guard !isAbandoned, !finished else { return false }
-        if let n = expectedLength, n != length {
+        // A piece of a representation (a 206) never takes the place of a whole response stored
+        // meanwhile for the same variant: here for the memory tier, in the disk writer's commit
+        // for the disk, where a piece goes alone so that both say the same.
+        let isPiece = facts.status == 206
+        if expectedLength.map({ $0 != length }) == true || (isPiece && cache.memory.holdsWhole(key)) {
             abandon()
             return false
         }
@@ -544,7 +548,7 @@ public final class EntryWriter {
         record.facts = facts
         let spec = VariantSpec(primaryKey: record.primaryKey, varyFields: record.facts.varyFields)
         var inMemory = false
-        if let body = whole, body.count == length {
+        if let body = whole, body.count == length, !(isPiece && tier == .allowed && cache.disk != nil) {
             cache.memory.insert(CachedObject(key: key, record: record, body: body, tier: tier), spec: spec)
             inMemory = true
         }

@@ -502,8 +502,10 @@ final class DiskWriter: @unchecked Sendable {
                     b.withUnsafeBytes { BodyChunk.encode($0, key: key, into: out) }
                 }
             case .commit(let key, let spec, let record):
-                if brokenBodies.contains(record.bodyID) {
-                    // Part of this body was lost: drop what did land instead of committing a hole.
+                // Part of this body was lost: drop what did land instead of committing a hole. A
+                // piece (206) whose variant holds a whole response by now is dropped the same way.
+                if brokenBodies.contains(record.bodyID)
+                    || (record.facts.status == 206 && txn.record(db.entries, key.bytes).map { $0.facts.status != 206 } == true) {
                     for i in 0..<record.chunkCount { try txn.delete(db.chunks, DiskStore.chunkKey(record.bodyID, i)) }
                     continue
                 }

@@ -154,6 +154,11 @@ final class MemoryTier: Sendable {
 
     func spec(_ primary: KeyDigest) -> VariantSpec? { state.withLock { $0.specs[primary]?.spec } }
 
+    /// Whether `key` holds a whole response (not a piece of one, status 206).
+    func holdsWhole(_ key: EntryKey) -> Bool {
+        state.withLock { s in s.index[key].flatMap { s.nodes[$0].object }.map { $0.record.facts.status != 206 } ?? false }
+    }
+
     /// The object under `key`, marked most recently used.
     func get(_ key: EntryKey) -> CachedObject? {
         state.withLock { s in

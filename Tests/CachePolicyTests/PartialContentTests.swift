@@ -115,6 +115,7 @@ import Testing
     struct CompletionRow: CustomTestStringConvertible, Sendable {
         var name: String
         var storedETag: String?
+        var storedFields: [String] = []
         var status = 206
         var fields: [String]
         var answer: CompletionAnswer
@@ -147,12 +148,26 @@ import Testing
         CompletionRow(name: "a 416: the representation shrank", storedETag: "\"v1\"", status: 416,
                       fields: ["Content-Range: bytes */50", "Content-Length: 0"], answer: .refetch),
         CompletionRow(name: "another 2xx", storedETag: "\"v1\"", status: 204, fields: [], answer: .refetch),
+        CompletionRow(name: "a 200 carrying Content-Range: maybe a piece labelled whole", storedETag: "\"v1\"",
+                      status: 200, fields: ["Content-Range: bytes 100-999/1000", "Content-Length: 900"], answer: .refetch),
+        CompletionRow(name: "the same tag, another coding", storedETag: "\"v1\"",
+                      fields: ["ETag: \"v1\"", "Content-Encoding: gzip", "Content-Range: bytes 100-999/1000",
+                               "Content-Length: 900"], answer: .refetch),
+        CompletionRow(name: "the same tag and coding, spelled otherwise", storedETag: "\"v1\"", storedFields: ["Content-Encoding: gzip"],
+                      fields: ["ETag: \"v1\"", "Content-Encoding:  GZIP ", "Content-Range: bytes 100-999/1000",
+                               "Content-Length: 900"], answer: .combine),
     ]
 
     @Test(arguments: completionRows) func completions(_ row: CompletionRow) {
         let answer = response(row.fields, status: row.status)
-        #expect(PartialContent.judgeCompletion(of: Self.piece(0, 99, 1000), storedETag: row.storedETag.map(wire),
-                                               answer: answer) == row.answer)
+        let stored = response((row.storedETag.map { ["ETag: \($0)"] } ?? []) + row.storedFields, status: 206)
+        #expect(PartialContent.judgeCompletion(of: Self.piece(0, 99, 1000), stored: stored, answer: answer) == row.answer)
+    }
+
+    @Test func onlyAPrefixWithAStrongTagIsCompleted() {
+        #expect(PartialContent.isCompletable(response(["ETag: \"v1\""], status: 206)))
+        #expect(!PartialContent.isCompletable(response(["ETag: W/\"v1\""], status: 206)))
+        #expect(!PartialContent.isCompletable(response(["Last-Modified: \(Dates.minus1000)"], status: 206)))
     }
 
     @Test func theCombinedHeadIsTheStoredOneUpdatedAsAWhole200() throws {
@@ -171,6 +186,9 @@ import Testing
         let qualified = try #require(PartialContent.combinedHead(stored: stored, answer: answer, omitFields: [wire("a")],
                                                                   completeLength: 1000))
         #expect(qualified.headers.value(of: "a") == nil)
+        let clients = try #require(PartialContent.combinedHead(stored: stored, answer: answer, omitFields: [],
+                                                                completeLength: 1000, personal: wire("Set-Cookie: s=1\r\n")))
+        #expect(clients.headers.value(of: "set-cookie") == "s=1" && clients.framing == .contentLength(1000))
     }
 
     @Test func aPieceThatIsTheWholeBecomesA200() throws {

@@ -27,6 +27,30 @@ import Locking
     }
 
 
+    /// A piece (206) begun before a whole response for the same variant was stored finishes after
+    /// it: the whole stays, on disk and in the memory tier alike, and the piece's chunks go.
+    @Test(arguments: [0, 1 << 20]) func aPieceNeverReplacesAWholeStoredMeanwhile(memoryObjectLimit: Int) throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: memoryObjectLimit)
+        defer { cache.close() }
+        let url = Array("http://a/iso".utf8)
+        let piece = cache.beginStore(primaryKey: url, secondaryKey: [], facts: facts(status: 206), head: [],
+                                     tier: .allowed, expectedLength: 2, now: 1_000)!
+        [UInt8]("ab".utf8).withUnsafeBytes { _ = piece.append($0) }
+        storeEntry(cache, url: "http://a/iso", storedAt: 1_001)
+        cache.flush()
+        _ = piece.finish(head: Array("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-1/3\r\n".utf8),
+                         facts: facts(status: 206))
+        cache.flush()
+        guard case .found(let entry) = cache.makeReader().lookup(primaryKey: url, request: HeaderBlock()) else {
+            Issue.record("the whole response is gone")
+            return
+        }
+        #expect(entry.facts.status == 200 && entry.bodyLength == 3)
+        #expect(cache.statistics.diskEntries == 1)
+    }
+
     @Test func aCompleteEntryWaitingForItsCommitIsReportedUntilCommitted() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }

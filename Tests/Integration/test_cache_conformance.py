@@ -26,12 +26,15 @@ from helpers import Larder
 SET_COOKIE = {"headers-store-Set-Cookie", "headers-store-Set-Cookie2"}
 # Required and optimal tests passed, as last measured; a change that loses one fails here. Checks
 # ("yes"/"no") are reported, not held: some of them time the cache (Age after a delay, heuristics).
-REVERSE_FLOOR = 254
-FORWARD_FLOOR = 233
+REVERSE_FLOOR = 253
+FORWARD_FLOOR = 232
 # The suite's stored pieces whose body is not the range their Content-Range names (`bytes 4-9/10`
-# with five bytes): Larder stores no such piece. Every other test of the partial group passes.
+# with five bytes): Larder stores no such piece. And a prefix without a validator, whose rest the
+# suite expects to be asked for: it could never be joined (RFC 9110 §15.3.7.3), so Larder asks for
+# the whole. Every other test of the partial group passes.
 MALFORMED_PIECES = {"partial-store-partial-reuse-partial", "partial-store-partial-reuse-partial-absent",
-                    "partial-store-partial-reuse-partial-byterange", "partial-store-partial-reuse-partial-suffix"}
+                    "partial-store-partial-reuse-partial-byterange", "partial-store-partial-reuse-partial-suffix",
+                    "partial-store-partial-complete"}
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ records what it was asked."""
 
 import pytest
 
-from helpers import pattern, proxy_exchange
+from helpers import RawClient, _read_head as read_head, pattern, proxy_exchange, std_request
 from test_cache import cache_status, get, script, seen
 
 SIZE = 40_000
@@ -101,15 +101,89 @@ def test_the_rest_of_another_version_is_never_joined(pieces_larder, origin, work
     assert again.body == b"N" * SIZE and "hit" in cache_status(again), cache_status(again)
 
 
-def test_a_prefix_without_a_strong_validator_is_never_joined(pieces_larder, origin, workdir):
+def test_a_prefix_without_a_strong_validator_is_not_completed(pieces_larder, origin, workdir):
+    """Joining needs the same strong tag on both parts (RFC 9110 §15.3.7.3): without one the rest
+    could never be used, so the whole is asked for at once, as on a miss."""
     for name, etag in (("none", None), ("weak", 'W/"v1"')):
         ranges_script(workdir, name, etag=etag)
         url = origin.url(f"/res/{name}")
         assert ranged(pieces_larder, url, "0-99").status == 206
         whole = get(pieces_larder, url)
         assert whole.status == 200 and whole.body == pattern(SIZE), (name, whole.status, cache_status(whole))
-        # The rest was asked for plainly (no If-Range without a strong tag), and could not be used.
-        assert asked(origin, name) == [("bytes=0-99", None), ("bytes=100-", None), (None, None)], name
+        assert asked(origin, name) == [("bytes=0-99", None), (None, None)], name
+        assert "hit" in cache_status(get(pieces_larder, url)), name
+
+
+def test_a_rest_that_is_not_joined_is_not_read_to_its_end(pieces_larder, origin, workdir):
+    """A 206 of another version is dropped at its head: the whole is asked for without waiting for
+    the unusable rest (here 32 MiB the origin sends slowly) to arrive."""
+    big = 32 << 20
+    ranges_script(workdir, "slow", size=big)
+    url = origin.url("/res/slow")
+    assert ranged(pieces_larder, url, "0-1023").status == 206
+    ranges_script(workdir, "slow", etag='"v2"', size=big, ignore_if_range=True, rate=1 << 20)
+    # Paced at 1 MiB/s the rest would take half a minute; the whole is asked for with Range dropped,
+    # so the origin script answers it whole (at the same pace, but only its first bytes are needed).
+    client = RawClient(pieces_larder.port, timeout=20)
+    client.send(std_request("GET", url))
+    head = read_head(client.reader)
+    assert head.status == 200 and "piece-replaced" in (head.header("Cache-Status") or ""), head.status
+    client.close()
+    assert asked(origin, "slow")[:3] == [("bytes=0-1023", None), ("bytes=1024-", '"v1"'), (None, None)]
+
+
+def test_a_completion_answered_with_a_labelled_fragment_is_not_stored_as_the_whole(pieces_larder, origin, workdir):
+    """A 200 that carries Content-Range in answer to the rest: perhaps a piece labelled whole. It is
+    not relayed as the whole nor stored; the whole is asked for again."""
+    ranges_script(workdir, "label")
+    url = origin.url("/res/label")
+    assert ranged(pieces_larder, url, "0-99").status == 206
+    script(workdir, "label", headers=[("Cache-Control", "max-age=600"), ("ETag", '"v1"'),
+                                      ("Content-Range", f"bytes 100-{SIZE - 1}/{SIZE}")], body="F" * (SIZE - 100))
+    r = get(pieces_larder, url)
+    assert r.status == 200 and "piece-replaced" in cache_status(r), cache_status(r)
+    # Asked for again without Range: what the origin answers to that is its whole.
+    assert asked(origin, "label") == [("bytes=0-99", None), ("bytes=100-", '"v1"'), (None, None)]
+
+
+def test_the_client_gets_its_own_cookie_and_no_store_keeps_the_piece(pieces_larder, origin, workdir):
+    script(workdir, "own", headers=[("Cache-Control", "max-age=600"), ("ETag", '"v1"'), ("Set-Cookie", "sid=abc")],
+           body_bytes=SIZE, ranges=True)
+    url = origin.url("/res/own")
+    assert ranged(pieces_larder, url, "0-99").status == 206
+    # A request that may not be stored still gets the joined whole, and the piece stays.
+    whole = get(pieces_larder, url, headers=[("Cache-Control", "no-store")])
+    assert whole.status == 200 and whole.body == pattern(SIZE) and "detail=completed" in cache_status(whole)
+    assert whole.header("Set-Cookie") == "sid=abc"
+    inside = ranged(pieces_larder, url, "10-19")
+    assert inside.body == pattern(SIZE)[10:20] and "hit" in cache_status(inside), cache_status(inside)
+    assert inside.header("Set-Cookie") is None
+    stored = get(pieces_larder, url)
+    assert stored.header("Set-Cookie") == "sid=abc" and "detail=completed" in cache_status(stored)
+    assert get(pieces_larder, url).header("Set-Cookie") is None  # the hit: the cookie was never stored
+
+
+def test_a_reload_never_uses_the_stored_prefix(pieces_larder, origin, workdir):
+    ranges_script(workdir, "reload")
+    url = origin.url("/res/reload")
+    ranged(pieces_larder, url, "0-99")
+    r = get(pieces_larder, url, headers=[("Larder-Cache-Policy", "reload-ignoring-local-cache-data")])
+    assert r.status == 200 and r.body == pattern(SIZE)
+    assert asked(origin, "reload") == [("bytes=0-99", None), (None, None)]
+
+
+def test_a_piece_the_client_did_not_ask_for_is_never_stored(larder, origin, workdir, proxy_clock):
+    """A stale whole entry is revalidated without Range; an origin answering that with a 206 has its
+    piece relayed but never stored in place of the whole."""
+    script(workdir, "unasked2", headers=[("Cache-Control", "max-age=1")], body="0123456789")
+    url = origin.url("/res/unasked2")
+    assert get(larder, url).body == b"0123456789"
+    proxy_clock.advance(5)
+    script(workdir, "unasked2", status=206, headers=[("Cache-Control", "max-age=600"),
+                                                     ("Content-Range", "bytes 0-4/10")], body="01234")
+    ranged(larder, url, "1-3")
+    r = ranged(larder, url, "1-3")
+    assert "hit" not in cache_status(r), cache_status(r)
 
 
 def test_a_whole_answer_to_a_range_is_stored_as_the_whole(pieces_larder, origin, workdir):

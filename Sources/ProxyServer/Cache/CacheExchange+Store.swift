@@ -12,9 +12,9 @@ extension CacheExchange {
                       setup: CacheSetup, reusablePost: Bool = false) -> InFlightFetch.Head? {
         if head.status == 206 {
             // A piece never takes the place of a whole response stored for the URL, nor is one kept
-            // that answers a request sent without the range (a fill); one that is the whole after all
-            // is stored as the 200 it stands for.
-            if rangeFill || entry.map({ $0.facts.status != 206 }) == true {
+            // that answers a request sent without the client's range (a fill, a revalidation); one
+            // that is the whole after all is stored as the 200 it stands for.
+            if !forwardedRange || entry.map({ $0.facts.status != 206 }) == true {
                 status.detail = NotStoredReason.partialContent.detail
                 return nil
             }

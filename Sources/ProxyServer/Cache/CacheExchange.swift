@@ -46,9 +46,17 @@ final class CacheExchange {
     var rangeFill = false
     /// A stored prefix this fetch completes: the request asks for the rest (`StoredPieces`).
     var completion: PieceCompletion?
+    /// The client's `Range` went to the origin as sent: only then may a 206 be stored as a piece.
+    var forwardedRange = false
     /// What `Cache-Status` says of a fetch of the whole made again (phase `.refetch`), when not a
     /// HEAD revalidation's change.
     var refetchStatus: CacheStatus?
+    /// The answer under way is not the client's and not worth reading: a completion's that is not
+    /// the rest of the stored prefix, to be asked for again whole.
+    var abandonsAnswer: Bool {
+        if case .refetch = phase { return refetchStatus != nil }
+        return false
+    }
     /// What this fetch's answer does to the URL's pass marker (`InFlightTable`).
     var passMarking = PassMarking.none
     /// A background refresh's: once it finds the entry changed and removes it, it leads a

@@ -7,7 +7,6 @@ import HTTPWire
 final class PieceCompletion {
     let piece: StoredPiece
     let storedHead: ResponseHead
-    let etag: [UInt8]?
     /// The prefix's bytes, read and checked when the completion was decided: the store may evict
     /// or replace the piece while the origin answers.
     let prefix: [UInt8]
@@ -15,7 +14,7 @@ final class PieceCompletion {
     let requestFields: [UInt8]
 
     init(piece: StoredPiece, storedHead: ResponseHead, etag: [UInt8]?, prefix: [UInt8]) {
-        self.piece = piece; self.storedHead = storedHead; self.etag = etag; self.prefix = prefix
+        self.piece = piece; self.storedHead = storedHead; self.prefix = prefix
         requestFields = PartialContent.completionFields(for: piece, etag: etag)
     }
 }
@@ -48,10 +47,12 @@ enum StoredPieces {
             return CacheFlow.serve(entry, exchange: ex, request: request, now: now,
                                    piece: CacheFlow.PieceAnswer(head: head, piece: piece, use: use), on: c)
         case .complete:
-            // Only where the request may go to the origin at all (not offline, not only-if-cached).
-            guard piece.count <= completionLimit,
+            // Only a prefix with a strong entity tag can be joined to anything; only where the request
+            // may go to the origin at all (not offline, not only-if-cached) and may use what is stored
+            // (not a reload).
+            guard piece.count <= completionLimit, PartialContent.isCompletable(head),
                   case .fetch(let reason) = Lookup.decide(request: facts, entry: nil, anyStored: true, now: now,
-                                                          settings: settings), reason != .bypass,
+                                                          settings: settings), reason != .bypass, reason != .request,
                   let prefix = bytes(of: entry, reader: c.worker.cacheReader) else { return nil }
             c.noteLookup(.lookupMiss)
             ex.completion = PieceCompletion(piece: piece, storedHead: head, etag: entry.facts.etag, prefix: prefix)
@@ -86,31 +87,35 @@ extension CacheExchange {
     func completionAnswered(_ head: ResponseHead, _ p: PieceCompletion, request: RequestHead, now: Int64, cache: Cache,
                             setup: CacheSetup) -> HeadStep {
         completion = nil
-        switch PartialContent.judgeCompletion(of: p.piece, storedETag: p.etag, answer: head) {
+        switch PartialContent.judgeCompletion(of: p.piece, stored: p.storedHead, answer: head) {
         case .combine:
             var omit = privateFields(of: p.storedHead, setup: setup)
             for name in privateFields(of: head, setup: setup) where !omit.contains(name) { omit.append(name) }
+            let complete = p.piece.completeLength
+            // The client's head keeps what is its own (its cookies, the fields kept from the shared
+            // entry); the stored one does not.
             if let whole = PartialContent.combinedHead(stored: p.storedHead, answer: head, omitFields: omit,
-                                                      completeLength: p.piece.completeLength) {
+                                                      completeLength: complete),
+               let clients = PartialContent.combinedHead(stored: p.storedHead, answer: head, omitFields: [],
+                                                        completeLength: complete, personal: SetCookieLines.of(head)) {
+                // Not stored (the request said no-store, say): the piece stays as the origin confirmed it.
                 _ = beginStoring(request: request, response: whole, now: now, cache: cache, setup: setup)
-                if let w = writer { _ = p.prefix.withUnsafeBytes { w.append($0) } } else { cache.invalidate(primaryKey: primaryKey) }
+                if let w = writer { _ = p.prefix.withUnsafeBytes { w.append($0) } }
                 status.detail = "completed"
-                return .combined(whole: whole, prefix: p)
+                return .combined(whole: clients, prefix: p)
             }
             fallthrough
         case .refetch:
-            // Not the rest of this version: the prefix goes, and the whole is asked for again.
+            // Not the rest of this version (the origin said so): the prefix goes, and the whole is
+            // asked for again.
             cache.invalidate(primaryKey: primaryKey)
             phase = .refetch
             refetchStatus = CacheStatus(forward: .partial, detail: "piece-replaced")
             return .consumed
         case .relay:
-            // The answer to the request as the client made it: stored in the piece's place if it may
-            // be; a piece of a version the origin no longer serves goes either way.
-            if beginStoring(request: request, response: head, now: now, cache: cache, setup: setup) == nil || writer == nil,
-               head.status < 500 {
-                cache.invalidate(primaryKey: primaryKey)
-            }
+            // The answer to the request as the client made it, stored as any fetch is (in the
+            // piece's place when it may be).
+            _ = beginStoring(request: request, response: head, now: now, cache: cache, setup: setup)
             return .forward
         }
     }

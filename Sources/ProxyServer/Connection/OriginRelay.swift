@@ -36,6 +36,7 @@ final class OriginRelay: SessionTaskDelegate {
     static func forward(_ c: ClientConnection, to origin: OriginKey, route: OutboundHead.Route, path pathRange: Range<Int>) {
         let request = c.request
         let revalidation = c.context.cache?.outboundRevalidation(for: request.method)
+        if let ex = c.context.cache { ex.forwardedRange = revalidation == nil && ex.facts?.hasRange == true }
         c.context.upgrading = request.upgradesToWebSocket && request.version == .http11 && revalidation == nil
         // A revalidation never carries the client's body; a body already sent once is never sent again.
         let hasBody = revalidation == nil && c.context.bodyPending
@@ -183,7 +184,17 @@ final class OriginRelay: SessionTaskDelegate {
             c.switchingProtocols(head)
             return ConnectHandler.startTunnel(upgraded, on: c)
         }
-        if CacheFlow.takesResponse(head, on: c) == .taken { return }
+        if CacheFlow.takesResponse(head, on: c) == .taken {
+            // Not the rest of a stored prefix: rather than read it to its end, the whole is asked
+            // for at once (the connection, with its answer unread, is not reused).
+            if let ex = c.context.cache, ex.abandonsAnswer {
+                self.task = nil
+                control?.stop()
+                task.cancel()
+                _ = CacheFlow.taskCompleted(error: nil, on: c)
+            }
+            return
+        }
         if let ex = c.context.cache, ex.rangeFill {
             switch RangeFill.begin(head, exchange: ex, on: c) {
             case .relayWhole:
