@@ -1,16 +1,19 @@
 import HTTPWire
 
 /// Variants chosen by language (RFC 9110 §12.5.4, RFC 9111 §4.1): a response that varies on
-/// `Accept-Language` alone and names the one language the request ranked highest is the variant
-/// for every request that ranks that language highest, whatever else they list or in what order.
-/// It is stored under a key for that language rather than for the request's whole field, and a
-/// request that misses its own key looks for its highest-ranked languages' keys.
+/// `Accept-Language` alone and names one of the languages its request ranked highest is the variant
+/// for every request that ranks that language highest, whatever else it lists or in what order. It
+/// is stored under a key for that language rather than for the request's whole field, and a
+/// request that misses its own key looks for its top languages' keys.
 ///
-/// Only a language the request ranked highest: one it merely accepts may not be the one the
-/// origin would choose for it (the origin may have a better one), so that is asked of the origin.
+/// Only fields made entirely of well-formed language ranges and weights take part, at most
+/// `maxElements` of them (`*`, a malformed element or a longer list: the request's own key only),
+/// so a client can neither put bytes of its choosing under a shared key nor make the parse costly.
 public enum LanguageVariant {
     static let fieldName: [UInt8] = Array("accept-language".utf8)
-    /// At most this many highest-ranked languages are looked for on a miss.
+    /// Fields with more elements than this take no part.
+    public static let maxElements = 32
+    /// At most this many top languages are looked for on a miss.
     public static let maxLookups = 4
 
     /// Whether `varyFields` (lower-case names) select by `Accept-Language` alone.
@@ -20,13 +23,15 @@ public enum LanguageVariant {
 
     /// The key `response` is stored under instead of the request's own, or nil.
     public static func storedKey(varyFields: [[UInt8]], request: HeaderBlock, response: HeaderBlock) -> [UInt8]? {
-        guard applies(to: varyFields), let language = contentLanguage(response) else { return nil }
-        return highestRanked(request).contains(language) ? key(for: language) : nil
+        guard applies(to: varyFields), let language = contentLanguage(response),
+              let top = highestRanked(request), top.contains(language) else { return nil }
+        return key(for: language)
     }
 
-    /// The keys to look for when `request` missed its own: its highest-ranked languages'.
+    /// The keys to look for when `request` missed its own: its top languages' (equal weights say
+    /// each is as acceptable as the others, RFC 9110 §12.4.2), at most `maxLookups`.
     public static func lookupKeys(request: HeaderBlock) -> [[UInt8]] {
-        highestRanked(request).prefix(maxLookups).map(key(for:))
+        (highestRanked(request) ?? []).prefix(maxLookups).map(key(for:))
     }
 
     /// `accept-language NUL SOH "=" language NUL`: a request's own key holds no SOH but alone, for
@@ -56,22 +61,31 @@ public enum LanguageVariant {
     }
 
     /// The language ranges of `Accept-Language` with the highest `q` above 0, lower-cased, in the
-    /// order sent; `*` and malformed elements left out. Empty when there is no such range.
-    static func highestRanked(_ headers: HeaderBlock) -> [[UInt8]] {
+    /// order sent. Nil when the field is absent, has an element that is not a language range with
+    /// an optional weight, has `*` (which could rank any language as high), or has more than
+    /// `maxElements` elements.
+    static func highestRanked(_ headers: HeaderBlock) -> [[UInt8]]? {
         var best = 0
         var ranges: [[UInt8]] = []
+        var elements = 0
+        var usable = true
         headers.storage.withUnsafeBytes { all in
             for f in headers.fields
-            where equalsIgnoringCase(all, f.name.start, f.name.start + f.name.count, "accept-language") {
+            where usable && equalsIgnoringCase(all, f.name.start, f.name.start + f.name.count, "accept-language") {
                 forEachListElement(all, f.value.start, f.value.start + f.value.count) { s, e in
+                    elements += 1
                     var rangeEnd = s
                     while rangeEnd < e, all[rangeEnd] != 0x3B { rangeEnd += 1 }
                     var trimmed = rangeEnd
                     while trimmed > s, isOWS(all[trimmed - 1]) { trimmed -= 1 }
                     let range = all[s..<trimmed]
-                    guard !range.isEmpty, range.count <= 64,
+                    guard elements <= maxElements, !range.isEmpty, range.count <= 64,
                           range.allSatisfy({ isAlpha($0) || isDigit($0) || $0 == 0x2D }),
-                          let q = weight(all, rangeEnd, e), q > 0 else { return true }
+                          let q = weight(all, rangeEnd, e) else {
+                        usable = false
+                        return false
+                    }
+                    if q == 0 { return true }
                     if q > best {
                         best = q
                         ranges.removeAll()
@@ -82,7 +96,7 @@ public enum LanguageVariant {
                 }
             }
         }
-        return ranges
+        return usable && elements > 0 ? ranges : nil
     }
 
     /// The `q` of the parameters in `p[start..<end]` (`; q=0.5`), in thousandths: 1000 when there is

@@ -299,18 +299,17 @@ public final class CacheReader {
     /// the variant stored for a language it ranks highest (`LanguageVariant`), if any.
     public func lookupLanguageVariant(primaryKey: [UInt8], request: HeaderBlock) -> StoredResponse? {
         var keys: [[UInt8]]?
-        for index in 0..<LanguageVariant.maxLookups {
-            // Asked of the memory tier's spec and then of the disk's, which may not be written yet.
-            var applies = false
+        var index = 0
+        repeat {
             let found = lookup(primaryKey: primaryKey) { spec -> [UInt8] in
+                // Asked of the memory tier's spec and then of the disk's, which may not be written yet.
                 guard LanguageVariant.applies(to: spec.varyFields) else { return [] }
-                applies = true
                 if keys == nil { keys = LanguageVariant.lookupKeys(request: request) }
                 return index < keys!.count ? keys![index] : []
             }
             if case .found(let entry) = found, !entry.record.secondaryKey.isEmpty { return entry }
-            if !applies || index + 1 >= (keys?.count ?? 0) { return nil }
-        }
+            index += 1
+        } while index < (keys?.count ?? 0)
         return nil
     }
 

@@ -20,7 +20,7 @@ import Testing
     static let storeRows: [StoreRow] = [
         StoreRow(name: "the one language ranked highest", request: ["Accept-Language: de"],
                  response: ["Content-Language: de"], language: "de"),
-        StoreRow(name: "one of two ranked highest, case folded", request: ["Accept-Language: en, DE"],
+        StoreRow(name: "one of two tied at the top, case folded", request: ["Accept-Language: en, DE"],
                  response: ["Content-Language: De"], language: "de"),
         StoreRow(name: "ranked below another", request: ["Accept-Language: fr, de;q=0.9"],
                  response: ["Content-Language: de"], language: nil),
@@ -30,6 +30,14 @@ import Testing
                  response: ["Content-Language: de-CH"], language: nil),
         StoreRow(name: "no Accept-Language", request: [], response: ["Content-Language: de"], language: nil),
         StoreRow(name: "only *", request: ["Accept-Language: *"], response: ["Content-Language: de"], language: nil),
+        StoreRow(name: "* anywhere", request: ["Accept-Language: de, *;q=0.1"], response: ["Content-Language: de"],
+                 language: nil),
+        StoreRow(name: "a malformed element (bytes a client chose)",
+                 request: ["Accept-Language: en, <script>x</script>"], response: ["Content-Language: en"], language: nil),
+        StoreRow(name: "a malformed weight", request: ["Accept-Language: fr;q=1.0001, en;q=0.2"],
+                 response: ["Content-Language: en"], language: nil),
+        StoreRow(name: "another parameter", request: ["Accept-Language: fr;q=0.9;x=1, en"],
+                 response: ["Content-Language: en"], language: nil),
         StoreRow(name: "q=0 refuses", request: ["Accept-Language: de;q=0"], response: ["Content-Language: de"],
                  language: nil),
         StoreRow(name: "two languages in the answer", request: ["Accept-Language: de, en"],
@@ -39,6 +47,8 @@ import Testing
         StoreRow(name: "no Content-Language", request: ["Accept-Language: de"], response: [], language: nil),
         StoreRow(name: "Vary names another field too", request: ["Accept-Language: de"], response: ["Content-Language: de"],
                  vary: [wire("accept-language"), wire("accept-encoding")], language: nil),
+        StoreRow(name: "more elements than taken part", request: ["Accept-Language: de, " + (1...32).map { "x\($0);q=0.1" }.joined(separator: ", ")],
+                 response: ["Content-Language: de"], language: nil),
     ]
 
     @Test(arguments: storeRows) func storedKeys(_ row: StoreRow) {
@@ -57,13 +67,16 @@ import Testing
     static let lookupRows: [LookupRow] = [
         LookupRow(name: "q decides, not order", value: "fr;q=0.5, de;q=1.0", languages: ["de"]),
         LookupRow(name: "ties in the order sent", value: "en, de", languages: ["en", "de"]),
-        LookupRow(name: "thousandths", value: "fr;q=0.501, de;q=0.5", languages: ["fr"]),
-        LookupRow(name: "spaces around = make a q malformed", value: " EN-gb ; Q = 1 , en ;q=0.9", languages: ["en"]),
-        LookupRow(name: "q spelled without spaces", value: "EN-gb;q=1, en;q=0.9", languages: ["en-gb"]),
-        LookupRow(name: "malformed q skipped", value: "fr;q=2, de;q=0.8, it;q=0.8000", languages: ["de"]),
-        LookupRow(name: "* skipped", value: "*, de;q=0.5", languages: ["de"]),
-        LookupRow(name: "repeats once", value: "de, de", languages: ["de"]),
         LookupRow(name: "at most four", value: "a, b, c, d, e", languages: ["a", "b", "c", "d"]),
+        LookupRow(name: "thousandths", value: "fr;q=0.501, de;q=0.5", languages: ["fr"]),
+        LookupRow(name: "spaces around = make a weight malformed", value: " EN-gb ; Q = 1 , en ;q=0.9", languages: []),
+        LookupRow(name: "q in upper case, case folded", value: "EN-gb;Q=1, en;q=0.9", languages: ["en-gb"]),
+        LookupRow(name: "a malformed weight", value: "fr;q=2, de;q=0.8", languages: []),
+        LookupRow(name: "*", value: "*, de;q=0.5", languages: []),
+        LookupRow(name: "a repeat is one language", value: "de, de", languages: ["de"]),
+        LookupRow(name: "q=0 left out", value: "fr;q=0, de;q=0.1", languages: ["de"]),
+        LookupRow(name: "32 elements", value: "de, " + (1...31).map { "x\($0);q=0.1" }.joined(separator: ", "), languages: ["de"]),
+        LookupRow(name: "33 elements", value: "de, " + (1...32).map { "x\($0);q=0.1" }.joined(separator: ", "), languages: []),
         LookupRow(name: "absent", value: nil, languages: []),
     ]
 
@@ -77,6 +90,6 @@ import Testing
         let own = CacheKey.secondary(varyFields: Self.vary, request: request(["Accept-Language: de"]).headers)
         let absent = CacheKey.secondary(varyFields: Self.vary, request: request([]).headers)
         let language = LanguageVariant.lookupKeys(request: request(["Accept-Language: de"]).headers)
-        #expect(!language.contains(own) && !language.contains(absent) && language.count == 1)
+        #expect(language.count == 1 && !language.contains(own) && !language.contains(absent))
     }
 }

@@ -35,3 +35,18 @@ def test_a_language_the_request_did_not_rank_highest_keeps_the_request_s_own_key
     assert "hit" in cache_status(lang(larder, url, "fr"))
     assert "hit" not in cache_status(lang(larder, url, "de"))
     assert methods(origin, "fallback") == ["GET", "GET"]
+
+
+def test_a_field_a_client_crafted_never_fills_a_shared_language_key(larder, origin, workdir):
+    """Only fields made entirely of language ranges and weights (at most 32) take part: with bytes
+    of a client's choosing in its field, the answer stays under that field's own key."""
+    script(workdir, "crafted", headers=[("Cache-Control", "max-age=600"), ("Vary", "Accept-Language"),
+                                        ("Content-Language", "en")], body="Hello")
+    crafted = ("en, <script>alert(1)</script>", "en, *;q=0.1", "fr;q=1.0001, en;q=0.2",
+               "en, " + ", ".join(f"x{i};q=0.1" for i in range(40)))
+    for i, value in enumerate(crafted):
+        url = origin.url(f"/res/crafted?case={i}")
+        assert "stored" in cache_status(lang(larder, url, value))
+        assert "hit" in cache_status(lang(larder, url, value)), value  # its own key
+        r = lang(larder, url, "en")
+        assert "hit" not in cache_status(r), (value, cache_status(r))
