@@ -62,6 +62,8 @@ import time
 import urllib.parse
 from http import HTTPStatus
 
+from registry_origin import byte_range
+
 # ---------------------------------------------------------------------------
 # Deterministic body pattern, shared with the tests (conftest imports it).
 
@@ -482,26 +484,6 @@ def _header(headers, name):
     return None
 
 
-def _byte_range(value, total):
-    """A single `bytes=first-last`, `first-` or `-suffix` over `total` bytes as (start, end), inclusive;
-    "unsatisfiable"; or None for anything else (several ranges, another unit: answered whole)."""
-    value = value.strip()
-    if not value.lower().startswith("bytes=") or "," in value:
-        return None
-    first, _, last = value[6:].partition("-")
-    try:
-        if first == "":
-            n = int(last)
-            return (max(0, total - n), total - 1) if n > 0 and total > 0 else "unsatisfiable"
-        start = int(first)
-        end = int(last) if last else total - 1
-    except ValueError:
-        return None
-    if start >= total:
-        return "unsatisfiable"
-    return start, min(end, total - 1)
-
-
 def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
     state_path = os.path.join(os.path.dirname(os.path.abspath(origin.log_path)), f"res-{name}.json")
     try:
@@ -576,7 +558,7 @@ def scripted_resource(origin, sock, name, keep_alive, head_only, req_headers):
         asked = _header(req_headers, "range")
         if_range = _header(req_headers, "if-range")
         if asked is not None and (if_range is None or if_range == etag or spec.get("ignore_if_range")):
-            span = _byte_range(asked, total)
+            span = byte_range(asked.strip(), total)
             if span == "unsatisfiable":
                 sock.sendall(build_head(416, [("Content-Range", f"bytes */{total}"), ("Content-Length", "0")]
                                         + conn_fields(keep_alive)))
