@@ -504,3 +504,16 @@ def test_stale_if_error_serves_stale_when_the_origin_fails(larder, origin, workd
     assert "stale-if-error" in cache_status(resp), cache_status(resp)
     # Without stale-if-error the error goes through.
     assert get(larder, url2).status == 503
+
+
+def test_a_fresh_entry_without_last_modified_answers_if_modified_since_by_its_date(larder, origin, workdir):
+    """RFC 9111 §4.3.2: without Last-Modified the stored Date stands in; not newer than the condition
+    is a 304 from the cache, newer is the whole response (it has been modified since)."""
+    script(workdir, "nolm", headers=[("Cache-Control", "max-age=600"), ("Date", http_date(-100))], body="dated")
+    url = origin.url("/res/nolm")
+    assert get(larder, url).body == b"dated"
+    later = get(larder, url, headers=[("If-Modified-Since", http_date(-50))])
+    assert later.status == 304 and "hit" in cache_status(later), (later.status, cache_status(later))
+    earlier = get(larder, url, headers=[("If-Modified-Since", http_date(-3000))])
+    assert earlier.status == 200 and earlier.body == b"dated" and "hit" in cache_status(earlier)
+    assert methods(origin, "nolm") == ["GET"]
