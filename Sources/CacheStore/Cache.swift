@@ -132,7 +132,7 @@ public final class Cache: Sendable {
         let persist = memory.replaceHead(entry.key, freshening: entry.body, facts: facts, head: head,
                                          parsedHead: parsedHead, now: now)
         if entry.tier == .allowed, persist {
-            disk?.enqueue(.replaceHead(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head))
+            disk?.enqueue(.replaceHead(HeadReplacement(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head)))
         }
     }
 
@@ -553,7 +553,7 @@ public final class EntryWriter {
         }
         if tier == .allowed, let disk = cache.disk {
             if !pending.isEmpty { flushChunk() }
-            disk.enqueue(.commit(key: key, spec: spec, record: record))
+            disk.enqueue(.commit(EntryCommit(key: key, spec: spec, record: record)))
             if !inMemory {
                 // Not in the memory tier: lookups find it once committed; until then a request for
                 // it waits (`isCommitPending`) rather than fetching it again, and a memory copy of

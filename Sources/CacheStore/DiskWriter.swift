@@ -11,11 +11,11 @@ public enum WriteOp: Sendable {
     case chunk(id: UInt64, index: Int, bytes: [UInt8])
     /// Makes an entry visible (replacing the variant under the same key, and every variant of the
     /// URL when its Vary fields changed).
-    case commit(key: EntryKey, spec: VariantSpec, record: EntryRecord)
+    case commit(EntryCommit)
     /// Drops the chunks of a body that will never be committed (truncated, too large, uncacheable).
     case discard(id: UInt64, chunks: Int)
-    /// Freshened head and facts for the entry stored under `key` with body `bodyID` (RFC 9111 §3.2).
-    case replaceHead(key: EntryKey, bodyID: UInt64, facts: EntryFacts, head: [UInt8])
+    /// Freshened head and facts for an entry (RFC 9111 §3.2).
+    case replaceHead(HeadReplacement)
     /// The entry was served at `time` (LRU order).
     case touch(key: EntryKey, time: Int64)
     /// Removes every variant of a URL. `done`, when given, learns whether it was committed.
@@ -32,8 +32,8 @@ public enum WriteOp: Sendable {
     var byteCount: Int {
         switch self {
         case .chunk(_, _, let b): return b.count
-        case .commit(_, _, let r): return r.head.count
-        case .replaceHead(_, _, _, let h): return h.count
+        case .commit(let c): return c.record.head.count
+        case .replaceHead(let r): return r.head.count
         default: return 0
         }
     }
@@ -51,6 +51,30 @@ public enum WriteOp: Sendable {
         case .invalidate(_, let done), .purgeAll(let done), .purgeSince(_, let done): return done
         default: return nil
         }
+    }
+}
+
+/// A `WriteOp.commit`'s entry, by reference: an operation is copied on its way to the writer and
+/// within it, and a record's fields would each be retained on every copy.
+public final class EntryCommit: Sendable {
+    let key: EntryKey
+    let spec: VariantSpec
+    let record: EntryRecord
+
+    init(key: EntryKey, spec: VariantSpec, record: EntryRecord) {
+        self.key = key; self.spec = spec; self.record = record
+    }
+}
+
+/// A `WriteOp.replaceHead`'s new head and facts for the entry stored under `key` with body `bodyID`.
+public final class HeadReplacement: Sendable {
+    let key: EntryKey
+    let bodyID: UInt64
+    let facts: EntryFacts
+    let head: [UInt8]
+
+    init(key: EntryKey, bodyID: UInt64, facts: EntryFacts, head: [UInt8]) {
+        self.key = key; self.bodyID = bodyID; self.facts = facts; self.head = head
     }
 }
 
@@ -345,7 +369,7 @@ final class DiskWriter: @unchecked Sendable {
         if !brokenBodies.isEmpty {
             for op in batch {
                 switch op {
-                case .commit(_, _, let record): brokenBodies.remove(record.bodyID)
+                case .commit(let c): brokenBodies.remove(c.record.bodyID)
                 case .discard(let id, _): brokenBodies.remove(id)
                 default: break
                 }
@@ -474,7 +498,7 @@ final class DiskWriter: @unchecked Sendable {
         for op in batch {
             switch op {
             case .chunk(let id, let index, _): chunkCounts[id] = max(chunkCounts[id] ?? 0, index + 1)
-            case .commit(_, _, let record): chunkCounts[record.bodyID] = max(chunkCounts[record.bodyID] ?? 0, record.chunkCount)
+            case .commit(let c): chunkCounts[c.record.bodyID] = max(chunkCounts[c.record.bodyID] ?? 0, c.record.chunkCount)
             default: break
             }
         }
@@ -501,7 +525,8 @@ final class DiskWriter: @unchecked Sendable {
                 try txn.put(db.chunks, key, reserving: BodyChunk.storedSize(payloadCount: b.count)) { out in
                     b.withUnsafeBytes { BodyChunk.encode($0, key: key, into: out) }
                 }
-            case .commit(let key, let spec, let record):
+            case .commit(let c):
+                let (key, spec, record) = (c.key, c.spec, c.record)
                 // Part of this body was lost: drop what did land instead of committing a hole. A
                 // piece (206) whose variant holds a whole response by now is dropped the same way.
                 if brokenBodies.contains(record.bodyID)
@@ -515,13 +540,13 @@ final class DiskWriter: @unchecked Sendable {
                 // same: should this batch have been tried before and aborted, the body was
                 // readable again meanwhile, and a response may be sending its chunks from the map.
                 try deleteBody(txn, id: id, chunks: count)
-            case .replaceHead(let key, let bodyID, let facts, let head):
-                let k = key.bytes
+            case .replaceHead(let replacement):
+                let k = replacement.key.bytes
                 guard let old = txn.record(db.entries, k),
-                      old.bodyID == bodyID else { continue }
+                      old.bodyID == replacement.bodyID else { continue }
                 var r = old
-                r.facts = facts
-                r.head = head
+                r.facts = replacement.facts
+                r.head = replacement.head
                 byteDelta += r.footprint - old.footprint
                 try putEntry(txn, k, r)
             case .touch(let key, let time):

@@ -47,7 +47,7 @@ func store(_ s: DiskStore, url: String, secondary: [UInt8] = [], bytes: [UInt8],
     let record = EntryRecord(bodyID: id, bodyLength: bytes.count, chunkSize: chunk, storedAt: storedAt,
                              lastAccess: storedAt, primaryKey: primary, secondaryKey: secondary,
                              facts: facts(vary: vary), head: Array("HTTP/1.1 200 OK\r\nContent-Length: \(bytes.count)\r\n".utf8))
-    s.enqueue(.commit(key: key, spec: VariantSpec(primaryKey: primary, varyFields: vary), record: record))
+    s.enqueue(.commit(EntryCommit(key: key, spec: VariantSpec(primaryKey: primary, varyFields: vary), record: record)))
     return key
 }
 
