@@ -40,8 +40,10 @@ def test_forwarded_request_instructions_stay_within_the_baseline(larder_factory,
 # Instructions per revalidation of a stale 1 KiB entry that the origin says is unchanged (HEAD,
 # the default), and per stored miss (a new URL each time, 1 KiB kept for an hour; the disk
 # writer's work included).
+# (The stored miss's lowered when the disk writer's operations began to carry entries by reference;
+# its count varies by about 2 % with how many entries the writer gathers in one transaction.)
 REVALIDATION_BASELINE = 55_600
-STORED_MISS_BASELINE = 94_300
+STORED_MISS_BASELINE = 90_000
 
 
 @pytest.mark.timeout_s(300)
