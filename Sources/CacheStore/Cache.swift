@@ -325,7 +325,9 @@ public final class CacheReader {
                                              parsedHead: o.parsedHead))
             }
         }
-        guard let disk else { return inMemory == nil ? .uriMiss : .varyMiss }
+        guard let disk, cache.disk?.storedURLs.mayContain(primary) != false else {
+            return inMemory == nil ? .uriMiss : .varyMiss
+        }
         let removalsBefore = cache.pendingRemovals.snapshot()
         var secondary: [UInt8] = []
         guard let (spec, key, stored) = disk.specAndRecord(primary, primaryKey: primaryKey, entryKey: { spec in

@@ -82,6 +82,8 @@ public final class DiskStore: @unchecked Sendable {
     let writer: DiskWriter
     /// Bodies being read by responses: their chunks outlive their entries until the reading ends.
     let pins = BodyPins()
+    /// The URLs this store may hold (`StoredURLFilter`): filled from the entries found at start.
+    let storedURLs: StoredURLFilter
     /// Held while the environment is open; released with it.
     private let lock: DirectoryLock
     private let nextBodyID: Atomic<UInt64>
@@ -101,7 +103,9 @@ public final class DiskStore: @unchecked Sendable {
         var notes: [String] = []
         try DiskStore.makeDirectory(settings.directory)
         var lock = try DirectoryLock.acquire(settings.directory)
-        let (o, sweep) = try DiskStore.openAndSweep(settings, clock: clock, lock: &lock, notes: &notes)
+        let urls = StoredURLFilter(diskCapacity: settings.capacity)
+        let (o, sweep) = try DiskStore.openAndSweep(settings, clock: clock, lock: &lock, notes: &notes, urls: urls)
+        storedURLs = urls
         self.lock = lock
         env = o.env
         variants = o.variants; entries = o.entries; chunks = o.chunks; access = o.access; info = o.info
@@ -165,7 +169,12 @@ public final class DiskStore: @unchecked Sendable {
     public var entryCount: Int { writer.entryCount.load(ordering: .relaxed) }
 
     /// Queues a write; it becomes visible to readers after the writer's next group commit.
-    public func enqueue(_ op: WriteOp) { writer.enqueue(op) }
+    public func enqueue(_ op: WriteOp) {
+        // Before the commit is queued: a lookup that finds the URL's bits clear never misses an entry
+        // committed since.
+        if case .commit(let c) = op { storedURLs.insert(c.key.primary) }
+        writer.enqueue(op)
+    }
 
     /// Bytes queued for the writer and not yet committed (back-pressure for streaming stores).
     public var pendingBytes: Int { writer.pendingBytes.load(ordering: .relaxed) }
@@ -231,9 +240,9 @@ public final class DiskStore: @unchecked Sendable {
     /// (the reason logged) and replaced by an empty one, with the lock taken again in the new
     /// directory; any other error is thrown, the files left as they are.
     private static func openAndSweep(_ s: DiskStoreSettings, clock: any ProxyClock, lock: inout DirectoryLock,
-                                     notes: inout [String]) throws(LMDBError) -> (Opened, SweepResult) {
+                                     notes: inout [String], urls: StoredURLFilter) throws(LMDBError) -> (Opened, SweepResult) {
         do throws(LMDBError) {
-            return try openSwept(s)
+            return try openSwept(s, urls: urls)
         } catch where error.provesDamage {
             let aside = try moveAside(s.directory, clock: clock)
             notes.append("cache in \(s.directory) is damaged or from another version (\(error)); moved to \(aside.to), starting empty")
@@ -242,14 +251,15 @@ public final class DiskStore: @unchecked Sendable {
                 try makeDirectory(s.directory)
                 lock = try DirectoryLock.acquire(s.directory)
             }
-            return try openSwept(s)
+            return try openSwept(s, urls: urls)
         }
     }
 
-    private static func openSwept(_ s: DiskStoreSettings) throws(LMDBError) -> (Opened, SweepResult) {
+    private static func openSwept(_ s: DiskStoreSettings, urls: StoredURLFilter) throws(LMDBError) -> (Opened, SweepResult) {
         let o = try openEnvironment(s)
         do throws(LMDBError) {
-            return (o, try sweep(env: o.env, entries: o.entries, chunks: o.chunks, access: o.access, variants: o.variants))
+            return (o, try sweep(env: o.env, entries: o.entries, chunks: o.chunks, access: o.access, variants: o.variants,
+                                 urls: urls))
         } catch {
             mdb_env_close(o.env)
             throw error
@@ -399,7 +409,7 @@ public final class DiskStore: @unchecked Sendable {
     /// Larder wrote the cache: thrown as a version mismatch before anything is deleted, so the
     /// cache is moved aside whole rather than emptied record by record.
     private static func sweep(env: OpaquePointer, entries: MDB_dbi, chunks: MDB_dbi, access: MDB_dbi,
-                              variants: MDB_dbi) throws(LMDBError) -> SweepResult {
+                              variants: MDB_dbi, urls: StoredURLFilter) throws(LMDBError) -> SweepResult {
         var result = SweepResult()
         let txn = try WriteTransaction(env: env)
         var live: Set<UInt64> = []
@@ -408,6 +418,7 @@ public final class DiskStore: @unchecked Sendable {
         try txn.scan(entries, from: nil) { k, v in
             switch RecordCodec.decodeEntry(v) {
             case .success(let r) where k.count == 32:
+                if let key = EntryKey(bytes: k) { urls.insert(key.primary) }
                 live.insert(r.bodyID)
                 result.maxBodyID = max(result.maxBodyID, r.bodyID)
                 result.bytes += r.footprint
