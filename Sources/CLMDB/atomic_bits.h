@@ -2,8 +2,11 @@
 #define LARDER_ATOMIC_BITS_H
 #include <stdint.h>
 
-/* Words of a bit set shared between the disk writer's and the loops' threads: bits are only ever
-   set, so relaxed ordering suffices (a reader that misses a bit just set looks in LMDB as before). */
+/* Words of a bit set shared between the threads that store and the loops' threads that read. Bits
+   are only ever set, and relaxed ordering suffices: a bit is set before its commit is queued under
+   the writer's lock, and a loop learns that an entry is committed (or pending) only through a lock
+   or its own queue, which makes the bit visible too. A reader that sees a bit still clear without
+   such news is one whose lookup came before the commit, as a read snapshot taken earlier would. */
 static inline void larder_bits_set(uint64_t *word, uint64_t mask) {
     __atomic_fetch_or(word, mask, __ATOMIC_RELAXED);
 }

@@ -82,7 +82,8 @@ public final class DiskStore: @unchecked Sendable {
     let writer: DiskWriter
     /// Bodies being read by responses: their chunks outlive their entries until the reading ends.
     let pins = BodyPins()
-    /// The URLs this store may hold (`StoredURLFilter`): filled from the entries found at start.
+    /// The URLs this store may hold (`StoredURLFilter`): filled from the entries found at start, and by
+    /// the writer as each commit is queued (`DiskWriter.enqueue`).
     let storedURLs: StoredURLFilter
     /// Held while the environment is open; released with it.
     private let lock: DirectoryLock
@@ -120,7 +121,8 @@ public final class DiskStore: @unchecked Sendable {
         writer = DiskWriter(env: env, dbs: DiskWriter.Databases(variants: variants, entries: entries, chunks: chunks,
                                                                 access: access, info: info),
                             settings: settings, pageSize: pageSize == Int.max ? 4_096 : pageSize,
-                            bytes: sweep.bytes, entryCount: sweep.entryCount, pins: pins, clock: clock, log: log)
+                            bytes: sweep.bytes, entryCount: sweep.entryCount, pins: pins, storedURLs: urls,
+                            clock: clock, log: log)
         // Before any reader or the writer runs: the map may still be resized.
         if let note = writer.recoverAtStart() { startupNotes.append(note) }
         writer.start()
@@ -169,12 +171,7 @@ public final class DiskStore: @unchecked Sendable {
     public var entryCount: Int { writer.entryCount.load(ordering: .relaxed) }
 
     /// Queues a write; it becomes visible to readers after the writer's next group commit.
-    public func enqueue(_ op: WriteOp) {
-        // Before the commit is queued: a lookup that finds the URL's bits clear never misses an entry
-        // committed since.
-        if case .commit(let c) = op { storedURLs.insert(c.key.primary) }
-        writer.enqueue(op)
-    }
+    public func enqueue(_ op: WriteOp) { writer.enqueue(op) }
 
     /// Bytes queued for the writer and not yet committed (back-pressure for streaming stores).
     public var pendingBytes: Int { writer.pendingBytes.load(ordering: .relaxed) }

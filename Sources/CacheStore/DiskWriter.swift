@@ -234,8 +234,13 @@ final class DiskWriter: @unchecked Sendable {
         for i in 0..<chunks { try txn.delete(db.chunks, DiskStore.chunkKey(id, i)) }
     }
 
+    /// The URLs the store may hold (`StoredURLFilter`), set for each commit as it is queued.
+    let storedURLs: StoredURLFilter
+
     init(env: OpaquePointer, dbs: Databases, settings: DiskStoreSettings, pageSize: Int, bytes: Int, entryCount: Int,
-         pins: BodyPins, clock: any ProxyClock = SystemClock.shared, log: @escaping @Sendable (String) -> Void) {
+         pins: BodyPins, storedURLs: StoredURLFilter, clock: any ProxyClock = SystemClock.shared,
+         log: @escaping @Sendable (String) -> Void) {
+        self.storedURLs = storedURLs
         self.env = env
         self.clock = clock
         budget = MapBudget(mapBytes: settings.mapSize, batchBytes: settings.batchBytes, pageSize: pageSize)
@@ -269,7 +274,9 @@ final class DiskWriter: @unchecked Sendable {
     /// Operations waiting for the writer (tests).
     var queuedCount: Int { queue.withLock { $0.count } }
 
+    /// Every operation that makes an entry comes through here: its URL goes into `storedURLs` first.
     func enqueue(_ op: WriteOp) {
+        if case .commit(let c) = op { storedURLs.insert(c.key.primary) }
         pendingBytes.add(op.byteCount, ordering: .relaxed)
         queue.withLock { $0.append(op) }
         wake.signal()
@@ -620,6 +627,7 @@ final class DiskWriter: @unchecked Sendable {
         if let old = txn.record(db.entries, k) {
             try remove(txn, key: key, record: old, bytes: &bytes, count: &count, keepSpec: true)
         }
+        assert(storedURLs.mayContain(key.primary), "an entry made without its URL in the filter: lookups would miss it")
         try putEntry(txn, k, record)
         try txn.put(db.access, DiskStore.accessKey(record.lastAccess, key), [])
         bytes += record.footprint
