@@ -139,6 +139,20 @@ extension HeaderBlock {
         }
     }
 
+    /// `body` with the value of the one field named `name`; nil when there is none or more than one
+    /// (a field whose meaning is a single value, repeated, is no value at all).
+    func withOnlyValue<R>(_ name: StaticString, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+        storage.withUnsafeBytes { all -> R? in
+            var only: ByteRange?
+            for field in fields
+            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
+                if only != nil { return nil }
+                only = field.value
+            }
+            return only.map { body(UnsafeRawBufferPointer(rebasing: all[$0.start..<($0.start + $0.count)])) }
+        }
+    }
+
     /// Whether a field with that name is present.
     @inline(__always)
     func has(_ name: StaticString) -> Bool { firstIndex(of: name) != nil }
@@ -186,4 +200,20 @@ extension HeaderBlock {
             }
         }
     }
+}
+
+/// `a` and `b` equal once trimmed of whitespace and compared without case (media types, codings,
+/// language tags).
+func sameTrimmedIgnoringCase(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    func trimmed(_ v: UnsafeRawBufferPointer) -> Range<Int> {
+        var s = 0
+        var e = v.count
+        while s < e, isOWS(v[s]) { s += 1 }
+        while e > s, isOWS(v[e - 1]) { e -= 1 }
+        return s..<e
+    }
+    let ra = trimmed(a), rb = trimmed(b)
+    guard ra.count == rb.count else { return false }
+    for (i, j) in zip(ra, rb) where asciiLower(a[i]) != asciiLower(b[j]) { return false }
+    return true
 }

@@ -43,21 +43,14 @@ public enum LanguageVariant {
     /// The one language tag of a single `Content-Language` field, lower-cased; nil for none, several
     /// or anything that is not a plain tag (letters, digits, `-`).
     static func contentLanguage(_ headers: HeaderBlock) -> [UInt8]? {
-        var found: [UInt8]?
-        var fields = 0
-        headers.storage.withUnsafeBytes { all in
-            for f in headers.fields
-            where equalsIgnoringCase(all, f.name.start, f.name.start + f.name.count, "content-language") {
-                fields += 1
-                var s = f.value.start, e = s + f.value.count
-                while s < e, isOWS(all[s]) { s += 1 }
-                while e > s, isOWS(all[e - 1]) { e -= 1 }
-                let tag = all[s..<e]
-                let plain = !tag.isEmpty && tag.count <= 64 && tag.allSatisfy { isAlpha($0) || isDigit($0) || $0 == 0x2D }
-                found = plain ? tag.map(asciiLower) : nil
-            }
-        }
-        return fields == 1 ? found : nil
+        headers.withOnlyValue("content-language") { v -> [UInt8]? in
+            var s = 0, e = v.count
+            while s < e, isOWS(v[s]) { s += 1 }
+            while e > s, isOWS(v[e - 1]) { e -= 1 }
+            let tag = v[s..<e]
+            let plain = !tag.isEmpty && tag.count <= 64 && tag.allSatisfy { isAlpha($0) || isDigit($0) || $0 == 0x2D }
+            return plain ? tag.map(asciiLower) : nil
+        } ?? nil
     }
 
     /// The language ranges of `Accept-Language` with the highest `q` above 0, lower-cased, in the

@@ -51,17 +51,7 @@ public enum PartialContent {
     /// unknown length (`/*`), several fields, an unsatisfied range, another unit, a malformed value.
     public static func piece(of head: ResponseHead) -> StoredPiece? {
         guard head.status == 206 else { return nil }
-        let headers = head.headers
-        var found: StoredPiece?
-        var fields = 0
-        headers.storage.withUnsafeBytes { all in
-            for f in headers.fields
-            where equalsIgnoringCase(all, f.name.start, f.name.start + f.name.count, "content-range") {
-                fields += 1
-                found = parseContentRange(UnsafeRawBufferPointer(rebasing: all[f.value.start..<(f.value.start + f.value.count)]))
-            }
-        }
-        return fields == 1 ? found : nil
+        return head.headers.withOnlyValue("content-range") { parseContentRange($0) } ?? nil
     }
 
     /// `bytes first-last/complete`, the unit case-insensitive (RFC 9110 §14.4), no whitespace inside.
@@ -163,15 +153,14 @@ public enum PartialContent {
     /// Whether two heads name the same `Content-Encoding` (or none), compared without case and
     /// whitespace around the value.
     static func sameCoding(_ a: HeaderBlock, _ b: HeaderBlock) -> Bool {
-        func coding(_ h: HeaderBlock) -> [UInt8] {
-            h.withFirstValue("content-encoding") { v -> [UInt8] in
-                var s = 0, e = v.count
-                while s < e, isOWS(v[s]) { s += 1 }
-                while e > s, isOWS(v[e - 1]) { e -= 1 }
-                return v[s..<e].map(asciiLower)
-            } ?? []
+        switch (a.firstIndex(of: "content-encoding"), b.firstIndex(of: "content-encoding")) {
+        case (nil, nil):
+            return true
+        case (let i?, let j?):
+            return a.withBytes(a.fields[i].value) { x in b.withBytes(b.fields[j].value) { y in sameTrimmedIgnoringCase(x, y) } }
+        default:
+            return false
         }
-        return coding(a) == coding(b)
     }
 
     /// Whether a stored prefix can be completed at all: joining needs its strong entity tag, so

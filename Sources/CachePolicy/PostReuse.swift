@@ -11,21 +11,11 @@ public enum PostReuse {
     public static func reusable(response: ResponseHead, targetKey: [UInt8]) -> Bool {
         guard response.status == 200 || response.status == 203 else { return false }
         let headers = response.headers
-        let directives = CacheDirectives.parse(headers, isRequest: false)
-        guard directives.maxAge != nil || directives.sMaxAge != nil
-                || EntryFacts.expiresValue(headers, responseTime: nil) != nil else { return false }
-        var locations = 0
-        var names = false
-        guard let base = Invalidation.BaseURI(key: targetKey) else { return false }
-        headers.storage.withUnsafeBytes { all in
-            for f in headers.fields
-            where equalsIgnoringCase(all, f.name.start, f.name.start + f.name.count, "content-location") {
-                locations += 1
-                let value = UnsafeRawBufferPointer(rebasing: all[f.value.start..<(f.value.start + f.value.count)])
-                // An empty reference is the target itself (RFC 3986 §5.2.2).
-                names = value.isEmpty || Invalidation.resolve(value, against: base) == targetKey
-            }
-        }
-        return locations == 1 && names
+        guard Storability.hasExplicitFreshness(CacheDirectives.parse(headers, isRequest: false),
+                                               expires: EntryFacts.expiresValue(headers, responseTime: nil)),
+              let base = Invalidation.BaseURI(key: targetKey) else { return false }
+        // An empty reference is the target itself (RFC 3986 §5.2.2).
+        return headers.withOnlyValue("content-location") { $0.isEmpty || Invalidation.resolve($0, against: base) == targetKey }
+            ?? false
     }
 }

@@ -116,20 +116,6 @@ public enum Revalidation {
         }
     }
 
-    private static func sameTrimmedIgnoringCase(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        func trimmed(_ v: UnsafeRawBufferPointer) -> Range<Int> {
-            var s = 0
-            var e = v.count
-            while s < e, isOWS(v[s]) { s += 1 }
-            while e > s, isOWS(v[e - 1]) { e -= 1 }
-            return s..<e
-        }
-        let ra = trimmed(a), rb = trimmed(b)
-        guard ra.count == rb.count else { return false }
-        for (i, j) in zip(ra, rb) where asciiLower(a[i]) != asciiLower(b[j]) { return false }
-        return true
-    }
-
     /// RFC 9111 §3.2: the stored head with every field the update carries replaced by the update's,
     /// except framing and hop-by-hop fields (Content-Length, Transfer-Encoding, Connection and the
     /// fields it lists, Keep-Alive, …) and Content-Range; fields in `omitFields` left out. Returns

@@ -79,7 +79,7 @@ public enum Storability {
         }
 
         let expires = EntryFacts.expiresValue(headers, responseTime: nil)
-        let hasExplicitFreshness = directives.maxAge != nil || directives.sMaxAge != nil || expires != nil
+        let hasExplicitFreshness = hasExplicitFreshness(directives, expires: expires)
         let heuristicEligible = isHeuristicallyCacheable(status) || directives.public
         if !heuristicEligible, !hasExplicitFreshness { return .doNotStore(.status) }
         if !heuristicEligible, !hasPositiveExplicitLifetime(directives, expires, headers),
@@ -91,6 +91,12 @@ public enum Storability {
         if storagePolicy == .notAllowed { return .doNotStore(.storagePolicy) }
 
         return .store(tier: storagePolicy, omitFields: qualifiedFields(directives))
+    }
+
+    /// `max-age`, `s-maxage` or an `Expires` field (valid or not: RFC 9111 §5.3 makes an invalid one
+    /// mean already expired), as `EntryFacts.expiresValue` reads it.
+    static func hasExplicitFreshness(_ directives: CacheDirectives, expires: Int64??) -> Bool {
+        directives.maxAge != nil || directives.sMaxAge != nil || expires != nil
     }
 
     /// The fields `private="…"` and `no-cache="…"` name (lowercased): never stored, never shared.

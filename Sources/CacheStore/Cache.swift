@@ -290,14 +290,23 @@ public final class CacheReader {
         disk = cache.disk?.makeReader()
     }
 
-    /// The variant of `primaryKey` that `request`'s headers select.
+    /// The variant of `primaryKey` that `request`'s headers select; for a URL that varies on
+    /// `Accept-Language` alone, when the request's own variant is missing, the one stored for a
+    /// language it ranks highest (`LanguageVariant`).
     public func lookup(primaryKey: [UInt8], request: HeaderBlock) -> CacheLookup {
-        lookup(primaryKey: primaryKey) { CacheKey.secondary(varyFields: $0.varyFields, request: request) }
+        var byLanguage = false
+        let own = lookup(primaryKey: primaryKey) { spec in
+            // Asked of the memory tier's spec and then of the disk's, which may not be written yet.
+            if LanguageVariant.applies(to: spec.varyFields) { byLanguage = true }
+            return CacheKey.secondary(varyFields: spec.varyFields, request: request)
+        }
+        guard case .varyMiss = own, byLanguage else { return own }
+        return lookupLanguageVariant(primaryKey: primaryKey, request: request).map { .found($0) } ?? own
     }
 
-    /// For a request that missed its own variant of a URL that varies on `Accept-Language` alone:
-    /// the variant stored for a language it ranks highest (`LanguageVariant`), if any.
-    public func lookupLanguageVariant(primaryKey: [UInt8], request: HeaderBlock) -> StoredResponse? {
+    /// The variant stored for a language `request` ranks highest, for a URL that varies on
+    /// `Accept-Language` alone; nil when there is none.
+    private func lookupLanguageVariant(primaryKey: [UInt8], request: HeaderBlock) -> StoredResponse? {
         var keys: [[UInt8]]?
         var index = 0
         repeat {
@@ -365,14 +374,21 @@ public final class CacheReader {
         guard entry.bodyLength <= cache.settings.memoryObjectLimit,
               !cache.pendingCommits.contains(entry.record.primaryKey) else { return .delivered }
         var body: [UInt8] = []
+        let read = readBody(of: entry, into: &body)
+        guard read == .delivered else { return read }
+        cache.memory.insert(CachedObject(key: entry.key, record: entry.record, body: body, tier: .allowed), spec: spec)
+        return .delivered
+    }
+
+    /// `entry`'s whole disk body into `body`, every chunk checked: `.delivered` only when all of it
+    /// is there (a chunk gone is `.missing`; one that fails its checksum, `.damaged`, is dropped).
+    public func readBody(of entry: StoredResponse, into body: inout [UInt8]) -> ChunkRead {
         body.reserveCapacity(entry.bodyLength)
         for i in 0..<entry.record.chunkCount {
             let read = withChunk(of: entry, index: i, verify: true) { body.append(contentsOf: $0) }
             guard read == .delivered else { return read }
         }
-        guard body.count == entry.bodyLength else { return .missing }
-        cache.memory.insert(CachedObject(key: entry.key, record: entry.record, body: body, tier: .allowed), spec: spec)
-        return .delivered
+        return body.count == entry.bodyLength ? .delivered : .missing
     }
 
     /// Keeps `entry`'s disk body readable until the returned pin is let go, even if the entry is

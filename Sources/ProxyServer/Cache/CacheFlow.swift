@@ -71,9 +71,7 @@ enum CacheFlow {
         var anyStored = true
         switch worker.cacheReader.lookup(primaryKey: primaryKey, request: request.headers) {
         case .uriMiss: anyStored = false
-        case .varyMiss:
-            // A variant the origin chose for a language this request ranks highest will do.
-            exchange.entry = worker.cacheReader.lookupLanguageVariant(primaryKey: primaryKey, request: request.headers)
+        case .varyMiss: break
         case .found(let e): exchange.entry = e
         }
         if !c.context.commitWaited, worker.cache.isCommitPending(primaryKey: primaryKey) {

@@ -68,16 +68,11 @@ enum StoredPieces {
         switch entry.body {
         case .memory(let object):
             return object.body
-        case .disk(_, let length, _):
-            var out: [UInt8] = []
-            out.reserveCapacity(length)
+        case .disk:
             let pin = reader.pinBody(of: entry)
             defer { withExtendedLifetime(pin) {} }
-            for index in 0..<entry.record.chunkCount {
-                guard reader.withChunk(of: entry, index: index, verify: true, { out.append(contentsOf: $0) }) == .delivered
-                else { return nil }
-            }
-            return out.count == length ? out : nil
+            var body: [UInt8] = []
+            return reader.readBody(of: entry, into: &body) == .delivered ? body : nil
         }
     }
 }
