@@ -304,6 +304,17 @@ public final class CacheReader {
         return lookupLanguageVariant(primaryKey: primaryKey, request: request).map { .found($0) } ?? own
     }
 
+    /// Whether a lookup for `request` still finds `entry` as it was: not replaced, freshened or
+    /// removed since, and no newer response waiting for its commit. A stale entry's background
+    /// refresh is claimed after its lookup; another worker's refresh may have ended in between.
+    public func stillFinds(_ entry: StoredResponse, request: HeaderBlock) -> Bool {
+        let primaryKey = entry.record.primaryKey
+        guard !cache.pendingCommits.contains(primaryKey),
+              case .found(let current) = lookup(primaryKey: primaryKey, request: request) else { return false }
+        return current.record.storedAt == entry.record.storedAt && current.record.bodyID == entry.record.bodyID
+            && current.facts.responseTime == entry.facts.responseTime && current.facts.requestTime == entry.facts.requestTime
+    }
+
     /// The variant stored for a language `request` ranks highest, for a URL that varies on
     /// `Accept-Language` alone; nil when there is none.
     private func lookupLanguageVariant(primaryKey: [UInt8], request: HeaderBlock) -> StoredResponse? {

@@ -342,9 +342,16 @@ final class Worker: @unchecked Sendable {
         background.fetches[ObjectIdentifier(fetch)] = nil
     }
 
-    /// Starts refreshing a stale entry in the background, unless a refresh of that URL is running.
+    /// Starts refreshing a stale entry in the background, unless a refresh of that URL is running
+    /// or has replaced the entry already.
     func refreshInBackground(_ exchange: CacheExchange, request: RequestHead, client: [UInt8]) {
         guard inFlight.beginRefresh(exchange.primaryKey) else { return }
+        // Claimed after this request's lookup: a refresh on another worker may have stored its
+        // answer and ended in between, and a second one would fetch the URL again for nothing.
+        guard let served = exchange.entry, cacheReader.stillFinds(served, request: request.headers) else {
+            inFlight.endRefresh(exchange.primaryKey)
+            return
+        }
         adopt(DetachedFetch(worker: self, refreshing: exchange, request: request, client: client))
     }
 

@@ -51,6 +51,52 @@ import Locking
         #expect(cache.statistics.diskEntries == 1)
     }
 
+    /// What a stale entry's background refresh checks after claiming it: that the entry its
+    /// request found is still the one stored, in either tier.
+    @Test(arguments: [0, 1 << 20]) func anEntryIsStillFoundUntilReplacedFreshenedOrRemoved(memoryObjectLimit: Int) throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: memoryObjectLimit)
+        defer { cache.close() }
+        let url = Array("http://a/r".utf8)
+        let reader = cache.makeReader()
+        func lookUp() throws -> StoredResponse {
+            guard case .found(let e) = reader.lookup(primaryKey: url, request: HeaderBlock()) else {
+                throw CancellationError()
+            }
+            return e
+        }
+        storeEntry(cache, url: "http://a/r", storedAt: 1_000)
+        cache.flush()
+        let first = try lookUp()
+        #expect(reader.stillFinds(first, request: HeaderBlock()))
+
+        storeEntry(cache, url: "http://a/r", storedAt: 1_002)
+        cache.flush()
+        #expect(!reader.stillFinds(first, request: HeaderBlock()), "replaced by a newer response")
+
+        let second = try lookUp()
+        var newer = second.facts
+        newer.responseTime += 5
+        cache.freshen(second, facts: newer, head: second.head, parsedHead: nil, now: 1_010)
+        cache.flush()
+        #expect(!reader.stillFinds(second, request: HeaderBlock()), "freshened by a revalidation")
+
+        let third = try lookUp()
+        #expect(reader.stillFinds(third, request: HeaderBlock()))
+        let gate = stallWriter(cache)
+        storeEntry(cache, url: "http://a/r", storedAt: 1_020)
+        // Not committed yet: in the memory tier already, or waiting for its commit.
+        #expect(!reader.stillFinds(third, request: HeaderBlock()), "a newer response is stored or waiting")
+        gate.signal()
+        cache.flush()
+
+        let fourth = try lookUp()
+        cache.invalidate(primaryKey: url)
+        cache.flush()
+        #expect(!reader.stillFinds(fourth, request: HeaderBlock()), "removed")
+    }
+
     @Test func aCompleteEntryWaitingForItsCommitIsReportedUntilCommitted() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
