@@ -54,6 +54,8 @@ let package = Package(
         // Pure: registry mirrors' index documents (URL rewriting, minimum release age, apt Release files)
         // and request classification; no I/O, no clock.
         .target(name: "Registries", dependencies: ["CachePolicy"], swiftSettings: strict),
+        // Pure: FTP control replies, commands, URLs, listings and the gateway's session as a state machine; no I/O.
+        .target(name: "FTPWire", swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
                 dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt", "Registries", "HTTP2",
@@ -80,6 +82,7 @@ let package = Package(
         .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),
         .testTarget(name: "WarmingTests", dependencies: ["Warming"], swiftSettings: strict),
         .testTarget(name: "RegistriesTests", dependencies: ["Registries"], swiftSettings: strict),
+        .testTarget(name: "FTPWireTests", dependencies: ["FTPWire"], swiftSettings: strict),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "CNghttp2"], swiftSettings: strict),
     ]
 )
