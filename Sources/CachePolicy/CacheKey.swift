@@ -8,9 +8,9 @@ public enum CacheKey {
     public static func primary(scheme: URIScheme, host: [UInt8], port: Int, pathAndQuery: UnsafeRawBufferPointer) -> [UInt8] {
         var end = 0
         while end < pathAndQuery.count, pathAndQuery[end] != 0x23 { end += 1 }  // stop at "#"
-        let prefix: StaticString = scheme == .https ? "https://" : "http://"
+        let prefix: StaticString = scheme == .https ? "https://" : scheme == .http ? "http://" : "ftp://"
         let bracket = host.contains(asciiColon) && host.first != 0x5B
-        let defaultPort = scheme == .https ? 443 : 80
+        let defaultPort = scheme.defaultPort
         let digits = port > 0 && port != defaultPort ? decimalDigits(port) : 0
         let slash = end == 0 || pathAndQuery[0] != byteSlash
         let count = prefix.utf8CodeUnitCount + (bracket ? 2 : 0) + host.count + (digits > 0 ? 1 + digits : 0)

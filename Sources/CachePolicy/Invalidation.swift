@@ -134,7 +134,7 @@ public enum Invalidation {
             }
             guard !host.isEmpty else { return nil }
         }
-        var port = scheme == .https ? 443 : 80
+        var port = scheme.defaultPort
         if i < authority.endIndex {
             guard authority[i] == asciiColon else { return nil }
             let digits = authority[(i + 1)...]

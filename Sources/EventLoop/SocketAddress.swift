@@ -47,11 +47,18 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// The address of a bound or connected socket.
-    public static func local(of fd: Int32) -> SocketAddress? {
+    public static func local(of fd: Int32) -> SocketAddress? { named(fd, getsockname) }
+
+    /// The address a connected socket's peer has.
+    public static func peer(of fd: Int32) -> SocketAddress? { named(fd, getpeername) }
+
+    private static func named(_ fd: Int32,
+                              _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32)
+        -> SocketAddress? {
         var ss = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let rc = withUnsafeMutablePointer(to: &ss) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, &len) }
         }
         guard rc == 0 else { return nil }
         return withUnsafePointer(to: &ss) {
@@ -66,7 +73,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// The same address with another port.
-    func withPort(_ port: Int) -> SocketAddress {
+    public func withPort(_ port: Int) -> SocketAddress {
         var copy = self
         let p = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
         withUnsafeMutableBytes(of: &copy.storage) { raw in

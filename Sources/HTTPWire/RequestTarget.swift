@@ -10,7 +10,28 @@ public enum RequestTargetForm: Sendable, Equatable {
     case asterisk
 }
 
-public enum URIScheme: Sendable, Equatable { case http, https }
+public enum URIScheme: Sendable, Equatable {
+    case http, https
+    /// Served by the proxy's FTP gateway (absolute form only, GET and HEAD).
+    case ftp
+
+    /// The port a URL of this scheme means when it names none.
+    public var defaultPort: Int {
+        switch self {
+        case .http: return 80
+        case .https: return 443
+        case .ftp: return 21
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .http: return "http"
+        case .https: return "https"
+        case .ftp: return "ftp"
+        }
+    }
+}
 
 /// A request target taken apart. `host` is normalised once, here, and every decision (cache key,
 /// rules, access, authentication, interception, TLS pins, DNS) uses that one value: ASCII
@@ -35,11 +56,15 @@ public struct RequestTarget: Sendable, Equatable {
     /// Offset of a `#fragment`, if the client sent one. A fragment is never part of what is
     /// keyed or forwarded (RFC 9110 §4.2.5: it is the client's alone).
     public var fragmentStart: Int?
+    /// `ftp://` only: the offsets of `user[:password]` before the `@`, still percent-encoded.
+    /// Credentials, never keyed or logged (`withoutUserinfo`).
+    public var userinfo: Range<Int>?
 
     public init(form: RequestTargetForm, scheme: URIScheme, host: [UInt8], port: Int,
-                hasExplicitPort: Bool, pathOffset: Int?, fragmentStart: Int? = nil) {
+                hasExplicitPort: Bool, pathOffset: Int?, fragmentStart: Int? = nil, userinfo: Range<Int>? = nil) {
         self.form = form; self.scheme = scheme; self.host = host; self.port = port
         self.hasExplicitPort = hasExplicitPort; self.pathOffset = pathOffset; self.fragmentStart = fragmentStart
+        self.userinfo = userinfo
     }
 
     /// The path and query within a target of `length` bytes, without the fragment: what is keyed
@@ -51,7 +76,9 @@ public struct RequestTarget: Sendable, Equatable {
 
     /// Parses `bytes` (the request-target of a request with `method`).
     /// CONNECT requires authority form with a port; `*` only with OPTIONS; absolute form only with the
-    /// `http` and `https` schemes (others: `invalidTarget`); userinfo (`user@host`) is rejected.
+    /// `http`, `https` and `ftp` schemes (others: `invalidTarget`); userinfo (`user@host`) is
+    /// rejected, but for `ftp`, whose URLs carry their credentials (RFC 1738 §3.1), where it is
+    /// taken apart from the host once: at most one `@`, and only the characters RFC 3986 allows.
     public static func parse(_ bytes: UnsafeRawBufferPointer, method: HTTPMethod) throws(HTTPWireError) -> RequestTarget {
         let n = bytes.count
         guard n > 0 else { throw .invalidTarget }
@@ -73,15 +100,18 @@ public struct RequestTarget: Sendable, Equatable {
             return RequestTarget(form: .asterisk, scheme: .http, host: [], port: 0, hasExplicitPort: false,
                                  pathOffset: nil)
         }
-        // absolute-form, http and https only (RFC 9112 §3.2.2).
+        // absolute-form: http and https (RFC 9112 §3.2.2), and ftp for the gateway.
         let scheme: URIScheme
-        let authorityStart: Int
+        var authorityStart: Int
         if n >= 7, equalsIgnoringCase(bytes, 0, 7, "http://") {
             scheme = .http
             authorityStart = 7
         } else if n >= 8, equalsIgnoringCase(bytes, 0, 8, "https://") {
             scheme = .https
             authorityStart = 8
+        } else if n >= 6, equalsIgnoringCase(bytes, 0, 6, "ftp://") {
+            scheme = .ftp
+            authorityStart = 6
         } else {
             throw .invalidTarget  // other schemes, and authority-form without CONNECT
         }
@@ -89,13 +119,49 @@ public struct RequestTarget: Sendable, Equatable {
         while authorityEnd < n, bytes[authorityEnd] != 0x2F, bytes[authorityEnd] != 0x3F, bytes[authorityEnd] != 0x23 {
             authorityEnd += 1
         }
-        let authority = try parseAuthority(bytes, authorityStart, authorityEnd,
-                                           defaultPort: scheme == .https ? 443 : 80)
+        var userinfo: Range<Int>?
+        if scheme == .ftp, let at = try userinfoEnd(bytes, authorityStart, authorityEnd) {
+            userinfo = authorityStart..<at
+            authorityStart = at + 1
+        }
+        let authority = try parseAuthority(bytes, authorityStart, authorityEnd, defaultPort: scheme.defaultPort)
         guard authority.end == authorityEnd else { throw .invalidTarget }
         return RequestTarget(form: .absolute, scheme: scheme, host: authority.host, port: authority.port,
                              hasExplicitPort: authority.explicitPort,
                              pathOffset: authorityEnd < n ? authorityEnd : nil,
-                             fragmentStart: firstFragment(bytes, from: authorityEnd))
+                             fragmentStart: firstFragment(bytes, from: authorityEnd), userinfo: userinfo)
+    }
+
+    /// The offset of the `@` ending an ftp authority's userinfo, nil when it has none. Throws for
+    /// a second `@` (which one ends the credentials is where parsers disagree) and for characters
+    /// RFC 3986 §3.2.1 does not allow there.
+    private static func userinfoEnd(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) throws(HTTPWireError) -> Int? {
+        var at: Int?
+        for i in start..<end where bytes[i] == 0x40 {
+            guard at == nil else { throw .invalidTarget }
+            at = i
+        }
+        guard let at else { return nil }
+        for i in start..<at {
+            let b = bytes[i]
+            let unreserved = b &- 0x61 < 26 || b &- 0x41 < 26 || isDigit(b) || b == 0x2D || b == 0x2E || b == 0x5F || b == 0x7E
+            // sub-delims, ":" and "%" (its hex digits are checked where the credentials are decoded)
+            let allowed = unreserved || b == 0x21 || b == 0x24 || (b >= 0x26 && b <= 0x2C) || b == 0x3B || b == 0x3D
+                || b == 0x3A || b == 0x25
+            guard allowed else { throw .invalidTarget }
+        }
+        return at
+    }
+
+    /// `target` without an ftp URL's `user:password@`: what is logged and echoed.
+    public static func withoutUserinfo(_ target: UnsafeRawBufferPointer) -> [UInt8] {
+        guard target.count >= 6, equalsIgnoringCase(target, 0, 6, "ftp://") else { return Array(target) }
+        var end = 6
+        while end < target.count, target[end] != 0x2F, target[end] != 0x3F, target[end] != 0x23 { end += 1 }
+        var at: Int?
+        for i in 6..<end where target[i] == 0x40 { at = i }
+        guard let at else { return Array(target) }
+        return Array(target[0..<6]) + Array(target[(at + 1)...])
     }
 
     private static func firstFragment(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {

@@ -71,12 +71,3 @@ extension Config {
     public typealias StoragePolicy = CachePolicy.StoragePolicy
 }
 
-extension URIScheme {
-    /// `http` or `https`, as written in a URL.
-    public var name: String {
-        switch self {
-        case .http: return "http"
-        case .https: return "https"
-        }
-    }
-}

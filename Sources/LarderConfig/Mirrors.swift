@@ -32,7 +32,7 @@ public struct MirrorUpstream: Sendable, Equatable, CustomStringConvertible {
 
     /// The prefix as a URL, the default port elided: `https://pypi.org/`.
     public var description: String {
-        let defaultPort = scheme == .https ? 443 : 80
+        let defaultPort = scheme.defaultPort
         let h = host.contains(":") ? "[\(host)]" : host
         return "\(scheme.name)://\(h)\(port == defaultPort ? "" : ":\(port)")\(path)"
     }

@@ -114,7 +114,7 @@ extension ConfigLoader {
               !authority.contains("?"), !authority.contains("#") else {
             throw ValueError("expected an origin without path, user or query, got \"\(text)\"")
         }
-        let defaultPort = scheme == .https ? 443 : 80
+        let defaultPort = scheme.defaultPort
         if authority.hasPrefix("[") {
             guard authority.contains("]") else { throw ValueError("unclosed [ in \"\(text)\"") }
             if authority.hasSuffix("]") {

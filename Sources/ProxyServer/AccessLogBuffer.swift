@@ -60,7 +60,7 @@ final class AccessLogBuffer {
         h.withBytes(e.request.methodRange) { escaped($0) }
         append(" ")
         urlPrefix(of: e, json: false)
-        h.withBytes(e.request.target) { escaped($0) }
+        withLoggedTarget(e) { escaped($0) }
         append(e.overHTTP2 ? " HTTP/2.0\" " : e.request.version == .http10 ? " HTTP/1.0\" " : " HTTP/1.1\" ")
         if e.status > 0 { decimal(e.status) } else { append("-") }
         append(" ")
@@ -76,6 +76,14 @@ final class AccessLogBuffer {
         append("\n")
     }
 
+    /// The request's target as logged: an `ftp://` URL without its `user:password@`.
+    private func withLoggedTarget(_ e: Entry, _ body: (UnsafeRawBufferPointer) -> Void) {
+        e.request.headers.withBytes(e.request.target) { target in
+            guard target.count > 6, target[0] | 0x20 == 0x66, target[1] | 0x20 == 0x74 else { return body(target) }
+            RequestTarget.withoutUserinfo(target).withUnsafeBytes(body)
+        }
+    }
+
     private func appendJSON(_ e: Entry) {
         let h = e.request.headers
         append("{\"time\":\"")
@@ -86,7 +94,7 @@ final class AccessLogBuffer {
         h.withBytes(e.request.methodRange) { jsonEscaped($0) }
         append("\",\"url\":\"")
         urlPrefix(of: e, json: true)
-        h.withBytes(e.request.target) { jsonEscaped($0) }
+        withLoggedTarget(e) { jsonEscaped($0) }
         append(e.overHTTP2 ? "\",\"version\":\"HTTP/2.0\",\"status\":"
                : e.request.version == .http10 ? "\",\"version\":\"HTTP/1.0\",\"status\":" : "\",\"version\":\"HTTP/1.1\",\"status\":")
         decimal(e.status)

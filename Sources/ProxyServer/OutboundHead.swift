@@ -19,6 +19,9 @@ struct OutboundHead {
         var absoluteForm: Bool
         /// The `Host` to send when it is not the authority (reverse mode passing the client's on).
         var host: [UInt8]? = nil
+        /// `ftp://` only: the URL's `user[:password]`, written back into the absolute-form target
+        /// for the FTP gateway or the parent proxy that logs in with it.
+        var userinfo: [UInt8]? = nil
 
         func appendAuthority(into w: inout MessageWriter) {
             OutboundHead.appendAuthority(host: originHost, port: originPort, scheme: scheme, into: &w)
@@ -44,7 +47,11 @@ struct OutboundHead {
         if let r = revalidation { w.append(r.method == .head ? "HEAD" : "GET") } else { headers.withBytes(head.methodRange) { w.append($0) } }
         w.append(" ")
         if route.absoluteForm {
-            w.append(route.scheme == .https ? "https://" : "http://")
+            w.append(route.scheme == .https ? "https://" : route.scheme == .http ? "http://" : "ftp://")
+            if let userinfo = route.userinfo {
+                w.append(userinfo)
+                w.append("@")
+            }
             route.appendAuthority(into: &w)
         }
         // A query without a path (`http://host?x=1`) is sent as `/?x=1`, as it is keyed.
@@ -120,7 +127,7 @@ struct OutboundHead {
         if isV6 { w.append("[") }
         w.append(host)
         if isV6 { w.append("]") }
-        if port != (scheme == .https ? 443 : 80) {
+        if port != scheme.defaultPort {
             w.append(":")
             w.appendDecimal(port)
         }

@@ -187,7 +187,7 @@ enum LocalResponse {
         let headers = head.headers
         headers.withBytes(head.methodRange) { body.append($0) }
         body.append(" ")
-        headers.withBytes(head.target) { body.append($0) }
+        headers.withBytes(head.target) { body.append(RequestTarget.withoutUserinfo($0)) }
         body.append(head.version == .http10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n")
         for i in 0..<headers.count {
             if headers.nameEquals(at: i, "proxy-authorization") || headers.nameEquals(at: i, "authorization")

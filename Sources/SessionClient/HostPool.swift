@@ -141,6 +141,14 @@ final class HostPool {
     }
 
     private func open(for task: SessionTask?) {
+        // ftp:// (without a parent proxy, which would take it in absolute form): the gateway
+        // answers it over a stream of its own, as HTTP/1.1.
+        if key.scheme == .ftp {
+            let conn = OriginConnection(stream: session.ftp.openStream(for: key, client: task?.client), pool: self)
+            conn.ridesSharedConnection = true
+            perform(machine.opened(conn))
+            return
+        }
         // An HTTP/2 connection to the origin takes the request as one more stream: no connect.
         if key.scheme == .https, let stream = session.h2Stream(for: key) {
             let conn = OriginConnection(stream: stream, pool: self)

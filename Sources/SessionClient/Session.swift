@@ -26,6 +26,8 @@ public final class Session {
     private var h2Origins: [OriginKey: [H2OriginConnection]] = [:]
     /// Requests sent as HTTP/2 streams, for statistics and tests.
     public private(set) var h2Streams = 0
+    /// ftp:// origins, reached through the session's FTP gateway.
+    private(set) lazy var ftp = FTPGateway(session: self)
     /// The pool the last request went to: consecutive requests mostly go to the same origin, and
     /// comparing its key is cheaper than hashing a host name.
     private var lastPool: HostPool?
@@ -62,6 +64,7 @@ public final class Session {
                 clock: any ProxyClock = SystemClock.shared) throws(SetupError) {
         self.loop = loop
         self.configuration = configuration
+        self.clock = clock
         usesParentProxy = configuration.parentProxy != nil
         deadlines = ResourceDeadlines(loop: loop, interval: configuration.timeoutIntervalForResource)
         do {
@@ -82,6 +85,9 @@ public final class Session {
             throw SetupError(description: "session.dns_servers: \(error.description)")
         }
     }
+
+    /// The worker's clock: the FTP gateway dates listings by it.
+    let clock: any ProxyClock
 
     public struct SetupError: Error, CustomStringConvertible {
         public let description: String
@@ -117,10 +123,10 @@ public final class Session {
         return opener
     }
 
-    /// The parent proxy requests for `origin` are written to (http:// origins only: https ones
+    /// The parent proxy requests for `origin` are written to (http:// and ftp:// origins: https ones
     /// reach their origin through a tunnel, and what comes back is the origin's).
     func parentCarrying(_ origin: OriginKey) -> ProxyAddress? {
-        origin.scheme == .http ? configuration.parentProxy : nil
+        origin.scheme != .https ? configuration.parentProxy : nil
     }
 
     /// The pool a task's connection comes from. With a parent proxy, http:// requests share the
@@ -195,6 +201,7 @@ public final class Session {
     /// Closes every idle connection (shutdown).
     public func closeIdleConnections() {
         for pool in pools.values { pool.closeIdle() }
+        ftp.closeIdle()
         for list in h2Origins.values {
             for c in list where !c.isBusy { c.close() }
         }

@@ -49,7 +49,7 @@ public final class SessionTask {
         self.head = head
         self.client = client
         exchange = OriginExchangeMachine(.init(hasBody: hasBody, isIdempotent: isIdempotent, expectsContinue: expectsContinue,
-                                               throughParent: session.usesParentProxy && origin.scheme == .http,
+                                               throughParent: session.usesParentProxy && origin.scheme != .https,
                                                trustsBodylessAnswers: session.configuration.reuseAfterBodylessAnswers))
         self.delegate = delegate
     }

@@ -30,6 +30,13 @@ enum TargetTable {
                                                    hasExplicitPort: true, pathOffset: nil)))
     }
 
+    static func ftp(_ name: String, _ target: String, host: String, port: Int, path: Int?, userinfo: Range<Int>) -> TargetRow {
+        TargetRow(name: name, target: target, method: .get,
+                  expected: .success(RequestTarget(form: .absolute, scheme: .ftp, host: wire(host), port: port,
+                                                   hasExplicitPort: target.contains("h:"), pathOffset: path,
+                                                   userinfo: userinfo)))
+    }
+
     static func reject(_ name: String, _ target: String, method: HTTPMethod = .get) -> TargetRow {
         TargetRow(name: name, target: target, method: method, expected: .failure(.invalidTarget))
     }
@@ -100,7 +107,18 @@ enum TargetTable {
         reject("§3.2.2 userinfo", "http://user@h/"),
         reject("§3.2.2 userinfo with password", "http://user:pw@h/"),
         reject("§3.2.2 userinfo hiding the real host", "http://trusted.example@evil.example/"),
-        reject("§3.2.2 other scheme", "ftp://h/"),
+        reject("§3.2.2 other scheme", "gopher://h/"),
+        // ftp, for the gateway: userinfo taken apart from the host (RFC 1738 §3.1)
+        absolute("ftp with path", "ftp://h/pub/a.txt", .ftp, host: "h", port: 21, explicit: false, path: 7),
+        absolute("ftp explicit port", "FTP://H:2121/", .ftp, host: "h", port: 2121, explicit: true, path: 12),
+        ftp("ftp user", "ftp://anonymous@h/x", host: "h", port: 21, path: 17, userinfo: 6..<15),
+        ftp("ftp user and encoded password", "ftp://u:p%40ss@h:21/x", host: "h", port: 21, path: 19, userinfo: 6..<14),
+        ftp("ftp empty userinfo", "ftp://@h/", host: "h", port: 21, path: 8, userinfo: 6..<6),
+        reject("ftp two @: which one ends the credentials is where parsers disagree", "ftp://a@trusted@evil/"),
+        reject("ftp userinfo with a bracket", "ftp://a[b@h/"),
+        reject("ftp userinfo with a quote", "ftp://a\"b@h/"),
+        reject("ftp userinfo and no host", "ftp://user@/x"),
+        reject("ftp port 0", "ftp://h:0/"),
         reject("§3.2.2 scheme without //", "http:h/"),
         reject("§3.2.2 empty authority", "http:///x"),
         reject("§3.2.2 scheme only", "http://"),
@@ -192,6 +210,15 @@ struct RequestTargetTests {
         if case .success(let target) = result, let offset = target.pathOffset {
             #expect(offset < row.target.utf8.count)
         }
+    }
+
+    @Test("an ftp URL's credentials are left out of what is logged", arguments: [
+        ("ftp://u:secret@h/a", "ftp://h/a"), ("ftp://h/a@b", "ftp://h/a@b"), ("FTP://u@h", "FTP://h"),
+        ("http://h/a@b", "http://h/a@b"), ("ftp://h/?q=@x", "ftp://h/?q=@x"),
+    ])
+    func withoutUserinfo(_ target: String, _ logged: String) {
+        let out = Array(target.utf8).withUnsafeBytes { RequestTarget.withoutUserinfo($0) }
+        #expect(String(decoding: out, as: UTF8.self) == logged)
     }
 
     @Test("hostString")

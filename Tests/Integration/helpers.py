@@ -737,6 +737,71 @@ class OriginProcess:
         return rc
 
 
+class FTPOriginProcess:
+    """ftp_origin.py (pyftpdlib) serving ``root`` on a port picked at start; ``commands()`` are the
+    command lines it received, waited for with ``wait_for``."""
+
+    def __init__(self, workdir, root, name="ftp", options=()):
+        self.root = Path(root)
+        self.log_path = Path(workdir) / f"{name}.jsonl"
+        self.proc = spawn([sys.executable, HERE / "ftp_origin.py", "--root", self.root, "--log", self.log_path,
+                           *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.pid = self.proc.pid
+        self.logged = 0
+        self.cond = threading.Condition()
+        got = []
+        t = threading.Thread(target=lambda: got.append(self.proc.stdout.readline()), daemon=True)
+        t.start()
+        t.join(START_TIMEOUT)
+        line = got[0].decode() if got else ""
+        m = re.search(r"ftp origin listening on 127\.0\.0\.1:(\d+)", line)
+        if not m:
+            stop_process(self.proc, signal.SIGKILL, 5)
+            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+            raise AssertionError(f"ftp origin did not start: {line!r} {err}")
+        self.port = int(m.group(1))
+        threading.Thread(target=self._read_notes, daemon=True).start()
+
+    def _read_notes(self):
+        for _ in iter(self.proc.stdout.readline, b""):
+            with self.cond:
+                self.logged += 1
+                self.cond.notify_all()
+        with self.cond:
+            self.logged = float("inf")
+            self.cond.notify_all()
+
+    def url(self, path, userinfo=""):
+        return f"ftp://{userinfo + '@' if userinfo else ''}127.0.0.1:{self.port}{path}"
+
+    def commands(self):
+        """(session, command, argument) of each command received so far."""
+        if not self.log_path.exists():
+            return []
+        out = []
+        for line in self.log_path.read_text().splitlines():
+            r = json.loads(line)
+            out.append((r["session"], r["command"], r["argument"]))
+        return out
+
+    def wait_for(self, predicate, timeout=10.0):
+        """Waits until ``predicate(commands)`` holds (woken by each command logged); the commands."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.cond:
+                seen = self.logged
+            got = self.commands()
+            left = deadline - time.monotonic()
+            if predicate(got) or left <= 0:
+                return got
+            with self.cond:
+                self.cond.wait_for(lambda: self.logged > seen, left)
+
+    def stop(self):
+        rc, _ = stop_process(self.proc, signal.SIGTERM, 5)
+        return rc
+
+
 def headers_named(headers, name):
     return [v for n, v in headers if n.lower() == name.lower()]
 

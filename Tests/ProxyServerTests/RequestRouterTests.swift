@@ -57,6 +57,13 @@ import Testing
         Row(name: "TRACE with Max-Forwards: 1", head: "TRACE http://a.example/ HTTP/1.1\r\nHost: a.example\r\nMax-Forwards: 1",
             expected: "forward a.example:80 as a.example:80 checked"),
         Row(name: "PURGE", head: "PURGE http://a.example/x HTTP/1.1\r\nHost: a.example", purge: true, expected: "purge"),
+        Row(name: "ftp: to the gateway, access checked", head: "GET ftp://files.example/pub/a HTTP/1.1\r\nHost: files.example",
+            expected: "forward files.example:21 as files.example:21 checked"),
+        Row(name: "ftp: HEAD", head: "HEAD ftp://u:pw@files.example:2121/a HTTP/1.1\r\nHost: files.example",
+            expected: "forward files.example:2121 as files.example:2121 checked"),
+        Row(name: "ftp: no uploads", head: "PUT ftp://files.example/a HTTP/1.1\r\nHost: files.example\r\nContent-Length: 0",
+            expected: "respond 405"),
+        Row(name: "ftp: no deletes", head: "DELETE ftp://files.example/a HTTP/1.1\r\nHost: files.example", expected: "respond 405"),
         Row(name: "reverse: origin form keyed on the client's Host", reverse: true,
             head: "GET /x HTTP/1.1\r\nHost: site.example", expected: "forward 10.0.0.9:8080 as site.example:80"),
         Row(name: "reverse: the default port is elided", reverse: true,
@@ -74,6 +81,22 @@ import Testing
     @Test(arguments: rows) func routes(_ row: Row) {
         let router = row.reverse ? Self.reverse : Self.forward
         #expect(Self.summary(router.route(Self.head(row.head), interceptedOrigin: nil, isPurge: row.purge)) == row.expected)
+    }
+
+    /// A login of its own keeps an ftp:// request away from the cache; the public one does not.
+    @Test(arguments: [("ftp://h/a", "", false), ("ftp://anonymous@h/a", "", false), ("ftp://FTP:me%40x@h/a", "", false),
+                      ("ftp://@h/a", "", false), ("ftp://alice:pw@h/a", "", true), ("ftp://alice@h/a", "", true),
+                      ("ftp://h/a", "\r\nAuthorization: Basic YTpi", true)])
+    func ftpLogins(_ url: String, _ fields: String, _ credentials: Bool) {
+        guard case .forward(let d) = Self.forward.route(Self.head("GET \(url) HTTP/1.1\r\nHost: h" + fields),
+                                                        interceptedOrigin: nil, isPurge: false) else {
+            Issue.record("not forwarded")
+            return
+        }
+        #expect(d.carriesCredentials == credentials)
+        #expect(d.route.absoluteForm && d.route.scheme == .ftp)
+        #expect(d.route.userinfo.map { String(decoding: $0, as: UTF8.self) } == url.split(separator: "@").dropLast().last.map {
+            String($0.dropFirst(6)) })
     }
 
     /// Through a parent proxy http:// goes in absolute form; https:// in origin form, inside TLS

@@ -281,7 +281,7 @@ extension AdminContext {
         let key = path.withUnsafeBytes { path in
             CacheKey.primary(scheme: parsed.scheme, host: parsed.host, port: parsed.port, pathAndQuery: path)
         }
-        return .success(KeyedURL(primaryKey: key, scheme: parsed.scheme == .https ? "https" : "http", host: parsed.host,
+        return .success(KeyedURL(primaryKey: key, scheme: parsed.scheme.name, host: parsed.host,
                                  path: path))
     }
 

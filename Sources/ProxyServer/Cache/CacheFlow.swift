@@ -24,7 +24,7 @@ enum CacheFlow {
             return CacheKey.primary(scheme: named.scheme, host: host, port: named.port,
                                     pathAndQuery: UnsafeRawBufferPointer(rebasing: t[pathRange]))
         }
-        let scheme = named.scheme == .https ? "https" : "http"
+        let scheme = named.scheme.name
         let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, keyedPort: named.port,
                                      origin: destination.origin, route: destination.route, path: pathRange,
                                      phase: .fetching(nil))
@@ -32,6 +32,7 @@ enum CacheFlow {
         let now = worker.clock.wallSeconds
         exchange.requestTime = now
         if worker.cache.isDisabled { return pass(exchange, detail: "cache-disabled", on: c) }
+        if destination.carriesCredentials { return pass(exchange, detail: "ftp-login", on: c) }
         switch request.method {
         case .get where c.context.bodyPending, .head where c.context.bodyPending:
             // A GET or HEAD with a body is passed through whole, neither answered from the cache (its

@@ -25,6 +25,9 @@ struct RequestRouter {
         var accessHost: [UInt8] = []
         /// `keyedAs.host` as bytes, when the router has them: the cache key is built from bytes.
         var keyedHost: [UInt8]?
+        /// An `ftp://` request with a login of its own (the URL's user or an `Authorization`): what it
+        /// reads may be that user's alone, so the cache neither answers nor stores it.
+        var carriesCredentials = false
     }
 
     enum Route {
@@ -83,12 +86,36 @@ struct RequestRouter {
         case .absolute:
             // A reverse proxy serves its one origin: an absolute URI names a Host, never a destination.
             if let reverse = reverseOrigin { return reverseRoute(to: reverse, request: request, target: target, path: path) }
+            if target.scheme == .ftp { return ftpRoute(request, target: target, path: path) }
             let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
             let route = OutboundHead.Route(scheme: target.scheme, originHost: target.host, originPort: target.port,
                                            absoluteForm: toParentInAbsoluteForm(target.scheme))
             return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin,
                                         checkAccess: true, accessHost: target.host, keyedHost: target.host))
         }
+    }
+
+    /// `ftp://` goes to the session's FTP gateway, or to the parent proxy, in absolute form with
+    /// its credentials (both read them from the URL). Reading only: no uploads, no deletes.
+    private func ftpRoute(_ request: RequestHead, target: RequestTarget, path: Range<Int>) -> Route {
+        guard request.method == .get || request.method == .head else {
+            return .respond(405, "ftp:// URLs are only read through this proxy (GET or HEAD)", extraField: "Allow: GET, HEAD")
+        }
+        let origin = OriginKey(scheme: .ftp, host: target.hostString, port: target.port)
+        var route = OutboundHead.Route(scheme: .ftp, originHost: target.host, originPort: target.port, absoluteForm: true)
+        if let userinfo = target.userinfo { route.userinfo = request.headers.withBytes(request.target) { Array($0[userinfo]) } }
+        let credentials = route.userinfo.map { !Self.namesAnonymous($0) } ?? false
+            || request.headers.firstIndex(of: "authorization") != nil
+        return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin, checkAccess: true,
+                                    accessHost: target.host, keyedHost: target.host, carriesCredentials: credentials))
+    }
+
+    /// `anonymous` or `ftp`, with or without a password (RFC 1635): the public login, whose answers
+    /// are the same for everyone and may be cached.
+    private static func namesAnonymous(_ userinfo: [UInt8]) -> Bool {
+        let user = userinfo.split(separator: asciiColon, maxSplits: 1, omittingEmptySubsequences: false).first ?? []
+        let lowered = user.map(asciiLower)
+        return lowered.isEmpty || lowered.elementsEqual("anonymous".utf8) || lowered.elementsEqual("ftp".utf8)
     }
 
     /// http:// requests go to a parent proxy in absolute form; https ones go in origin form,
@@ -131,7 +158,7 @@ struct RequestRouter {
         var keyedAs = reverse
         if reverseHost == .client, let named {
             // Key and forward the same spelling: the default port elided in both (`site:80` is `site`).
-            let port = named.port ?? (reverse.scheme == .https ? 443 : 80)
+            let port = named.port ?? reverse.scheme.defaultPort
             route.host = authorityBytes(host: named.host, port: port, scheme: reverse.scheme)
             keyedAs = OriginKey(scheme: reverse.scheme, host: String(decoding: named.host, as: UTF8.self), port: port)
         }

@@ -1,0 +1,133 @@
+import EventLoop
+import FTPWire
+
+/// Who hears an FTP control connection's replies: the exchange using it, or nobody while it idles.
+protocol FTPControlListener: AnyObject {
+    func control(_ control: FTPControlConnection, replied reply: FTPReply)
+    /// The connection broke (closed by the server, a socket error or timeout, a reply over its
+    /// bounds): nothing more comes on it.
+    func controlFailed(_ control: FTPControlConnection, reason: String)
+}
+
+/// An FTP server's control connection: command lines out, replies in (parsed within bounds, so an
+/// endless reply ends the connection rather than growing it). Logged in as one user; returned
+/// to the gateway between requests to be reused by the next request of that login.
+final class FTPControlConnection: StreamDelegate {
+    let login: FTPLoginKey
+    private let stream: Stream
+    private var replies = FTPReplyParser()
+    weak var listener: (any FTPControlListener)?
+    /// Greeted and logged in, with binary transfers set: the next request skips all of that.
+    var isLoggedIn = false
+    private(set) var isClosed = false
+    private var idleTimer: Timer?
+    /// The gateway, told when an idle connection goes.
+    var onIdleClose: ((FTPControlConnection) -> Void)?
+
+    init(stream: Stream, login: FTPLoginKey) {
+        self.stream = stream
+        self.login = login
+    }
+
+    /// The server's address: the data connections of this session go there and nowhere else
+    /// (a passive reply's host is never used: the FTP bounce).
+    var serverAddress: SocketAddress? { SocketAddress.peer(of: stream.fileDescriptor) }
+
+    func start(readTimeout: Double) {
+        stream.delegate = self
+        stream.setTimeouts(read: readTimeout, write: readTimeout)
+        stream.enableReading()
+    }
+
+    func send(_ line: [UInt8]) {
+        guard !isClosed else { return }
+        stream.output.append(line)
+    }
+
+    // MARK: Idle, between requests
+
+    /// Kept for the login's next request; closed after `timeout` unused, or when the server
+    /// closes it or says anything meanwhile (a `421` before it goes).
+    func enterIdle(timeout: Double, loop: EventLoop) {
+        listener = nil
+        stream.setTimeouts(read: nil, write: nil)
+        let t = idleTimer ?? Timer(loop: loop) { [weak self] in self?.closeIdle() }
+        idleTimer = t
+        t.schedule(after: timeout)
+    }
+
+    func leaveIdle(readTimeout: Double, listener: any FTPControlListener) {
+        idleTimer?.cancel()
+        self.listener = listener
+        stream.setTimeouts(read: readTimeout, write: readTimeout)
+    }
+
+    private func closeIdle() {
+        guard !isClosed else { return }
+        send(FTPCommand.quit)
+        close()
+        onIdleClose?(self)
+    }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        idleTimer?.cancel()
+        idleTimer = nil
+        listener = nil
+        stream.delegate = nil
+        stream.close()
+    }
+
+    // MARK: StreamDelegate
+
+    func streamReadable(_ stream: Stream) {
+        let input = stream.input
+        while input.count > 0, !isClosed {
+            var parsed: [FTPReply] = []
+            let failure = input.withFirstSegment { bytes -> FTPWireError? in
+                do throws(FTPWireError) { parsed = try replies.feed(bytes) } catch { return error }
+                return nil
+            }
+            input.drain(input.withFirstSegment { $0.count })
+            if let failure { return fail("the server's reply broke the rules (\(failure))") }
+            for reply in parsed {
+                guard !isClosed else { return }
+                guard let listener else {
+                    // Nobody asked: an idle connection the server speaks on is not trusted again.
+                    closeIdle()
+                    return
+                }
+                listener.control(self, replied: reply)
+            }
+        }
+    }
+
+    func streamDrained(_ stream: Stream) {}
+
+    func stream(_ stream: Stream, event: StreamEvent) {
+        switch event {
+        case .connected: return
+        case .endOfStream: fail("the server closed the control connection")
+        case .error(let e): fail("control connection error \(e)")
+        case .timeout: fail("the server did not answer in time")
+        }
+    }
+
+    private func fail(_ reason: String) {
+        let listener = self.listener
+        let wasIdle = listener == nil
+        close()
+        if wasIdle { onIdleClose?(self) }
+        listener?.controlFailed(self, reason: reason)
+    }
+}
+
+/// What a control connection is logged in as: host, port and credentials. Only a connection of
+/// the same login is reused for a request.
+struct FTPLoginKey: Hashable {
+    var host: String
+    var port: Int
+    var user: [UInt8]
+    var password: [UInt8]
+}
