@@ -77,6 +77,9 @@ public struct FTPSession: Sendable {
     private var finalReplySeen = false
     private var dataEnded = false
     private var listing: FTPListingParser?
+    /// 1yz replies heard since the last command.
+    private var preliminaries = 0
+    static let maxPreliminaries = 4
 
     /// A session for one request, before `connected`.
     public init(request: FTPRequest, controlIPv4: UInt32? = nil, listingLimits: FTPListingLimits = FTPListingLimits()) {
@@ -130,7 +133,12 @@ public struct FTPSession: Sendable {
 
     private mutating func handle(_ reply: FTPReply) -> [FTPAction] {
         if reply.code == 421 { return abort(reply) }
-        if reply.isPreliminary, !isTransferStart(reply) { return [] }
+        if reply.isPreliminary, !isTransferStart(reply) {
+            // RFC 959 allows a 1yz before a command's final reply; a server that sends them without
+            // end would keep the exchange (and a core) busy until its timeout.
+            preliminaries += 1
+            return preliminaries > Self.maxPreliminaries ? abort(reply) : []
+        }
         let code = reply.code
         switch stage {
         case .greeting:
@@ -408,6 +416,7 @@ public struct FTPSession: Sendable {
             return [.answer(errorAnswer(.badRequest, text: "The request cannot be sent to an FTP server.")), .close]
         }
         stage = next
+        preliminaries = 0
         return [.send(command)]
     }
 

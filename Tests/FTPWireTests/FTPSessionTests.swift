@@ -290,6 +290,16 @@ struct FTPSessionTests {
                 S.event(.dataEnded, []),
                 S.reply(426, "Failure writing network stream.", ["close"]),
             ]),
+        SessionScript(name: "a few 1yz before a final reply are waited through", request: S.head(file), steps:
+            S.anonymousLogin(then: "send SIZE pub/file.txt") + [
+                S.reply(150, "wait", []), S.reply(120, "wait", []), S.reply(150, "wait", []), S.reply(110, "wait", []),
+                S.reply(213, "5", ["send MDTM pub/file.txt"]),
+            ]),
+        SessionScript(name: "1yz replies without end are a 502", request: S.head(file), steps:
+            S.anonymousLogin(then: "send SIZE pub/file.txt") + [
+                S.reply(150, "x", []), S.reply(150, "x", []), S.reply(150, "x", []), S.reply(150, "x", []),
+                S.reply(150, "x", [#"answer 502 {} none"#, "close"]),
+            ]),
         SessionScript(name: "421 as the greeting", request: S.get(file), steps: [
             S.event(.connected, []),
             S.reply(421, "Too many users.", [#"answer 502 {} "421 Too many users.\n""#, "close"]),

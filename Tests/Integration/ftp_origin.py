@@ -67,6 +67,7 @@ def main():
     LoggingHandler.authorizer = authorizer
     LoggingHandler.banner = "larder test ftp origin ready"
     LoggingHandler.permit_foreign_addresses = False
+    LoggingHandler.auth_failed_timeout = 0  # a wrong password is answered at once, not after 3 s
     if args.masquerade:
         LoggingHandler.masquerade_address = args.masquerade
     server = FTPServer(("127.0.0.1", 0), LoggingHandler)

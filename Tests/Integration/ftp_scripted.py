@@ -12,6 +12,9 @@ Behaviours (keyword arguments):
 * ``retr``: ``"silent"`` never answers RETR; ``"stall"`` sends half of the file, then nothing,
   with the data connection left open;
 * ``listing``: ``"endless"`` sends listing lines on the data connection until the client goes;
+* ``retr="slow"``: the file in 8 KiB pieces ``slow_interval`` seconds apart;
+* ``flood_size``: SIZE is answered with ``150`` replies without end;
+* ``epsv_port``: the port EPSV names, whatever it listens on (another service of the host);
 * ``close_on_reuse``: a session's second SIZE closes the connection unanswered, as a server that
   timed the idle connection out just as it was reused.
 """
@@ -25,7 +28,8 @@ LOCALHOST = "127.0.0.1"
 
 class ScriptedFTPServer:
     def __init__(self, files=None, pasv_host=LOCALHOST, no_epsv=False, greeting="normal", retr="normal",
-                 listing="normal", mdtm="20240102030405", close_on_reuse=False):
+                 listing="normal", mdtm="20240102030405", close_on_reuse=False, slow_interval=0.25,
+                 flood_size=False, epsv_port=None):
         self.files = dict(files or {})
         self.pasv_host = pasv_host
         self.no_epsv = no_epsv
@@ -34,10 +38,14 @@ class ScriptedFTPServer:
         self.listing = listing
         self.mdtm = mdtm
         self.close_on_reuse = close_on_reuse
+        self.slow_interval = slow_interval
+        self.flood_size = flood_size
+        self.epsv_port = epsv_port
         self.lines = []
         self.data_connections = []
         self.trap_connections = []
-        self.lock = threading.Lock()
+        self.connections = []  # control connections, ended by close()
+        self.lock = threading.RLock()  # wait_for holds it while its predicate reads commands()
         self.cond = threading.Condition(self.lock)
         self.stopping = threading.Event()
         self.sock = socket.socket()
@@ -70,10 +78,15 @@ class ScriptedFTPServer:
 
     def close(self):
         self.stopping.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        for s in [self.sock] + self.connections:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                s.close()
+            except OSError:
+                pass
 
     def __enter__(self):
         return self
@@ -89,6 +102,8 @@ class ScriptedFTPServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            with self.lock:
+                self.connections.append(conn)
             t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             t.start()
 
@@ -135,6 +150,9 @@ class ScriptedFTPServer:
             session["sizes"] += 1
             if self.close_on_reuse and session["sizes"] == 2:
                 return False
+            if self.flood_size:
+                while not self.stopping.is_set():
+                    conn.sendall(b"150 wait\r\n" * 64)
             body = self._file(arg)
             reply(f"213 {len(body)}" if body is not None else "550 no such file")
         elif verb == "MDTM":
@@ -148,7 +166,7 @@ class ScriptedFTPServer:
                 reply("502 not implemented")
             else:
                 port = self._listen(session)
-                reply(f"229 Entering Extended Passive Mode (|||{port}|)")
+                reply(f"229 Entering Extended Passive Mode (|||{self.epsv_port or port}|)")
         elif verb == "PASV":
             port = self._listen(session)
             h = self.pasv_host.replace(".", ",")
@@ -167,6 +185,16 @@ class ScriptedFTPServer:
                 data = self._data(session)
                 if data is None:
                     reply("425 no data connection")
+                    return True
+                if self.retr == "slow":
+                    rest = body[session["rest"]:]
+                    for i in range(0, len(rest), 8192):
+                        data.sendall(rest[i:i + 8192])
+                        if self.stopping.wait(self.slow_interval):
+                            break
+                    data.close()
+                    reply("226 done")
+                    session["rest"] = 0
                     return True
                 if self.retr == "stall":
                     data.sendall(body[: len(body) // 2])

@@ -104,6 +104,24 @@ def test_wget_fetches_a_file_through_ftp_proxy(larder, ftp_origin, tmp_path):
     assert out.read_bytes() == b"hello from ftp\n"
 
 
+def test_curl_and_wget_fetch_a_directory_and_a_range(larder, ftp_origin, tmp_path):
+    server = ftp_origin()
+    proxy = f"http://127.0.0.1:{larder.port}"
+    listing = curl("-x", proxy, server.url("/pub/"))
+    assert listing.returncode == 0 and b'a.txt</a>' in listing.stdout, listing.stdout[:300]
+    part = curl("-x", proxy, "-r", "6-9", server.url("/pub/a.txt"))
+    assert part.returncode == 0 and part.stdout == b"from", part.stdout
+    env = dict(child_env(), ftp_proxy=f"{proxy}/")
+    page = tmp_path / "index.html"
+    r = subprocess.run(["wget", "-q", "-O", str(page), server.url("/pub/")], env=env, timeout=60,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and b"a.txt</a>" in page.read_bytes(), r.stderr
+    tail = tmp_path / "tail.txt"
+    r = subprocess.run(["wget", "-q", "--start-pos=6", "-O", str(tail), server.url("/pub/a.txt")], env=env,
+                       timeout=60, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and tail.read_bytes() == b"from ftp\n", (r.stderr, tail.read_bytes())
+
+
 def test_a_large_file_is_whole_and_a_head_costs_no_transfer(larder, ftp_origin, ftp_root):
     server = ftp_origin()
     url = server.url("/pub/data.bin")
@@ -258,11 +276,34 @@ def test_a_login_from_the_url_or_authorization_works_and_is_neither_cached_nor_l
     basic = base64.b64encode(b"alice:s3cret").decode()
     r = get(larder, server.url("/pub/a.txt"), headers=[("Authorization", f"Basic {basic}")])
     assert r.status == 200
-    users = [a for _, c, a in server.commands() if c == "USER"]
-    assert users.count("alice") == 3
+    # Each one fetched (a kept control connection may carry more than one).
+    assert {a for _, c, a in server.commands() if c == "USER"} == {"alice"}
+    assert [c for _, c, _ in server.commands()].count("RETR") == 3
     lines = read_lines(log, 3)
     assert all("s3cret" not in line for line in lines), lines
     assert any(f"ftp://127.0.0.1:{server.port}/pub/a.txt" in line for line in lines), lines
+
+
+def test_the_ftp_user_with_a_password_is_a_login_of_its_own_never_cached(larder_factory, ftp_origin):
+    # "ftp" is a real account on many servers: with a password, its files are not the public ones.
+    larder = larder_factory()
+    server = ftp_origin("--user", "ftp:s3cret")
+    r = get(larder, server.url("/pub/a.txt", userinfo="ftp:s3cret"))
+    assert r.status == 200 and "detail=ftp-login" in cache_status(r), cache_status(r)
+    anonymous = get(larder, server.url("/pub/a.txt"))
+    assert "hit" not in cache_status(anonymous)
+    assert [c for _, c, _ in server.commands()].count("RETR") == 2
+
+
+def test_a_range_with_if_range_is_answered_whole(larder_factory, ftp_origin):
+    # The gateway has no validator to compare If-Range with: a resumed download gets the whole
+    # file (200) rather than bytes of another version spliced onto its copy.
+    larder = larder_factory(config={"cache": {"range_misses": "pieces"}})
+    server = ftp_origin()
+    r = get(larder, server.url("/pub/a.txt"),
+            headers=[("Range", "bytes=6-"), ("If-Range", "Mon, 01 Jan 2001 00:00:00 GMT")])
+    assert r.status == 200 and r.body == b"hello from ftp\n"
+    assert "REST" not in commands(server)
 
 
 def test_a_wrong_password_is_401_with_a_basic_challenge(larder, ftp_origin):
@@ -348,11 +389,48 @@ def test_a_transfer_that_stops_is_cut_and_not_stored(larder_factory):
         assert again.status == 200 and "hit" not in cache_status(again), cache_status(again)
 
 
+def test_a_transfer_longer_than_the_request_timeout_is_whole_while_data_keeps_coming(larder_factory):
+    # The control connection is silent for as long as the transfer lasts: only silence on the
+    # data connection is timed.
+    larder = larder_factory(config={"session": {"timeout_interval_for_request": "2s"}})
+    body = bytes(range(256)) * 384  # 96 KiB: 12 pieces a quarter of a second apart, 3 s in all
+    with ScriptedFTPServer(files={"/slow": body}, retr="slow", slow_interval=0.25) as s:
+        r = get(larder, s.url("/slow"))
+        assert r.status == 200 and r.body == body, (r.status, len(r.body))
+
+
+def test_endless_preliminary_replies_are_a_502_at_once(larder):
+    with ScriptedFTPServer(files={"/f": b"x"}, flood_size=True) as s:
+        r = get(larder, s.url("/f"))
+        assert r.status == 502, (r.status, r.body)
+
+
+def test_a_passive_port_of_the_proxy_itself_or_below_1024_is_not_connected_to(larder_factory):
+    larder = larder_factory(config=ADMIN)
+    for port in (larder.port, 22):
+        with ScriptedFTPServer(files={"/f": b"secret banner?"}, epsv_port=port) as s:
+            r = get(larder, s.url("/f"))
+            assert r.status == 502, (port, r.status, r.body)
+            assert s.data_connections == []
+
+
 def test_a_server_that_never_answers_retr_is_a_504(larder_factory):
     larder = larder_factory(config={"session": {"timeout_interval_for_request": "1s"}})
     with ScriptedFTPServer(files={"/f": b"x"}, retr="silent") as s:
         r = get(larder, s.url("/f"))
         assert r.status == 504
+
+
+def test_a_clients_share_of_requests_at_origins_counts_ftp_requests(larder_factory):
+    larder = larder_factory(config=dict(ADMIN, limits={"origin_fetches_per_client": 1}))
+    with ScriptedFTPServer(files={"/slow": b"x", "/other": b"y"}, retr="silent") as s:
+        netloc = f"127.0.0.1:{s.port}"
+        held = RawClient(larder.port, timeout=20)
+        held.sock.sendall(std_request("GET", s.url("/slow"), [("Host", netloc)]))
+        assert s.wait_for(lambda srv: "RETR" in srv.commands())  # the first is at the server
+        r = get(larder, s.url("/other"))
+        assert r.status == 429
+        held.close()
 
 
 def test_deny_destinations_applies_to_ftp_hosts(larder_factory, ftp_origin):

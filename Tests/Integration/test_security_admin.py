@@ -304,7 +304,7 @@ def test_odd_urls_to_inspect_get_a_clear_answer(larder_factory, origin, workdir)
     stored = origin.url("/res/odd")
     assert proxy_exchange(lr.port, "GET", stored).status == 200
     port = lr.admin_port
-    refused = ["", "not-a-url", "/res/odd", "*", "//example.com/x", "ftp://example.com/x", "http://user:pw@example.com/",
+    refused = ["", "not-a-url", "/res/odd", "*", "//example.com/x", "gopher://example.com/x", "http://user:pw@example.com/",
                "http://[::1/x", "http://example.com:99999/", "http://exa mple.com/", "http://example.com/\r\nX: y",
                "http://\x00/", "http://%ff%fe/", "http://\u00e9.example/", "http:///x", "https://:443/"]
     for url in refused:

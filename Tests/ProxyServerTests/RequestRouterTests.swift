@@ -84,7 +84,7 @@ import Testing
     }
 
     /// A login of its own keeps an ftp:// request away from the cache; the public one does not.
-    @Test(arguments: [("ftp://h/a", "", false), ("ftp://anonymous@h/a", "", false), ("ftp://FTP:me%40x@h/a", "", false),
+    @Test(arguments: [("ftp://h/a", "", false), ("ftp://anonymous@h/a", "", false), ("ftp://FTP:@h/a", "", false), ("ftp://ftp:s3cret@h/a", "", true), ("ftp://anonymous:me%40x@h/a", "", true),
                       ("ftp://@h/a", "", false), ("ftp://alice:pw@h/a", "", true), ("ftp://alice@h/a", "", true),
                       ("ftp://h/a", "\r\nAuthorization: Basic YTpi", true)])
     func ftpLogins(_ url: String, _ fields: String, _ credentials: Bool) {

@@ -110,11 +110,13 @@ struct RequestRouter {
                                     accessHost: target.host, keyedHost: target.host, carriesCredentials: credentials))
     }
 
-    /// `anonymous` or `ftp`, with or without a password (RFC 1635): the public login, whose answers
-    /// are the same for everyone and may be cached.
+    /// `anonymous` or `ftp` without a password (RFC 1635): the public login, whose answers are the
+    /// same for everyone and may be cached. With a password it may be a real account of that
+    /// name (`ftp` often is), whose files must not be served to everyone.
     private static func namesAnonymous(_ userinfo: [UInt8]) -> Bool {
-        let user = userinfo.split(separator: asciiColon, maxSplits: 1, omittingEmptySubsequences: false).first ?? []
-        let lowered = user.map(asciiLower)
+        let parts = userinfo.split(separator: asciiColon, maxSplits: 1, omittingEmptySubsequences: false)
+        if parts.count == 2, !parts[1].isEmpty { return false }
+        let lowered = (parts.first ?? []).map(asciiLower)
         return lowered.isEmpty || lowered.elementsEqual("anonymous".utf8) || lowered.elementsEqual("ftp".utf8)
     }
 

@@ -21,6 +21,7 @@ final class FTPControlConnection: StreamDelegate {
     var isLoggedIn = false
     private(set) var isClosed = false
     private var idleTimer: Timer?
+    private var replyTimeout: Double?
     /// The gateway, told when an idle connection goes.
     var onIdleClose: ((FTPControlConnection) -> Void)?
 
@@ -35,8 +36,23 @@ final class FTPControlConnection: StreamDelegate {
 
     func start(readTimeout: Double) {
         stream.delegate = self
+        replyTimeout = readTimeout
         stream.setTimeouts(read: readTimeout, write: readTimeout)
         stream.enableReading()
+    }
+
+    /// A transfer is under way: the server says nothing here until it ends, however long that
+    /// takes (the data connection's own silence is what is timed meanwhile).
+    func awaitTransfer() {
+        guard !isClosed else { return }
+        stream.setTimeouts(read: nil, write: replyTimeout)
+    }
+
+    /// The next reply is due within `timeout`.
+    func awaitReply(timeout: Double) {
+        guard !isClosed else { return }
+        replyTimeout = timeout
+        stream.setTimeouts(read: timeout, write: timeout)
     }
 
     func send(_ line: [UInt8]) {
@@ -59,12 +75,13 @@ final class FTPControlConnection: StreamDelegate {
     func leaveIdle(readTimeout: Double, listener: any FTPControlListener) {
         idleTimer?.cancel()
         self.listener = listener
-        stream.setTimeouts(read: readTimeout, write: readTimeout)
+        awaitReply(timeout: readTimeout)
     }
 
+    /// Closed without a `QUIT`: the socket's end says as much, and a server that keeps the
+    /// connection after a `QUIT` it never answers cannot hold the gateway.
     private func closeIdle() {
         guard !isClosed else { return }
-        send(FTPCommand.quit)
         close()
         onIdleClose?(self)
     }

@@ -87,9 +87,11 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
         guard let credentials = FTPCredentials.forRequest(url: url, authorization: authorization) else {
             return answerAlone(400, "the FTP credentials contain characters no FTP command may carry")
         }
-        let range = method == .get ? head.headers.firstIndex(of: "range").flatMap {
-            Self.singleRange(Self.value(head.headers, at: $0))
-        } : nil
+        // With If-Range the client splices the range onto a copy it has: the gateway has no
+        // validator to compare (RFC 9110 §13.1.5), so it sends the whole file (a 200) instead.
+        let range = method == .get && head.headers.firstIndex(of: "if-range") == nil
+            ? head.headers.firstIndex(of: "range").flatMap { Self.singleRange(Self.value(head.headers, at: $0)) }
+            : nil
         let login = FTPLoginKey(host: origin.host, port: origin.port, user: credentials.user, password: credentials.password)
         self.login = login
         var request = FTPRequest(method: method, url: url, credentials: credentials, range: range,
@@ -158,9 +160,9 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
     // MARK: - The session's actions
 
     private func handle(_ event: FTPEvent) {
-        guard var s = session, !ended else { return }
-        let actions = s.handle(event)
-        session = s
+        guard session != nil, !ended else { return }
+        // In place: a copy would copy the listing it holds on every piece of a listing.
+        let actions = session!.handle(event)
         for action in actions {
             guard !ended else { return }
             perform(action)
@@ -172,7 +174,10 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
         case .send(let line):
             control?.send(line)
         case .openData(let port):
-            guard let address = control?.serverAddress?.withPort(port) else { return handle(.dataFailed) }
+            // Only the control connection's server, and not at a port below 1024 (a service of
+            // that host's other than its FTP data), nor anywhere the session may not connect.
+            guard port >= 1024, let address = control?.serverAddress?.withPort(port),
+                  gateway.session.addressGate?(address) == nil else { return handle(.dataFailed) }
             var failure = ""
             data = FTPDataConnection.open(to: address, loop: gateway.session.loop,
                                           connectTimeout: configuration.connectTimeout,
@@ -186,9 +191,11 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
             data = nil
         case .streamData:
             dataMode = .body
+            control?.awaitTransfer()
             pump()
         case .collectListing:
             dataMode = .listing
+            control?.awaitTransfer()
             pump()
         case .answer(let answer):
             writeHead(answer)
@@ -285,7 +292,6 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
                 control.isLoggedIn = true  // the session says so: logged in, binary, in its login directory
                 gateway.keep(control)
             } else {
-                control.send(FTPCommand.quit)
                 control.close()
             }
         }
@@ -327,6 +333,7 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
                         // The whole Content-Length is relayed: whatever else the server sends is not the file's.
                         data.close()
                         self.data = nil
+                        control?.awaitReply(timeout: configuration.timeoutIntervalForRequest)
                         return handle(.dataEnded)
                     }
                 }
@@ -359,6 +366,7 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
             // The server closed before the size it announced: the body is cut.
             return abort()
         }
+        control?.awaitReply(timeout: configuration.timeoutIntervalForRequest)
         handle(.dataEnded)
     }
 

@@ -50,7 +50,6 @@ final class FTPGateway {
         let limit = session.configuration.maxIdleConnectionsPerHost
         guard !control.isClosed, control.isLoggedIn, idleCount < session.configuration.maxIdleConnections,
               idle[control.login, default: []].count < limit else {
-            control.send(FTPCommand.quit)
             control.close()
             return
         }
@@ -81,10 +80,7 @@ final class FTPGateway {
         let all = idle.values.flatMap { $0 }
         idle.removeAll()
         idleCount = 0
-        for control in all {
-            control.send(FTPCommand.quit)
-            control.close()
-        }
+        for control in all { control.close() }
     }
 
     var idleConnections: Int { idleCount }
