@@ -92,6 +92,18 @@ def test_curl_fetches_a_file_and_the_second_fetch_is_a_hit_the_server_never_sees
     assert len(server.commands()) == before, "a hit must not reach the FTP server"
 
 
+def test_statistics_and_the_dashboards_hosts_count_ftp_requests(larder_factory, ftp_origin):
+    larder = larder_factory(config=ADMIN)
+    server = ftp_origin()
+    for _ in range(3):
+        assert get(larder, server.url("/pub/a.txt")).status == 200
+    name = f"127.0.0.1:{server.port}"
+    s = wait_stats(larder, lambda st: any(h["host"] == name and h["requests"] == 3 for h in st["top_hosts"]))
+    top = {h["host"]: h for h in s["top_hosts"]}
+    assert top[name] == {"host": name, "requests": 3, "hits": 2, "misses": 1, "hit_ratio": 2 / 3}, top
+    assert s["cache_lookups"]["hit"] == 2 and s["cache_lookups"]["miss"] == 1
+
+
 def test_wget_fetches_a_file_through_ftp_proxy(larder, ftp_origin, tmp_path):
     if shutil.which("wget") is None:
         pytest.fail("wget is not installed (scripts/install-deps.sh test installs it)")
@@ -474,6 +486,23 @@ def test_through_a_parent_proxy_ftp_goes_in_absolute_form_and_the_parent_speaks_
     assert r.status == 200 and r.body == b"hello from ftp\n"
     assert "parent" in (r.header("Via") or "") and "child" in (r.header("Via") or "")
     assert [a for _, c, a in server.commands() if c == "USER"] == ["alice"]
+
+
+def test_offline_mode_serves_stored_ftp_files_and_reaches_no_server(larder_factory, ftp_origin, proxy_clock):
+    # cache.offline: a stored file is served fresh or stale, a miss is a 504, and the FTP server
+    # hears nothing.
+    from test_offline import set_offline
+    larder = larder_factory(config=ADMIN)
+    server = ftp_origin()
+    assert get(larder, server.url("/pub/a.txt")).status == 200
+    proxy_clock.advance(10 * 86400)  # stale by now
+    set_offline(larder, True)
+    before = len(server.commands())
+    stale = get(larder, server.url("/pub/a.txt"))
+    assert stale.status == 200 and stale.body == b"hello from ftp\n" and "stale" in cache_status(stale)
+    missing = get(larder, server.url("/pub/data.bin"))
+    assert missing.status == 504, (missing.status, missing.body)
+    assert len(server.commands()) == before
 
 
 def test_offline_mode_serves_a_stored_ftp_file(larder_factory, ftp_origin):

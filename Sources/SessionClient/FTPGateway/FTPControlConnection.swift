@@ -1,12 +1,23 @@
 import EventLoop
 import FTPWire
+import Glibc
 
 /// Who hears an FTP control connection's replies: the exchange using it, or nobody while it idles.
 protocol FTPControlListener: AnyObject {
     func control(_ control: FTPControlConnection, replied reply: FTPReply)
     /// The connection broke (closed by the server, a socket error or timeout, a reply over its
     /// bounds): nothing more comes on it.
-    func controlFailed(_ control: FTPControlConnection, reason: String)
+    func controlFailed(_ control: FTPControlConnection, failure: FTPLinkFailure)
+}
+
+/// Why a control or data connection ended early. Silence is the server's slowness (a `504`, as
+/// for an HTTP origin); anything else is a `502`.
+struct FTPLinkFailure: CustomStringConvertible {
+    var isSilence: Bool
+    var description: String
+
+    static func silence(_ what: String) -> FTPLinkFailure { FTPLinkFailure(isSilence: true, description: what) }
+    static func broken(_ what: String) -> FTPLinkFailure { FTPLinkFailure(isSilence: false, description: what) }
 }
 
 /// An FTP server's control connection: command lines out, replies in (parsed within bounds, so an
@@ -107,7 +118,7 @@ final class FTPControlConnection: StreamDelegate {
                 return nil
             }
             input.drain(input.withFirstSegment { $0.count })
-            if let failure { return fail("the server's reply broke the rules (\(failure))") }
+            if let failure { return fail(.broken("the server's reply broke the rules (\(failure))")) }
             for reply in parsed {
                 guard !isClosed else { return }
                 guard let listener else {
@@ -125,18 +136,18 @@ final class FTPControlConnection: StreamDelegate {
     func stream(_ stream: Stream, event: StreamEvent) {
         switch event {
         case .connected: return
-        case .endOfStream: fail("the server closed the control connection")
-        case .error(let e): fail("control connection error \(e)")
-        case .timeout: fail("the server did not answer in time")
+        case .endOfStream: fail(.broken("the server closed the control connection"))
+        case .error(let e): fail(.broken("control connection error: \(String(cString: strerror(e)))"))
+        case .timeout: fail(.silence("the server did not answer in time"))
         }
     }
 
-    private func fail(_ reason: String) {
+    private func fail(_ failure: FTPLinkFailure) {
         let listener = self.listener
         let wasIdle = listener == nil
         close()
         if wasIdle { onIdleClose?(self) }
-        listener?.controlFailed(self, reason: reason)
+        listener?.controlFailed(self, failure: failure)
     }
 }
 

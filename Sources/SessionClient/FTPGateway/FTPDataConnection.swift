@@ -8,7 +8,7 @@ protocol FTPDataListener: AnyObject {
     /// The server closed it: the transfer's bytes are all there (its end is the control
     /// connection's `226` to confirm).
     func dataEnded(_ data: FTPDataConnection)
-    func dataFailed(_ data: FTPDataConnection, reason: String)
+    func dataFailed(_ data: FTPDataConnection, failure: FTPLinkFailure)
 }
 
 /// One passive-mode data connection, opened to the control connection's server address at the
@@ -26,18 +26,17 @@ final class FTPDataConnection: StreamDelegate {
         self.listener = listener
     }
 
-    /// Connects to `address`; nil when the socket cannot even be made (the reason in `failure`).
+    /// Connects to `address`; nil when the socket cannot even be made.
     static func open(to address: SocketAddress, loop: EventLoop, connectTimeout: Double, readTimeout: Double,
-                     listener: any FTPDataListener, failure: inout String) -> FTPDataConnection? {
+                     listener: any FTPDataListener) -> FTPDataConnection? {
         switch Stream.connect(loop: loop, to: address) {
-        case .failure(let e):
-            failure = "cannot connect the data connection to \(address): \(e)"
+        case .failure:
             return nil
         case .success(let stream):
             let data = FTPDataConnection(stream: stream, listener: listener)
             stream.delegate = data
             stream.setTimeouts(read: readTimeout, write: readTimeout)
-            let timer = Timer(loop: loop) { [weak data] in data?.fail("the data connection did not open in time") }
+            let timer = Timer(loop: loop) { [weak data] in data?.fail(.silence("the data connection did not open in time")) }
             timer.schedule(after: connectTimeout)
             data.connectTimer = timer
             return data
@@ -73,16 +72,16 @@ final class FTPDataConnection: StreamDelegate {
             stream.disableReading()
             listener?.dataEnded(self)
         case .error(let e):
-            fail(connected ? "data connection error: \(String(cString: strerror(e)))"
-                           : "the data connection was refused: \(String(cString: strerror(e)))")
+            fail(.broken(connected ? "data connection error: \(String(cString: strerror(e)))"
+                                   : "the data connection was refused: \(String(cString: strerror(e)))"))
         case .timeout:
-            fail("the data connection was silent too long")
+            fail(.silence("the data connection was silent too long"))
         }
     }
 
-    private func fail(_ reason: String) {
+    private func fail(_ failure: FTPLinkFailure) {
         let listener = self.listener
         close()
-        listener?.dataFailed(self, reason: reason)
+        listener?.dataFailed(self, failure: failure)
     }
 }

@@ -55,20 +55,19 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
             return
         }
         var head = RequestHead()
-        let parsed: Int?
+        let complete: Bool
         do throws(HTTPWireError) {
-            parsed = try output.withContiguousPrefix(maxBytes: Self.requestLimits.maxHeadBytes) { bytes throws(HTTPWireError) in
-                try RequestParser.parse(bytes, into: &head, limits: Self.requestLimits)
+            complete = try output.withContiguousPrefix(maxBytes: Self.requestLimits.maxHeadBytes) { bytes throws(HTTPWireError) in
+                try RequestParser.parse(bytes, into: &head, limits: Self.requestLimits) != nil
             }
         } catch {
             return answerAlone(400, "the request to the FTP gateway is not valid HTTP (\(error))")
         }
-        guard let consumed = parsed else {
+        guard complete else {
             if output.count >= Self.requestLimits.maxHeadBytes { answerAlone(431, "request head too large") }
             return
         }
         output.drain(output.count)
-        _ = consumed
         requestRead = true
         start(head)
     }
@@ -113,7 +112,7 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
             self.connector = nil
             switch result {
             case .failure(let error):
-                self.answerAlone(error.status, "\(error)")
+                self.answerAlone(error.status, error.message)
             case .success(let socket):
                 guard !self.ended else { return socket.close() }
                 let c = FTPControlConnection(stream: socket, login: login)
@@ -178,11 +177,9 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
             // that host's other than its FTP data), nor anywhere the session may not connect.
             guard port >= 1024, let address = control?.serverAddress?.withPort(port),
                   gateway.session.addressGate?(address) == nil else { return handle(.dataFailed) }
-            var failure = ""
             data = FTPDataConnection.open(to: address, loop: gateway.session.loop,
                                           connectTimeout: configuration.connectTimeout,
-                                          readTimeout: configuration.timeoutIntervalForRequest,
-                                          listener: self, failure: &failure)
+                                          readTimeout: configuration.timeoutIntervalForRequest, listener: self)
             dataMode = .held
             dataEndedEarly = false
             if data == nil { handle(.dataFailed) }
@@ -212,8 +209,11 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
         guard !answered else { return }
         answered = true
         var text = "HTTP/1.1 \(answer.status.code) \(answer.status.reason)\r\n"
-        for f in answer.fields {
-            if case .none = answer.body {} else if f.name.lowercased() == "content-length" { continue }
+        // A HEAD answer keeps the GET's length; any other body's framing is written below, from
+        // what is actually sent.
+        var isHeadAnswer = false
+        if case .none = answer.body { isHeadAnswer = true }
+        for f in answer.fields where isHeadAnswer || f.name.lowercased() != "content-length" {
             text += "\(f.name): \(f.value)\r\n"
         }
         switch answer.body {
@@ -370,14 +370,11 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
         handle(.dataEnded)
     }
 
-    func dataFailed(_ data: FTPDataConnection, reason: String) {
+    func dataFailed(_ data: FTPDataConnection, failure: FTPLinkFailure) {
         guard data === self.data else { return }
         self.data = nil
-        // Silence is the server's slowness, a 504 as for an HTTP origin; the session's answer to a
-        // failed data connection is a 502.
-        if !answered, reason.contains("in time") || reason.contains("silent") {
-            return answerAlone(504, "FTP server \(origin): \(reason)")
-        }
+        // The session's answer to a failed data connection is a 502; silence is a 504.
+        if !answered, failure.isSilence { return answerAlone(504, "FTP server \(origin): \(failure)") }
         handle(.dataFailed)
     }
 
@@ -389,7 +386,7 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
         handle(.reply(reply))
     }
 
-    func controlFailed(_ control: FTPControlConnection, reason: String) {
+    func controlFailed(_ control: FTPControlConnection, failure: FTPLinkFailure) {
         guard control === self.control else { return }
         self.control = nil
         if var retry = request, retry.isReusedConnection, repliesSeen == 0, !answered, !ended {
@@ -401,7 +398,7 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
             return connectFresh(retry)
         }
         if answered { return end(reusable: false, complete: false) }
-        answerAlone(reason.contains("in time") ? 504 : 502, "FTP server \(origin): \(reason)")
+        answerAlone(failure.isSilence ? 504 : 502, "FTP server \(origin): \(failure)")
     }
 
     // MARK: - MemoryStreamPeer
