@@ -167,6 +167,9 @@ public struct FTPSession: Sendable {
             case 450, 500, 501, 502, 504, 550: modified = nil
             default: return abort(reply)
             }
+            if let since = request.ifModifiedSince, let modified, modified <= since {
+                return finish([.answer(notModifiedAnswer(modified))], reusable: true)
+            }
             return request.method == .head ? finish([.answer(fileAnswer(status: .ok))], reusable: true) : startPassive()
         case .directoryCheck(let notFound):
             if code == 250 || code == 200 {
@@ -352,6 +355,12 @@ public struct FTPSession: Sendable {
         if let length { fields.append(FTPAnswer.Field("Content-Length", "\(length)")) }
         if let modified { fields.append(FTPAnswer.Field("Last-Modified", HTTPDateFormat.imfFixdate(modified))) }
         return FTPAnswer(status: chosen, fields: fields, body: request.method == .head ? .none : .stream(length: length))
+    }
+
+    /// RFC 9110 §15.4.5: no body, and the validator the stored response is checked against.
+    private func notModifiedAnswer(_ modified: Int64) -> FTPAnswer {
+        FTPAnswer(status: .notModified, fields: [FTPAnswer.Field("Last-Modified", HTTPDateFormat.imfFixdate(modified))],
+                  body: .none)
     }
 
     private func directoryHeadAnswer() -> FTPAnswer {

@@ -13,6 +13,7 @@ public struct HTTPStatus: Sendable, Equatable {
     public static let ok = HTTPStatus(200, "OK")
     public static let partialContent = HTTPStatus(206, "Partial Content")
     public static let movedPermanently = HTTPStatus(301, "Moved Permanently")
+    public static let notModified = HTTPStatus(304, "Not Modified")
     public static let badRequest = HTTPStatus(400, "Bad Request")
     public static let unauthorized = HTTPStatus(401, "Unauthorized")
     public static let notFound = HTTPStatus(404, "Not Found")

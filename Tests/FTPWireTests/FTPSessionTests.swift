@@ -290,6 +290,21 @@ struct FTPSessionTests {
                 S.event(.dataEnded, []),
                 S.reply(426, "Failure writing network stream.", ["close"]),
             ]),
+        SessionScript(name: "If-Modified-Since at the file's MDTM: 304, no transfer",
+                      request: S.get(file, ifModifiedSince: 1_577_880_000), steps:
+            S.anonymousLogin(then: "send SIZE pub/file.txt") + [
+                S.reply(213, "5", ["send MDTM pub/file.txt"]),
+                S.reply(213, "20200101120000", ["answer 304 {\(lastModified)} none", "done reusable"]),
+            ]),
+        SessionScript(name: "If-Modified-Since before the file's MDTM: the file",
+                      request: S.get(file, ifModifiedSince: 1_577_879_999), steps:
+            S.anonymousLogin(then: "send SIZE pub/file.txt") + sizeAndDate),
+        SessionScript(name: "If-Modified-Since without an MDTM: the file",
+                      request: S.get(file, ifModifiedSince: 1_577_880_000), steps:
+            S.anonymousLogin(then: "send SIZE pub/file.txt") + [
+                S.reply(213, "5", ["send MDTM pub/file.txt"]),
+                S.reply(502, "MDTM not implemented", ["send EPSV"]),
+            ]),
         SessionScript(name: "a few 1yz before a final reply are waited through", request: S.head(file), steps:
             S.anonymousLogin(then: "send SIZE pub/file.txt") + [
                 S.reply(150, "wait", []), S.reply(120, "wait", []), S.reply(150, "wait", []), S.reply(110, "wait", []),
@@ -445,6 +460,17 @@ struct FTPSessionTests {
 
 @Suite("FTPByteRange")
 struct FTPByteRangeTests {
+    @Test("IMF-fixdate read back as written, anything else refused", arguments: [
+        ("Wed, 01 Jan 2020 12:00:00 GMT", Int64?(1_577_880_000)), ("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777),
+        ("Sunday, 06-Nov-94 08:49:37 GMT", nil), ("Sun Nov  6 08:49:37 1994", nil), ("Wed, 01 Jan 2020 12:00:00 UTC", nil),
+        ("Wed, 32 Jan 2020 12:00:00 GMT", nil), ("Wed, 01 Foo 2020 12:00:00 GMT", nil), ("Wed, 01 Jan 2020 25:00:00 GMT", nil),
+        ("Wed, 01 Jan 2020 12:00:0x GMT", nil), ("", nil),
+    ])
+    func imfFixdate(_ text: String, _ seconds: Int64?) {
+        #expect(HTTPDateFormat.parseIMFFixdate(Array(text.utf8)) == seconds)
+        if let seconds { #expect(HTTPDateFormat.imfFixdate(seconds) == text) }
+    }
+
     @Test("valid and invalid ranges")
     func ranges() {
         #expect(FTPByteRange(start: 0) != nil)

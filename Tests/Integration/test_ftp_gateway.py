@@ -219,6 +219,24 @@ def test_a_changed_file_is_noticed_on_revalidation_and_an_unchanged_one_is_not_f
     assert cache_status(get(larder, url)).startswith("larder; hit")
 
 
+def test_a_conditional_get_revalidation_is_a_304_without_a_transfer(larder_factory, ftp_origin, ftp_root, proxy_clock):
+    # cache.revalidation: conditional-get sends the stored Last-Modified as If-Modified-Since: the
+    # gateway answers 304 after MDTM, and a changed file in full.
+    larder = larder_factory(config={"cache": {"revalidation": "conditional-get"}})
+    server = ftp_origin()
+    url = server.url("/pub/a.txt")
+    assert get(larder, url).body == b"hello from ftp\n"
+    proxy_clock.advance(4 * 86400)
+    before = len(server.commands())
+    same = get(larder, url)
+    assert same.body == b"hello from ftp\n" and "fwd-status=304" in cache_status(same), cache_status(same)
+    assert "RETR" not in [c for _, c, _ in server.commands()[before:]]
+    (ftp_root / "pub" / "a.txt").write_bytes(b"changed content\n")
+    proxy_clock.advance(4 * 86400)
+    changed = get(larder, url)
+    assert changed.body == b"changed content\n" and "fwd-status=200" in cache_status(changed), cache_status(changed)
+
+
 # -- directories ------------------------------------------------------------------------------
 
 

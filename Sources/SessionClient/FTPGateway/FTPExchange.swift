@@ -95,6 +95,10 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
         self.login = login
         var request = FTPRequest(method: method, url: url, credentials: credentials, range: range,
                                  now: gateway.session.clock.wallSeconds)
+        // RFC 9110 §13.2.2: If-None-Match, when present, is the condition (and no FTP file has a tag).
+        if head.headers.firstIndex(of: "if-none-match") == nil, let i = head.headers.firstIndex(of: "if-modified-since") {
+            request.ifModifiedSince = HTTPDateFormat.parseIMFFixdate(Self.value(head.headers, at: i))
+        }
         if let reused = gateway.takeIdle(login) {
             reused.leaveIdle(readTimeout: configuration.timeoutIntervalForRequest, listener: self)
             control = reused
