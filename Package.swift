@@ -54,9 +54,9 @@ let package = Package(
         .target(name: "Warming", dependencies: ["HTTPWire", "Locking", "EventLoop", "Statistics"], swiftSettings: strict),
         // Pure: registry mirrors' index documents (URL rewriting, minimum release age, apt Release files)
         // and request classification; no I/O, no clock.
-        .target(name: "Registries", dependencies: ["CachePolicy"], swiftSettings: strict),
+        .target(name: "Registries", dependencies: ["CachePolicy", "HTTPWire"], swiftSettings: strict),
         // Pure: FTP control replies, commands, URLs, listings and the gateway's session as a state machine; no I/O.
-        .target(name: "FTPWire", swiftSettings: strict),
+        .target(name: "FTPWire", dependencies: ["HTTPWire"], swiftSettings: strict),
         // Client connections, routing, forwarding, tunnels, the admin endpoint.
         .target(name: "ProxyServer",
                 dependencies: ["EventLoop", "HTTPWire", "SessionClient", "CachePolicy", "CacheStore", "LarderConfig", "CCrypt", "Registries", "HTTP2",
@@ -83,7 +83,7 @@ let package = Package(
         .testTarget(name: "StatisticsTests", dependencies: ["Statistics"], swiftSettings: strict),
         .testTarget(name: "WarmingTests", dependencies: ["Warming"], swiftSettings: strict),
         .testTarget(name: "RegistriesTests", dependencies: ["Registries"], swiftSettings: strict),
-        .testTarget(name: "FTPWireTests", dependencies: ["FTPWire"], swiftSettings: strict),
+        .testTarget(name: "FTPWireTests", dependencies: ["FTPWire", "HTTPWire"], swiftSettings: strict),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "CNghttp2"], swiftSettings: strict),
     ]
 )

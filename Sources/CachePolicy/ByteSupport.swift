@@ -8,19 +8,6 @@ let byteSlash: UInt8 = 0x2F
 @inline(__always)
 func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) &- 0x61 < 26 }
 
-/// Whether `p[start..<end]` equals the (lowercase) bytes `lowered`, ASCII case-insensitively.
-@inline(__always)
-func equalsLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ lowered: [UInt8]) -> Bool {
-    let count = end - start
-    guard count == lowered.count else { return false }
-    var i = 0
-    while i < count {
-        if asciiLower(p[start + i]) != lowered[i] { return false }
-        i += 1
-    }
-    return true
-}
-
 /// Byte-exact equality of two spans.
 @inline(__always)
 func equalBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {

@@ -1,3 +1,4 @@
+import HTTPWire
 /// The gateway's side of one FTP request as a state machine: it is told what happened
 /// (`FTPEvent`) and says what to do (`FTPAction`), and does no I/O, so every exchange can be
 /// played from a script. Timeouts are the caller's (answered 504).
@@ -353,13 +354,13 @@ public struct FTPSession: Sendable {
             fields.append(FTPAnswer.Field("Content-Range", "bytes \(plannedRange.start)-\(plannedRange.end)/\(size)"))
         }
         if let length { fields.append(FTPAnswer.Field("Content-Length", "\(length)")) }
-        if let modified { fields.append(FTPAnswer.Field("Last-Modified", HTTPDateFormat.imfFixdate(modified))) }
+        if let modified { fields.append(FTPAnswer.Field("Last-Modified", String(decoding: HTTPDate.format(modified), as: UTF8.self))) }
         return FTPAnswer(status: chosen, fields: fields, body: request.method == .head ? .none : .stream(length: length))
     }
 
     /// RFC 9110 §15.4.5: no body, and the validator the stored response is checked against.
     private func notModifiedAnswer(_ modified: Int64) -> FTPAnswer {
-        FTPAnswer(status: .notModified, fields: [FTPAnswer.Field("Last-Modified", HTTPDateFormat.imfFixdate(modified))],
+        FTPAnswer(status: .notModified, fields: [FTPAnswer.Field("Last-Modified", String(decoding: HTTPDate.format(modified), as: UTF8.self))],
                   body: .none)
     }
 

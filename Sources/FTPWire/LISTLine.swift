@@ -112,7 +112,7 @@ public enum LISTLine {
     /// 1...12 for an English month abbreviation, any case.
     private static func monthNumber(_ field: ArraySlice<UInt8>) -> Int? {
         guard field.count == 3 else { return nil }
-        for (index, name) in HTTPDateFormat.monthNames.enumerated() where equalsIgnoringCase(field, name) {
+        for (index, name) in CivilTime.monthNames.enumerated() where equalsIgnoringCase(field, name) {
             return index + 1
         }
         return nil

@@ -204,3 +204,16 @@ func equalsExactly(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ literal: St
         return true
     }
 }
+
+/// Whether `p[start..<end]` equals the (lowercase) bytes `lowered`, ASCII case-insensitively.
+@inline(__always)
+public func equalsLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ lowered: [UInt8]) -> Bool {
+    let count = end - start
+    guard count == lowered.count else { return false }
+    var i = 0
+    while i < count {
+        if asciiLower(p[start + i]) != lowered[i] { return false }
+        i += 1
+    }
+    return true
+}

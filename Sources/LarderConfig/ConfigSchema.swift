@@ -249,7 +249,7 @@ public enum ConfigSchema {
         ConfigField("session.idle_connection_timeout", \.session.idleConnectionTimeout, 60, .restart,
                     "idle pooled connections close after this", .positiveDuration),
         ConfigField("session.proxy", \.session.parentProxy, nil, .restart,
-                    "parent proxy, `http://host:port`: http:// requests in absolute form, https and CONNECT tunnelled",
+                    "parent proxy, `http://host:port`: http:// and ftp:// requests in absolute form, https and CONNECT tunnelled",
                     .optional(.parentProxy)),
         ConfigField("session.proxy_credentials_file", \.session.parentProxyCredentialsFile, nil, .restart,
                     "file with `user:password` for the parent proxy (`Proxy-Authorization: Basic`); none: no credentials",

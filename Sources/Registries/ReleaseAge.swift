@@ -1,4 +1,5 @@
 import CachePolicy
+import HTTPWire
 
 /// `min_release_age` at one instant: releases published after `cutoff` are too new to serve.
 ///

@@ -1,3 +1,5 @@
+import HTTPWire
+
 /// The date formats registries publish, read as whole seconds since the Unix epoch (fractions of a
 /// second dropped): registry documents' ISO 8601 times and apt's RFC 2822 dates.
 enum Timestamps {
@@ -70,31 +72,8 @@ enum Timestamps {
 
     // MARK: - Calendar
 
-    /// A UTC date and time as seconds since the epoch, every field range-checked (second 60, a
-    /// leap second, allowed).
     static func seconds(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Int64? {
-        guard (1...12).contains(month), day >= 1, day <= daysInMonth(month, year),
-              hour < 24, minute < 60, second <= 60 else { return nil }
-        return daysFromCivil(year, month, day) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
-    }
-
-    /// Days since 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's days_from_civil).
-    static func daysFromCivil(_ year: Int, _ month: Int, _ day: Int) -> Int64 {
-        let y = Int64(month <= 2 ? year - 1 : year)
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let m = Int64(month)
-        let dayOfYear = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + Int64(day) - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    private static func daysInMonth(_ month: Int, _ year: Int) -> Int {
-        switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
+        HTTPDate.seconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
     }
 
     /// `count` decimal digits at `start`, or nil.

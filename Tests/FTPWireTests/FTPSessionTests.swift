@@ -460,17 +460,6 @@ struct FTPSessionTests {
 
 @Suite("FTPByteRange")
 struct FTPByteRangeTests {
-    @Test("IMF-fixdate read back as written, anything else refused", arguments: [
-        ("Wed, 01 Jan 2020 12:00:00 GMT", Int64?(1_577_880_000)), ("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777),
-        ("Sunday, 06-Nov-94 08:49:37 GMT", nil), ("Sun Nov  6 08:49:37 1994", nil), ("Wed, 01 Jan 2020 12:00:00 UTC", nil),
-        ("Wed, 32 Jan 2020 12:00:00 GMT", nil), ("Wed, 01 Foo 2020 12:00:00 GMT", nil), ("Wed, 01 Jan 2020 25:00:00 GMT", nil),
-        ("Wed, 01 Jan 2020 12:00:0x GMT", nil), ("", nil),
-    ])
-    func imfFixdate(_ text: String, _ seconds: Int64?) {
-        #expect(HTTPDateFormat.parseIMFFixdate(Array(text.utf8)) == seconds)
-        if let seconds { #expect(HTTPDateFormat.imfFixdate(seconds) == text) }
-    }
-
     @Test("valid and invalid ranges")
     func ranges() {
         #expect(FTPByteRange(start: 0) != nil)

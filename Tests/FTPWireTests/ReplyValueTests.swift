@@ -1,5 +1,6 @@
 import Testing
 @testable import FTPWire
+import HTTPWire
 
 /// 192.0.2.10, the control connection's peer in these tests.
 let controlAddress: UInt32 = 0xC000_020A
@@ -131,7 +132,7 @@ struct ReplyValueTests {
         (999_999_999_999_999, "Fri, 31 Dec 9999 23:59:59 GMT"),  // clamped
     ] as [(Int64, String)])
     func httpDate(_ seconds: Int64, _ formatted: String) {
-        #expect(HTTPDateFormat.imfFixdate(seconds) == formatted)
+        #expect(String(decoding: HTTPDate.format(seconds), as: UTF8.self) == formatted)
     }
 }
 
@@ -139,10 +140,10 @@ struct ReplyValueTests {
 struct CivilTimeTests {
     @Test("days and dates round-trip from 1600 to 2400, weekdays in step")
     func roundTrip() {
-        var weekday = CivilTime.fields(CivilTime.daysFromCivil(1600, 1, 1) * 86_400).weekday
-        for days in CivilTime.daysFromCivil(1600, 1, 1)...CivilTime.daysFromCivil(2400, 12, 31) {
-            let date = CivilTime.civilFromDays(days)
-            #expect(CivilTime.daysFromCivil(date.year, date.month, date.day) == days)
+        var weekday = CivilTime.fields(HTTPDate.days(fromCivil: 1600, 1, 1) * 86_400).weekday
+        for days in HTTPDate.days(fromCivil: 1600, 1, 1)...HTTPDate.days(fromCivil: 2400, 12, 31) {
+            let date = HTTPDate.civil(fromDays: days)
+            #expect(HTTPDate.days(fromCivil: date.year, date.month, date.day) == days)
             let fields = CivilTime.fields(days * 86_400 + 3_723)
             #expect(fields.year == date.year && fields.month == date.month && fields.day == date.day)
             #expect(fields.hour == 1 && fields.minute == 2 && fields.second == 3)

@@ -1,3 +1,5 @@
+import HTTPWire
+
 /// Small text formats the admin endpoint reads and writes: RFC 3339 times and URL queries.
 enum RFC3339 {
     /// Seconds since the epoch for `2026-11-23T01:02:03Z`, `…T01:02:03.5+01:00` and the like.
@@ -16,7 +18,8 @@ enum RFC3339 {
               let day = digits(8, 2), b[10] == 0x54 || b[10] == 0x74 || b[10] == 0x20,
               let hour = digits(11, 2), b[13] == 0x3A, let minute = digits(14, 2), b[16] == 0x3A,
               let second = digits(17, 2),
-              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+              let local = HTTPDate.seconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+        else { return nil }
         var i = 19
         if i < b.count, b[i] == 0x2E {
             i += 1
@@ -36,7 +39,7 @@ enum RFC3339 {
             return nil
         }
         guard i == b.count else { return nil }
-        return Int64(daysFromCivil(year, month, day)) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offset)
+        return local - Int64(offset)
     }
 
     /// `2026-11-23T01:02:03Z` for seconds since the epoch.
@@ -48,26 +51,10 @@ enum RFC3339 {
         return "\(y)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs / 60 % 60)):\(two(secs % 60))Z"
     }
 
-    // Howard Hinnant's days-from-civil algorithms (proleptic Gregorian calendar).
-    static func daysFromCivil(_ year: Int, _ month: Int, _ day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
+    /// The date `days` after 1970-01-01 (HTTPWire's calendar).
     static func civilFromDays(_ days: Int) -> (Int, Int, Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+        let date = HTTPDate.civil(fromDays: Int64(days))
+        return (date.year, date.month, date.day)
     }
 }
 

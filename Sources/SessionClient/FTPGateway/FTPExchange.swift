@@ -97,7 +97,7 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
                                  now: gateway.session.clock.wallSeconds)
         // RFC 9110 §13.2.2: If-None-Match, when present, is the condition (and no FTP file has a tag).
         if head.headers.firstIndex(of: "if-none-match") == nil, let i = head.headers.firstIndex(of: "if-modified-since") {
-            request.ifModifiedSince = HTTPDateFormat.parseIMFFixdate(Self.value(head.headers, at: i))
+            request.ifModifiedSince = head.headers.withBytes(head.headers.fields[i].value) { HTTPDate.parse($0) }
         }
         if let reused = gateway.takeIdle(login) {
             reused.leaveIdle(readTimeout: configuration.timeoutIntervalForRequest, listener: self)

@@ -1,5 +1,3 @@
-import HTTPWire
-
 /// HTTP dates (RFC 9110 §5.6.7) as seconds since the Unix epoch: IMF-fixdate, and the obsolete
 /// RFC 850 and asctime forms on input.
 ///
@@ -55,7 +53,7 @@ public enum HTTPDate {
 
     // MARK: - Parsing
 
-    static let secondsPerDay: Int64 = 86_400
+    public static let secondsPerDay: Int64 = 86_400
     private static let minimumFormattable: Int64 = -62_167_219_200  // 0000-01-01T00:00:00Z
     private static let maximumFormattable: Int64 = 253_402_300_799  // 9999-12-31T23:59:59Z
 
@@ -111,11 +109,9 @@ public enum HTTPDate {
     /// Reads `HH:MM:SS` at `t` and combines it with the date, checking every range.
     private static func timestamp(year: Int, month: Int, day: Int, _ p: UnsafeRawBufferPointer, timeAt t: Int) -> Int64? {
         guard p[t + 2] == asciiColon, p[t + 5] == asciiColon,
-              let hour = digits(p, t, 2), let minute = digits(p, t + 3, 2), let second = digits(p, t + 6, 2),
-              hour < 24, minute < 60, second <= 60,
-              day >= 1, day <= daysInMonth(month, year) else { return nil }
-        let days = days(fromCivil: year, month, day)
-        return days * secondsPerDay + Int64(hour * 3600 + minute * 60 + second)
+              let hour = digits(p, t, 2), let minute = digits(p, t + 3, 2), let second = digits(p, t + 6, 2)
+        else { return nil }
+        return seconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
     }
 
     private static func digits(_ p: UnsafeRawBufferPointer, _ start: Int, _ count: Int) -> Int? {
@@ -162,15 +158,25 @@ public enum HTTPDate {
     }
 
     // MARK: - Civil calendar (proleptic Gregorian; H. Hinnant's days_from_civil / civil_from_days)
+    // The one copy of the calendar: HTTP dates here, and the other timestamps the proxy reads and
+    // writes (FTP's MDTM and listings, registry documents, the admin endpoint's RFC 3339).
 
-    static func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
+    /// A UTC date and time as seconds since the epoch, every field range-checked (second 60, a
+    /// leap second, allowed); nil for an impossible one.
+    public static func seconds(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Int64? {
+        guard (1...12).contains(month), day >= 1, day <= daysInMonth(month, year),
+              (0..<24).contains(hour), (0..<60).contains(minute), (0...60).contains(second) else { return nil }
+        return days(fromCivil: year, month, day) * secondsPerDay + Int64(hour * 3600 + minute * 60 + second)
+    }
+
+    public static func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
         let q = a / b
         return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q
     }
 
     private static func isLeapYear(_ y: Int) -> Bool { (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 }
 
-    private static func daysInMonth(_ month: Int, _ year: Int) -> Int {
+    public static func daysInMonth(_ month: Int, _ year: Int) -> Int {
         switch month {
         case 2: return isLeapYear(year) ? 29 : 28
         case 4, 6, 9, 11: return 30
@@ -178,7 +184,8 @@ public enum HTTPDate {
         }
     }
 
-    static func days(fromCivil year: Int, _ month: Int, _ day: Int) -> Int64 {
+    /// Days since 1970-01-01.
+    public static func days(fromCivil year: Int, _ month: Int, _ day: Int) -> Int64 {
         let y = Int64(month <= 2 ? year - 1 : year)
         let era = floorDivide(y, 400)
         let yearOfEra = y - era * 400
@@ -188,7 +195,8 @@ public enum HTTPDate {
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
+    /// The date `days` after 1970-01-01.
+    public static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
         let z = days + 719_468
         let era = floorDivide(z, 146_097)
         let dayOfEra = z - era * 146_097
