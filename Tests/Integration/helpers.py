@@ -633,6 +633,22 @@ class TestClock:
 # Origin process
 
 
+def started_line(proc, pattern, what):
+    """The match of ``pattern`` in the first line a server process prints on stdout (read with a
+    bounded wait); the process is killed and the test fails when it does not start."""
+    got = []
+    t = threading.Thread(target=lambda: got.append(proc.stdout.readline()), daemon=True)
+    t.start()
+    t.join(START_TIMEOUT)
+    line = got[0].decode() if got else ""
+    m = re.search(pattern, line)
+    if not m:
+        stop_process(proc, signal.SIGKILL, 5)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        raise AssertionError(f"{what} did not start: {line!r} {err}")
+    return m
+
+
 class OriginProcess:
     def __init__(self, workdir, name="origin"):
         self.log_path = Path(workdir) / f"{name}.jsonl"
@@ -645,18 +661,7 @@ class OriginProcess:
         self.logged_cond = threading.Condition()
         self.pid = self.proc.pid
         self.port = None
-        deadline = time.monotonic() + START_TIMEOUT
-        # Read the first stdout line with a bounded wait.
-        got = []
-        t = threading.Thread(target=lambda: got.append(self.proc.stdout.readline()), daemon=True)
-        t.start()
-        t.join(max(0.1, deadline - time.monotonic()))
-        line = got[0].decode() if got else ""
-        m = re.search(r"origin listening on 127\.0\.0\.1:(\d+) \(gates on 127\.0\.0\.1:(\d+)\)", line)
-        if not m:
-            stop_process(self.proc, signal.SIGKILL, 5)
-            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-            raise AssertionError(f"origin did not start: {line!r} {err}")
+        m = started_line(self.proc, r"origin listening on 127\.0\.0\.1:(\d+) \(gates on 127\.0\.0\.1:(\d+)\)", "origin")
         self.port = int(m.group(1))
         self.gates_port = int(m.group(2))
         self.base = f"http://127.0.0.1:{self.port}"
@@ -749,17 +754,7 @@ class FTPOriginProcess:
         self.pid = self.proc.pid
         self.logged = 0
         self.cond = threading.Condition()
-        got = []
-        t = threading.Thread(target=lambda: got.append(self.proc.stdout.readline()), daemon=True)
-        t.start()
-        t.join(START_TIMEOUT)
-        line = got[0].decode() if got else ""
-        m = re.search(r"ftp origin listening on 127\.0\.0\.1:(\d+)", line)
-        if not m:
-            stop_process(self.proc, signal.SIGKILL, 5)
-            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-            raise AssertionError(f"ftp origin did not start: {line!r} {err}")
-        self.port = int(m.group(1))
+        self.port = int(started_line(self.proc, r"ftp origin listening on 127\.0\.0\.1:(\d+)", "ftp origin").group(1))
         threading.Thread(target=self._read_notes, daemon=True).start()
 
     def _read_notes(self):
