@@ -46,8 +46,11 @@ final class ClientConnection: StreamDelegate {
     /// No request read yet: the first bytes may be HTTP/2's connection preface.
     private var awaitingFirstRequest = true
     /// Queued answer bytes beyond which the producer waits (`http2.stream_output` for a stream).
-    /// How collapsed fetches on other threads reach this connection.
-    lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: self)
+    /// How collapsed fetches on other threads reach this connection: through a box it owns, so
+    /// that the handle's weak reference is to the box. A weak reference to the connection itself
+    /// would give it a side table, and every later retain and release of it the slow path.
+    lazy var participantHandle = ParticipantHandle(loop: worker.loop, target: participantBox)
+    private lazy var participantBox = ConnectionParticipant(self)
     /// The client's address in network order (4 or 16 bytes), for access rules and limits.
     let peerAddress: [UInt8]
     /// The client's address as the access log writes it; formatted only if a line is written.

@@ -121,7 +121,7 @@ final class CollapseFollower {
 }
 
 /// Collapsed fetches on other threads wake a connection through its participant handle.
-extension ClientConnection: CollapseParticipant {
+extension ClientConnection {
     func collapseProgress() {
         switch machine.state {
         case .exchanging(.following(let follower)): follower.progress()
@@ -129,4 +129,14 @@ extension ClientConnection: CollapseParticipant {
         default: break
         }
     }
+}
+
+/// A connection as a collapse participant: owned by the connection alone, gone with it (the
+/// handle's weak reference then reads nil), and holding it unowned, never weakly.
+final class ConnectionParticipant: CollapseParticipant {
+    private unowned let connection: ClientConnection
+
+    init(_ connection: ClientConnection) { self.connection = connection }
+
+    func collapseProgress() { connection.collapseProgress() }
 }
