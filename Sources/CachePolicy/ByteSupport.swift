@@ -126,20 +126,6 @@ extension HeaderBlock {
         }
     }
 
-    /// `body` with the value of the one field named `name`; nil when there is none or more than one
-    /// (a field whose meaning is a single value, repeated, is no value at all).
-    func withOnlyValue<R>(_ name: StaticString, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
-        storage.withUnsafeBytes { all -> R? in
-            var only: ByteRange?
-            for field in fields
-            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
-                if only != nil { return nil }
-                only = field.value
-            }
-            return only.map { body(UnsafeRawBufferPointer(rebasing: all[$0.start..<($0.start + $0.count)])) }
-        }
-    }
-
     /// Whether a field with that name is present.
     @inline(__always)
     func has(_ name: StaticString) -> Bool { firstIndex(of: name) != nil }

@@ -129,10 +129,17 @@ public final class Cache: Sendable {
     /// `parsedHead`: `head` parsed, kept with a memory-tier copy for the next revalidation.
     public func freshen(_ entry: StoredResponse, facts: EntryFacts, head: [UInt8], parsedHead: ResponseHead?,
                         now: Int64) {
-        let persist = memory.replaceHead(entry.key, freshening: entry.body, facts: facts, head: head,
-                                         parsedHead: parsedHead, now: now)
-        if entry.tier == .allowed, persist {
-            disk?.enqueue(.replaceHead(HeadReplacement(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head)))
+        let (held, persist) = memory.replaceHead(entry.key, freshening: entry.body, facts: facts, head: head,
+                                                 parsedHead: parsedHead, now: now)
+        guard entry.tier == .allowed, persist, let disk else { return }
+        disk.enqueue(.replaceHead(HeadReplacement(key: entry.key, bodyID: entry.record.bodyID, facts: facts, head: head)))
+        if !held {
+            // Only the disk will have the new head: until it is written, lookups would find the old
+            // one (and a lookup would promote it into the memory tier), so it counts as a pending
+            // commit, as a new entry does (`isCommitPending`).
+            let primary = entry.record.primaryKey
+            pendingCommits.add(primary)
+            disk.enqueue(.barrier({ [pendingCommits] in pendingCommits.remove(primary) }))
         }
     }
 
@@ -311,6 +318,9 @@ public final class CacheReader {
         let primaryKey = entry.record.primaryKey
         guard !cache.pendingCommits.contains(primaryKey),
               case .found(let current) = lookup(primaryKey: primaryKey, request: request) else { return false }
+        if case .memory(let now) = current.body, case .memory(let then) = entry.body, now.storeID != then.storeID {
+            return false  // memory-only entries share body id 0, and two may be stored in one second
+        }
         return current.record.storedAt == entry.record.storedAt && current.record.bodyID == entry.record.bodyID
             && current.facts.responseTime == entry.facts.responseTime && current.facts.requestTime == entry.facts.requestTime
     }

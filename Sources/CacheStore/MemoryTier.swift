@@ -204,10 +204,14 @@ final class MemoryTier: Sendable {
     /// `freshening`: the stored response the head belongs to. When another response was stored
     /// under the key since, it keeps its own head (the disk's copy is left to the writer, which
     /// checks the body too): an old head on a new body would announce the wrong length.
+    /// Whether the tier held the entry (lookups see the new head at once), and whether its disk
+    /// copy is due.
     func replaceHead(_ key: EntryKey, freshening body: StoredResponse.Body, facts: EntryFacts, head: [UInt8],
-                     parsedHead: ResponseHead?, now: Int64) -> Bool {
+                     parsedHead: ResponseHead?, now: Int64) -> (held: Bool, persist: Bool) {
         state.withLock { s in
-            guard let i = s.index[key], let old = s.nodes[i].object, old.isSameStore(as: body) else { return true }
+            guard let i = s.index[key], let old = s.nodes[i].object, old.isSameStore(as: body) else {
+                return (false, true)
+            }
             var r = old.record
             r.facts = facts
             r.head = head
@@ -217,7 +221,7 @@ final class MemoryTier: Sendable {
                                   persistedFacts: persist ? facts : old.persistedFacts, parsedHead: parsedHead)
             s.bytes += o.footprint - old.footprint
             s.nodes[i].object = o
-            return persist
+            return (true, persist)
         }
     }
 

@@ -33,7 +33,7 @@ public struct FTPRequest: Sendable {
     public var isReusedConnection: Bool
     /// The caller's clock, only to date LIST entries that show a time instead of a year.
     public var now: Int64?
-    /// `If-Modified-Since`, read (`HTTPDate.parse`): a file not modified since is
+    /// `If-Modified-Since`, read (`HTTPDate.parse`): a GET of a file not modified since is
     /// answered `304` after its MDTM, without a transfer (a cache revalidating with a conditional
     /// GET).
     public var ifModifiedSince: Int64?

@@ -168,7 +168,9 @@ public struct FTPSession: Sendable {
             case 450, 500, 501, 502, 504, 550: modified = nil
             default: return abort(reply)
             }
-            if let since = request.ifModifiedSince, let modified, modified <= since {
+            // GET only: a HEAD answered 200 shows SIZE too, and a revalidating cache compares it
+            // (a file replaced with its time kept, `cp -p`, is noticed by its length).
+            if request.method == .get, let since = request.ifModifiedSince, let modified, modified <= since {
                 return finish([.answer(notModifiedAnswer(modified))], reusable: true)
             }
             return request.method == .head ? finish([.answer(fileAnswer(status: .ok))], reusable: true) : startPassive()

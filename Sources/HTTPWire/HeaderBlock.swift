@@ -183,6 +183,20 @@ public struct HeaderBlock: Sendable {
         withBytes(fields[index].name) { String(decoding: $0, as: UTF8.self) }
     }
     /// Value of field `index` as a String (for logs and configuration code, not the hot path).
+    /// `body` with the value of the one field named `name`; nil when there is none or more than one
+    /// (a field whose meaning is a single value, repeated, is no value at all).
+    public func withOnlyValue<R>(_ name: StaticString, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+        storage.withUnsafeBytes { all -> R? in
+            var only: ByteRange?
+            for field in fields
+            where equalsIgnoringCase(all, field.name.start, field.name.start + field.name.count, name) {
+                if only != nil { return nil }
+                only = field.value
+            }
+            return only.map { body(UnsafeRawBufferPointer(rebasing: all[$0.start..<($0.start + $0.count)])) }
+        }
+    }
+
     public func valueString(at index: Int) -> String {
         withBytes(fields[index].value) { String(decoding: $0, as: UTF8.self) }
     }

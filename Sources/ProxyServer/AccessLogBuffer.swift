@@ -194,8 +194,8 @@ final class AccessLogBuffer {
             date = Array(RFC3339.format(t).utf8)
         case .combined:
             // 23/Nov/2026:01:02:03 +0000
-            let days = Int(t / 86_400)
-            let secs = Int(t % 86_400)
+            let days = Int(HTTPDate.floorDivide(t, 86_400))
+            let secs = Int(t - Int64(days) * 86_400)
             let (y, m, d) = RFC3339.civilFromDays(days)
             let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
             func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }

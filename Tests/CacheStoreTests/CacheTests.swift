@@ -97,6 +97,53 @@ import Locking
         #expect(!reader.stillFinds(fourth, request: HeaderBlock()), "removed")
     }
 
+    /// A disk-only entry's freshened head is on its way to the disk: until it is written, the entry
+    /// counts as a pending commit (requests wait for it, no lookup promotes the old head into the
+    /// memory tier) and a refresh claimed meanwhile sees it replaced.
+    @Test func aFreshenedHeadWaitingForTheDiskIsPending() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: 0)
+        defer { cache.close() }
+        let url = Array("http://a/big".utf8)
+        storeEntry(cache, url: "http://a/big", storedAt: 1_000)
+        cache.flush()
+        let reader = cache.makeReader()
+        guard case .found(let stale) = reader.lookup(primaryKey: url, request: HeaderBlock()) else { throw CancellationError() }
+        let gate = stallWriter(cache)
+        var newer = stale.facts
+        newer.responseTime += 60
+        cache.freshen(stale, facts: newer, head: stale.head, parsedHead: nil, now: 1_060)
+        #expect(cache.isCommitPending(primaryKey: url))
+        #expect(!reader.stillFinds(stale, request: HeaderBlock()))
+        gate.signal()
+        cache.flush()
+        #expect(!cache.isCommitPending(primaryKey: url))
+        guard case .found(let fresh) = reader.lookup(primaryKey: url, request: HeaderBlock()) else { throw CancellationError() }
+        #expect(fresh.facts.responseTime == newer.responseTime)
+    }
+
+    /// Memory-only entries all have body id 0: two stored in the same second are still told apart.
+    @Test func twoMemoryOnlyEntriesOfOneSecondAreNotTheSame() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: 1 << 20)
+        defer { cache.close() }
+        let url = Array("http://a/m".utf8)
+        func store() {
+            let w = cache.beginStore(primaryKey: url, secondaryKey: [], facts: facts(), head: [], tier: .allowedInMemoryOnly,
+                                     expectedLength: 3, now: 1_000)!
+            [UInt8]("abc".utf8).withUnsafeBytes { _ = w.append($0) }
+            #expect(w.finish(head: Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n".utf8), facts: facts()))
+        }
+        store()
+        let reader = cache.makeReader()
+        guard case .found(let first) = reader.lookup(primaryKey: url, request: HeaderBlock()) else { throw CancellationError() }
+        #expect(reader.stillFinds(first, request: HeaderBlock()))
+        store()
+        #expect(!reader.stillFinds(first, request: HeaderBlock()))
+    }
+
     @Test func aCompleteEntryWaitingForItsCommitIsReportedUntilCommitted() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }

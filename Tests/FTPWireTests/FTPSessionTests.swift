@@ -296,6 +296,13 @@ struct FTPSessionTests {
                 S.reply(213, "5", ["send MDTM pub/file.txt"]),
                 S.reply(213, "20200101120000", ["answer 304 {\(lastModified)} none", "done reusable"]),
             ]),
+        SessionScript(name: "HEAD with If-Modified-Since: a 200, whose length a revalidating cache compares",
+                      request: S.head(file, ifModifiedSince: 1_577_880_000), steps:
+            S.anonymousLogin(then: "send SIZE pub/file.txt") + [
+                S.reply(213, "5", ["send MDTM pub/file.txt"]),
+                S.reply(213, "20200101120000",
+                        ["answer 200 {Content-Type: text/plain, Content-Length: 5, \(lastModified)} none", "done reusable"]),
+            ]),
         SessionScript(name: "If-Modified-Since before the file's MDTM: the file",
                       request: S.get(file, ifModifiedSince: 1_577_879_999), steps:
             S.anonymousLogin(then: "send SIZE pub/file.txt") + sizeAndDate),

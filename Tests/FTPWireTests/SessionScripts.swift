@@ -97,7 +97,9 @@ enum Script {
         return request
     }
 
-    static func head(_ target: String, reused: Bool = false) -> FTPRequest {
-        FTPRequest(method: .head, url: url(target), credentials: .anonymous, isReusedConnection: reused)
+    static func head(_ target: String, reused: Bool = false, ifModifiedSince: Int64? = nil) -> FTPRequest {
+        var request = FTPRequest(method: .head, url: url(target), credentials: .anonymous, isReusedConnection: reused)
+        request.ifModifiedSince = ifModifiedSince
+        return request
     }
 }

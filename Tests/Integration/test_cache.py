@@ -389,7 +389,10 @@ def wait_for_fresh_hit(lr, url, body, timeout=5.0):
     return last[0]
 
 
-def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(larder, origin, workdir, proxy_clock):
+def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(larder_factory, origin, workdir,
+                                                                            proxy_clock):
+    from test_admin import ADMIN, wait_stats  # (test_admin imports this module)
+    larder = larder_factory(config=ADMIN)
     cc = ("Cache-Control", "max-age=1, stale-while-revalidate=30")
     script(workdir, "swr", headers=[cc, ("ETag", '"v1"')], body="v1 body", conditional=True)
     url = origin.url("/res/swr")
@@ -403,6 +406,8 @@ def test_stale_while_revalidate_serves_stale_and_refreshes_in_the_background(lar
     assert "detail=stale-while-revalidate" in cache_status(stale), cache_status(stale)
     # The refresh runs after the client has its answer: HEAD says changed, GET stores the new one.
     assert wait_for_methods(origin, "swr", ["GET", "HEAD", "GET"]) == ["GET", "HEAD", "GET"]
+    # Once the refresh is over (see test_revalidation_trips.py's no-validator twin for why).
+    assert wait_stats(larder, lambda s: s["detached_fetches_in_flight"] == 0)["detached_fetches_in_flight"] == 0
     fresh = wait_for_fresh_hit(larder, url, b"v2 body")
     assert fresh.body == b"v2 body" and cache_status(fresh).startswith("larder; hit"), cache_status(fresh)
     assert methods(origin, "swr") == ["GET", "HEAD", "GET"]

@@ -95,9 +95,11 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
         self.login = login
         var request = FTPRequest(method: method, url: url, credentials: credentials, range: range,
                                  now: gateway.session.clock.wallSeconds)
-        // RFC 9110 §13.2.2: If-None-Match, when present, is the condition (and no FTP file has a tag).
-        if head.headers.firstIndex(of: "if-none-match") == nil, let i = head.headers.firstIndex(of: "if-modified-since") {
-            request.ifModifiedSince = head.headers.withBytes(head.headers.fields[i].value) { HTTPDate.parse($0) }
+        // RFC 9110 §13.2.2: If-None-Match, when present, is the condition (and no FTP file has a
+        // tag); §13.1.3: a field given twice is not one date.
+        if head.headers.firstIndex(of: "if-none-match") == nil,
+           let value = head.headers.withOnlyValue("if-modified-since", { Array($0) }) {
+            request.ifModifiedSince = value.withUnsafeBytes { HTTPDate.parse($0, now: request.now ?? 0) }
         }
         if let reused = gateway.takeIdle(login) {
             reused.leaveIdle(readTimeout: configuration.timeoutIntervalForRequest, listener: self)
