@@ -12,8 +12,6 @@ final class FTPGateway {
     private var idle: [FTPLoginKey: [FTPControlConnection]] = [:]
     private var idleCount = 0
     private var exchanges: [ObjectIdentifier: FTPExchange] = [:]
-    /// Exchanges answered, for statistics and tests.
-    private(set) var exchangesStarted = 0
 
     init(session: Session) {
         self.session = session
@@ -25,7 +23,6 @@ final class FTPGateway {
         let stream = Stream.inMemory(loop: session.loop, peer: exchange)
         exchange.stream = stream
         exchanges[ObjectIdentifier(exchange)] = exchange
-        exchangesStarted += 1
         return stream
     }
 
@@ -82,6 +79,4 @@ final class FTPGateway {
         idleCount = 0
         for control in all { control.close() }
     }
-
-    var idleConnections: Int { idleCount }
 }
