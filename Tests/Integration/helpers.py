@@ -1125,9 +1125,16 @@ def curl(*args, timeout=60):
 # Small servers running as threads in the test process
 
 
-def free_port():
-    s = socket.socket()
-    s.bind((LOCALHOST, 0))
+def free_port(dual_stack=False):
+    """A port nothing listens on now (another process may still take it before it is used).
+    ``dual_stack``: free on every IPv4 and IPv6 address, for a wildcard listener."""
+    if dual_stack:
+        s = socket.socket(socket.AF_INET6)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.bind(("::", 0))
+    else:
+        s = socket.socket()
+        s.bind((LOCALHOST, 0))
     port = s.getsockname()[1]
     s.close()
     return port
