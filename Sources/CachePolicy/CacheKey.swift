@@ -8,7 +8,7 @@ public enum CacheKey {
     public static func primary(scheme: URIScheme, host: [UInt8], port: Int, pathAndQuery: UnsafeRawBufferPointer) -> [UInt8] {
         var end = 0
         while end < pathAndQuery.count, pathAndQuery[end] != 0x23 { end += 1 }  // stop at "#"
-        let prefix: StaticString = scheme == .https ? "https://" : scheme == .http ? "http://" : "ftp://"
+        let prefix = scheme.prefix
         let bracket = host.contains(asciiColon) && host.first != 0x5B
         let defaultPort = scheme.defaultPort
         let digits = port > 0 && port != defaultPort ? decimalDigits(port) : 0

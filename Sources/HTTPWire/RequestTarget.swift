@@ -31,6 +31,15 @@ public enum URIScheme: Sendable, Equatable {
         case .ftp: return "ftp"
         }
     }
+
+    /// `scheme://`, as an absolute URI begins.
+    public var prefix: StaticString {
+        switch self {
+        case .http: return "http://"
+        case .https: return "https://"
+        case .ftp: return "ftp://"
+        }
+    }
 }
 
 /// A request target taken apart. `host` is normalised once, here, and every decision (cache key,

@@ -47,7 +47,7 @@ struct OutboundHead {
         if let r = revalidation { w.append(r.method == .head ? "HEAD" : "GET") } else { headers.withBytes(head.methodRange) { w.append($0) } }
         w.append(" ")
         if route.absoluteForm {
-            w.append(route.scheme == .https ? "https://" : route.scheme == .http ? "http://" : "ftp://")
+            w.append(route.scheme.prefix)
             if let userinfo = route.userinfo {
                 w.append(userinfo)
                 w.append("@")

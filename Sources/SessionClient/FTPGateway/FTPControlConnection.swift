@@ -28,8 +28,6 @@ final class FTPControlConnection: StreamDelegate {
     private let stream: Stream
     private var replies = FTPReplyParser()
     weak var listener: (any FTPControlListener)?
-    /// Greeted and logged in, with binary transfers set: the next request skips all of that.
-    var isLoggedIn = false
     private(set) var isClosed = false
     private var idleTimer: Timer?
     private var replyTimeout: Double?

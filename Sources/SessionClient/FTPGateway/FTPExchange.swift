@@ -295,8 +295,7 @@ final class FTPExchange: MemoryStreamPeer, FTPControlListener, FTPDataListener {
         data = nil
         if let control {
             if reusable, complete {
-                control.isLoggedIn = true  // the session says so: logged in, binary, in its login directory
-                gateway.keep(control)
+                gateway.keep(control)  // the session says so: logged in, binary, in its login directory
             } else {
                 control.close()
             }

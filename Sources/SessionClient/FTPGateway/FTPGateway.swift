@@ -42,10 +42,11 @@ final class FTPGateway {
         return nil
     }
 
-    /// Kept for the next request of its login, within the session's idle limits; else closed.
+    /// Kept for the next request of its login (one its session left logged in, binary, in its login
+    /// directory), within the session's idle limits; else closed.
     func keep(_ control: FTPControlConnection) {
         let limit = session.configuration.maxIdleConnectionsPerHost
-        guard !control.isClosed, control.isLoggedIn, idleCount < session.configuration.maxIdleConnections,
+        guard !control.isClosed, idleCount < session.configuration.maxIdleConnections,
               idle[control.login, default: []].count < limit else {
             control.close()
             return
