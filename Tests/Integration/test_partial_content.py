@@ -7,14 +7,26 @@ records what it was asked."""
 import pytest
 
 from helpers import RawClient, _read_head as read_head, pattern, proxy_exchange, std_request
+from test_admin import stats, wait_stats
 from test_cache import cache_status, get, script, seen
 
 SIZE = 40_000
-PIECES = {"cache": {"range_misses": "pieces"}}
+# The admin endpoint tells when the disk writer has committed a piece.
+PIECES = {"cache": {"range_misses": "pieces"}, "admin_listen": "127.0.0.1:0"}
 
 
 def ranged(lr, url, spec, extra=()):
     return get(lr, url, headers=[("Range", f"bytes={spec}"), *extra])
+
+
+def stored_piece(lr, url, spec, extra=()):
+    """A ranged request whose 206 the cache stores, once the disk writer has committed it: with a
+    disk, a piece is found only there, and the writer commits after the client has its answer."""
+    before = stats(lr)["cache_entries"]["disk"]
+    r = ranged(lr, url, spec, extra)
+    s = wait_stats(lr, lambda s: s["cache_entries"]["disk"] > before, timeout=10.0)
+    assert s["cache_entries"]["disk"] > before, ("piece not stored", r.status, cache_status(r))
+    return r
 
 
 def asked(origin, name):
@@ -32,11 +44,17 @@ def pieces_larder(larder_factory):
     return larder_factory(config=PIECES)
 
 
+@pytest.fixture
+def fill_larder(larder_factory):
+    """The default `range_misses: fill`, with the admin endpoint."""
+    return larder_factory(config={"admin_listen": "127.0.0.1:0"})
+
+
 def test_a_piece_is_stored_and_ranges_inside_it_are_hits(pieces_larder, origin, workdir):
     ranges_script(workdir, "p")
     url = origin.url("/res/p")
     body = pattern(SIZE)
-    first = ranged(pieces_larder, url, "1000-2999")
+    first = stored_piece(pieces_larder, url, "1000-2999")
     assert first.status == 206 and first.body == body[1000:3000]
     assert first.header("Content-Range") == f"bytes 1000-2999/{SIZE}"
     assert "stored" in cache_status(first), cache_status(first)
@@ -58,7 +76,7 @@ def test_a_stored_prefix_is_completed_with_the_rest_and_becomes_a_whole_hit(piec
     ranges_script(workdir, "c")
     url = origin.url("/res/c")
     body = pattern(SIZE)
-    assert ranged(pieces_larder, url, "0-9999").body == body[:10000]
+    assert stored_piece(pieces_larder, url, "0-9999").body == body[:10000]
     whole = get(pieces_larder, url)
     assert whole.status == 200 and whole.body == body, (whole.status, cache_status(whole))
     assert whole.header("Content-Length") == str(SIZE) and whole.header("Content-Range") is None
@@ -74,7 +92,7 @@ def test_a_stored_prefix_is_completed_with_the_rest_and_becomes_a_whole_hit(piec
 def test_a_completion_of_a_changed_object_gets_the_whole_new_one(pieces_larder, origin, workdir):
     ranges_script(workdir, "chg")
     url = origin.url("/res/chg")
-    assert ranged(pieces_larder, url, "0-99").body == pattern(SIZE)[:100]
+    assert stored_piece(pieces_larder, url, "0-99").body == pattern(SIZE)[:100]
     # A new version: If-Range names the old one, so the origin sends the whole new object.
     ranges_script(workdir, "chg", etag='"v2"', size=SIZE + 1)
     whole = get(pieces_larder, url)
@@ -90,7 +108,7 @@ def test_the_rest_of_another_version_is_never_joined(pieces_larder, origin, work
     prefix it would make a body of two versions. The prefix is dropped and the whole asked for."""
     ranges_script(workdir, "mix")
     url = origin.url("/res/mix")
-    assert ranged(pieces_larder, url, "0-99").status == 206
+    assert stored_piece(pieces_larder, url, "0-99").status == 206
     script(workdir, "mix", headers=[("Cache-Control", "max-age=600"), ("ETag", '"v2"')], body="N" * SIZE,
            ranges=True, ignore_if_range=True)
     whole = get(pieces_larder, url)
@@ -120,7 +138,7 @@ def test_a_rest_that_is_not_joined_is_not_read_to_its_end(pieces_larder, origin,
     big = 32 << 20
     ranges_script(workdir, "slow", size=big)
     url = origin.url("/res/slow")
-    assert ranged(pieces_larder, url, "0-1023").status == 206
+    assert stored_piece(pieces_larder, url, "0-1023").status == 206
     ranges_script(workdir, "slow", etag='"v2"', size=big, ignore_if_range=True, rate=1 << 20)
     # Paced at 1 MiB/s the rest would take half a minute; the whole is asked for with Range dropped,
     # so the origin script answers it whole (at the same pace, but only its first bytes are needed).
@@ -137,7 +155,7 @@ def test_a_completion_answered_with_a_labelled_fragment_is_not_stored_as_the_who
     not relayed as the whole nor stored; the whole is asked for again."""
     ranges_script(workdir, "label")
     url = origin.url("/res/label")
-    assert ranged(pieces_larder, url, "0-99").status == 206
+    assert stored_piece(pieces_larder, url, "0-99").status == 206
     script(workdir, "label", headers=[("Cache-Control", "max-age=600"), ("ETag", '"v1"'),
                                       ("Content-Range", f"bytes 100-{SIZE - 1}/{SIZE}")], body="F" * (SIZE - 100))
     r = get(pieces_larder, url)
@@ -150,7 +168,7 @@ def test_the_client_gets_its_own_cookie_and_no_store_keeps_the_piece(pieces_lard
     script(workdir, "own", headers=[("Cache-Control", "max-age=600"), ("ETag", '"v1"'), ("Set-Cookie", "sid=abc")],
            body_bytes=SIZE, ranges=True)
     url = origin.url("/res/own")
-    assert ranged(pieces_larder, url, "0-99").status == 206
+    assert stored_piece(pieces_larder, url, "0-99").status == 206
     # A request that may not be stored still gets the joined whole, and the piece stays.
     whole = get(pieces_larder, url, headers=[("Cache-Control", "no-store")])
     assert whole.status == 200 and whole.body == pattern(SIZE) and "detail=completed" in cache_status(whole)
@@ -200,7 +218,7 @@ def test_a_whole_answer_to_a_range_is_stored_as_the_whole(pieces_larder, origin,
 def test_offline_or_only_if_cached_never_completes_a_prefix(pieces_larder, origin, workdir):
     ranges_script(workdir, "off")
     url = origin.url("/res/off")
-    ranged(pieces_larder, url, "0-99")
+    stored_piece(pieces_larder, url, "0-99")
     r = get(pieces_larder, url, headers=[("Cache-Control", "only-if-cached")])
     assert r.status == 504, r.status
     inside = ranged(pieces_larder, url, "10-19", extra=[("Cache-Control", "only-if-cached")])
@@ -256,15 +274,15 @@ def test_range_fill_stores_no_piece_an_origin_sends_unasked(larder, origin, work
     assert [h.get("range") for _, h in seen(origin, "unasked")] == [None, None]
 
 
-def test_a_resumed_download_stores_its_piece_with_range_fill(larder, origin, workdir):
+def test_a_resumed_download_stores_its_piece_with_range_fill(fill_larder, origin, workdir):
     """With the default `fill`, a range with `If-Range` (a resumed download) is asked as sent; its
     206 is stored, and a later range inside it is a hit."""
     ranges_script(workdir, "resume")
     url = origin.url("/res/resume")
-    first = ranged(larder, url, "30000-", extra=[("If-Range", '"v1"')])
+    first = stored_piece(fill_larder, url, "30000-", extra=[("If-Range", '"v1"')])
     assert first.status == 206 and first.body == pattern(SIZE)[30000:]
-    inside = ranged(larder, url, "35000-35999")
+    inside = ranged(fill_larder, url, "35000-35999")
     assert inside.body == pattern(SIZE)[35000:36000] and "hit" in cache_status(inside), cache_status(inside)
     assert asked(origin, "resume") == [("bytes=30000-", '"v1"')]
-    proxy_exchange(larder.port, "GET", url)  # not a prefix: fetched whole
+    proxy_exchange(fill_larder.port, "GET", url)  # not a prefix: fetched whole
     assert asked(origin, "resume")[-1] == (None, None)
