@@ -19,9 +19,10 @@ public enum Count: Int, CaseIterable, Sendable {
     case connectionsRefusedFull, connectionsRefusedPerClient
     case authChecksRefusedQueueFull, authChecksRefusedPerClient
     case clientTLSHandshakes, clientTLSHandshakeFailures, connectsIntercepted
-    /// HTTP/2 from clients: connections, streams (requests), and the connections ended for a
-    /// protocol error or abuse (floods, rapid reset).
-    case h2Connections, h2Streams, h2ConnectionErrors
+    /// HTTP/2 from clients: connections, streams (requests), the connections ended for a
+    /// protocol error or abuse (floods, rapid reset), and the streams answered by an exchange an
+    /// earlier stream of the connection left waiting (rather than one made for them).
+    case h2Connections, h2Streams, h2ConnectionErrors, h2ExchangesReused
     case offlineRefusals
     /// `proxy_protocol` listeners: connections from outside `proxy_protocol_from`, and ones whose
     /// header was missing, malformed or late.

@@ -175,10 +175,11 @@ public enum Metrics {
         one("tls_client_handshake_failures", .counter, "Client TLS handshakes that failed (logged with the reason).",
             .count(.clientTLSHandshakeFailures)),
         labelled("http2", .counter,
-                 "HTTP/2 from clients: connections, streams (each a request), and connections ended for a protocol "
-                 + "error or abuse (CONTINUATION, SETTINGS or PING floods, rapid reset).", "what", [
+                 "HTTP/2 from clients: connections, streams (each a request), connections ended for a protocol "
+                 + "error or abuse (CONTINUATION, SETTINGS or PING floods, rapid reset), and streams answered by an "
+                 + "exchange an earlier stream left waiting.", "what", [
             ("connections", .count(.h2Connections)), ("streams", .count(.h2Streams)),
-            ("connection_errors", .count(.h2ConnectionErrors)),
+            ("connection_errors", .count(.h2ConnectionErrors)), ("exchanges_reused", .count(.h2ExchangesReused)),
         ]),
         one("origin_http2_streams", .counter,
             "Requests sent to https origins as HTTP/2 streams (session.http2: auto, where the origin chose h2).",

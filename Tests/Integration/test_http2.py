@@ -184,6 +184,82 @@ def test_request_bodies_with_and_without_a_length_reach_the_origin(larder_factor
     assert eb["body_sha256"] == sha(body[:1000]) and eb["method"] == "PUT", eb
 
 
+def test_stream_after_stream_each_request_is_answered_as_its_own(larder_factory, origin, workdir):
+    """A body-less request's exchange answers later streams' requests (it is not made afresh for
+    each): whatever came before on it, each request is judged, answered and logged on its own —
+    credentials included — and a request with a body still ends its exchange."""
+    from test_access import basic, users_file
+    log = workdir / "access.json"
+    users = users_file(workdir, ("alice", "pw"))
+    lr = larder_factory(config=dict(ADMIN, auth={"users_file": str(users)}, access_log=str(log),
+                                    access_log_format="json"))
+    alice, wrong = basic("alice", "pw"), basic("alice", "nope")
+    host = origin.hostport
+
+    def one(c, method, path, headers=(), body=None):
+        r = c.wait(c.request(method, host, path, headers=[(k.lower(), v) for k, v in headers], body=body))
+        assert r.ended, r
+        return r
+
+    expected = []
+    with H2Client(lr.port) as c:
+        r = one(c, "GET", "/unique/1/1000", [alice])
+        assert r.status == 200 and bytes(r.body) == unique_body(1, 1000)
+        assert one(c, "GET", "/unique/1/1000").status == 407  # the verdict before is not this request's
+        assert one(c, "GET", "/unique/1/1000", [wrong]).status == 407
+        r = one(c, "HEAD", "/unique/2/5000", [alice])
+        assert r.status == 200 and r.header("content-length") == "5000" and not r.body
+        r = one(c, "GET", "/unique/2/5000", [alice])
+        assert r.status == 200 and bytes(r.body) == unique_body(2, 5000)
+        r = one(c, "POST", "/echo", [alice, ("Content-Length", "3")], body=b"abc")
+        assert r.status == 200 and json.loads(bytes(r.body))["body_sha256"] == sha(b"abc")
+        expected += [200, 407, 407, 200, 200, 200]
+        for i in range(30):
+            n = 3 + i % 3
+            r = one(c, "GET", f"/unique/{n}/{700 + n}", [alice] if i % 4 else [])
+            if i % 4:
+                assert r.status == 200 and bytes(r.body) == unique_body(n, 700 + n), (i, r)
+            else:
+                assert r.status == 407, (i, r)
+            expected.append(r.status)
+        # And several at once, then one after another again.
+        sids = [c.request("GET", host, f"/unique/{n}/2000", headers=[alice]) for n in range(10, 20)]
+        for n, sid in zip(range(10, 20), sids):
+            r = c.wait(sid)
+            assert r.status == 200 and bytes(r.body) == unique_body(n, 2000), (n, r)
+            expected.append(200)
+        r = one(c, "GET", "/unique/10/2000", [alice])
+        assert r.status == 200 and bytes(r.body) == unique_body(10, 2000)
+        expected.append(200)
+    records = [json.loads(line) for line in read_lines(log, len(expected))]
+    assert sorted(rec["status"] for rec in records) == sorted(expected)
+    assert {rec["version"] for rec in records} == {"HTTP/2.0"}
+    for req in origin.requests():
+        assert not any(k.lower() == "proxy-authorization" for k, _ in req["headers"])
+    # Most streams were answered by an exchange an earlier one left waiting; the POST's was its last.
+    h2 = stats(lr)["http2"]
+    assert h2["streams"] == len(expected) and h2["exchanges_reused"] >= len(expected) - 12, h2
+
+
+def test_streams_after_one_reset_mid_answer_are_answered_whole(larder_factory, origin):
+    """A stream the client resets while its answer is being sent ends its exchange; the streams
+    after it get their own answers, whole."""
+    lr = larder_factory(config=ADMIN)
+    with H2Client(lr.port) as c:
+        c.auto_window = False  # the big answer stalls at the first window
+        big = c.request("GET", origin.hostport, "/unique/50/4000000")
+        c.pump(lambda: len(c.streams[big].body) > 0, 10)
+        c.conn.reset_stream(big, error_code=0x8)
+        c.flush()
+        c.auto_window = True
+        for n in range(51, 61):
+            r = c.wait(c.request("GET", origin.hostport, f"/unique/{n}/{3000 + n}"))
+            assert r.status == 200 and bytes(r.body) == unique_body(n, 3000 + n), (n, r)
+        r = c.wait(c.request("GET", origin.hostport, "/unique/50/4000000"), 30)
+        assert r.status == 200 and len(r.body) == 4000000 and bytes(r.body) == unique_body(50, 4000000)
+    assert stats(lr)["http2"]["exchanges_reused"] >= 9
+
+
 def test_a_connect_stream_is_a_tunnel(larder_factory, echo_server):
     lr = larder_factory(config={"connect_ports": [echo_server.port]})
     with H2Client(lr.port) as c:

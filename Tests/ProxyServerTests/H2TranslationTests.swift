@@ -27,18 +27,18 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
 @Suite struct H2TranslationTests {
     @Test func aForwardRequestBecomesAnAbsoluteFormRequest() {
         let r = H2Translation.request(head(fields: [("accept", "*/*")]), form: .absolute, endStream: true)
-        #expect(text(r) == "GET http://origin.test:8080/a?b HTTP/1.1\r\nHost: origin.test:8080\r\naccept: */*\r\nConnection: close\r\n\r\n")
+        #expect(text(r) == "GET http://origin.test:8080/a?b HTTP/1.1\r\nHost: origin.test:8080\r\naccept: */*\r\n\r\n")
     }
 
     @Test func anOriginFormRequestKeepsThePathAndNamesTheHost() {
         let r = H2Translation.request(head(scheme: "https"), form: .origin, endStream: true)
-        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\nConnection: close\r\n\r\n")
+        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\n\r\n")
     }
 
     @Test func cookiesSplitByHTTP2AreOneFieldAgain() {
         let r = H2Translation.request(head(fields: [("cookie", "a=1"), ("x", "y"), ("cookie", "b=2")]), form: .origin,
                                       endStream: true)
-        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\nx: y\r\nCookie: a=1; b=2\r\nConnection: close\r\n\r\n")
+        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\nx: y\r\nCookie: a=1; b=2\r\n\r\n")
     }
 
     @Test func aBodyWithALengthKeepsItAndOneWithoutIsChunked() throws {
@@ -54,6 +54,24 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
         #expect(text(empty)?.contains("Content-Length: 0\r\n") == true)
     }
 
+    /// Only a request with nothing after its head leaves its exchange free for another stream's
+    /// request; a body's exchange ends with its answer, so no framing can run into a later request.
+    @Test func onlyARequestWithNothingAfterItsHeadLeavesItsExchangeReusable() throws {
+        let cases: [(H2RequestHead, Bool, Bool)] = [
+            (head(), true, true), (head("HEAD"), true, true), (head("POST"), true, true),
+            (head("POST", fields: [("content-length", "12")]), false, false), (head("POST"), false, false),
+        ]
+        for (h, endStream, reusable) in cases {
+            guard case .success(let r) = H2Translation.request(h, form: .origin, endStream: endStream) else {
+                Issue.record("refused")
+                continue
+            }
+            let text = String(decoding: r.head, as: UTF8.self)
+            #expect(r.leavesExchangeReusable == reusable, "\(text)")
+            #expect(text.contains("Connection: close\r\n") == !reusable, "\(text)")
+        }
+    }
+
     @Test func connectNamesTheAuthority() throws {
         var h = head("CONNECT", scheme: "", authority: "example.test:443", path: "")
         h.scheme = []
@@ -62,7 +80,7 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
             Issue.record("refused")
             return
         }
-        #expect(r.isConnect && !r.chunkedBody)
+        #expect(r.isConnect && !r.chunkedBody && !r.leavesExchangeReusable)
         #expect(String(decoding: r.head, as: UTF8.self) == "CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\nConnection: close\r\n\r\n")
     }
 
@@ -84,7 +102,7 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
         let r = H2Translation.request(head(fields: [("te", "trailers"), ("connection", "x"), ("upgrade", "h2c"),
                                                     ("keep-alive", "1"), ("transfer-encoding", "chunked")]),
                                       form: .origin, endStream: true)
-        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\nConnection: close\r\n\r\n")
+        #expect(text(r) == "GET /a?b HTTP/1.1\r\nHost: origin.test:8080\r\n\r\n")
     }
 
     @Test func aHostFieldThatAgreesWithTheAuthorityIsAccepted() {

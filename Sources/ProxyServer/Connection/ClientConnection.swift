@@ -448,6 +448,12 @@ final class ClientConnection: StreamDelegate {
     /// Server shutdown: idle connections close now, busy ones after their answer.
     func drain() { send(.shutdown) }
 
+    /// Waiting for its next request with nothing of one read: an HTTP/2 stream's exchange may be
+    /// handed another stream's request.
+    var isBetweenRequests: Bool {
+        machine.isReadingHead && !stream.isClosed && stream.input.count == 0
+    }
+
     /// The HTTP/2 connection this stream belongs to has ended: as a reset socket would, at once
     /// (its request's ends, the access-log line, the budgets it held, all now).
     func carrierClosed() { send(.clientFailed) }

@@ -35,6 +35,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// exchange outlives the stream's bookkeeping, and each must end through its own close (its
     /// access-log line, the budgets it holds).
     private var inners: [ObjectIdentifier: ClientConnection] = [:]
+    /// Exchanges whose last request left them waiting for another (`leavesExchangeReusable`):
+    /// the next such stream's request goes to one of them rather than to a new exchange and
+    /// in-memory stream (their buffers, timers and objects made and freed once per stream).
+    private var spare: [ClientConnection] = []
+    private static let maxSpare = 16
     /// Streams whose answer is complete while the client has not ended its request: reset with
     /// NO_ERROR once the answer's end is out (RFC 9113 §8.1), so none stays open for ever.
     private var answeredEarly: Set<Int32> = []
@@ -234,6 +239,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         // Every exchange ends now, each through its own close.
         let open = inners
         inners.removeAll()
+        spare.removeAll()
         for conn in open.values { conn.carrierClosed() }
         if let intercepted {
             intercepted.logTunnel(carriedBy: stream, client: Array(peer.host.utf8), worker: worker)
@@ -260,6 +266,15 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                                 fields: [(Array("content-type".utf8), Array("text/plain; charset=utf-8".utf8)),
                                          (Array("content-length".utf8), Array(String(ex.localBody!.count).utf8))],
                                 hasBody: true)
+        case .success(let request) where request.leavesExchangeReusable && endStream:
+            // Its exchange is chosen when it starts (`startArrived`): nothing of it is written
+            // anywhere before then, so a stream reset in the same read costs nothing.
+            let ex = H2Exchange(id: id, inner: nil, request: request)
+            ex.requestEnded = true
+            exchanges[id] = ex
+            arrived.append(id)
+            idle?.cancel()
+            watchProgress()
         case .success(let request):
             let inner = Stream.inMemory(loop: worker.loop, peer: self)
             let ex = H2Exchange(id: id, inner: inner, request: request)
@@ -356,11 +371,56 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         let ids = arrived
         arrived.removeAll()
         for id in ids {
-            guard let ex = exchanges[id], let inner = ex.inner else { continue }
+            guard let ex = exchanges[id] else { continue }
+            if ex.inner == nil, let request = ex.request {
+                if let conn = takeSpare() {
+                    worker.stats.add(.h2ExchangesReused)
+                    bind(ex, to: conn.stream, request: request)
+                    ex.conn = conn
+                    continue
+                }
+                bind(ex, to: Stream.inMemory(loop: worker.loop, peer: self), request: request)
+            }
+            guard let inner = ex.inner else { continue }
             let conn = ClientConnection(worker: worker, stream: inner, peer: peer, overTLS: overTLS, carrier: self)
             if let intercepted { conn.intercepted = intercepted.forStream() }
             inners[ObjectIdentifier(conn)] = conn
+            ex.conn = conn
             conn.start()
+        }
+    }
+
+    private func bind(_ ex: H2Exchange, to inner: Stream, request: H2Translation.Request) {
+        ex.inner = inner
+        byInner[ObjectIdentifier(inner)] = ex.id
+        ex.headPending = request.head.count
+        request.head.withUnsafeBytes { inner.peerAppend($0) }
+    }
+
+    /// A spare exchange still waiting for a request (one may have closed meanwhile, on its idle
+    /// timeout or an error).
+    private func takeSpare() -> ClientConnection? {
+        while let conn = spare.popLast() {
+            if conn.isBetweenRequests { return conn }
+            conn.stream.peerEnded()
+        }
+        return nil
+    }
+
+    /// The answer to a request that left its exchange reusable is all handed over: the exchange
+    /// waits for the next stream's request if it is between requests with nothing unread or
+    /// unsent, and is told the client has no more for it otherwise (it closes after its answer).
+    private func releaseExchange(_ ex: H2Exchange) {
+        guard let inner = ex.inner, let conn = ex.conn else { return }
+        ex.inner = nil
+        ex.conn = nil
+        byInner[ObjectIdentifier(inner)] = nil
+        // (Its head's consumption may still be due for delivery: it opens no window, the request
+        // having no body, so it may reach the next exchange on this stream.)
+        if !closing, !draining, spare.count < H2Connection.maxSpare, inner.output.count == 0, conn.isBetweenRequests {
+            spare.append(conn)
+        } else {
+            inner.peerEnded()
         }
     }
 
@@ -487,6 +547,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if ex.inner != nil, ex.status < 400 { session.exchangeCompleted() }
         ex.answerDone = true
         if !ex.requestEnded { answeredEarly.insert(ex.id) }
+        if ex.request?.leavesExchangeReusable == true, ex.requestEnded { releaseExchange(ex) }
     }
 
     func memoryStreamConsumed(_ inner: Stream, count: Int) {
@@ -518,6 +579,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// The stream's exchange closed its end (after `memoryStreamFinished`).
     func streamConnectionClosed(_ conn: ClientConnection) {
         inners[ObjectIdentifier(conn)] = nil
+        if let i = spare.firstIndex(where: { $0 === conn }) { spare.remove(at: i) }
     }
 
     /// Parses the head at the front of `output` from a small prefix first: making the whole
@@ -554,7 +616,10 @@ final class H2Exchange {
     }
 
     let id: Int32
-    let inner: Stream?
+    /// The in-memory stream of the exchange answering it: for a request that leaves its exchange
+    /// reusable, set when it starts and let go once its answer is handed over.
+    var inner: Stream?
+    var conn: ClientConnection?
     let request: H2Translation.Request?
     /// A refusal Larder answers itself, without an exchange.
     var localBody: [UInt8]?

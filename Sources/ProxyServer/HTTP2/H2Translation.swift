@@ -29,6 +29,9 @@ enum H2Translation {
         /// An extended CONNECT for a WebSocket (RFC 8441), sent upstream as an HTTP/1.1 upgrade:
         /// its `101` becomes a `200`, and the stream then carries the WebSocket's bytes.
         var isWebSocket = false
+        /// Nothing follows the head (no body, no tunnel), so the exchange that answers it may
+        /// answer another stream's request afterwards: the head asks for no `Connection: close`.
+        var leavesExchangeReusable = false
     }
 
     struct Refusal: Error, Equatable {
@@ -151,11 +154,18 @@ enum H2Translation {
         } else if method == .post || method == .put || method == .patch {
             head += emptyBodyLine
         }
-        // One exchange per stream: the end of the answer is the end of the inner connection.
-        head += upgrading ? upgradeLines : closeLine
+        // A request with nothing after its head leaves its exchange reusable (`H2Connection` hands
+        // it the next stream only when it is waiting for a request with nothing unread); any other
+        // is its exchange's last, so a body's framing can never run into a later request.
+        let reusable = endStream && !upgrading && !isConnect && !chunked
+        if upgrading {
+            head += upgradeLines
+        } else if !reusable {
+            head += closeLine
+        }
         head += crlf
         return .success(Request(head: head, chunkedBody: chunked, isConnect: isConnect, method: method,
-                                isWebSocket: upgrading))
+                                isWebSocket: upgrading, leavesExchangeReusable: reusable))
     }
 
     /// An answer head's fields for HTTP/2: names in lower case, without the fields that belong to
