@@ -211,9 +211,20 @@ def test_stream_after_stream_each_request_is_answered_as_its_own(larder_factory,
         assert r.status == 200 and r.header("content-length") == "5000" and not r.body
         r = one(c, "GET", "/unique/2/5000", [alice])
         assert r.status == 200 and bytes(r.body) == unique_body(2, 5000)
+        reused = stats(lr)["http2"]["exchanges_reused"]
+        assert reused == 4, reused  # the first stream's exchange answered the four after it
         r = one(c, "POST", "/echo", [alice, ("Content-Length", "3")], body=b"abc")
         assert r.status == 200 and json.loads(bytes(r.body))["body_sha256"] == sha(b"abc")
-        expected += [200, 407, 407, 200, 200, 200]
+        # A request with a body has an exchange of its own, its last: with the one waiting exchange
+        # kept busy (its origin holds the answer), the next request needs a new one.
+        held = c.request("GET", host, "/unique/30/100?hold=reuse", headers=[alice])
+        assert wait_until(lambda: stats(lr)["http2"]["exchanges_reused"] == reused + 1)
+        assert one(c, "GET", "/unique/1/1000", [alice]).status == 200
+        assert stats(lr)["http2"]["exchanges_reused"] == reused + 1
+        origin.open_gate("reuse")
+        r = c.wait(held)
+        assert r.status == 200 and bytes(r.body) == unique_body(30, 100)
+        expected += [200, 407, 407, 200, 200, 200, 200, 200]
         for i in range(30):
             n = 3 + i % 3
             r = one(c, "GET", f"/unique/{n}/{700 + n}", [alice] if i % 4 else [])
@@ -233,12 +244,69 @@ def test_stream_after_stream_each_request_is_answered_as_its_own(larder_factory,
         expected.append(200)
     records = [json.loads(line) for line in read_lines(log, len(expected))]
     assert sorted(rec["status"] for rec in records) == sorted(expected)
+    # Each line is its own request's: the sequential ones in order, with their own URL and size.
+    first = records[:8]
+    assert [rec["status"] for rec in first] == expected[:8]
+    assert [rec["url"] for rec in first] == [origin.url(p) for p in (
+        "/unique/1/1000", "/unique/1/1000", "/unique/1/1000", "/unique/2/5000", "/unique/2/5000", "/echo",
+        "/unique/1/1000", "/unique/30/100?hold=reuse")]
     assert {rec["version"] for rec in records} == {"HTTP/2.0"}
     for req in origin.requests():
         assert not any(k.lower() == "proxy-authorization" for k, _ in req["headers"])
     # Most streams were answered by an exchange an earlier one left waiting; the POST's was its last.
     h2 = stats(lr)["http2"]
     assert h2["streams"] == len(expected) and h2["exchanges_reused"] >= len(expected) - 12, h2
+
+
+def test_every_kind_of_answer_leaves_the_next_stream_its_own(larder_factory, origin):
+    """After answers without a body, with an interim one before them, framed by the origin's
+    close, chunked, refused or cut, the next stream of the connection gets exactly its own answer,
+    whether its exchange was kept waiting or had to be made anew."""
+    lr = larder_factory(config=ADMIN)
+    host = origin.hostport
+    kinds = [("HEAD", "/bytes/3000", 200), ("GET", "/status/204", 204), ("GET", "/status/304", 304),
+             ("GET", "/early-hints", 200), ("GET", "/close/2500", 200), ("GET", "/chunked/7000", 200),
+             ("GET", "/status/500", 500), ("GET", "/status/404", 404), ("GET", "/reset/4000", None),
+             ("GET", "/drop", 502), ("OPTIONS", "/bytes/10", 200), ("DELETE", "/status/200", 200)]
+    with H2Client(lr.port) as c:
+        for n, (method, path, status) in enumerate(kinds):
+            r = c.wait(c.request(method, host, path))
+            if status is None:  # cut after its head: the stream is reset, not ended
+                assert r.reset is not None or len(r.body) < 4000, (path, r)
+            else:
+                assert r.status == status, (path, r)
+            after = c.wait(c.request("GET", host, f"/unique/{100 + n}/{900 + n}"))
+            assert after.status == 200 and bytes(after.body) == unique_body(100 + n, 900 + n), (path, after)
+    assert stats(lr)["http2"]["exchanges_reused"] >= len(kinds)
+
+
+def test_a_request_handed_to_a_waiting_exchange_at_its_idle_deadline_is_answered(larder_factory, origin):
+    """A waiting exchange's idle deadline may be due in the very turn of the loop its next head
+    arrives in: the head is read, never answered 408 as unread. Each trial sends the head at a
+    different instant around that deadline (a slow machine only misses the window, it cannot make
+    this fail wrongly)."""
+    idle = 0.3
+    lr = larder_factory(config=dict(ADMIN, workers=1, limits={"client_idle_timeout": f"{int(idle * 1000)}ms"}))
+    base = [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport)]
+    statuses = []
+    for k in range(24):
+        offset = (k % 12 - 4) / 2000  # -2 ms .. +3.5 ms
+        r = RawH2(lr.port)
+        try:
+            r.headers(1, base + [(":path", "/hang")])  # an open stream: the connection is not idle
+            r.headers(3, base + [(":path", "/unique/7/10")])
+            assert r.wait(3).status == 200
+            due = time.monotonic() + idle + offset
+            while time.monotonic() < due - 0.003:
+                time.sleep(0.001)
+            while time.monotonic() < due:
+                pass
+            r.headers(5, base + [(":path", "/unique/7/10")])
+            statuses.append(r.wait(5).status)
+        finally:
+            r.close()
+    assert statuses == [200] * 24, statuses
+    assert stats(lr)["http2"]["exchanges_reused"] >= 1
 
 
 def test_streams_after_one_reset_mid_answer_are_answered_whole(larder_factory, origin):

@@ -60,6 +60,9 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
         let cases: [(H2RequestHead, Bool, Bool)] = [
             (head(), true, true), (head("HEAD"), true, true), (head("POST"), true, true),
             (head("POST", fields: [("content-length", "12")]), false, false), (head("POST"), false, false),
+            // A length owed with the stream already ended (nghttp2 refuses it first): never left open.
+            (head(fields: [("content-length", "40")]), true, false),
+            (head(fields: [("content-length", "0")]), true, true),
         ]
         for (h, endStream, reusable) in cases {
             guard case .success(let r) = H2Translation.request(h, form: .origin, endStream: endStream) else {

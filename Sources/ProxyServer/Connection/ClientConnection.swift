@@ -454,6 +454,12 @@ final class ClientConnection: StreamDelegate {
         machine.isReadingHead && !stream.isClosed && stream.input.count == 0
     }
 
+    /// An HTTP/2 stream's request head is about to be handed to this exchange, waiting between
+    /// requests: its idle deadline becomes the head's, before the head is there. (The head is
+    /// reported readable at the next turn of the loop; an idle deadline due in the same turn
+    /// would otherwise find a head unread and answer 408.)
+    func requestHeadComing() { perform(machine.headIncomplete()) }
+
     /// The HTTP/2 connection this stream belongs to has ended: as a reset socket would, at once
     /// (its request's ends, the access-log line, the budgets it held, all now).
     func carrierClosed() { send(.clientFailed) }

@@ -375,6 +375,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             if ex.inner == nil, let request = ex.request {
                 if let conn = takeSpare() {
                     worker.stats.add(.h2ExchangesReused)
+                    conn.requestHeadComing()
                     bind(ex, to: conn.stream, request: request)
                     ex.conn = conn
                     continue

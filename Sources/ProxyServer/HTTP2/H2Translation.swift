@@ -157,7 +157,10 @@ enum H2Translation {
         // A request with nothing after its head leaves its exchange reusable (`H2Connection` hands
         // it the next stream only when it is waiting for a request with nothing unread); any other
         // is its exchange's last, so a body's framing can never run into a later request.
-        let reusable = endStream && !upgrading && !isConnect && !chunked
+        // (nghttp2 already refuses a `content-length` other than 0 on a stream ended with its
+        // HEADERS; a head owing body bytes is never left open to the next request regardless.)
+        let owesBody = contentLength.map { $0 != zeroLength } ?? false
+        let reusable = endStream && !upgrading && !isConnect && !chunked && !owesBody
         if upgrading {
             head += upgradeLines
         } else if !reusable {
@@ -262,6 +265,7 @@ enum H2Translation {
 
     private static let hostName = Array("host".utf8)
     private static let contentLengthName = Array("content-length".utf8)
+    private static let zeroLength: [UInt8] = [UInt8(ascii: "0")]
     private static let cookieName = Array("cookie".utf8)
     private static let teName = Array("te".utf8)
     private static let connectionName = Array("connection".utf8)
