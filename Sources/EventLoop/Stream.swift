@@ -48,6 +48,9 @@ public final class Stream {
     public let input: Buffer
     public let output: Buffer
     public private(set) var isClosed = false
+    /// An in-memory stream's peer may note here which of its exchanges the stream serves now (an
+    /// HTTP/2 stream's id; 0: none), to find it without a table.
+    public var peerTag: Int32 = 0
 
     /// Unsent bytes a plain TCP stream leaves queued in the kernel (`PlainTransport.unsentLimit`).
     public static let unsentLimit = PlainTransport.unsentLimit

@@ -30,7 +30,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     let intercepted: InterceptedConnect?
     private let session: H2ServerSession
     private var exchanges: [Int32: H2Exchange] = [:]
-    private var byInner: [ObjectIdentifier: Int32] = [:]
     /// Every stream's exchange until it has closed, whatever became of its stream: a tunnel's
     /// exchange outlives the stream's bookkeeping, and each must end through its own close (its
     /// access-log line, the budgets it holds).
@@ -234,7 +233,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         progress?.cancel()
         progress = nil
         exchanges.removeAll()
-        byInner.removeAll()
         session.delegate = nil
         // Every exchange ends now, each through its own close.
         let open = inners
@@ -279,7 +277,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             let inner = Stream.inMemory(loop: worker.loop, peer: self)
             let ex = H2Exchange(id: id, inner: inner, request: request)
             exchanges[id] = ex
-            byInner[ObjectIdentifier(inner)] = id
+            inner.peerTag = id
             ex.headPending = request.head.count
             request.head.withUnsafeBytes { inner.peerAppend($0) }
             if endStream {
@@ -360,7 +358,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         session.consumedOnConnection(ex.unconsumed)
         ex.unconsumed = 0
         if let inner = ex.inner {
-            byInner[ObjectIdentifier(inner)] = nil
+            inner.peerTag = 0
             if !ex.innerFinished { inner.peerAborted() }  // the client cancelled, or the stream failed
         }
         if exchanges.isEmpty, !closing { idle?.schedule(after: worker.settings.clientIdleTimeout) }
@@ -393,7 +391,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
 
     private func bind(_ ex: H2Exchange, to inner: Stream, request: H2Translation.Request) {
         ex.inner = inner
-        byInner[ObjectIdentifier(inner)] = ex.id
+        inner.peerTag = ex.id
         ex.headPending = request.head.count
         request.head.withUnsafeBytes { inner.peerAppend($0) }
     }
@@ -415,7 +413,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         guard let inner = ex.inner, let conn = ex.conn else { return }
         ex.inner = nil
         ex.conn = nil
-        byInner[ObjectIdentifier(inner)] = nil
+        inner.peerTag = 0
         // (Its head's consumption may still be due for delivery: it opens no window, the request
         // having no body, so it may reach the next exchange on this stream.)
         if !closing, !draining, spare.count < H2Connection.maxSpare, inner.output.count == 0, conn.isBetweenRequests {
@@ -428,15 +426,22 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     // MARK: - Answers
 
     func memoryStreamHasOutput(_ inner: Stream) {
-        guard let id = byInner[ObjectIdentifier(inner)], let ex = exchanges[id] else {
+        guard let ex = exchange(of: inner) else {
             inner.output.drain(inner.output.count)  // a stream the client reset: nobody reads this
             return
         }
         if !ex.headSent {
             guard readHead(ex, inner) else { return }
         }
-        session.resume(id)
+        session.resume(ex.id)
         flush()
+    }
+
+    /// The exchange `inner` answers now (its `peerTag`), if its stream is still open.
+    private func exchange(of inner: Stream) -> H2Exchange? {
+        let id = inner.peerTag
+        guard id != 0, let ex = exchanges[id], ex.inner === inner else { return nil }
+        return ex
     }
 
     /// Reads the answer's head once it is all there and submits it; false while it is not (or the
@@ -552,27 +557,27 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     }
 
     func memoryStreamConsumed(_ inner: Stream, count: Int) {
-        guard let id = byInner[ObjectIdentifier(inner)], let ex = exchanges[id] else { return }
+        guard let ex = exchange(of: inner) else { return }
         // The head and the chunk framing Larder wrote come out first; only body bytes open windows.
         let framing = min(count, ex.headPending)
         ex.headPending -= framing
         let body = min(count - framing, ex.unconsumed)
         ex.unconsumed -= body
-        session.consumed(id, body)
+        session.consumed(ex.id, body)
         if body > 0 { flush() }
     }
 
     func memoryStreamFinished(_ inner: Stream, reset: Bool) {
-        guard let id = byInner[ObjectIdentifier(inner)], let ex = exchanges[id] else { return }
+        guard let ex = exchange(of: inner) else { return }
         ex.innerFinished = true
         var cut = reset || !ex.headSent
         if case .length(let remaining) = ex.mode, inner.output.count < remaining { cut = true }
         if cut {
             // A cut answer must not look complete.
-            session.reset(id, code: 0x2)
+            session.reset(ex.id, code: 0x2)
         } else {
             // The rest is read out; a chunked answer missing its end is cut there.
-            session.resume(id)
+            session.resume(ex.id)
         }
         flush()
     }

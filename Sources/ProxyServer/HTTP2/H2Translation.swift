@@ -186,7 +186,8 @@ enum H2Translation {
         head.headers.storage.withUnsafeBytes { all in
             for f in head.headers.fields {
                 let name = UnsafeRawBufferPointer(rebasing: all[f.name.start..<(f.name.start + f.name.count)])
-                if answerHopByHop.contains(where: { equalsIgnoringCase(name, $0) }) { continue }
+                if name.count < 64, answerHopByHopLengths & (1 << UInt64(name.count)) != 0,
+                   answerHopByHop.contains(where: { equalsIgnoringCase(name, $0) }) { continue }
                 if !keepContentLength, equalsIgnoringCase(name, contentLengthName) { continue }
                 out.append(lowercasingName: name,
                            value: UnsafeRawBufferPointer(rebasing: all[f.value.start..<(f.value.start + f.value.count)]))
@@ -197,8 +198,10 @@ enum H2Translation {
     /// Whether `bytes` are `lowerName` in any case.
     private static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowerName: [UInt8]) -> Bool {
         guard bytes.count == lowerName.count else { return false }
-        for (b, n) in zip(bytes, lowerName) where lower(b) != n { return false }
-        return true
+        return lowerName.withUnsafeBufferPointer { n in
+            for i in 0..<n.count where lower(bytes[i]) != n[i] { return false }
+            return true
+        }
     }
 
     /// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1).
@@ -224,20 +227,18 @@ enum H2Translation {
         return out
     }
 
+    /// Compared with the names kept below: a `case Array("GET".utf8)` would make an array per
+    /// case tried, on every stream.
     static func methodKind(_ m: [UInt8]) -> HTTPMethod {
-        switch m {
-        case Array("GET".utf8): return .get
-        case Array("HEAD".utf8): return .head
-        case Array("POST".utf8): return .post
-        case Array("PUT".utf8): return .put
-        case Array("DELETE".utf8): return .delete
-        case connectName: return .connect
-        case Array("OPTIONS".utf8): return .options
-        case Array("TRACE".utf8): return .trace
-        case Array("PATCH".utf8): return .patch
-        default: return .other
-        }
+        for (name, kind) in methodNames where m == name { return kind }
+        return .other
     }
+
+    private static let methodNames: [([UInt8], HTTPMethod)] = [
+        (Array("GET".utf8), .get), (Array("HEAD".utf8), .head), (Array("POST".utf8), .post),
+        (Array("PUT".utf8), .put), (Array("DELETE".utf8), .delete), (Array("CONNECT".utf8), .connect),
+        (Array("OPTIONS".utf8), .options), (Array("TRACE".utf8), .trace), (Array("PATCH".utf8), .patch),
+    ]
 
     private static func isVisibleASCII(_ b: UInt8) -> Bool { b > 0x20 && b < 0x7F }
 
@@ -279,6 +280,8 @@ enum H2Translation {
     private static let trailerName = Array("trailer".utf8)
     private static let answerHopByHop = [connectionName, keepAliveName, proxyConnectionName, transferEncodingName,
                                          upgradeName, teName, trailerName, secWebSocketAcceptName]
+    /// The lengths of those names, one bit each: most fields are told apart by length alone.
+    private static let answerHopByHopLengths = answerHopByHop.reduce(UInt64(0)) { $0 | 1 << UInt64($1.count) }
     private static let connectName = Array("CONNECT".utf8)
     private static let httpName = Array("http".utf8)
     private static let httpsName = Array("https".utf8)
