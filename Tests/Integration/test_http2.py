@@ -280,6 +280,29 @@ def test_every_kind_of_answer_leaves_the_next_stream_its_own(larder_factory, ori
     assert stats(lr)["http2"]["exchanges_reused"] >= len(kinds)
 
 
+def test_at_most_sixteen_exchanges_wait_for_a_connections_next_streams(larder_factory, origin):
+    """Twenty streams at once leave sixteen exchanges waiting (the rest close): the next twenty,
+    held at the origin until all have started, find exactly sixteen."""
+    lr = larder_factory(config=ADMIN)
+    host = origin.hostport
+
+    def batch(c, first, gate):
+        sids = [c.request("GET", host, f"/unique/{n}/200?hold={gate}") for n in range(first, first + 20)]
+        # All twenty started before any is answered: each holds its exchange meanwhile.
+        wanted = {f"/unique/{n}/200" for n in range(first, first + 20)}
+        assert wait_until(lambda: sum(r["path"] in wanted for r in origin.requests()) == 20, timeout=20)
+        origin.open_gate(gate)
+        for n, sid in zip(range(first, first + 20), sids):
+            r = c.wait(sid, 20)
+            assert r.status == 200 and bytes(r.body) == unique_body(n, 200), (n, r)
+
+    with H2Client(lr.port) as c:
+        batch(c, 200, "cap1")
+        before = stats(lr)["http2"]["exchanges_reused"]
+        batch(c, 300, "cap2")
+        assert stats(lr)["http2"]["exchanges_reused"] - before == 16
+
+
 def test_a_request_handed_to_a_waiting_exchange_at_its_idle_deadline_is_answered(larder_factory, origin):
     """A waiting exchange's idle deadline may be due in the very turn of the loop its next head
     arrives in: the head is read, never answered 408 as unread. Each trial sends the head at a
