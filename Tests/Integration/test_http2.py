@@ -24,7 +24,7 @@ import h2.events
 import h2.exceptions
 import pytest
 
-from h2client import H2Client, RawH2, frame
+from h2client import H2Client, RawH2, StreamResult, frame
 from helpers import RawClient, _ThreadedServer, curl, std_request, wait_until
 from origin import pattern, unique_body
 from test_access_log import read_lines
@@ -278,6 +278,42 @@ def test_every_kind_of_answer_leaves_the_next_stream_its_own(larder_factory, ori
             after = c.wait(c.request("GET", host, f"/unique/{100 + n}/{900 + n}"))
             assert after.status == 200 and bytes(after.body) == unique_body(100 + n, 900 + n), (path, after)
     assert stats(lr)["http2"]["exchanges_reused"] >= len(kinds)
+
+
+def test_streams_reset_at_any_moment_leave_the_others_their_own_answers(larder_factory, origin):
+    """Streams reset in the read that brought them or once their answer has started, among streams
+    that are not: every stream not reset gets exactly its own answer, and the exchanges the reset
+    ones held are never handed a later stream's request half-done."""
+    lr = larder_factory(config=ADMIN)
+    host = origin.hostport
+    with H2Client(lr.port) as c:
+        for round_ in range(12):
+            wanted = {}
+            for k in range(8):
+                n = 400 + round_ * 8 + k
+                sid = c.conn.get_next_available_stream_id()
+                c.streams[sid] = StreamResult()
+                c.conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", host),
+                                          (":path", f"/unique/{n}/{20000 + k * 7000}")], end_stream=True)
+                if k % 4 == 1:
+                    c.conn.reset_stream(sid, error_code=0x8)  # in the same write as its HEADERS
+                else:
+                    wanted[sid] = (n, 20000 + k * 7000)
+            c.flush()
+            # One reset once its answer has begun; the rest read to their end.
+            started = next(iter(wanted))
+            c.pump(lambda: len(c.streams[started].body) > 0 or c.streams[started].ended, 10)
+            if not c.streams[started].ended:
+                c.conn.reset_stream(started, error_code=0x8)
+                c.flush()
+                del wanted[started]
+            for sid, (n, size) in wanted.items():
+                r = c.wait(sid, 20)
+                assert r.status == 200 and bytes(r.body) == unique_body(n, size), (round_, n, r)
+        # And the connection goes on as before.
+        r = c.wait(c.request("GET", host, "/unique/499/3000"))
+        assert r.status == 200 and bytes(r.body) == unique_body(499, 3000)
+    assert stats(lr)["http2"]["exchanges_reused"] > 0
 
 
 def test_at_most_sixteen_exchanges_wait_for_a_connections_next_streams(larder_factory, origin):
