@@ -237,7 +237,8 @@ public final class H2ClientSession {
         switch delegate.h2RequestBody(id, into: UnsafeMutableRawBufferPointer(start: buffer, count: length)) {
         case .wait:
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
-        case .cut:
+        case .cut, .ready:
+            // Request bodies are copied into frames: a client session writes no frames itself.
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         case .bytes(let n, let end):
             if end { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }

@@ -59,6 +59,9 @@ public struct H2RequestHead: Sendable, Equatable {
 public enum H2BodyRead {
     /// `count` bytes were copied; `end`: they are the last.
     case bytes(Int, end: Bool)
+    /// `count` bytes are ready and stay where they are: the session frames them and has the
+    /// delegate write the frame (`h2SendResponseBody`), so the bytes are never copied into it.
+    case ready(Int, end: Bool)
     /// Nothing now: `resume(stream:)` once there is.
     case wait
     /// The body was cut: the stream is reset (INTERNAL_ERROR), never ended cleanly.
@@ -78,6 +81,19 @@ public protocol H2ServerSessionDelegate: AnyObject {
     func h2StreamClosed(_ stream: Int32, errorCode: UInt32)
     /// Up to `buffer.count` bytes of the stream's response body.
     func h2ResponseBody(_ stream: Int32, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead
+    /// Writes a DATA frame for bytes the delegate said were `.ready`: the 9-byte `frameHeader`,
+    /// then exactly `count` of those bytes, in that order and whole, where the session's other
+    /// output goes — or nothing, to be asked again later (`.wouldBlock`).
+    func h2SendResponseBody(_ stream: Int32, frameHeader: UnsafeRawBufferPointer, count: Int) -> H2FrameWrite
+}
+
+/// What became of a DATA frame the delegate was asked to write.
+public enum H2FrameWrite {
+    case written
+    /// Nothing written: the session asks again at its next `send`.
+    case wouldBlock
+    /// The bytes are gone: the stream is reset (INTERNAL_ERROR).
+    case failed
 }
 
 /// Why a session ended or refused to go on.
@@ -129,6 +145,7 @@ public final class H2ServerSession {
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, H2ServerSession.onFrameReceived)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, H2ServerSession.onDataChunk)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, H2ServerSession.onStreamClose)
+        nghttp2_session_callbacks_set_send_data_callback(callbacks, H2ServerSession.sendData)
 
         var option: OpaquePointer?
         guard nghttp2_option_new(&option) == 0, let option else { throw H2SessionError(code: -901) }
@@ -392,6 +409,24 @@ public final class H2ServerSession {
         case .bytes(let n, let end):
             if end { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }
             return n
+        case .ready(let n, let end):
+            flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_NO_COPY.rawValue)
+            if end { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }
+            return n
+        }
+    }
+
+    /// A DATA frame whose bytes the delegate keeps (`.ready`): no padding is ever asked for, so the
+    /// frame is its header and the bytes.
+    private static let sendData: nghttp2_send_data_callback = { _, frame, header, length, _, user in
+        guard let frame, let header, let delegate = this(user).delegate else {
+            return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+        }
+        switch delegate.h2SendResponseBody(frame.pointee.hd.stream_id, frameHeader: UnsafeRawBufferPointer(start: header, count: 9),
+                                           count: length) {
+        case .written: return 0
+        case .wouldBlock: return Int32(NGHTTP2_ERR_WOULDBLOCK.rawValue)
+        case .failed: return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
     }
 

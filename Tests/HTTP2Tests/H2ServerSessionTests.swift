@@ -10,6 +10,13 @@ final class Recorder: H2ServerSessionDelegate {
     var closed: [Int32: UInt32] = [:]
     var responseBodies: [Int32: [UInt8]] = [:]
     var waiting: Set<Int32> = []
+    /// Streams whose bodies stay here until their frames are written (`.ready`), and the frames
+    /// to refuse once each before writing them (a socket backed up).
+    var noCopy: Set<Int32> = []
+    var blockOnce: Set<Int32> = []
+    var failOnce: Set<Int32> = []
+    /// Where the session's output and the frames written here go, in order (`exchange`).
+    var wire: [UInt8] = []
 
     func h2Request(_ stream: Int32, head: H2RequestHead, endStream: Bool) { requests.append((stream, head, endStream)) }
     func h2RequestBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) { bodies[stream, default: []] += bytes }
@@ -19,9 +26,20 @@ final class Recorder: H2ServerSessionDelegate {
         if waiting.contains(stream) { return .wait }
         let rest = responseBodies[stream] ?? []
         let n = min(rest.count, buffer.count)
+        if noCopy.contains(stream) { return .ready(n, end: n == rest.count) }
         buffer.copyBytes(from: rest[..<n])
         responseBodies[stream] = Array(rest[n...])
         return .bytes(n, end: n == rest.count)
+    }
+
+    func h2SendResponseBody(_ stream: Int32, frameHeader: UnsafeRawBufferPointer, count: Int) -> H2FrameWrite {
+        if blockOnce.remove(stream) != nil { return .wouldBlock }
+        if failOnce.remove(stream) != nil { return .failed }
+        guard let rest = responseBodies[stream], rest.count >= count else { return .failed }
+        wire += frameHeader
+        wire += rest[..<count]
+        responseBodies[stream] = Array(rest[count...])
+        return .written
     }
 }
 
@@ -99,7 +117,14 @@ func exchange(_ client: TestClient, _ server: H2ServerSession) throws {
         }
         if let failure { throw failure }
         var toClient: [UInt8] = []
-        try server.send { toClient += $0; return true }
+        if let recorder = server.delegate as? Recorder {
+            // One sink for the session's output and the frames the recorder writes, in order.
+            try server.send { recorder.wire += $0; return true }
+            toClient = recorder.wire
+            recorder.wire.removeAll()
+        } else {
+            try server.send { toClient += $0; return true }
+        }
         if toServer.isEmpty && toClient.isEmpty { return }
         client.receive(toClient)
     }
@@ -153,6 +178,46 @@ let get = [(":method", "GET"), (":scheme", "http"), (":authority", "origin.test:
     #expect(client.statuses[id] == "200")
     #expect(client.bodies[id]?.count == 100_000)
     #expect(client.closed[id] == 0 && recorder.closed[id] == 0)
+}
+
+/// Bodies the delegate keeps until their frames are written arrive whole and in order, beside a
+/// copied one, also when a frame is refused once (the socket backed up) and written later.
+@Test func bodiesSentWithoutACopyArriveWholeBesideCopiedOnes() throws {
+    let server = try H2ServerSession(settings: H2Settings())
+    let recorder = Recorder()
+    server.delegate = recorder
+    let client = TestClient()
+    let a = client.request(get), b = client.request(get), c = client.request(get)
+    try exchange(client, server)
+    let bodies: [Int32: [UInt8]] = [a: (0..<100_000).map { UInt8($0 % 251) }, b: Array(repeating: 3, count: 40_000),
+                                    c: (0..<30_000).map { UInt8($0 % 13) }]
+    for (id, body) in bodies { recorder.responseBodies[id] = body }
+    recorder.noCopy = [a, c]
+    recorder.blockOnce = [c]
+    for id in [a, b, c] { #expect(server.respond(id, status: 200, fields: [], hasBody: true)) }
+    for _ in 0..<4 { try exchange(client, server) }
+    for (id, body) in bodies {
+        #expect(client.bodies[id] == body, "stream \(id)")
+        #expect(client.closed[id] == 0 && recorder.closed[id] == 0)
+    }
+}
+
+/// A frame the delegate cannot write (its bytes are gone) resets only its stream.
+@Test func aFrameThatCannotBeWrittenResetsItsStream() throws {
+    let server = try H2ServerSession(settings: H2Settings())
+    let recorder = Recorder()
+    server.delegate = recorder
+    let client = TestClient()
+    let a = client.request(get), b = client.request(get)
+    try exchange(client, server)
+    recorder.responseBodies[a] = Array(repeating: 1, count: 5_000)
+    recorder.responseBodies[b] = Array(repeating: 2, count: 5_000)
+    recorder.noCopy = [a, b]
+    for id in [a, b] { #expect(server.respond(id, status: 200, fields: [], hasBody: true)) }
+    recorder.failOnce = [a]  // the bytes it said were ready are gone
+    try exchange(client, server)
+    #expect(client.closed[a] == 2)
+    #expect(client.bodies[b] == Array(repeating: 2, count: 5_000) && client.closed[b] == 0)
 }
 
 @Test func aDeferredBodyGoesOnOnceResumed() throws {

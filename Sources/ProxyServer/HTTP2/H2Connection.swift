@@ -498,11 +498,31 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     func h2ResponseBody(_ id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
         guard let ex = exchanges[id] else { return .bytes(0, end: true) }
         let read = answerBytes(ex, into: buffer)
-        if case .bytes(let n, let end) = read {
+        switch read {
+        case .bytes(let n, let end):
             ex.sent += n
             if end { answerComplete(ex) }
+        case .ready(_, let end):
+            ex.readyEnds = end  // taken when the frame is written (`h2SendResponseBody`)
+        case .wait, .cut:
+            break
         }
         return read
+    }
+
+    /// A DATA frame of body bytes that stayed in the exchange's output (`.ready`): the header and
+    /// the bytes are moved to the socket's output, not copied, unless it is full.
+    func h2SendResponseBody(_ id: Int32, frameHeader: UnsafeRawBufferPointer, count: Int) -> H2FrameWrite {
+        guard let ex = exchanges[id], let inner = ex.inner, inner.output.count >= count else { return .failed }
+        let output = stream.output
+        if output.count >= H2Connection.socketHighWater { return .wouldBlock }
+        output.append(frameHeader)
+        output.move(count, from: inner.output)
+        inner.peerTook(count)
+        ex.sent += count
+        if case .length(let remaining) = ex.mode { ex.mode = .length(remaining - count) }
+        if ex.readyEnds { answerComplete(ex) }
+        return .written
     }
 
     /// The answer's body as the exchange wrote it, without its HTTP/1.1 framing, taken only as
@@ -521,12 +541,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         case .none:
             return .bytes(0, end: true)
         case .length(let remaining):
-            let n = output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<min(buffer.count, remaining)]))
-            inner.peerTook(n)
-            ex.mode = .length(remaining - n)
-            if n == remaining { return .bytes(n, end: true) }
+            // Left in the output until the frame is written: moved to the socket's, never copied.
+            let n = min(buffer.count, remaining, output.count)
             if n == 0 { return ex.innerFinished ? .cut : .wait }
-            return .bytes(n, end: false)
+            return .ready(n, end: n == remaining)
         case .chunked:
             let taken: (copied: Int, drained: Int)
             do {
@@ -539,11 +557,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             if taken.copied == 0 { return ex.innerFinished ? .cut : .wait }
             return .bytes(taken.copied, end: false)
         case .untilClose, .tunnel:
-            let n = output.remove(into: buffer)
-            inner.peerTook(n)
-            let end = ex.innerFinished && output.count == 0
-            if n == 0 && !end { return .wait }
-            return .bytes(n, end: end)
+            let n = min(buffer.count, output.count)
+            let end = ex.innerFinished && n == output.count
+            if n == 0 { return end ? .bytes(0, end: true) : .wait }
+            return .ready(n, end: end)
         }
     }
 
@@ -634,6 +651,8 @@ final class H2Exchange {
     var mode: Mode = .none
     /// A chunked answer, taken out of the exchange's output as the client's windows allow.
     var chunked = ChunkedPull()
+    /// The bytes last said to be ready end the answer.
+    var readyEnds = false
     var innerFinished = false
     var answerDone = false
     /// Answer bytes handed over and request-body bytes received, and their sum at the last look
