@@ -874,6 +874,27 @@ def test_an_answer_without_a_length_to_a_closed_window_is_bounded_and_cut(larder
     assert lr.wait_for_log(r"made no progress|took less than 16 KiB of its answer", timeout=10), lr.log_text()[-2000:]
 
 
+def test_a_client_that_opens_windows_but_never_reads_gets_nothing_more_queued(larder_factory, origin):
+    """A client that never reads its socket but keeps sending WINDOW_UPDATEs: each read of them
+    used to let one more frame of a chunked answer onto the backed-up socket output (3,000 updates
+    grew it by about 48 MiB); past its high-water mark nothing more is queued."""
+    lr = larder_factory(config={"workers": 1})
+    with RawH2(lr.port, initial_window=(1 << 31) - 1) as c:
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        for sid in (1, 3, 5):
+            c.headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport),
+                            (":path", "/chunked/400000000")])
+        assert wait_until(lambda: len(origin.requests()) == 3, timeout=10)
+        before = lr.rss_kib()
+        update = hf.WindowUpdateFrame(0)
+        update.window_increment = 1
+        for _ in range(3000):
+            c.send(update.serialize())
+            time.sleep(0.001)  # one read, and one flush, each
+        grown = lr.rss_kib() - before
+    assert grown < 24 * 1024, f"RSS grew by {grown} KiB"
+
+
 def test_a_request_answered_before_the_client_ended_it_is_reset_with_no_error(larder_factory, origin):
     """RFC 9113 §8.1: an answer that is complete while the request is not ends the stream with
     RST_STREAM(NO_ERROR), so a HEADERS frame without END_STREAM holds nothing open."""
