@@ -34,15 +34,13 @@ extension CacheExchange {
         }
         // A targeted field addressed to this cache governs it instead of Cache-Control (RFC 9213).
         let policyHead = TargetedCacheControl.policyHead(of: head, targets: setup.targetedFields)
+        func verdict(of response: ResponseHead) -> StoreVerdict {
+            Storability.verdict(request: request, response: response, storagePolicy: rule.policy,
+                                override: rule.freshness, requestTime: requestTime, responseTime: now,
+                                settings: setup.policy, reusablePost: reusablePost)
+        }
         // Not `policyHead ?? head`: that copies the head (a reference count per array) on every response.
-        let verdict = policyHead.map {
-            Storability.verdict(request: request, response: $0, storagePolicy: rule.policy, override: rule.freshness,
-                                requestTime: requestTime, responseTime: now, settings: setup.policy,
-                                reusablePost: reusablePost)
-        } ?? Storability.verdict(request: request, response: head, storagePolicy: rule.policy, override: rule.freshness,
-                                 requestTime: requestTime, responseTime: now, settings: setup.policy,
-                                 reusablePost: reusablePost)
-        switch verdict {
+        switch policyHead.map(verdict) ?? verdict(of: head) {
         case .doNotStore(.method):
             return nil  // only GET responses are stored; nothing to report
         case .doNotStore(let reason):

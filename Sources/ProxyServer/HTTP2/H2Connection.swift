@@ -143,31 +143,34 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// is over and everything is out.
     private func flush() {
         guard !closed else { return }
-        let output = stream.output
-        var failure: H2SessionError?
-        // Nothing more while the socket is backed up: each send appends a frame before it can
-        // look (a client opening windows without reading would otherwise grow the output).
-        if output.count < H2Connection.socketHighWater {
-            do throws(H2SessionError) {
-                try session.send { bytes in
-                    output.append(bytes)
-                    return output.count < H2Connection.socketHighWater
-                }
-            } catch {
-                failure = error
-            }
-        }
-        if let failure {
-            close(why: "HTTP/2 session failed: \(failure)")
-            return
-        }
+        guard sendFrames() else { return }
         if !answeredEarly.isEmpty { endAnsweredStreams() }
         if !session.isAlive || (draining && exchanges.isEmpty && !session.wantsWrite) || closing {
             closing = true
             stream.disableReading()
-            if output.count == 0 { close(why: nil) } else { stream.setWriteLowWatermark(0) }
+            if stream.output.count == 0 { close(why: nil) } else { stream.setWriteLowWatermark(0) }
         }
     }
+
+    /// Hands what nghttp2 has to send to the socket, unless its output is backed up: each send
+    /// appends a frame before it can look, so a client opening windows without reading would
+    /// otherwise grow the output by a frame per read. False when the session failed (closed).
+    private func sendFrames() -> Bool {
+        guard !socketBackedUp else { return true }
+        let output = stream.output
+        do throws(H2SessionError) {
+            try session.send { bytes in
+                output.append(bytes)
+                return output.count < H2Connection.socketHighWater
+            }
+        } catch {
+            close(why: "HTTP/2 session failed: \(error)")
+            return false
+        }
+        return true
+    }
+
+    private var socketBackedUp: Bool { stream.output.count >= H2Connection.socketHighWater }
 
     /// Answers all out for requests the client has not ended: their streams are reset (NO_ERROR).
     private func endAnsweredStreams() {
@@ -179,15 +182,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                 reset = true
             }
         }
-        guard reset, stream.output.count < H2Connection.socketHighWater else { return }
-        do throws(H2SessionError) {
-            try session.send { bytes in
-                stream.output.append(bytes)
-                return stream.output.count < H2Connection.socketHighWater
-            }
-        } catch {
-            close(why: "HTTP/2 session failed: \(error)")
-        }
+        if reset { _ = sendFrames() }
     }
 
     /// Streams that made no progress since the last look, waiting on their client, are reset.
@@ -273,7 +268,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                                 fields: [(Array("content-type".utf8), Array("text/plain; charset=utf-8".utf8)),
                                          (Array("content-length".utf8), Array(String(ex.localBody!.count).utf8))],
                                 hasBody: true)
-        case .success(let request) where request.leavesExchangeReusable && endStream:
+        case .success(let request) where request.leavesExchangeReusable:
             // Its exchange is chosen when it starts (`startArrived`): nothing of it is written
             // anywhere before then, so a stream reset in the same read costs nothing.
             let ex = H2Exchange(id: id, inner: nil, request: request)
@@ -523,13 +518,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// the bytes are moved to the socket's output, not copied, unless it is full.
     func h2SendResponseBody(_ id: Int32, frameHeader: UnsafeRawBufferPointer, count: Int) -> H2FrameWrite {
         guard let ex = exchanges[id], let inner = ex.inner, inner.output.count >= count else { return .failed }
-        let output = stream.output
-        if output.count >= H2Connection.socketHighWater { return .wouldBlock }
-        output.append(frameHeader)
-        output.move(count, from: inner.output)
-        inner.peerTook(count)
+        if socketBackedUp { return .wouldBlock }
+        stream.output.append(frameHeader)
+        stream.output.move(count, from: inner.output)
+        handedOver(count, of: ex, from: inner)
         ex.sent += count
-        if case .length(let remaining) = ex.mode { ex.mode = .length(remaining - count) }
         if ex.readyEnds { answerComplete(ex) }
         return .written
     }
@@ -549,18 +542,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         switch ex.mode {
         case .none:
             return .bytes(0, end: true)
-        case .length(let remaining) where movesBodies:
-            // Left in the output until the frame is written: moved to the socket's, never copied.
+        case .length(let remaining):
             let n = min(buffer.count, remaining, output.count)
             if n == 0 { return ex.innerFinished ? .cut : .wait }
-            return .ready(n, end: n == remaining)
-        case .length(let remaining):
-            let n = output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<min(buffer.count, remaining)]))
-            inner.peerTook(n)
-            ex.mode = .length(remaining - n)
-            if n == remaining { return .bytes(n, end: true) }
-            if n == 0 { return ex.innerFinished ? .cut : .wait }
-            return .bytes(n, end: false)
+            return take(n, of: ex, from: inner, into: buffer, end: n == remaining)
         case .chunked:
             let taken: (copied: Int, drained: Int)
             do {
@@ -573,18 +558,27 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             if taken.copied == 0 { return ex.innerFinished ? .cut : .wait }
             return .bytes(taken.copied, end: false)
         case .untilClose, .tunnel:
-            if !movesBodies {
-                let n = output.remove(into: buffer)
-                inner.peerTook(n)
-                let end = ex.innerFinished && output.count == 0
-                if n == 0 && !end { return .wait }
-                return .bytes(n, end: end)
-            }
             let n = min(buffer.count, output.count)
             let end = ex.innerFinished && n == output.count
             if n == 0 { return end ? .bytes(0, end: true) : .wait }
-            return .ready(n, end: end)
+            return take(n, of: ex, from: inner, into: buffer, end: end)
         }
+    }
+
+    /// `n` answer bytes at the front of the exchange's output for one DATA frame: on a plain socket
+    /// left there until the frame is written (moved then, never copied), else copied now.
+    private func take(_ n: Int, of ex: H2Exchange, from inner: Stream, into buffer: UnsafeMutableRawBufferPointer,
+                      end: Bool) -> H2BodyRead {
+        if movesBodies { return .ready(n, end: end) }
+        _ = inner.output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<n]))
+        handedOver(n, of: ex, from: inner)
+        return .bytes(n, end: end)
+    }
+
+    /// `n` answer bytes left the exchange's output for the client.
+    private func handedOver(_ n: Int, of ex: H2Exchange, from inner: Stream) {
+        inner.peerTook(n)
+        if case .length(let remaining) = ex.mode { ex.mode = .length(remaining - n) }
     }
 
     /// The answer's last byte is handed over: an exchange the client let finish (forgiving one
@@ -593,7 +587,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if ex.inner != nil, ex.status < 400 { session.exchangeCompleted() }
         ex.answerDone = true
         if !ex.requestEnded { answeredEarly.insert(ex.id) }
-        if ex.request?.leavesExchangeReusable == true, ex.requestEnded { releaseExchange(ex) }
+        if ex.request?.leavesExchangeReusable == true { releaseExchange(ex) }
     }
 
     func memoryStreamConsumed(_ inner: Stream, count: Int) {
