@@ -62,6 +62,12 @@ public struct Buffer {
         }
     }
 
+    /// Copies the first bytes into `destination`, leaving them in place; how many.
+    @inlinable public func copyPrefix(into destination: UnsafeMutableRawBufferPointer) -> Int {
+        guard let base = destination.baseAddress, destination.count > 0 else { return 0 }
+        return max(0, Int(evbuffer_copyout(raw, base, destination.count)))
+    }
+
     /// Drops the first `n` bytes.
     @inlinable public func drain(_ n: Int) { evbuffer_drain(raw, n) }
 

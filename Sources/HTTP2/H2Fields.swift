@@ -10,6 +10,13 @@ public struct H2Fields: Sendable {
         public var nameCount: Int
         public var valueStart: Int
         public var valueCount: Int
+
+        public init(nameStart: Int, nameCount: Int, valueStart: Int, valueCount: Int) {
+            self.nameStart = nameStart
+            self.nameCount = nameCount
+            self.valueStart = valueStart
+            self.valueCount = valueCount
+        }
     }
 
     public private(set) var bytes: [UInt8] = []

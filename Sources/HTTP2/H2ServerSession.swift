@@ -244,14 +244,45 @@ public final class H2ServerSession {
     /// Submits a response head whose fields start with `:status` (`H2Fields(status:)`).
     public func respond(_ stream: Int32, fields: H2Fields, hasBody: Bool) -> Bool {
         guard let session else { return false }
-        return fields.withNameValues { nva in
-            if hasBody {
-                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil),
-                                                     read_callback: H2ServerSession.readBody)
-                return nghttp2_submit_response(session, stream, nva.baseAddress, nva.count, &provider) == 0
-            }
-            return nghttp2_submit_response(session, stream, nva.baseAddress, nva.count, nil) == 0
+        return fields.withNameValues { nva in submitResponse(session, stream, nva, hasBody: hasBody) }
+    }
+
+    /// Submits a response head: `:status`, then the fields at `spans`, whose names lie in `names`
+    /// (in lower case) and values in `values`. nghttp2 copies them before this returns.
+    public func respond(_ stream: Int32, status: Int, names: UnsafeRawBufferPointer, values: UnsafeRawBufferPointer,
+                        spans: [H2Fields.Span], hasBody: Bool) -> Bool {
+        guard let session else { return false }
+        // nghttp2 never writes through these pointers; its type just is not const.
+        func start(_ bytes: UnsafeRawBufferPointer) -> UnsafeMutablePointer<UInt8> {
+            UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                                     ?? UnsafePointer(bitPattern: 1)!)
         }
+        let nameBase = start(names), valueBase = start(values)
+        let code = (UInt8(48 + status / 100 % 10), UInt8(48 + status / 10 % 10), UInt8(48 + status % 10))
+        return withUnsafeBytes(of: code) { digits in
+            H2Fields.statusName.withUnsafeBytes { statusName in
+                withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count + 1) { nva in
+                    let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                    nva[0] = nghttp2_nv(name: start(statusName), value: start(digits), namelen: statusName.count,
+                                        valuelen: 3, flags: none)
+                    for (i, s) in spans.enumerated() {
+                        nva[i + 1] = nghttp2_nv(name: nameBase + s.nameStart, value: valueBase + s.valueStart,
+                                                namelen: s.nameCount, valuelen: s.valueCount, flags: none)
+                    }
+                    return submitResponse(session, stream, nva, hasBody: hasBody)
+                }
+            }
+        }
+    }
+
+    private func submitResponse(_ session: OpaquePointer, _ stream: Int32, _ nva: UnsafeMutableBufferPointer<nghttp2_nv>,
+                                hasBody: Bool) -> Bool {
+        if hasBody {
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil),
+                                                 read_callback: H2ServerSession.readBody)
+            return nghttp2_submit_response(session, stream, nva.baseAddress, nva.count, &provider) == 0
+        }
+        return nghttp2_submit_response(session, stream, nva.baseAddress, nva.count, nil) == 0
     }
 
     /// An exchange the client let finish: one cancelled stream more is forgiven.

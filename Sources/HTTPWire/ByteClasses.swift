@@ -2,8 +2,8 @@
 // modules that read header bytes in place. Everything here works on single bytes or raw buffers;
 // no String, no allocation.
 
-let asciiCR: UInt8 = 0x0D
-let asciiLF: UInt8 = 0x0A
+public let asciiCR: UInt8 = 0x0D
+public let asciiLF: UInt8 = 0x0A
 public let asciiSP: UInt8 = 0x20
 public let asciiHTAB: UInt8 = 0x09
 public let asciiColon: UInt8 = 0x3A
@@ -102,7 +102,7 @@ public func equalsIgnoringCase(_ buffer: UnsafeRawBufferPointer, _ start: Int, _
 /// `asciiLower` of each of the eight bytes of `word`: bytes `A`...`Z` get bit 0x20 set, no other
 /// byte changes (none carries into its neighbour: each sum stays below 0x100).
 @inlinable
-func asciiLowered(_ word: UInt64) -> UInt64 {
+public func asciiLowered(_ word: UInt64) -> UInt64 {
     let ones: UInt64 = 0x0101_0101_0101_0101
     let low7 = word & (0x7F &* ones)
     let atLeastA = low7 &+ (0x80 &- 0x41) &* ones   // high bit set where the byte is >= "A"
@@ -174,8 +174,8 @@ func listContains(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int,
 }
 
 /// Parses `1*DIGIT` in `buffer[start..<end]` as a length no larger than 2^62; nil otherwise.
-@inline(__always)
-func parseDecimalLength(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int? {
+@inlinable
+public func parseDecimalLength(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int? {
     guard end > start else { return nil }
     let limit = 1 << 62
     var value = 0

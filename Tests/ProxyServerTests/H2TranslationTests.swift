@@ -147,21 +147,6 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
         let a = H2Translation.randomWebSocketKey(), b = H2Translation.randomWebSocketKey()
         #expect(a.count == 24 && a != b)
     }
-
-    @Test func anAnswerHeadLosesItsConnectionFields() throws {
-        let bytes = Array("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nUpgrade: x\r\nKeep-Alive: 5\r\nX-A: B\r\nContent-Length: 3\r\n\r\n".utf8)
-        var response = ResponseHead()
-        let n = try bytes.withUnsafeBytes { b throws(HTTPWireError) in
-            try ResponseParser.parse(b, into: &response, requestMethod: .get,
-                                     limits: HeadLimits(maxHeadBytes: 4096, maxHeaderCount: 10, maxRequestLineBytes: 1024))
-        }
-        #expect(n == bytes.count)
-        let fields = H2Translation.responseFields(response, status: 203, keepContentLength: false).pairs
-        #expect(fields.map { String(decoding: $0.name, as: UTF8.self) } == [":status", "content-type", "x-a"])
-        #expect(fields.map { String(decoding: $0.value, as: UTF8.self) } == ["203", "text/plain", "B"])
-        let kept = H2Translation.responseFields(response, status: 200, keepContentLength: true).pairs
-        #expect(kept.map { String(decoding: $0.name, as: UTF8.self) }.last == "content-length")
-    }
 }
 
 @Suite struct H2PrefaceTests {

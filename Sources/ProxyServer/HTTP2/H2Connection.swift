@@ -53,8 +53,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private var arrived: [Int32] = []
     private var idle: Timer?
     /// The answer head being read back, reused: its buffers outlive one stream.
-    private var answerHead = ResponseHead()
-    private var answerFields = H2Fields(byteCapacity: 512, fieldCapacity: 16)
+    private var answerHead = H2AnswerHead()
     private var draining = false
     private var closing = false
     private var closed = false
@@ -456,19 +455,19 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         while true {
             let parsed: Int?
             do {
-                parsed = try H2Connection.parseAnswerHead(output, into: &answerHead, method: request.method)
+                parsed = try readAnswerHead(output, method: request.method)
             } catch {
                 worker.logger.error("HTTP/2 stream \(ex.id) of \(peer): its answer's head could not be read back (\(error.reason))")
                 session.reset(ex.id, code: 0x2)
                 return false
             }
             guard let length = parsed else { return false }
-            output.drain(length)
-            inner.peerTook(length)
             var status = answerHead.status
             if request.isWebSocket, status == 101 {
                 status = 200  // RFC 8441: the extended CONNECT succeeded; the WebSocket follows
             } else if answerHead.isInformational {
+                output.drain(length)
+                inner.peerTook(length)
                 continue  // 100 Continue and 103 are HTTP/1.1's business here
             }
             let mode: H2Exchange.Mode
@@ -484,16 +483,18 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                 case .untilClose: mode = .untilClose
                 }
             }
-            let keepLength: Bool
-            switch answerHead.framing {
-            case .chunked, .untilClose: keepLength = false
-            default: keepLength = !request.isConnect || answerHead.status >= 300
-            }
             ex.mode = mode
             ex.headSent = true
             ex.status = status
-            H2Translation.responseFields(answerHead, status: status, keepContentLength: keepLength, into: &answerFields)
-            _ = session.respond(ex.id, fields: answerFields, hasBody: mode != .none)
+            // The values are still where the head was read, at the front of the output.
+            _ = output.withContiguousPrefix(maxBytes: length) { values in
+                answerHead.names.withUnsafeBytes { names in
+                    session.respond(ex.id, status: status, names: names, values: values, spans: answerHead.spans,
+                                    hasBody: mode != .none)
+                }
+            }
+            output.drain(length)
+            inner.peerTook(length)
             if mode == .none { answerComplete(ex) }
             return true
         }
@@ -622,25 +623,31 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if let i = spare.firstIndex(where: { $0 === conn }) { spare.remove(at: i) }
     }
 
-    /// Parses the head at the front of `output` from a small prefix first: making the whole
-    /// buffer contiguous would copy the queued body with it (a head is a few hundred bytes).
-    private static func parseAnswerHead(_ output: Buffer, into head: inout ResponseHead,
-                                        method: HTTPMethod) throws(HTTPWireError) -> Int? {
-        var window = 4_096
+    /// Reads the answer head at the front of `output` where it lies: in its first segment, where
+    /// the exchange wrote it, or else in a prefix made contiguous (copied) as long as the head needs.
+    private func readAnswerHead(_ output: Buffer, method: HTTPMethod) throws(HTTPWireError) -> Int? {
+        let (parsed, seen) = try output.withFirstSegment { segment throws(HTTPWireError) in
+            let front = UnsafeRawBufferPointer(rebasing: segment.prefix(H2Connection.maxAnswerHead))
+            return (try answerHead.read(front, method: method), front.count)
+        }
+        if parsed != nil || seen == output.count { return parsed }
+        var window = max(H2Connection.answerHeadWindow, seen * 2)
         while true {
-            let take = min(window, output.count)
+            guard seen < H2Connection.maxAnswerHead else { throw .headTooLarge }
+            let take = min(window, output.count, H2Connection.maxAnswerHead)
             let parsed = try output.withContiguousPrefix(maxBytes: take) { bytes throws(HTTPWireError) in
-                try ResponseParser.parse(bytes, into: &head, requestMethod: method, limits: answerLimits)
+                try answerHead.read(bytes, method: method)
             }
-            if parsed != nil || take == output.count || window >= maxAnswerHead { return parsed }
-            window = min(window * 8, maxAnswerHead)
+            if parsed != nil || take == output.count { return parsed }
+            guard take < H2Connection.maxAnswerHead else { throw .headTooLarge }
+            window = take * 8
         }
     }
 
     private static let crlf = Array("\r\n".utf8)
     private static let lastChunk = Array("0\r\n\r\n".utf8)
+    private static let answerHeadWindow = 4_096
     private static let maxAnswerHead = 256 * 1024
-    private static let answerLimits = HeadLimits(maxHeadBytes: 256 * 1024, maxHeaderCount: 1_000, maxRequestLineBytes: 8_192)
 }
 
 /// One stream of an `H2Connection`: its request as HTTP/1.1, the exchange answering it, and how

@@ -1,8 +1,8 @@
 import HTTP2
 import HTTPWire
 
-/// An HTTP/2 request as the HTTP/1.1 request Larder's exchange reads, and an HTTP/1.1 answer head
-/// as HTTP/2 fields. Pure: table-tested without a connection.
+/// An HTTP/2 request as the HTTP/1.1 request Larder's exchange reads, and which fields of its
+/// answer stay with HTTP/1.1 (`H2AnswerHead` reads the rest). Pure: table-tested without a connection.
 ///
 /// The HTTP/1.1 text is the one place an HTTP/2 request could smuggle a second request or field
 /// (h2-to-h1 desync): every byte that reaches it is checked here again, although nghttp2 has already
@@ -171,37 +171,12 @@ enum H2Translation {
                                 isWebSocket: upgrading, leavesExchangeReusable: reusable))
     }
 
-    /// An answer head's fields for HTTP/2: names in lower case, without the fields that belong to
-    /// HTTP/1.1 connections; `content-length` only where the answer is framed by it.
-    static func responseFields(_ head: ResponseHead, status: Int, keepContentLength: Bool) -> H2Fields {
-        var out = H2Fields(status: status, byteCapacity: head.headers.storage.count + 16,
-                           fieldCapacity: head.headers.fields.count + 1)
-        responseFields(head, status: status, keepContentLength: keepContentLength, into: &out)
-        return out
-    }
-
-    /// `responseFields` into a list that is emptied first (its buffers reused).
-    static func responseFields(_ head: ResponseHead, status: Int, keepContentLength: Bool, into out: inout H2Fields) {
-        out.startAnswer(status: status)
-        head.headers.storage.withUnsafeBytes { all in
-            for f in head.headers.fields {
-                let name = UnsafeRawBufferPointer(rebasing: all[f.name.start..<(f.name.start + f.name.count)])
-                if name.count < 64, answerHopByHopLengths & (1 << UInt64(name.count)) != 0,
-                   answerHopByHop.contains(where: { equalsIgnoringCase(name, $0) }) { continue }
-                if !keepContentLength, equalsIgnoringCase(name, contentLengthName) { continue }
-                out.append(lowercasingName: name,
-                           value: UnsafeRawBufferPointer(rebasing: all[f.value.start..<(f.value.start + f.value.count)]))
-            }
-        }
-    }
-
-    /// Whether `bytes` are `lowerName` in any case.
-    private static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowerName: [UInt8]) -> Bool {
-        guard bytes.count == lowerName.count else { return false }
-        return lowerName.withUnsafeBufferPointer { n in
-            for i in 0..<n.count where lower(bytes[i]) != n[i] { return false }
-            return true
-        }
+    /// Whether an answer's field (its name in lower case) belongs to the HTTP/1.1 connection and
+    /// is not sent on a stream (RFC 9113 §8.2.2), or to the WebSocket upgrade an extended CONNECT's
+    /// `200` replaces.
+    static func isConnectionField(_ name: UnsafeRawBufferPointer) -> Bool {
+        name.count < 64 && answerHopByHopLengths & (1 << UInt64(name.count)) != 0
+            && answerHopByHop.contains(where: { equalsLowered(name, 0, name.count, $0) })
     }
 
     /// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1).

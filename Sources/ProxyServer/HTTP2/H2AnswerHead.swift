@@ -1,0 +1,172 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import HTTP2
+import HTTPWire
+
+/// The HTTP/1.1 answer head an exchange wrote for an HTTP/2 stream, read back as the stream's
+/// HEADERS: its status, its framing, and the fields to send, their names lowered into `names` and
+/// their values left where they are, without the connection's own fields. Pure: table-tested
+/// without a connection.
+///
+/// The head is Larder's own, written by its exchange from fields checked when they arrived, so it
+/// is read by its shape (CRLF-ended lines of `name: value`) rather than through `ResponseParser`'s
+/// whole grammar, which read every hit's head a second time and, with a field list copied from
+/// it, was the largest cost of an HTTP/2 hit. Whatever does not have that shape is refused (the
+/// stream is reset), never guessed at: a line without its colon or with nothing before it, a CR
+/// or LF alone, a Content-Length that is not digits or that a second one contradicts, one beside
+/// Transfer-Encoding, more fields than `maxFields`.
+struct H2AnswerHead {
+    var status = 0
+    var framing: BodyFraming = .none
+    /// The fields to send (`:status` is not among them): names in `names`, values in the bytes read.
+    var spans: [H2Fields.Span] = []
+    /// The names of `spans`, in lower case.
+    private(set) var names = [UInt8](repeating: 0, count: 1_024)
+
+    static let maxFields = 1_000
+
+    var isInformational: Bool { status < 200 }
+
+    init() { spans.reserveCapacity(16) }
+
+    /// Reads the head at the front of `p`: its length, or nil while it is incomplete. `method` is
+    /// the HTTP/1.1 request's: a HEAD's answer has no body, a CONNECT's 2xx becomes a tunnel and
+    /// loses its Content-Length.
+    mutating func read(_ p: UnsafeRawBufferPointer, method: HTTPMethod) throws(HTTPWireError) -> Int? {
+        // Out of `self` while they are written, so that reading may change the rest of it.
+        var room: [UInt8] = []
+        swap(&room, &names)
+        defer { swap(&room, &names) }
+        while true {
+            let outcome = room.withUnsafeMutableBytes { bytes in
+                Result { () throws(HTTPWireError) in try read(p, method: method, namesInto: bytes) }
+            }
+            switch try outcome.get() {
+            case .head(let length): return length
+            case .incomplete: return nil
+            case .namesOverflow: room = [UInt8](repeating: 0, count: room.count * 4)  // seldom: a long head
+            }
+        }
+    }
+
+    private enum Outcome { case head(Int), incomplete, namesOverflow }
+
+    private mutating func read(_ p: UnsafeRawBufferPointer, method: HTTPMethod,
+                               namesInto room: UnsafeMutableRawBufferPointer) throws(HTTPWireError) -> Outcome {
+        spans.removeAll(keepingCapacity: true)
+        guard let base = p.baseAddress, let statusEnd = try Self.lineEnd(p, from: 0) else { return .incomplete }
+        status = try Self.status(p, lineEnd: statusEnd)
+        var contentLength: Int?
+        var transferEncoding = false
+        var chunked = false
+        let dropsLength = method == .connect && status < 300
+        var used = 0
+        var i = statusEnd + 2
+        while true {
+            guard i < p.count else { return .incomplete }
+            if p[i] == asciiCR {
+                guard i + 1 < p.count else { return .incomplete }
+                guard p[i + 1] == asciiLF else { throw .bareCarriageReturn }
+                i += 2
+                break
+            }
+            guard let cr = try Self.lineEnd(p, from: i) else { return .incomplete }
+            guard spans.count < Self.maxFields else { throw .tooManyHeaderFields }
+            guard let found = memchr(base + i, Int32(asciiColon), cr - i), base.distance(to: found) > i else {
+                throw .invalidFieldName
+            }
+            let colon = base.distance(to: found)
+            var valueStart = colon + 1
+            while valueStart < cr, isOWS(p[valueStart]) { valueStart += 1 }
+            var valueEnd = cr
+            while valueEnd > valueStart, isOWS(p[valueEnd - 1]) { valueEnd -= 1 }
+            let nameCount = colon - i
+            guard used + nameCount <= room.count else { return .namesOverflow }
+            let name = Self.lower(UnsafeRawBufferPointer(rebasing: p[i..<colon]),
+                                  into: UnsafeMutableRawBufferPointer(rebasing: room[used..<(used + nameCount)]))
+            i = cr + 2
+            switch nameCount {
+            case 14 where equalsLowered(name, 0, 14, Self.contentLengthName):
+                guard let n = parseDecimalLength(p, valueStart, valueEnd) else { throw .invalidContentLength }
+                if let seen = contentLength {
+                    guard seen == n else { throw .conflictingContentLength }
+                    continue  // the same length said twice is sent once
+                }
+                contentLength = n
+                if dropsLength { continue }
+            case 17 where equalsLowered(name, 0, 17, Self.transferEncodingName):
+                transferEncoding = true
+                chunked = Self.lastCodingIsChunked(p, valueStart, valueEnd)
+                continue
+            default:
+                if H2Translation.isConnectionField(name) { continue }
+            }
+            spans.append(H2Fields.Span(nameStart: used, nameCount: nameCount, valueStart: valueStart,
+                                       valueCount: valueEnd - valueStart))
+            used += nameCount
+        }
+        // RFC 9112 §6.3, as `ResponseParser` frames what an origin sends: errors first.
+        if transferEncoding, contentLength != nil { throw .contentLengthWithTransferEncoding }
+        if method == .head || status < 200 || status == 204 || status == 304 || dropsLength {
+            framing = .none
+        } else if transferEncoding {
+            framing = chunked ? .chunked : .untilClose
+        } else if let contentLength {
+            framing = .contentLength(contentLength)
+        } else {
+            framing = .untilClose
+        }
+        return .head(i)
+    }
+
+    /// `name` copied into `room` in lower case, eight bytes at a time.
+    private static func lower(_ name: UnsafeRawBufferPointer,
+                              into room: UnsafeMutableRawBufferPointer) -> UnsafeRawBufferPointer {
+        guard let from = name.baseAddress, let to = room.baseAddress else { return UnsafeRawBufferPointer(room) }
+        var k = 0
+        while k + 8 <= name.count {
+            to.storeBytes(of: asciiLowered(from.loadUnaligned(fromByteOffset: k, as: UInt64.self)),
+                          toByteOffset: k, as: UInt64.self)
+            k += 8
+        }
+        while k < name.count {
+            room[k] = asciiLower(name[k])
+            k += 1
+        }
+        return UnsafeRawBufferPointer(room)
+    }
+
+    /// The index of the CR of the CRLF ending the line at `start`, or nil while no LF follows it.
+    private static func lineEnd(_ p: UnsafeRawBufferPointer, from start: Int) throws(HTTPWireError) -> Int? {
+        guard let base = p.baseAddress, start < p.count,
+              let found = memchr(base + start, Int32(asciiLF), p.count - start) else { return nil }
+        let lf = base.distance(to: found)
+        guard lf > start, p[lf - 1] == asciiCR else { throw .bareLineFeed }
+        if lf - 1 > start, memchr(base + start, Int32(asciiCR), lf - 1 - start) != nil { throw .bareCarriageReturn }
+        return lf - 1
+    }
+
+    /// `HTTP/1.x SP 3DIGIT [SP reason]`, the status line an exchange writes.
+    private static func status(_ p: UnsafeRawBufferPointer, lineEnd: Int) throws(HTTPWireError) -> Int {
+        guard lineEnd >= 12, equalsLowered(p, 0, 7, httpVersionPrefix), isDigit(p[7]), p[8] == asciiSP,
+              isDigit(p[9]), isDigit(p[10]), isDigit(p[11]), p[9] != UInt8(ascii: "0"),
+              lineEnd == 12 || p[12] == asciiSP else { throw .malformedStatusLine }
+        return Int(p[9] &- 0x30) * 100 + Int(p[10] &- 0x30) * 10 + Int(p[11] &- 0x30)
+    }
+
+    /// Whether the last coding a Transfer-Encoding value lists is `chunked` (parameters aside).
+    private static func lastCodingIsChunked(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Bool {
+        var s = end
+        while s > start, p[s - 1] != asciiComma { s -= 1 }
+        while s < end, isOWS(p[s]) { s += 1 }
+        var e = s
+        while e < end, p[e] != UInt8(ascii: ";"), !isOWS(p[e]) { e += 1 }
+        return equalsIgnoringCase(p, s, e, "chunked")
+    }
+
+    /// Compared with `equalsLowered`, which lowers the bytes it reads: "HTTP/1." is upper case.
+    private static let httpVersionPrefix = Array("http/1.".utf8)
+    private static let contentLengthName = Array("content-length".utf8)
+    private static let transferEncodingName = Array("transfer-encoding".utf8)
+}
