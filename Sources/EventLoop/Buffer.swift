@@ -98,6 +98,34 @@ public struct Buffer {
         }
     }
 
+    /// `appendReference` in pieces of at most `piece` bytes (all of it in one when `piece` is 0),
+    /// each a segment of its own.
+    public func appendReference(_ bytes: UnsafeRawBufferPointer, keepingAlive owner: AnyObject, inPiecesOf piece: Int) {
+        guard piece > 0, bytes.count > piece else { return appendReference(bytes, keepingAlive: owner) }
+        var start = 0
+        while start < bytes.count {
+            let end = min(start + piece, bytes.count)
+            appendReference(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), keepingAlive: owner)
+            start = end
+        }
+    }
+
+    /// How many of the first `n` bytes lie in whole segments (looking at 16 at most), and in how
+    /// many: moving that many bytes to another buffer moves segments and copies none.
+    public func wholeSegments(upTo n: Int) -> (length: Int, count: Int) {
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 16) { vecs in
+            let got = Int(evbuffer_peek(raw, n, nil, vecs.baseAddress, 16))
+            var whole = 0
+            var count = 0
+            for i in 0..<min(got, 16) {
+                guard whole + vecs[i].iov_len <= n else { break }
+                whole += vecs[i].iov_len
+                count += 1
+            }
+            return (whole, count)
+        }
+    }
+
     private static let releaseOwner: evbuffer_ref_cleanup_cb = { _, _, context in
         Unmanaged<AnyObject>.fromOpaque(context!).release()
     }

@@ -51,6 +51,10 @@ public final class Stream {
     /// An in-memory stream's peer may note here which of its exchanges the stream serves now (an
     /// HTTP/2 stream's id; 0: none), to find it without a table.
     public var peerTag: Int32 = 0
+    /// An in-memory stream's peer that moves whole pieces of its output to a socket rather than
+    /// copying them sets here the size bodies queued by reference are cut into (0: left whole):
+    /// moving part of a piece copies that part.
+    public var referencePiece = 0
 
     /// Unsent bytes a plain TCP stream leaves queued in the kernel (`PlainTransport.unsentLimit`).
     public static let unsentLimit = PlainTransport.unsentLimit

@@ -29,7 +29,7 @@ HITS = 2_000
 H2_HIT_PATH_BASELINE = 53_700
 H2_HITS = 4_000
 # A 256 KiB hit over h2c: what moving the body into DATA frames costs.
-H2_LARGE_HIT_BASELINE = 338_600
+H2_LARGE_HIT_BASELINE = 141_300
 H2_LARGE_HITS = 400
 
 

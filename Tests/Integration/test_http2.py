@@ -608,6 +608,32 @@ def test_a_stream_whose_window_never_opens_does_not_stall_the_others(larder_fact
         assert c.pump(lambda: s.reset is not None or c.closed, 15), s
 
 
+def test_stored_bodies_arrive_whole_through_windows_that_cut_their_frames(larder_factory, origin):
+    """A stored body goes to a plain-socket client in pieces its DATA frames move whole; windows of
+    odd sizes cut frames inside pieces, and the bytes still arrive whole and in order, on streams of
+    one connection at once and one after another."""
+    lr = larder_factory(config=ADMIN)
+    host = origin.hostport
+    sizes = [300_000, 16_384 * 4, 16_384 * 4 + 1, 1, 40_000]
+    with H2Client(lr.port) as c:
+        for n, size in enumerate(sizes):
+            r = c.wait(c.request("GET", host, f"/unique/{200 + n}/{size}"))
+            assert r.status == 200 and bytes(r.body) == unique_body(200 + n, size)
+    # Stored once the writer is through with them (the client may have its last byte before).
+    assert wait_until(lambda: stats(lr)["cache_entries"]["memory"] >= len(sizes))
+    for window in (10_007, 16_383, 16_385, 65_535):
+        with H2Client(lr.port, initial_window=window) as c:
+            sids = [c.request("GET", host, f"/unique/{200 + n}/{size}") for n, size in enumerate(sizes)]
+            for n, (size, sid) in enumerate(zip(sizes, sids)):
+                r = c.wait(sid, timeout=30)
+                assert r.status == 200 and "hit" in r.header("cache-status"), (window, size, r)
+                assert bytes(r.body) == unique_body(200 + n, size), (window, size)
+            for n, size in enumerate(sizes):
+                r = c.wait(c.request("GET", host, f"/unique/{200 + n}/{size}"), timeout=30)
+                assert bytes(r.body) == unique_body(200 + n, size), (window, size)
+    assert len([q for q in origin.requests() if q["path"].startswith("/unique/2")]) == len(sizes)
+
+
 def test_upgrade_h2c_is_never_honoured(larder_factory, origin):
     lr = larder_factory()
     c = RawClient(lr.port)

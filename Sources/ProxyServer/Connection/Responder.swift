@@ -202,7 +202,7 @@ extension ClientConnection {
     func sendBody(reference bytes: UnsafeRawBufferPointer, keepingAlive owner: AnyObject) {
         if let m = context.mirror, m.isHolding { return mirrorTakes(m, bytes) }
         assert(context.answer.framing == .contentLength, "a stored body goes out as it is")
-        stream.output.appendReference(bytes, keepingAlive: owner)
+        stream.output.appendReference(bytes, keepingAlive: owner, inPiecesOf: stream.referencePiece)
     }
 
     /// The whole answer is queued: the connection's machine decides what comes next.

@@ -277,7 +277,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             idle?.cancel()
             watchProgress()
         case .success(let request):
-            let inner = Stream.inMemory(loop: worker.loop, peer: self)
+            let inner = newInner()
             let ex = H2Exchange(id: id, inner: inner, request: request)
             exchanges[id] = ex
             inner.peerTag = id
@@ -381,7 +381,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                     ex.conn = conn
                     continue
                 }
-                bind(ex, to: Stream.inMemory(loop: worker.loop, peer: self), request: request)
+                bind(ex, to: newInner(), request: request)
             }
             guard let inner = ex.inner else { continue }
             let conn = ClientConnection(worker: worker, stream: inner, peer: peer, overTLS: overTLS, carrier: self)
@@ -401,6 +401,14 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
 
     /// A spare exchange still waiting for a request (one may have closed meanwhile, on its idle
     /// timeout or an error).
+    /// The in-memory stream of a new exchange. Where DATA frames move answer bytes to the socket,
+    /// a stored body is queued in pieces a frame can hold, so that frames move pieces whole.
+    private func newInner() -> Stream {
+        let inner = Stream.inMemory(loop: worker.loop, peer: self)
+        if movesBodies { inner.referencePiece = H2Connection.bodyPiece }
+        return inner
+    }
+
     private func takeSpare() -> ClientConnection? {
         while let conn = spare.popLast() {
             if conn.isBetweenRequests { return conn }
@@ -570,7 +578,17 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// left there until the frame is written (moved then, never copied), else copied now.
     private func take(_ n: Int, of ex: H2Exchange, from inner: Stream, into buffer: UnsafeMutableRawBufferPointer,
                       end: Bool) -> H2BodyRead {
-        if movesBodies { return .ready(n, end: end) }
+        if movesBodies {
+            // Up to the end of a segment, so that the frame moves segments and copies nothing: when
+            // that is at least half a frame, or one segment before a longer one (what is left of a
+            // piece a frame cut). Frames of many small segments would be many small frames: those
+            // copy their last segment's part, as a frame shorter than its first segment does.
+            let whole = inner.output.wholeSegments(upTo: n)
+            if whole.length > 0, whole.length < n, whole.length >= n / 2 || whole.count == 1 {
+                return .ready(whole.length, end: false)
+            }
+            return .ready(n, end: end)
+        }
         _ = inner.output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<n]))
         handedOver(n, of: ex, from: inner)
         return .bytes(n, end: end)
@@ -647,6 +665,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private static let crlf = Array("\r\n".utf8)
     private static let lastChunk = Array("0\r\n\r\n".utf8)
     private static let answerHeadWindow = 4_096
+    /// nghttp2's largest DATA payload unless the client allows larger frames (16 KiB by default,
+    /// which clients keep).
+    private static let bodyPiece = 16_384
     private static let maxAnswerHead = 256 * 1024
 }
 
