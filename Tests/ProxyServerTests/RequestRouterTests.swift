@@ -83,6 +83,41 @@ import Testing
         #expect(Self.summary(router.route(Self.head(row.head), interceptedOrigin: nil, isPurge: row.purge)) == row.expected)
     }
 
+    /// A destination in full: what the summary leaves out is where a remembered Host could differ.
+    static func detail(_ route: RequestRouter.Route) -> String {
+        guard case .forward(let d) = route else { return summary(route) }
+        let bytes = { (b: [UInt8]?) in b.map { String(decoding: $0, as: UTF8.self) } ?? "-" }
+        return "\(summary(route)) host \(bytes(d.route.host)) origin \(bytes(d.route.originHost)):\(d.route.originPort) "
+            + "keyed \(bytes(d.keyedHost)) path \(d.path)"
+    }
+
+    /// A worker's routes remember the last Host: whatever order requests come in, each is routed
+    /// as it would be on its own, whichever Host, router or target form came before it.
+    @Test func aRememberedHostRoutesAsReadingItAgainWould() {
+        var other = Self.reverse
+        other.reverseOrigin = OriginKey(scheme: .https, host: "10.0.0.10", port: 8443)
+        var byOrigin = Self.reverse
+        byOrigin.reverseHost = .origin
+        var open = Self.reverse
+        open.reverseAllowedHosts = []
+        let routers = [Self.reverse, other, byOrigin, open]
+        let heads = ["GET /x HTTP/1.1\r\nHost: site.example", "GET /y?q HTTP/1.1\r\nHost: site.example",
+                     "GET /x HTTP/1.1\r\nHost: SITE.example:80", "GET /x HTTP/1.1\r\nHost: site.example:8080",
+                     "GET /x HTTP/1.1\r\nHost: www.site.example", "GET /x HTTP/1.1\r\nHost: evil.example",
+                     "GET /x HTTP/1.1\r\nHost: a b", "GET /x HTTP/1.1\r\nHost: site.example.",
+                     "GET http://evil.example/x HTTP/1.1\r\nHost: site.example",
+                     "GET http://site.example:81/x HTTP/1.1\r\nHost: site.example", "GET /x HTTP/1.0"]
+        let hosts = ReverseHostMemo()
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let router = routers.randomElement(using: &generator)!
+            let head = Self.head(heads.randomElement(using: &generator)!)
+            let alone = router.route(head, interceptedOrigin: nil, isPurge: false)
+            let remembered = router.route(head, interceptedOrigin: nil, isPurge: false, hosts: hosts)
+            #expect(Self.detail(remembered) == Self.detail(alone))
+        }
+    }
+
     /// A login of its own keeps an ftp:// request away from the cache; the public one does not.
     @Test(arguments: [("ftp://h/a", "", false), ("ftp://anonymous@h/a", "", false), ("ftp://FTP:@h/a", "", false), ("ftp://ftp:s3cret@h/a", "", true), ("ftp://anonymous:me%40x@h/a", "", true),
                       ("ftp://@h/a", "", false), ("ftp://alice:pw@h/a", "", true), ("ftp://alice@h/a", "", true),

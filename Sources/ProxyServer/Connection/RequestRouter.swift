@@ -5,10 +5,22 @@ import SessionClient
 /// Where a request goes: decided from its head and the settings alone, so every rule of routing
 /// is table-tested without a connection.
 struct RequestRouter {
-    var reverseOrigin: OriginKey?
+    var reverseOrigin: OriginKey? {
+        didSet { reverseOriginHost = Array((reverseOrigin?.host ?? "").utf8) }
+    }
     var reverseHost: ReverseHost
     var reverseAllowedHosts: [HostPattern]
     var usesParentProxy: Bool
+    /// `reverseOrigin`'s host as bytes, made once rather than for every request.
+    private var reverseOriginHost: [UInt8]
+
+    init(reverseOrigin: OriginKey?, reverseHost: ReverseHost, reverseAllowedHosts: [HostPattern], usesParentProxy: Bool) {
+        self.reverseOrigin = reverseOrigin
+        self.reverseHost = reverseHost
+        self.reverseAllowedHosts = reverseAllowedHosts
+        self.usesParentProxy = usesParentProxy
+        reverseOriginHost = Array((reverseOrigin?.host ?? "").utf8)
+    }
 
     /// A request to forward: where to connect, how to name the origin upstream, and under which
     /// origin the cache keys it.
@@ -46,7 +58,10 @@ struct RequestRouter {
 
     /// `interceptedOrigin`: an intercepted CONNECT's destination; origin-form requests on its
     /// connection go there.
-    func route(_ request: RequestHead, interceptedOrigin: OriginKey?, isPurge: Bool) -> Route {
+    /// `hosts`: the last Host named in reverse mode and what it became, kept by the caller (one
+    /// per worker) because the requests it sees mostly name the same one.
+    func route(_ request: RequestHead, interceptedOrigin: OriginKey?, isPurge: Bool,
+               hosts: ReverseHostMemo? = nil) -> Route {
         if request.method == .connect {
             if reverseOrigin != nil {
                 return .respond(405, "CONNECT is not available: this Larder is a reverse proxy for one origin",
@@ -82,10 +97,12 @@ struct RequestRouter {
                 return .reject(400, "origin-form request: Larder is a forward proxy; send an absolute URI "
                                + "(http://host/path), or configure reverse_origin")
             }
-            return reverseRoute(to: reverse, request: request, target: target, path: path)
+            return reverseRoute(to: reverse, request: request, target: target, path: path, hosts: hosts)
         case .absolute:
             // A reverse proxy serves its one origin: an absolute URI names a Host, never a destination.
-            if let reverse = reverseOrigin { return reverseRoute(to: reverse, request: request, target: target, path: path) }
+            if let reverse = reverseOrigin {
+                return reverseRoute(to: reverse, request: request, target: target, path: path, hosts: nil)
+            }
             if target.scheme == .ftp { return ftpRoute(request, target: target, path: path) }
             let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
             let route = OutboundHead.Route(scheme: target.scheme, originHost: target.host, originPort: target.port,
@@ -143,11 +160,16 @@ struct RequestRouter {
     /// `reverse_allowed_hosts`, and the cache keys on the Host actually sent upstream, so that one
     /// client's `Host: evil.example` can never become another client's page.
     private func reverseRoute(to reverse: OriginKey, request: RequestHead, target: RequestTarget,
-                              path: Range<Int>) -> Route {
+                              path: Range<Int>, hosts: ReverseHostMemo?) -> Route {
+        let remembered = reverseHost == .client ? hosts?.recall(request, target, reverse) : nil
         let named: ReverseHostName?
-        switch Self.requestedHost(request, target) {
-        case .success(let n): named = n
-        case .failure(let problem): return .reject(400, problem.reason)
+        if let remembered {
+            named = remembered.named
+        } else {
+            switch Self.requestedHost(request, target) {
+            case .success(let n): named = n
+            case .failure(let problem): return .reject(400, problem.reason)
+            }
         }
         if !reverseAllowedHosts.isEmpty {
             guard let named, reverseAllowedHosts.contains(where: { $0.matches(named.host) }) else {
@@ -155,16 +177,25 @@ struct RequestRouter {
                                      + "is not served here (reverse_allowed_hosts)")
             }
         }
-        var route = OutboundHead.Route(scheme: reverse.scheme, originHost: Array(reverse.host.utf8),
+        var route = OutboundHead.Route(scheme: reverse.scheme, originHost: reverseOriginHost,
                                        originPort: reverse.port, absoluteForm: toParentInAbsoluteForm(reverse.scheme))
         var keyedAs = reverse
+        var keyedHost = reverseOriginHost
         if reverseHost == .client, let named {
-            // Key and forward the same spelling: the default port elided in both (`site:80` is `site`).
-            let port = named.port ?? reverse.scheme.defaultPort
-            route.host = authorityBytes(host: named.host, port: port, scheme: reverse.scheme)
-            keyedAs = OriginKey(scheme: reverse.scheme, host: String(decoding: named.host, as: UTF8.self), port: port)
+            if let remembered {
+                route.host = remembered.authority
+                keyedAs = remembered.keyedAs
+            } else {
+                // Key and forward the same spelling: the default port elided in both (`site:80` is `site`).
+                let port = named.port ?? reverse.scheme.defaultPort
+                let authority = authorityBytes(host: named.host, port: port, scheme: reverse.scheme)
+                route.host = authority
+                keyedAs = OriginKey(scheme: reverse.scheme, host: String(decoding: named.host, as: UTF8.self), port: port)
+                hosts?.remember(request, target, reverse, named: named, authority: authority, keyedAs: keyedAs)
+            }
+            keyedHost = named.host
         }
-        return .forward(Destination(origin: reverse, route: route, path: path, keyedAs: keyedAs))
+        return .forward(Destination(origin: reverse, route: route, path: path, keyedAs: keyedAs, keyedHost: keyedHost))
     }
 
     /// The host the client addressed: an absolute URI's authority (RFC 9112 §3.2.2: it overrides
@@ -202,4 +233,38 @@ struct HostProblem: Error {
 struct ReverseHostName {
     var host: [UInt8]
     var port: Int?
+}
+
+/// The last Host field a reverse proxy routed by and what it became (`RequestRouter.route`):
+/// reading a Host, checking and normalising it, cost more than the rest of a hit's routing.
+/// One per worker, so never shared between threads. Origin-form requests only: an absolute
+/// target's authority is parsed with the target anyway.
+final class ReverseHostMemo {
+    private var field: [UInt8] = []
+    private var origin: OriginKey?
+    private var named = ReverseHostName(host: [], port: nil)
+    private var authority: [UInt8] = []
+    private var keyedAs: OriginKey?
+
+    func recall(_ request: RequestHead, _ target: RequestTarget,
+                _ reverse: OriginKey) -> (named: ReverseHostName, authority: [UInt8], keyedAs: OriginKey)? {
+        guard target.form == .origin, let keyedAs, origin == reverse, let value = Self.hostValue(request) else { return nil }
+        let same = request.headers.withBytes(value) { $0.elementsEqual(field) }
+        return same ? (named, authority, keyedAs) : nil
+    }
+
+    func remember(_ request: RequestHead, _ target: RequestTarget, _ reverse: OriginKey, named: ReverseHostName,
+                  authority: [UInt8], keyedAs: OriginKey) {
+        guard target.form == .origin, let value = Self.hostValue(request) else { return }
+        field = request.headers.withBytes(value) { Array($0) }
+        origin = reverse
+        self.named = named
+        self.authority = authority
+        self.keyedAs = keyedAs
+    }
+
+    /// The Host field's value, as `RequestRouter.requestedHost` reads it: the first Host field.
+    private static func hostValue(_ request: RequestHead) -> ByteRange? {
+        request.headers.firstIndex(of: "host").map { request.headers.fields[$0].value }
+    }
 }
