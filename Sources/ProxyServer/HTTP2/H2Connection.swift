@@ -29,7 +29,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// The intercepted CONNECT this connection continues, if any.
     let intercepted: InterceptedConnect?
     private let session: H2ServerSession
-    private var exchanges: [Int32: H2Exchange] = [:]
+    private var exchanges = StreamTable<H2Exchange>()
     /// Every stream's exchange until it has closed, whatever became of its stream: a tunnel's
     /// exchange outlives the stream's bookkeeping, and each must end through its own close (its
     /// access-log line, the budgets it holds).
@@ -187,7 +187,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// Streams that made no progress since the last look, waiting on their client, are reset.
     private func checkProgress() {
         guard !closed else { return }
-        for ex in Array(exchanges.values) {
+        for ex in exchanges.allValues {
             let moved = ex.sent + ex.received
             defer { ex.lastProgress = moved }
             guard moved == ex.lastProgress, ex.waitsOnClient else { continue }
