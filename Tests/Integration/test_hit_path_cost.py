@@ -26,7 +26,7 @@ HIT_PATH_BASELINE = 21_200
 ALLOWED_GROWTH = 1.10
 HITS = 2_000
 # The same over HTTP/2 with prior knowledge, in reverse mode (h2load: 4 connections x 10 streams).
-H2_HIT_PATH_BASELINE = 50_200
+H2_HIT_PATH_BASELINE = 48_900
 H2_HITS = 4_000
 # A 256 KiB hit over h2c: what moving the body into DATA frames costs.
 H2_LARGE_HIT_BASELINE = 134_400

@@ -54,6 +54,55 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
         #expect(text(empty)?.contains("Content-Length: 0\r\n") == true)
     }
 
+    /// Whatever mix of fields, cookies, forms and framings a client sends, a request that is not
+    /// refused becomes one whole HTTP/1.1 head, exactly as long as its bytes, that the exchange's
+    /// parser reads as one request for the same method, with the client's fields and cookies.
+    @Test func everyTranslatedRequestIsOneWholeHead() throws {
+        var generator = SystemRandomNumberGenerator()
+        func pick<T>(_ xs: [T]) -> T { xs.randomElement(using: &generator)! }
+        let names = ["accept", "cookie", "cookie", "host", "content-length", "te", "expect", "x-a", "user-agent",
+                     "accept-encoding", "x-long-name-of-a-field", "upgrade", "connection"]
+        var translated = 0
+        for _ in 0..<3_000 {
+            let method = pick(["GET", "POST", "HEAD", "CONNECT", "OPTIONS", "PUT"])
+            let authority = pick(["origin.test:8080", "origin.test", "", "[::1]:443"])
+            let path = method == "CONNECT" ? "" : pick(["/", "/a?b", "*", "/" + String(repeating: "p", count: Int.random(in: 0...300, using: &generator))])
+            var fields: [(String, String)] = []
+            for _ in 0..<Int.random(in: 0...12, using: &generator) {
+                let name = pick(names)
+                let value: String
+                switch name {
+                case "host": value = authority.isEmpty ? "origin.test" : authority
+                case "content-length": value = pick(["0", "12"])
+                case "te": value = "trailers"
+                default: value = String(repeating: pick(["v", "a=b", " x "]), count: Int.random(in: 1...40, using: &generator))
+                }
+                fields.append((name, value))
+            }
+            let h = head(method, authority: authority, path: path, fields: fields)
+            let form: H2Translation.TargetForm = pick([.absolute, .origin])
+            guard case .success(let r) = H2Translation.request(h, form: form, endStream: Bool.random(using: &generator)) else {
+                continue
+            }
+            translated += 1
+            var parsed = RequestHead()
+            let length = try r.head.withUnsafeBytes { b throws(HTTPWireError) in
+                try RequestParser.parse(b, into: &parsed, limits: HeadLimits(maxHeadBytes: 65_536, maxHeaderCount: 100,
+                                                                             maxRequestLineBytes: 8_192))
+            }
+            #expect(length == r.head.count, "\(String(decoding: r.head, as: UTF8.self))")
+            #expect(parsed.method == r.method)
+            let text = String(decoding: r.head, as: UTF8.self)
+            for (name, value) in fields where ["accept", "x-a", "user-agent", "x-long-name-of-a-field"].contains(name) {
+                #expect(text.contains("\r\n\(name): \(value.trimmingCharacters(in: .whitespaces))\r\n")
+                        || text.contains("\r\n\(name): \(value)\r\n"))
+            }
+            let cookies = fields.filter { $0.0 == "cookie" }.map(\.1)
+            if !cookies.isEmpty { #expect(text.contains("\r\nCookie: \(cookies.joined(separator: "; "))\r\n")) }
+        }
+        #expect(translated > 500)
+    }
+
     /// Only a request with nothing after its head leaves its exchange free for another stream's
     /// request; a body's exchange ends with its answer, so no framing can run into a later request.
     @Test func onlyARequestWithNothingAfterItsHeadLeavesItsExchangeReusable() throws {

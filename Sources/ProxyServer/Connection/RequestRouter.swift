@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPWire
 import LarderConfig
 import SessionClient
@@ -249,7 +252,10 @@ final class ReverseHostMemo {
     func recall(_ request: RequestHead, _ target: RequestTarget,
                 _ reverse: OriginKey) -> (named: ReverseHostName, authority: [UInt8], keyedAs: OriginKey)? {
         guard target.form == .origin, let keyedAs, origin == reverse, let value = Self.hostValue(request) else { return nil }
-        let same = request.headers.withBytes(value) { $0.elementsEqual(field) }
+        let same = request.headers.withBytes(value) { bytes in
+            guard bytes.count == field.count, let a = bytes.baseAddress else { return false }
+            return field.withUnsafeBytes { memcmp(a, $0.baseAddress!, bytes.count) == 0 }
+        }
         return same ? (named, authority, keyedAs) : nil
     }
 

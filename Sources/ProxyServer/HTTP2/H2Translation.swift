@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTP2
 import HTTPWire
 
@@ -62,111 +65,202 @@ enum H2Translation {
         return request(h, form: form, endStream: endStream, upgrading: false)
     }
 
+    /// Writes into an array as it is made: a bounds check and a copy per piece, where an
+    /// `Array.append(contentsOf:)` cost several times that (a head is some twenty pieces).
+    private struct Filler {
+        let buffer: UnsafeMutableRawBufferPointer
+        private(set) var count = 0
+
+        init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+        mutating func put(_ bytes: UnsafeRawBufferPointer) {
+            guard let from = bytes.baseAddress, !bytes.isEmpty else { return }
+            precondition(count + bytes.count <= buffer.count, "a request head longer than its measure")
+            (buffer.baseAddress! + count).copyMemory(from: from, byteCount: bytes.count)
+            count += bytes.count
+        }
+
+        mutating func put(_ bytes: [UInt8]) { bytes.withUnsafeBytes { put($0) } }
+
+        mutating func put(_ byte: UInt8) {
+            precondition(count < buffer.count, "a request head longer than its measure")
+            buffer[count] = byte
+            count += 1
+        }
+    }
+
+    /// What a request field becomes in HTTP/1.1.
+    private enum FieldRole { case forwarded, host, contentLength, cookie, dropped }
+
+    /// Names are lower case here (checked before this is asked).
+    private static func role(_ name: UnsafeRawBufferPointer) -> FieldRole {
+        func `is`(_ known: [UInt8]) -> Bool {
+            known.withUnsafeBytes { memcmp(name.baseAddress!, $0.baseAddress!, known.count) == 0 }
+        }
+        switch name.count {
+        case 2: return `is`(teName) ? .dropped : .forwarded  // nghttp2 lets only `te: trailers` through, which means nothing here
+        case 4: return `is`(hostName) ? .host : .forwarded
+        case 6:
+            if `is`(cookieName) { return .cookie }
+            return `is`(expectName) ? .dropped : .forwarded  // the body comes anyway; a 100 would have nowhere to go
+        case 7: return `is`(upgradeName) ? .dropped : .forwarded
+        case 10: return `is`(connectionName) || `is`(keepAliveName) ? .dropped : .forwarded
+        case 14: return `is`(contentLengthName) ? .contentLength : .forwarded
+        case 16: return `is`(proxyConnectionName) ? .dropped : .forwarded
+        case 17: return `is`(transferEncodingName) ? .dropped : .forwarded
+        default: return .forwarded
+        }
+    }
+
+    /// The fields of a request, checked and sorted out without copying them: where its Host and
+    /// Content-Length values lie, and how many bytes the fields written as they are and the
+    /// cookies take.
+    private struct SortedFields {
+        var host: Range<Int>?
+        var contentLength: Range<Int>?
+        var cookies = 0
+        var cookieBytes = 0
+        var forwardedBytes = 0
+    }
+
+    private static func sort(_ fields: H2Fields, authority: [UInt8]) -> Result<SortedFields, Refusal> {
+        fields.bytes.withUnsafeBytes { all -> Result<SortedFields, Refusal> in
+            var sorted = SortedFields()
+            for s in fields.spans {
+                let name = UnsafeRawBufferPointer(rebasing: all[s.nameStart..<(s.nameStart + s.nameCount)])
+                let value = s.valueStart..<(s.valueStart + s.valueCount)
+                var fit = !name.isEmpty
+                for b in name where !isTchar(b) || b &- 0x41 < 26 { fit = false }
+                for i in value where all[i] == 0x0D || all[i] == 0x0A || all[i] == 0 { fit = false }
+                guard fit else { return .failure(Refusal(status: 400, reason: "a field name or value HTTP/1.1 cannot carry")) }
+                switch role(name) {
+                case .host:
+                    if authority.isEmpty, sorted.host == nil {
+                        sorted.host = value
+                    } else {
+                        let named = sorted.host.map { Array(all[$0]) } ?? authority
+                        guard sameIgnoringCase(named, Array(all[value])) else {
+                            return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
+                        }
+                    }
+                case .contentLength:
+                    if let seen = sorted.contentLength, !all[seen].elementsEqual(all[value]) {
+                        return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
+                    }
+                    sorted.contentLength = value
+                case .cookie:
+                    sorted.cookies += 1  // one field again (RFC 9113 §8.2.3)
+                    sorted.cookieBytes += s.valueCount
+                case .dropped:
+                    break
+                case .forwarded:
+                    sorted.forwardedBytes += s.nameCount + s.valueCount + 4
+                }
+            }
+            return .success(sorted)
+        }
+    }
+
     private static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool,
                                 upgrading: Bool) -> Result<Request, Refusal> {
-        var authority = h.authority
-        var contentLength: [UInt8]?
-        var cookies: [[UInt8]] = []
-        var lines: [UInt8] = []
-        lines.reserveCapacity(256)
-        let fields = h.fields
-        for i in 0..<fields.count {
-            let name = fields.name(i), value = fields.value(i)
-            guard !name.isEmpty, name.allSatisfy({ isTchar($0) && !(0x41...0x5A).contains($0) }),
-                  !value.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
-                return .failure(Refusal(status: 400, reason: "a field name or value HTTP/1.1 cannot carry"))
-            }
-            if fields.nameIs(i, hostName) {
-                if authority.isEmpty {
-                    authority = Array(value)
-                } else if !sameIgnoringCase(authority, Array(value)) {
-                    return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
-                }
-            } else if fields.nameIs(i, contentLengthName) {
-                if let seen = contentLength, !seen.elementsEqual(value) {
-                    return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
-                }
-                contentLength = Array(value)
-            } else if fields.nameIs(i, cookieName) {
-                cookies.append(Array(value))  // one field again (RFC 9113 §8.2.3)
-            } else if hopByHop.contains(where: { fields.nameIs(i, $0) }) {
-                continue  // nghttp2 lets only `te: trailers` through, which means nothing here
-            } else if fields.nameIs(i, expectName) {
-                continue  // the body comes anyway; a 100 (Continue) would have nowhere to go
-            } else {
-                lines += name
-                lines += colonSpace
-                lines += value
-                lines += crlf
-            }
+        // The fields are checked first and the head written after, once, into a buffer of its size.
+        let sorted: SortedFields
+        switch sort(h.fields, authority: h.authority) {
+        case .success(let s): sorted = s
+        case .failure(let refusal): return .failure(refusal)
         }
+        let authority = sorted.host.map { h.fields.bytes[$0] }.map(Array.init) ?? h.authority
         guard !authority.isEmpty, authority.allSatisfy(isAuthorityByte) else {
             return .failure(Refusal(status: 400, reason: "no :authority, or one with bytes a host cannot have"))
         }
         let isConnect = h.method == connectName
         let method = methodKind(h.method)
-        var head: [UInt8] = []
-        head.reserveCapacity(lines.count + h.path.count + authority.count + 96)
-        head += h.method
-        head.append(asciiSP)
-        if isConnect {
-            head += authority
-        } else {
-            let isAsterisk = h.path == [UInt8(ascii: "*")] && method == .options
+        let isAsterisk = !isConnect && h.path.count == 1 && h.path[0] == UInt8(ascii: "*") && method == .options
+        if !isConnect {
             guard isAsterisk || h.path.first == UInt8(ascii: "/"), h.path.allSatisfy(isVisibleASCII) else {
                 return .failure(Refusal(status: 400, reason: "a :path that is not an absolute path of visible ASCII"))
             }
             guard h.scheme == httpName || h.scheme == httpsName else {
                 return .failure(Refusal(status: 400, reason: "a :scheme other than http or https"))
             }
-            if form == .absolute, !isAsterisk {
-                head += h.scheme
-                head += schemeSeparator
-                head += authority
-            }
-            head += h.path
         }
-        head += version
-        head += hostLine
-        head += authority
-        head += crlf
-        head += lines
-        if !cookies.isEmpty {
-            head += cookieLine
-            for (i, c) in cookies.enumerated() {
-                if i > 0 { head += cookieSeparator }
-                head += c
-            }
-            head += crlf
-        }
+        let contentLength = sorted.contentLength.map { h.fields.bytes[$0] }
         var chunked = false
-        if upgrading {
-            // The WebSocket's bytes follow the 101; no body framing.
-        } else if isConnect {
-            // The tunnel's bytes follow the answer; no framing.
-        } else if let contentLength {
-            head += contentLengthLine
-            head += contentLength
-            head += crlf
+        let framing: [UInt8]?
+        if upgrading || isConnect {
+            framing = nil  // the WebSocket's or the tunnel's bytes follow the answer; no framing
+        } else if contentLength != nil {
+            framing = contentLengthLine
         } else if !endStream {
-            head += chunkedLine
+            framing = chunkedLine
             chunked = true
         } else if method == .post || method == .put || method == .patch {
-            head += emptyBodyLine
+            framing = emptyBodyLine
+        } else {
+            framing = nil
         }
         // A request with nothing after its head leaves its exchange reusable (`H2Connection` hands
         // it the next stream only when it is waiting for a request with nothing unread); any other
         // is its exchange's last, so a body's framing can never run into a later request.
         // (nghttp2 already refuses a `content-length` other than 0 on a stream ended with its
         // HEADERS; a head owing body bytes is never left open to the next request regardless.)
-        let owesBody = contentLength.map { $0 != zeroLength } ?? false
+        let owesBody = contentLength.map { !$0.elementsEqual(zeroLength) } ?? false
         let reusable = endStream && !upgrading && !isConnect && !chunked && !owesBody
-        if upgrading {
-            head += upgradeLines
-        } else if !reusable {
-            head += closeLine
+        let ending = upgrading ? upgradeLines : reusable ? [] : closeLine
+
+        let capacity = h.method.count + 1 + h.scheme.count + schemeSeparator.count + 2 * authority.count
+            + h.path.count + version.count + hostLine.count + sorted.forwardedBytes + cookieLine.count
+            + sorted.cookieBytes + 2 * sorted.cookies + (framing?.count ?? 0) + (contentLength?.count ?? 0)
+            + ending.count + 3 * crlf.count  // after Host, after a length's value, at the end
+        let head = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, written in
+            var out = Filler(UnsafeMutableRawBufferPointer(buffer))
+            out.put(h.method)
+            out.put(asciiSP)
+            if isConnect {
+                out.put(authority)
+            } else {
+                if form == .absolute, !isAsterisk {
+                    out.put(h.scheme)
+                    out.put(schemeSeparator)
+                    out.put(authority)
+                }
+                out.put(h.path)
+            }
+            out.put(version)
+            out.put(hostLine)
+            out.put(authority)
+            out.put(crlf)
+            h.fields.bytes.withUnsafeBytes { all in
+                for s in h.fields.spans {
+                    let name = UnsafeRawBufferPointer(rebasing: all[s.nameStart..<(s.nameStart + s.nameCount)])
+                    guard role(name) == .forwarded else { continue }
+                    out.put(name)
+                    out.put(colonSpace)
+                    out.put(UnsafeRawBufferPointer(rebasing: all[s.valueStart..<(s.valueStart + s.valueCount)]))
+                    out.put(crlf)
+                }
+                guard sorted.cookies > 0 else { return }
+                out.put(cookieLine)
+                var first = true
+                for s in h.fields.spans where s.nameCount == cookieName.count
+                    && role(UnsafeRawBufferPointer(rebasing: all[s.nameStart..<(s.nameStart + s.nameCount)])) == .cookie {
+                    if !first { out.put(cookieSeparator) }
+                    first = false
+                    out.put(UnsafeRawBufferPointer(rebasing: all[s.valueStart..<(s.valueStart + s.valueCount)]))
+                }
+                out.put(crlf)
+            }
+            if let framing {
+                out.put(framing)
+                if let contentLength {
+                    contentLength.withUnsafeBytes { out.put($0) }
+                    out.put(crlf)
+                }
+            }
+            out.put(ending)
+            out.put(crlf)
+            written = out.count
         }
-        head += crlf
         return .success(Request(head: head, chunkedBody: chunked, isConnect: isConnect, method: method,
                                 isWebSocket: upgrading, leavesExchangeReusable: reusable))
     }
