@@ -99,30 +99,38 @@ public struct Buffer {
     }
 
     /// `appendReference` in pieces of at most `piece` bytes (all of it in one when `piece` is 0),
-    /// each a segment of its own.
+    /// each a segment of its own: at most `maxPieces` of them, the rest in one (a segment costs a
+    /// small allocation, which must not grow without bound with what a cache may hold).
     public func appendReference(_ bytes: UnsafeRawBufferPointer, keepingAlive owner: AnyObject, inPiecesOf piece: Int) {
         guard piece > 0, bytes.count > piece else { return appendReference(bytes, keepingAlive: owner) }
         var start = 0
+        var pieces = 0
         while start < bytes.count {
-            let end = min(start + piece, bytes.count)
+            pieces += 1
+            let end = pieces < Buffer.maxPieces ? min(start + piece, bytes.count) : bytes.count
             appendReference(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), keepingAlive: owner)
             start = end
         }
     }
 
-    /// How many of the first `n` bytes lie in whole segments (looking at 16 at most), and in how
-    /// many: moving that many bytes to another buffer moves segments and copies none.
-    public func wholeSegments(upTo n: Int) -> (length: Int, count: Int) {
-        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 16) { vecs in
-            let got = Int(evbuffer_peek(raw, n, nil, vecs.baseAddress, 16))
+    /// 4 MiB in the 16 KiB pieces of HTTP/2 frames.
+    public static let maxPieces = 256
+
+    /// How many of the first `n` bytes lie in whole segments (looking at 16 at most), in how many,
+    /// and how long the segment after them is (`Int.max` if unknown): moving `length` bytes to
+    /// another buffer moves segments and copies none.
+    public func wholeSegments(upTo n: Int) -> (length: Int, count: Int, next: Int) {
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 17) { vecs in
+            // One segment past `n`, to see how long the next one is.
+            let got = min(Int(evbuffer_peek(raw, n + 1, nil, vecs.baseAddress, 17)), 17)
             var whole = 0
             var count = 0
-            for i in 0..<min(got, 16) {
-                guard whole + vecs[i].iov_len <= n else { break }
+            for i in 0..<got {
+                guard whole + vecs[i].iov_len <= n else { return (whole, count, vecs[i].iov_len) }
                 whole += vecs[i].iov_len
                 count += 1
             }
-            return (whole, count)
+            return (whole, count, Int.max)
         }
     }
 

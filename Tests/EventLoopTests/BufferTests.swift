@@ -28,4 +28,44 @@ import Testing
         #expect(calls == (min(upTo, 400) + 9) / 10)
         #expect(buffer.count == 400)
     }
+
+    /// A body by reference in pieces: each a segment, at most `maxPieces`, the bytes unchanged.
+    @Test(arguments: [0, 1, 16, 17, 160, 4_096, 4_100])
+    func piecesAreSegmentsOfTheirOwn(_ size: Int) {
+        let raw = evbuffer_new()!
+        defer { evbuffer_free(raw) }
+        let buffer = Buffer(raw)
+        let owner = Pieces()
+        let body: [UInt8] = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        body.withUnsafeBytes { buffer.appendReference($0, keepingAlive: owner, inPiecesOf: 16) }
+        var segments: [Int] = []
+        buffer.forEachSegment(upTo: size) { segments.append($0.count) }
+        let whole = size / 16, rest = size % 16
+        var expected = Array(repeating: 16, count: whole) + (rest > 0 ? [rest] : [])
+        if expected.count > Buffer.maxPieces {
+            expected = Array(repeating: 16, count: Buffer.maxPieces - 1) + [size - 16 * (Buffer.maxPieces - 1)]
+        }
+        #expect(segments == expected)
+        #expect(buffer.copyBytes() == body)
+    }
+
+    /// How much of a prefix lies in whole segments, and the segment after it.
+    @Test func wholeSegmentsStopWhereASegmentWouldBeCut() {
+        let raw = evbuffer_new()!
+        defer { evbuffer_free(raw) }
+        let buffer = Buffer(raw)
+        let pieces = Pieces()
+        pieces.bytes.withUnsafeBytes { all in
+            for (start, end) in [(0, 1), (1, 11), (11, 111), (111, 400)] {
+                buffer.appendReference(UnsafeRawBufferPointer(rebasing: all[start..<end]), keepingAlive: pieces)
+            }
+        }
+        #expect(buffer.wholeSegments(upTo: 0) == (0, 0, 1))
+        #expect(buffer.wholeSegments(upTo: 1) == (1, 1, 10))
+        #expect(buffer.wholeSegments(upTo: 10) == (1, 1, 10))
+        #expect(buffer.wholeSegments(upTo: 11) == (11, 2, 100))
+        #expect(buffer.wholeSegments(upTo: 399) == (111, 3, 289))
+        #expect(buffer.wholeSegments(upTo: 400) == (400, 4, Int.max))
+        #expect(buffer.wholeSegments(upTo: 1_000) == (400, 4, Int.max))
+    }
 }

@@ -634,6 +634,39 @@ def test_stored_bodies_arrive_whole_through_windows_that_cut_their_frames(larder
     assert len([q for q in origin.requests() if q["path"].startswith("/unique/2")]) == len(sizes)
 
 
+class ListedLengthOrigin(_ThreadedServer):
+    """An HTTP/1.1 origin whose body-less answers (to HEAD, and a 304 to a conditional GET) say
+    their length as a list of one value, `Content-Length: 5, 5`, which HTTP allows and Larder
+    relays on such answers as it came."""
+
+    def handle(self, sock, peer):
+        data = b""
+        while True:
+            while b"\r\n\r\n" not in data:
+                more = sock.recv(65536)
+                if not more:
+                    return
+                data += more
+            head, data = data.split(b"\r\n\r\n", 1)
+            method = head.split(b" ", 1)[0]
+            if method == b"HEAD":
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\nCache-Control: no-store\r\n\r\n")
+            else:
+                sock.sendall(b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\nContent-Length: 5, 5\r\n\r\n")
+
+
+def test_a_list_of_one_length_on_a_body_less_answer_reaches_the_client_as_one(larder_factory, servers):
+    origin = ListedLengthOrigin()
+    servers.append(origin)
+    lr = larder_factory()
+    host = f"127.0.0.1:{origin.port}"
+    with H2Client(lr.port) as c:
+        r = c.wait(c.request("HEAD", host, "/listed"))
+        assert r.status == 200 and r.reset is None and r.header("content-length") == "5", r
+        r = c.wait(c.request("GET", host, "/listed", headers=[("if-none-match", '"x"')]))
+        assert r.status == 304 and r.reset is None and r.header("content-length") == "5", r
+
+
 def test_upgrade_h2c_is_never_honoured(larder_factory, origin):
     lr = larder_factory()
     c = RawClient(lr.port)

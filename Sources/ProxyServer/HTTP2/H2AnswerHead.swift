@@ -14,17 +14,19 @@ import HTTPWire
 /// whole grammar, which read every hit's head a second time and, with a field list copied from
 /// it, was the largest cost of an HTTP/2 hit. Whatever does not have that shape is refused (the
 /// stream is reset), never guessed at: a line without its colon or with nothing before it, a CR
-/// or LF alone, a Content-Length that is not digits or that a second one contradicts, one beside
-/// Transfer-Encoding, more fields than `maxFields`.
+/// or LF alone, a Content-Length that is not digits (or a list of one length) or that another
+/// contradicts, one beside Transfer-Encoding, more fields than `maxFields`. Names and values are
+/// not checked byte by byte again: every path that writes them checked them first.
 struct H2AnswerHead {
     var status = 0
     var framing: BodyFraming = .none
     /// The fields to send (`:status` is not among them): names in `names`, values in the bytes read.
     var spans: [H2Fields.Span] = []
     /// The names of `spans`, in lower case.
-    private(set) var names = [UInt8](repeating: 0, count: 1_024)
+    private(set) var names = [UInt8](repeating: 0, count: H2AnswerHead.roomSize)
 
     static let maxFields = 1_000
+    static let roomSize = 1_024
 
     var isInformational: Bool { status < 200 }
 
@@ -34,6 +36,8 @@ struct H2AnswerHead {
     /// the HTTP/1.1 request's: a HEAD's answer has no body, a CONNECT's 2xx becomes a tunnel and
     /// loses its Content-Length.
     mutating func read(_ p: UnsafeRawBufferPointer, method: HTTPMethod) throws(HTTPWireError) -> Int? {
+        // A long head's room is given back once its names have been sent.
+        if names.count > Self.roomSize { names = [UInt8](repeating: 0, count: Self.roomSize) }
         // Out of `self` while they are written, so that reading may change the rest of it.
         var room: [UInt8] = []
         swap(&room, &names)
@@ -88,13 +92,15 @@ struct H2AnswerHead {
             i = cr + 2
             switch nameCount {
             case 14 where equalsLowered(name, 0, 14, Self.contentLengthName):
-                guard let n = parseDecimalLength(p, valueStart, valueEnd) else { throw .invalidContentLength }
+                // A body-less answer relays its origin's field as it came: `5, 5` is one length.
+                let (n, first) = try Self.length(p, valueStart, valueEnd)
                 if let seen = contentLength {
                     guard seen == n else { throw .conflictingContentLength }
                     continue  // the same length said twice is sent once
                 }
                 contentLength = n
                 if dropsLength { continue }
+                valueEnd = first
             case 17 where equalsLowered(name, 0, 17, Self.transferEncodingName):
                 transferEncoding = true
                 chunked = Self.lastCodingIsChunked(p, valueStart, valueEnd)
@@ -153,6 +159,30 @@ struct H2AnswerHead {
               isDigit(p[9]), isDigit(p[10]), isDigit(p[11]), p[9] != UInt8(ascii: "0"),
               lineEnd == 12 || p[12] == asciiSP else { throw .malformedStatusLine }
         return Int(p[9] &- 0x30) * 100 + Int(p[10] &- 0x30) * 10 + Int(p[11] &- 0x30)
+    }
+
+    /// A Content-Length value: one length, or a list of the same one (RFC 9110 §8.6), and where
+    /// its first element ends.
+    private static func length(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) throws(HTTPWireError) -> (Int, Int) {
+        var length: Int?
+        var firstEnd = end
+        var s = start
+        while true {
+            var e = s
+            while e < end, p[e] != asciiComma { e += 1 }
+            var valueEnd = e
+            while valueEnd > s, isOWS(p[valueEnd - 1]) { valueEnd -= 1 }
+            guard let n = parseDecimalLength(p, s, valueEnd) else { throw .invalidContentLength }
+            if let length {
+                guard length == n else { throw .conflictingContentLength }
+            } else {
+                length = n
+                firstEnd = valueEnd
+            }
+            guard e < end else { return (n, firstEnd) }
+            s = e + 1
+            while s < end, isOWS(p[s]) { s += 1 }
+        }
     }
 
     /// Whether the last coding a Transfer-Encoding value lists is `chunked` (parameters aside).

@@ -399,8 +399,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         request.head.withUnsafeBytes { inner.peerAppend($0) }
     }
 
-    /// A spare exchange still waiting for a request (one may have closed meanwhile, on its idle
-    /// timeout or an error).
     /// The in-memory stream of a new exchange. Where DATA frames move answer bytes to the socket,
     /// a stored body is queued in pieces a frame can hold, so that frames move pieces whole.
     private func newInner() -> Stream {
@@ -409,6 +407,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         return inner
     }
 
+    /// A spare exchange still waiting for a request (one may have closed meanwhile, on its idle
+    /// timeout or an error).
     private func takeSpare() -> ClientConnection? {
         while let conn = spare.popLast() {
             if conn.isBetweenRequests { return conn }
@@ -442,7 +442,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             return
         }
         if !ex.headSent {
-            guard readHead(ex, inner) else { return }
+            // A head that could not be read reset its stream: the reset goes out now, not with
+            // whatever the client sends next.
+            guard readHead(ex, inner) else { return flush() }
         }
         session.resume(ex.id)
         flush()
@@ -580,11 +582,13 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                       end: Bool) -> H2BodyRead {
         if movesBodies {
             // Up to the end of a segment, so that the frame moves segments and copies nothing: when
-            // that is at least half a frame, or one segment before a longer one (what is left of a
-            // piece a frame cut). Frames of many small segments would be many small frames: those
-            // copy their last segment's part, as a frame shorter than its first segment does.
+            // that is at least half a frame, or what is left of a piece a frame cut, alone, when
+            // the piece after it fits a frame (the frames after it then move pieces whole again).
+            // Otherwise the frame copies its last segment's part, as a frame shorter than its
+            // first segment does: many small segments must not make many small frames.
             let whole = inner.output.wholeSegments(upTo: n)
-            if whole.length > 0, whole.length < n, whole.length >= n / 2 || whole.count == 1 {
+            if whole.length > 0, whole.length < n,
+               whole.length >= n / 2 || (whole.count == 1 && whole.next <= n) {
                 return .ready(whole.length, end: false)
             }
             return .ready(n, end: end)
