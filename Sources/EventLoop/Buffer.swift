@@ -68,6 +68,10 @@ public struct Buffer {
         return max(0, Int(evbuffer_copyout(raw, base, destination.count)))
     }
 
+    /// Makes the first `n` bytes one segment (copying them if they are not), so that whatever
+    /// writes segment by segment writes them at once.
+    @inlinable public func makeContiguous(_ n: Int) { _ = evbuffer_pullup(raw, n) }
+
     /// Drops the first `n` bytes.
     @inlinable public func drain(_ n: Int) { evbuffer_drain(raw, n) }
 

@@ -5,7 +5,8 @@ hits slower without timing anything. The release binary runs under callgrind wit
 a warm-up the counters are zeroed, a fixed number of keep-alive hits for a 1 KiB memory-tier entry
 are sent, and the counters dumped. The figure must stay within 10 % of HIT_PATH_BASELINE, the count
 measured when the baseline was last set: lower it when hits get cheaper, so the gate keeps its edge.
-A second gate counts the same hit over HTTP/2 (h2load, prior knowledge, reverse mode).
+Further gates count the same hit over HTTP/2 (h2load, reverse mode): with prior knowledge, over
+TLS, and a 256 KiB one.
 """
 
 import glob
@@ -20,6 +21,7 @@ import time
 import pytest
 
 from helpers import larder_bin, wait_for_file
+from test_tls import PKI
 
 # Instructions per 1 KiB memory-tier hit (release build, one worker), and the margin allowed.
 HIT_PATH_BASELINE = 21_200
@@ -28,6 +30,8 @@ HITS = 2_000
 # The same over HTTP/2 with prior knowledge, in reverse mode (h2load: 4 connections x 10 streams).
 H2_HIT_PATH_BASELINE = 48_900
 H2_HITS = 4_000
+# The same over TLS: what OpenSSL's records cost on top (several answers share one).
+H2_TLS_HIT_PATH_BASELINE = 57_400
 # A 256 KiB hit over h2c: what moving the body into DATA frames costs.
 H2_LARGE_HIT_BASELINE = 134_400
 H2_LARGE_HITS = 400
@@ -65,9 +69,9 @@ def dump(pid, out_prefix):
     return total
 
 
-def larder_under_callgrind(larder_factory, workdir, args=()):
+def larder_under_callgrind(larder_factory, workdir, args=(), listeners=1, **config):
     """One worker of the release build under callgrind (costs zeroed and dumped by `dump`); returns
-    (the process, the dump files' prefix)."""
+    (the process, the dump files' prefix). `config`: more configuration keys."""
     if os.environ.get("SANITIZER_BUILD"):
         pytest.skip("instruction counts are measured on the release build, not a sanitizer build")
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
@@ -77,7 +81,7 @@ def larder_under_callgrind(larder_factory, workdir, args=()):
     binary = workdir / "larder-nodebug"
     subprocess.run(["objcopy", "--strip-debug", larder_bin(), str(binary)], check=True, timeout=60)
     lr = larder_factory(
-        config={"workers": 1, "access_log": "off"}, args=args,
+        config={"workers": 1, "access_log": "off", **config}, args=args, listeners=listeners,
         # Names written in full, so a dump kept in LARDER_PROFILE_DIR can be annotated on its own.
         wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_prefix}", "--dump-instr=no",
                  "--compress-strings=no"),
@@ -126,15 +130,22 @@ def test_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, 
         "profile it (callgrind_annotate on a dump) before raising the baseline")
 
 
-def h2_hit_instructions(larder_factory, origin, workdir, size, hits):
+def h2_hit_instructions(larder_factory, origin, workdir, size, hits, tls=False):
     """User-space instructions per hit of a `size`-byte stored body over h2c (h2load, prior
-    knowledge, reverse mode, 4 connections x 10 streams)."""
+    knowledge, reverse mode, 4 connections x 10 streams), or over TLS with `tls`."""
     if not shutil.which("h2load"):
         pytest.fail("h2load is missing (scripts/install-deps.sh installs nghttp2-client)")
     script(workdir, "hit", [("Cache-Control", "max-age=3600")], "x" * size)
-    lr, out_prefix = larder_under_callgrind(larder_factory, workdir,
-                                            args=("--reverse-origin", origin.url("/").rstrip("/")))
-    url = f"http://127.0.0.1:{lr.port}/res/hit"
+    args = ("--reverse-origin", origin.url("/").rstrip("/"))
+    if tls:
+        cert, key = PKI(workdir / "pki").leaf("proxy")
+        lr, out_prefix = larder_under_callgrind(larder_factory, workdir, args=args, listeners=2,
+                                                tls={"listen": ["127.0.0.1:0"], "certificate_file": cert,
+                                                     "key_file": key})
+        url = f"https://127.0.0.1:{lr.ports[1]}/res/hit"
+    else:
+        lr, out_prefix = larder_under_callgrind(larder_factory, workdir, args=args)
+        url = f"http://127.0.0.1:{lr.port}/res/hit"
 
     def load(n):
         out = subprocess.run(["h2load", "-c4", "-m10", f"-n{n}", url], capture_output=True, text=True,
@@ -156,6 +167,16 @@ def test_h2_hit_path_instructions_stay_within_the_baseline(larder_factory, origi
     assert per_hit <= H2_HIT_PATH_BASELINE * ALLOWED_GROWTH, (
         f"an HTTP/2 hit now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
         f"{H2_HIT_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
+
+
+@pytest.mark.timeout_s(240)
+def test_h2_tls_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+    per_hit = h2_hit_instructions(larder_factory, origin, workdir, 1024, H2_HITS, tls=True)
+    report_metric(f"h2 TLS hit path: {per_hit:,.0f} instructions per 1 KiB hit over h2 with TLS "
+                  f"(baseline {H2_TLS_HIT_PATH_BASELINE:,})")
+    assert per_hit <= H2_TLS_HIT_PATH_BASELINE * ALLOWED_GROWTH, (
+        f"an HTTP/2 hit over TLS now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
+        f"{H2_TLS_HIT_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
 
 
 @pytest.mark.timeout_s(240)
