@@ -128,6 +128,19 @@ public final class Stream {
         return false
     }
 
+    /// Over TLS, makes output small enough for one record one segment: libevent's TLS bufferevent
+    /// calls `SSL_write` (a record, and a send) for each segment, so an answer's head and its body
+    /// by reference, or the frames of several HTTP/2 answers, would otherwise each be a record.
+    /// Called once an answer (or a batch of frames) is queued, before the loop writes it.
+    public func gatherForOneRecord() {
+        guard case .tls = transport else { return }
+        let n = output.count
+        if n > 0, n <= Stream.tlsRecord { output.makeContiguous(n) }
+    }
+
+    /// The most one TLS record carries.
+    public static let tlsRecord = 16_384
+
     // MARK: The peer's side of an in-memory stream (no effect on others)
 
     /// Bytes for the stream's owner to read.

@@ -5,8 +5,8 @@ hits slower without timing anything. The release binary runs under callgrind wit
 a warm-up the counters are zeroed, a fixed number of keep-alive hits for a 1 KiB memory-tier entry
 are sent, and the counters dumped. The figure must stay within 10 % of HIT_PATH_BASELINE, the count
 measured when the baseline was last set: lower it when hits get cheaper, so the gate keeps its edge.
-Further gates count the same hit over HTTP/2 (h2load, reverse mode): with prior knowledge, over
-TLS, and a 256 KiB one.
+Further gates count hits in reverse mode with h2load: over HTTP/1.1 with TLS, over HTTP/2 with
+prior knowledge and with TLS, and a 256 KiB one with prior knowledge.
 """
 
 import glob
@@ -32,6 +32,9 @@ H2_HIT_PATH_BASELINE = 48_900
 H2_HITS = 4_000
 # The same over TLS: what OpenSSL's records cost on top (several answers share one).
 H2_TLS_HIT_PATH_BASELINE = 57_400
+# A 1 KiB hit over HTTP/1.1 with TLS (keep-alive, reverse mode): a head and a body in one record.
+TLS_HIT_PATH_BASELINE = 46_400
+TLS_HITS = 2_000
 # A 256 KiB hit over h2c: what moving the body into DATA frames costs.
 H2_LARGE_HIT_BASELINE = 134_400
 H2_LARGE_HITS = 400
@@ -130,9 +133,10 @@ def test_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, 
         "profile it (callgrind_annotate on a dump) before raising the baseline")
 
 
-def h2_hit_instructions(larder_factory, origin, workdir, size, hits, tls=False):
+def h2_hit_instructions(larder_factory, origin, workdir, size, hits, tls=False, h1=False):
     """User-space instructions per hit of a `size`-byte stored body over h2c (h2load, prior
-    knowledge, reverse mode, 4 connections x 10 streams), or over TLS with `tls`."""
+    knowledge, reverse mode, 4 connections x 10 streams), or over TLS with `tls`; with `h1`, over
+    HTTP/1.1 keep-alive connections (4, a request at a time on each)."""
     if not shutil.which("h2load"):
         pytest.fail("h2load is missing (scripts/install-deps.sh installs nghttp2-client)")
     script(workdir, "hit", [("Cache-Control", "max-age=3600")], "x" * size)
@@ -148,8 +152,8 @@ def h2_hit_instructions(larder_factory, origin, workdir, size, hits, tls=False):
         url = f"http://127.0.0.1:{lr.port}/res/hit"
 
     def load(n):
-        out = subprocess.run(["h2load", "-c4", "-m10", f"-n{n}", url], capture_output=True, text=True,
-                             timeout=180).stdout
+        out = subprocess.run(["h2load", "-c4", *(["--h1", "-m1"] if h1 else ["-m10"]), f"-n{n}", url],
+                             capture_output=True, text=True, timeout=180).stdout
         assert f"{n} succeeded" in out and "status codes: " + str(n) + " 2xx" in out, out
 
     load(max(400, hits // 10))  # the first is a miss; the rest warm the path
@@ -177,6 +181,16 @@ def test_h2_tls_hit_path_instructions_stay_within_the_baseline(larder_factory, o
     assert per_hit <= H2_TLS_HIT_PATH_BASELINE * ALLOWED_GROWTH, (
         f"an HTTP/2 hit over TLS now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
         f"{H2_TLS_HIT_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
+
+
+@pytest.mark.timeout_s(240)
+def test_tls_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
+    per_hit = h2_hit_instructions(larder_factory, origin, workdir, 1024, TLS_HITS, tls=True, h1=True)
+    report_metric(f"TLS hit path: {per_hit:,.0f} instructions per 1 KiB hit over HTTP/1.1 with TLS "
+                  f"(baseline {TLS_HIT_PATH_BASELINE:,})")
+    assert per_hit <= TLS_HIT_PATH_BASELINE * ALLOWED_GROWTH, (
+        f"an HTTP/1.1 hit over TLS now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
+        f"{TLS_HIT_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
 
 
 @pytest.mark.timeout_s(240)

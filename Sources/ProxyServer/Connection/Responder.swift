@@ -209,6 +209,7 @@ extension ClientConnection {
     func finishAnswer() {
         if let m = context.mirror, m.isHolding { return finishMirrorAnswer(m) }
         if context.answer.framing == .chunked { stream.output.append(ChunkedFraming.lastChunk) }
+        stream.gatherForOneRecord()  // a small answer's head and body in one TLS record
         send(.answered)
     }
 

@@ -166,9 +166,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             close(why: "HTTP/2 session failed: \(error)")
             return false
         }
-        // TLS writes each segment of the output as records of its own (an SSL_write each): frames
-        // of several small answers in one segment go out in one record.
-        if !movesBodies, output.count <= H2Connection.tlsRecord { output.makeContiguous(output.count) }
+        stream.gatherForOneRecord()  // frames of several small answers share a TLS record
         return true
     }
 
@@ -672,8 +670,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private static let crlf = Array("\r\n".utf8)
     private static let lastChunk = Array("0\r\n\r\n".utf8)
     private static let answerHeadWindow = 4_096
-    /// The most a TLS record carries.
-    private static let tlsRecord = 16_384
     /// nghttp2's largest DATA payload unless the client allows larger frames (16 KiB by default,
     /// which clients keep).
     private static let bodyPiece = 16_384
