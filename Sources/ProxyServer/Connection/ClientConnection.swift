@@ -300,8 +300,9 @@ final class ClientConnection: StreamDelegate {
         // One copy of the head for everything that reads it while the request is routed.
         let request = machine.context.request
         let isPurge = request.method == .other && Purge.isPurge(request)
-        switch worker.settings.router.route(request, interceptedOrigin: interceptedOrigin, isPurge: isPurge,
-                                            hosts: worker.reverseHosts) {
+        let router = worker.settings.router
+        switch router.route(request, interceptedOrigin: interceptedOrigin, isPurge: isPurge,
+                            hosts: router.reverseOrigin == nil ? nil : worker.reverseHosts) {
         case .reject(let status, let reason): refuse(status, reason)
         case .respond(let status, let reason, let extraField): answerError(status, reason, extraField: extraField)
         case .unservedHost(let reason):
