@@ -54,6 +54,17 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
         #expect(text(empty)?.contains("Content-Length: 0\r\n") == true)
     }
 
+    /// Without `:authority`, the first Host field names the authority, even an empty one: a second
+    /// that names another is refused (RFC 9112 §3.2: several Host fields are a 400).
+    @Test func aSecondHostFieldNamingAnotherAuthorityIsRefused() {
+        let twice = H2Translation.request(head(authority: "", fields: [("host", ""), ("host", "other.test")]),
+                                          form: .origin, endStream: true)
+        #expect(text(twice) == nil)
+        let same = H2Translation.request(head(authority: "", fields: [("host", "a.test"), ("host", "A.test")]),
+                                         form: .origin, endStream: true)
+        #expect(text(same)?.contains("Host: a.test\r\n") == true)
+    }
+
     /// Whatever mix of fields, cookies, forms and framings a client sends, a request that is not
     /// refused becomes one whole HTTP/1.1 head, exactly as long as its bytes, that the exchange's
     /// parser reads as one request for the same method, with the client's fields and cookies.

@@ -41,6 +41,14 @@ private final class Box {
         #expect(table.isEmpty && model.keys.allSatisfy { table[$0] == nil })
     }
 
+    @Test func idZeroIsNeverAStream() {
+        var table = StreamTable<Box>(capacity: 4)
+        table[1] = Box(1)
+        #expect(table[0] == nil)
+        #expect(table.removeValue(forKey: 0) == nil)
+        #expect(table.count == 1 && table[1]?.n == 1)
+    }
+
     @Test func aRemovedStreamLeavesTheOthersFindable() {
         var table = StreamTable<Box>(capacity: 4)
         // Ids with one home slot sit in a run; removing one from its middle must not hide the rest.

@@ -25,6 +25,7 @@ struct StreamTable<Value: AnyObject> {
     }
 
     private func slot(of id: Int32) -> Int? {
+        guard id != 0 else { return nil }  // 0 marks the empty slots: never an entry
         var i = home(id)
         while true {
             let here = ids[i]
