@@ -66,19 +66,6 @@ public struct H2Fields: Sendable {
                           valueCount: bytes.count - valueStart))
     }
 
-    /// Appends a field whose name is written in lower case (HTTP/2 field names are).
-    public mutating func append(lowercasingName name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        let nameStart = bytes.count
-        bytes.append(contentsOf: name)
-        let valueStart = bytes.count
-        bytes.withUnsafeMutableBufferPointer { all in
-            for i in nameStart..<valueStart where all[i] >= 0x41 && all[i] <= 0x5A { all[i] |= 0x20 }
-        }
-        bytes.append(contentsOf: value)
-        spans.append(Span(nameStart: nameStart, nameCount: valueStart - nameStart, valueStart: valueStart,
-                          valueCount: bytes.count - valueStart))
-    }
-
     public mutating func remove(at index: Int) { spans.remove(at: index) }
 
     /// Empties the list, keeping its buffers.

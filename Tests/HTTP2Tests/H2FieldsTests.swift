@@ -10,11 +10,9 @@ import Testing
         #expect(Array(f.name(0)) == Array(":status".utf8) && Array(f.value(0)) == Array(text.utf8))
     }
 
-    @Test func namesAreLowerCasedAndValuesKept() {
+    @Test func namesAndValuesAreKeptAsGiven() {
         var f = H2Fields(status: 200)
-        Array("Content-TYPE".utf8).withUnsafeBytes { n in
-            Array("Text/Plain".utf8).withUnsafeBytes { v in f.append(lowercasingName: n, value: v) }
-        }
+        f.append(name: Array("content-type".utf8), value: Array("Text/Plain".utf8))
         f.append(name: Array("x-a".utf8), value: Array("".utf8))
         #expect(f.pairs.map { String(decoding: $0.name, as: UTF8.self) } == [":status", "content-type", "x-a"])
         #expect(f.pairs.map { String(decoding: $0.value, as: UTF8.self) } == ["200", "Text/Plain", ""])
