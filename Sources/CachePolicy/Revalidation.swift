@@ -130,16 +130,17 @@ public enum Revalidation {
         var w = MessageWriter(capacity: old.storage.count + new.storage.count)
         HeadSerialization.appendStatusLine(of: stored, to: &w)
 
-        // What each update field may do: 0 nothing, 1 replace or join the stored ones, 2 written.
+        // What each update field may do (0 nothing, 1 replace or join the stored ones, 2 written),
+        // and its name's signature, so that most pairs of names are told apart by one compare.
         // On the stack: a revalidation should not allocate for bookkeeping.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: new.count) { use in
+        withUnsafeTemporaryAllocation(of: (use: UInt8, name: UInt32).self, capacity: new.count) { update in
             let newListsOthers = new.connectionListsOtherFields
             for i in 0..<new.count {
                 // Content-Encoding describes the stored bytes themselves: an update cannot relabel them.
                 let updatable = !HeadSerialization.isNeverStored(new, at: i, connectionListsOtherFields: newListsOthers)
                     && !new.nameEquals(at: i, "content-range")
                     && !new.nameEquals(at: i, "content-encoding") && !new.nameIsListed(at: i, in: omitFields)
-                use[i] = updatable ? 1 : 0
+                update[i] = (updatable ? 1 : 0, new.nameSignature(at: i))
             }
             let oldListsOthers = old.connectionListsOtherFields
             for i in 0..<old.count {
@@ -149,16 +150,18 @@ public enum Revalidation {
                 }
                 // The first stored field of the name takes all of the update's values; later ones go.
                 var replaced = false
-                for j in 0..<new.count where use[j] != 0 && old.nameEquals(at: i, fieldAt: j, of: new) {
+                let name = old.nameSignature(at: i)
+                for j in 0..<new.count where update[j].use != 0 && update[j].name == name
+                    && old.nameEquals(at: i, fieldAt: j, of: new) {
                     replaced = true
-                    if use[j] == 1 {
+                    if update[j].use == 1 {
                         w.appendField(at: j, of: new)
-                        use[j] = 2
+                        update[j].use = 2
                     }
                 }
                 if !replaced { w.appendField(at: i, of: old) }
             }
-            for j in 0..<new.count where use[j] == 1 {
+            for j in 0..<new.count where update[j].use == 1 {
                 w.appendField(at: j, of: new)
             }
         }

@@ -142,6 +142,14 @@ enum FreshenTable {
     }
 
     static let rows: [HeadRow] = [
+        // Names told apart by their signature (length, first and last byte) or, when those agree,
+        // by their bytes eight at a time and the rest one by one, in any case.
+        row("names alike at both ends and in length are still different names",
+            stored: "HTTP/1.1 200 OK\r\nX-Custom-Header-Aaa-Z: 1\r\nX-Aa-Custom-Name-Z: 1\r\nContent-Length: 5\r\n\r\n",
+            "HTTP/1.1 304 Not Modified\r\nX-Custom-Header-Bbb-Z: 2\r\nX-Bb-Custom-Name-Z: 2\r\n"
+                + "x-custom-header-AAA-z: 3\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nx-custom-header-AAA-z: 3\r\nX-Aa-Custom-Name-Z: 1\r\nContent-Length: 5\r\n"
+                + "X-Custom-Header-Bbb-Z: 2\r\nX-Bb-Custom-Name-Z: 2\r\n\r\n"),
         row("RFC9111 3.2 304 replaces the fields it carries, in place",
             "HTTP/1.1 304 Not Modified\r\nDate: \(Dates.plus60)\r\nCache-Control: max-age=120\r\nETag: \"x\"\r\n\r\n",
             "HTTP/1.1 200 OK\r\nDate: \(Dates.plus60)\r\nCache-Control: max-age=120\r\nETag: \"x\"\r\n"
