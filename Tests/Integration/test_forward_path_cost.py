@@ -8,7 +8,7 @@ forwarding gets cheaper, so the gate keeps its edge.
 
 import pytest
 
-from test_hit_path_cost import instructions_for_gets, larder_under_callgrind, script
+from test_hit_path_cost import instructions_for_gets, larder_under_callgrind, script, within_baseline
 
 # Instructions per forwarded 1 KiB request (release build, one worker), and the margin allowed.
 # (Set again, with the stored miss's, when the test origin began sending a head in one write with
@@ -16,16 +16,7 @@ from test_hit_path_cost import instructions_for_gets, larder_under_callgrind, sc
 # lookups began to skip the disk for URLs it never stored, `StoredURLFilter`, and when a connection
 # stopped being weakly referenced by its collapse handle, `ConnectionParticipant`.)
 FORWARD_PATH_BASELINE = 37_300
-ALLOWED_GROWTH = 1.10
 REQUESTS = 1_000
-
-
-def within_baseline(report_metric, what, per_request, baseline):
-    """Reports the figure and fails when it is over 110 % of its baseline."""
-    report_metric(f"{what}: {per_request:,.0f} instructions (baseline {baseline:,})")
-    assert per_request <= baseline * ALLOWED_GROWTH, (
-        f"{what} now costs {per_request:,.0f} instructions, over 110 % of the baseline {baseline:,}: "
-        "profile it (callgrind_annotate on a dump) before raising the baseline")
 
 
 @pytest.mark.timeout_s(300)

@@ -40,6 +40,14 @@ H2_LARGE_HIT_BASELINE = 134_400
 H2_LARGE_HITS = 400
 
 
+def within_baseline(report_metric, what, per_request, baseline):
+    """Reports the figure and fails when it is over 110 % of its baseline."""
+    report_metric(f"{what}: {per_request:,.0f} instructions (baseline {baseline:,})")
+    assert per_request <= baseline * ALLOWED_GROWTH, (
+        f"{what} now costs {per_request:,.0f} instructions, over 110 % of the baseline {baseline:,}: "
+        "profile it (callgrind_annotate on a dump) before raising the baseline")
+
+
 def script(workdir, name, headers, body):
     spec = {"status": 200, "headers": [list(h) for h in headers], "body": body}
     (workdir / f"res-{name}.json").write_text(json.dumps(spec))
@@ -126,11 +134,7 @@ def test_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, 
     # The first is a miss; the rest warm the hit path.
     total = instructions_for_gets(lr, out_prefix, url, warm_up=200, measured=HITS)
     assert sum(1 for r in origin.requests() if r.get("path") == "/res/hit") == 1, "the hits reached the origin"
-    per_hit = total / HITS
-    report_metric(f"hit path: {per_hit:,.0f} instructions per 1 KiB hit (baseline {HIT_PATH_BASELINE:,})")
-    assert per_hit <= HIT_PATH_BASELINE * ALLOWED_GROWTH, (
-        f"a hit now costs {per_hit:,.0f} instructions, over 110 % of the baseline {HIT_PATH_BASELINE:,}: "
-        "profile it (callgrind_annotate on a dump) before raising the baseline")
+    within_baseline(report_metric, "a 1 KiB hit", total / HITS, HIT_PATH_BASELINE)
 
 
 def h2_hit_instructions(larder_factory, origin, workdir, size, hits, tls=False, h1=False):
@@ -167,36 +171,22 @@ def h2_hit_instructions(larder_factory, origin, workdir, size, hits, tls=False, 
 @pytest.mark.timeout_s(240)
 def test_h2_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
     per_hit = h2_hit_instructions(larder_factory, origin, workdir, 1024, H2_HITS)
-    report_metric(f"h2 hit path: {per_hit:,.0f} instructions per 1 KiB hit over h2c (baseline {H2_HIT_PATH_BASELINE:,})")
-    assert per_hit <= H2_HIT_PATH_BASELINE * ALLOWED_GROWTH, (
-        f"an HTTP/2 hit now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
-        f"{H2_HIT_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
+    within_baseline(report_metric, "a 1 KiB hit over h2c", per_hit, H2_HIT_PATH_BASELINE)
 
 
 @pytest.mark.timeout_s(240)
 def test_h2_tls_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
     per_hit = h2_hit_instructions(larder_factory, origin, workdir, 1024, H2_HITS, tls=True)
-    report_metric(f"h2 TLS hit path: {per_hit:,.0f} instructions per 1 KiB hit over h2 with TLS "
-                  f"(baseline {H2_TLS_HIT_PATH_BASELINE:,})")
-    assert per_hit <= H2_TLS_HIT_PATH_BASELINE * ALLOWED_GROWTH, (
-        f"an HTTP/2 hit over TLS now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
-        f"{H2_TLS_HIT_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
+    within_baseline(report_metric, "a 1 KiB hit over HTTP/2 with TLS", per_hit, H2_TLS_HIT_PATH_BASELINE)
 
 
 @pytest.mark.timeout_s(240)
 def test_tls_hit_path_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
     per_hit = h2_hit_instructions(larder_factory, origin, workdir, 1024, TLS_HITS, tls=True, h1=True)
-    report_metric(f"TLS hit path: {per_hit:,.0f} instructions per 1 KiB hit over HTTP/1.1 with TLS "
-                  f"(baseline {TLS_HIT_PATH_BASELINE:,})")
-    assert per_hit <= TLS_HIT_PATH_BASELINE * ALLOWED_GROWTH, (
-        f"an HTTP/1.1 hit over TLS now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
-        f"{TLS_HIT_PATH_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
+    within_baseline(report_metric, "a 1 KiB hit over HTTP/1.1 with TLS", per_hit, TLS_HIT_PATH_BASELINE)
 
 
 @pytest.mark.timeout_s(240)
 def test_h2_large_hit_instructions_stay_within_the_baseline(larder_factory, origin, workdir, report_metric):
     per_hit = h2_hit_instructions(larder_factory, origin, workdir, 256 * 1024, H2_LARGE_HITS)
-    report_metric(f"h2 large hit: {per_hit:,.0f} instructions per 256 KiB hit over h2c (baseline {H2_LARGE_HIT_BASELINE:,})")
-    assert per_hit <= H2_LARGE_HIT_BASELINE * ALLOWED_GROWTH, (
-        f"a 256 KiB HTTP/2 hit now costs {per_hit:,.0f} instructions, over 110 % of the baseline "
-        f"{H2_LARGE_HIT_BASELINE:,}: profile it (callgrind_annotate on a dump) before raising the baseline")
+    within_baseline(report_metric, "a 256 KiB hit over h2c", per_hit, H2_LARGE_HIT_BASELINE)
