@@ -166,18 +166,7 @@ extension HeaderBlock {
         return storage.withUnsafeBytes { mine in
             headers.storage.withUnsafeBytes { theirs in
                 guard let a = mine.baseAddress, let b = theirs.baseAddress else { return ra.count == 0 }
-                var i = 0
-                while i + 8 <= ra.count {
-                    let x = a.loadUnaligned(fromByteOffset: ra.start + i, as: UInt64.self)
-                    let y = b.loadUnaligned(fromByteOffset: rb.start + i, as: UInt64.self)
-                    if x != y, asciiLowered(x) != asciiLowered(y) { return false }
-                    i += 8
-                }
-                while i < ra.count {
-                    if asciiLower(mine[ra.start + i]) != asciiLower(theirs[rb.start + i]) { return false }
-                    i += 1
-                }
-                return true
+                return bytesEqualIgnoringCase(a + ra.start, b + rb.start, count: ra.count)
             }
         }
     }

@@ -75,8 +75,12 @@ public func equalsIgnoringCase(_ buffer: UnsafeRawBufferPointer, _ start: Int, _
             (0..<count).allSatisfy { asciiLower(buffer[start + $0]) == asciiLower(lit[$0]) }
         }
     }
-    let a = base + start
-    let b = UnsafeRawPointer(literal.utf8Start)
+    return bytesEqualIgnoringCase(base + start, UnsafeRawPointer(literal.utf8Start), count: count)
+}
+
+/// Whether the `count` bytes at `a` and at `b` are equal, ASCII case-insensitively, eight at a time.
+@inlinable
+public func bytesEqualIgnoringCase(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
     if count >= 8 {
         var i = 0
         while true {
