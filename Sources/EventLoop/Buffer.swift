@@ -62,12 +62,6 @@ public struct Buffer {
         }
     }
 
-    /// Copies the first bytes into `destination`, leaving them in place; how many.
-    @inlinable public func copyPrefix(into destination: UnsafeMutableRawBufferPointer) -> Int {
-        guard let base = destination.baseAddress, destination.count > 0 else { return 0 }
-        return max(0, Int(evbuffer_copyout(raw, base, destination.count)))
-    }
-
     /// Makes the first `n` bytes one segment (copying them if they are not), so that whatever
     /// writes segment by segment writes them at once.
     @inlinable public func makeContiguous(_ n: Int) { _ = evbuffer_pullup(raw, n) }

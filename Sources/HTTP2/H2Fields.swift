@@ -30,12 +30,6 @@ public struct H2Fields: Sendable {
     /// An answer's fields, `:status` first.
     public init(status: Int, byteCapacity: Int = 256, fieldCapacity: Int = 12) {
         self.init(byteCapacity: byteCapacity, fieldCapacity: fieldCapacity)
-        startAnswer(status: status)
-    }
-
-    /// Empties the list (keeping its buffers) for an answer's fields, `:status` first.
-    public mutating func startAnswer(status: Int) {
-        removeAll()
         // Written as it is, whatever it is: checking statuses is the receiver's business.
         let value = max(status, 0)
         var divisor = 1

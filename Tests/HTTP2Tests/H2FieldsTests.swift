@@ -20,15 +20,6 @@ import Testing
                 && !f.nameIs(2, Array("x-b".utf8)))
     }
 
-    @Test func aNewAnswerReusesTheBuffersAndForgetsTheOldFields() {
-        var f = H2Fields(status: 200)
-        for i in 0..<20 { f.append(name: Array("n\(i)".utf8), value: Array("v\(i)".utf8)) }
-        let capacity = f.bytes.capacity
-        f.startAnswer(status: 304)
-        #expect(f.pairs.count == 1 && Array(f.value(0)) == Array("304".utf8))
-        #expect(f.bytes.capacity == capacity)
-    }
-
     @Test func nghttp2SeesEveryNameAndValue() {
         let f = H2Fields([(Array("a".utf8), Array("1".utf8)), (Array("bb".utf8), Array("22".utf8))])
         let seen = f.withNameValues { nva in
