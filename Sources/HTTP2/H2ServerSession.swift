@@ -114,8 +114,15 @@ public struct H2SessionError: Error, Sendable, CustomStringConvertible {
 public final class H2ServerSession {
     private var session: OpaquePointer?
     public weak var delegate: (any H2ServerSessionDelegate)?
-    /// Streams a request's header block started, until they close.
-    private var streams: Set<Int32> = []
+    /// Streams a request's header block started, until they close. Each is marked in nghttp2's
+    /// own stream table (`requestMark` as its user data), so no set of ids beside it costs a
+    /// hash on every open, reset and close.
+    private var requestStreams = 0
+    private static var requestMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 1)! }
+
+    private static func isRequestStream(_ session: OpaquePointer?, _ id: Int32) -> Bool {
+        nghttp2_session_get_stream_user_data(session, id) == requestMark
+    }
     /// The request header block being received (HTTP/2 sends a block's frames back to back, so
     /// there is one at a time), its stream (0: none), and the bytes of its names and values so
     /// far: a second bound beside nghttp2's own, which counts HPACK's overhead differently.
@@ -334,7 +341,7 @@ public final class H2ServerSession {
     }
 
     /// Streams open now.
-    public var openStreams: Int { streams.count }
+    public var openStreams: Int { requestStreams }
 
     // MARK: - nghttp2 callbacks
 
@@ -342,13 +349,17 @@ public final class H2ServerSession {
         Unmanaged<H2ServerSession>.fromOpaque(user!).takeUnretainedValue()
     }
 
-    private static let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, user in
+    private static let onBeginHeaders: nghttp2_on_begin_headers_callback = { session, frame, user in
         guard let frame else { return 0 }
         let me = this(user)
         let id = frame.pointee.hd.stream_id
         if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
-            me.streams.insert(id)
+            // nghttp2 opened the stream before this call, so the mark has a stream to go on.
+            if !isRequestStream(session, id),
+               nghttp2_session_set_stream_user_data(session, id, requestMark) == 0 {
+                me.requestStreams += 1
+            }
             me.building.removeAll()
             me.buildingStream = id
             me.buildingBytes = 0
@@ -388,7 +399,7 @@ public final class H2ServerSession {
         return 0
     }
 
-    private static let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, user in
+    private static let onFrameReceived: nghttp2_on_frame_recv_callback = { session, frame, user in
         guard let frame else { return 0 }
         let me = this(user)
         let id = frame.pointee.hd.stream_id
@@ -405,7 +416,7 @@ public final class H2ServerSession {
         case NGHTTP2_DATA.rawValue:
             if endStream { me.delegate?.h2RequestEnded(id) }
         case NGHTTP2_RST_STREAM.rawValue:
-            guard me.streams.contains(id) else { break }
+            guard isRequestStream(session, id) else { break }
             me.cancelledStreams += 1
             if me.cancelledStreams > H2ServerSession.cancelledStreamLimit { me.cutOffForResets = true }
         default:
@@ -420,9 +431,11 @@ public final class H2ServerSession {
         return 0
     }
 
-    private static let onStreamClose: nghttp2_on_stream_close_callback = { _, id, code, user in
+    private static let onStreamClose: nghttp2_on_stream_close_callback = { session, id, code, user in
         let me = this(user)
-        let known = me.streams.remove(id) != nil
+        // The stream (and its mark) is still in nghttp2's table while this runs.
+        let known = isRequestStream(session, id)
+        if known { me.requestStreams -= 1 }
         if me.buildingStream == id { me.buildingStream = 0 }
         if known { me.delegate?.h2StreamClosed(id, errorCode: code) }
         return 0

@@ -292,6 +292,26 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     #expect(client.closed[id] != nil && client.closed[id] != 0)
 }
 
+/// A stream a request opened counts until it closes, answered or reset, and its close is
+/// reported once; the count lives in nghttp2's stream table rather than a set beside it.
+@Test func openStreamsCountRequestsUntilTheirStreamsClose() throws {
+    let server = try H2ServerSession(settings: H2Settings())
+    let recorder = Recorder()
+    server.delegate = recorder
+    let client = TestClient()
+    let ids = (0..<3).map { _ in client.request(get) }
+    try exchange(client, server)
+    #expect(server.openStreams == 3)
+    nghttp2_submit_rst_stream(client.session, 0, ids[0], UInt32(NGHTTP2_CANCEL.rawValue))
+    try exchange(client, server)
+    #expect(server.openStreams == 2 && recorder.closed[ids[0]] == UInt32(NGHTTP2_CANCEL.rawValue))
+    recorder.responseBodies[ids[1]] = Array("ok".utf8)
+    #expect(server.respond(ids[1], status: 200, fields: [], hasBody: true))
+    try exchange(client, server)
+    #expect(server.openStreams == 1 && recorder.closed[ids[1]] == 0)
+    #expect(recorder.closed[ids[2]] == nil && recorder.closed.count == 2)
+}
+
 @Test func moreStreamsThanAllowedAreRefused() throws {
     let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 2))
     let recorder = Recorder()
