@@ -20,6 +20,17 @@ public struct KeyDigest: Hashable, Sendable {
 
     public init(_ bytes: [UInt8]) { self = bytes.withUnsafeBytes { KeyDigest($0) } }
 
+    /// What a `Dictionary` or `Set` asks for, with its seed: the digest folded into the seed by the
+    /// mixer rather than hashed again through `Hasher` (a SipHash over every byte, on each lookup of
+    /// the memory tier). The words are spread already; the seed, random per process, keeps which
+    /// keys share a bucket unknown to whoever picked the URLs, and keys that collide here collide
+    /// in all 128 bits, which `Hasher` could not tell apart either.
+    public func _rawHashValue(seed: Int) -> Int {
+        Int(truncatingIfNeeded: KeyDigest.fold(self, into: UInt64(truncatingIfNeeded: seed)))
+    }
+
+    static func fold(_ d: KeyDigest, into h: UInt64) -> UInt64 { mix(d.high ^ mix(d.low ^ h)) }
+
     private static func mix(_ x: UInt64) -> UInt64 {
         var k = x
         k ^= k >> 33
@@ -46,6 +57,11 @@ public struct EntryKey: Hashable, Sendable {
     public var secondary: KeyDigest
 
     public init(primary: KeyDigest, secondary: KeyDigest) { self.primary = primary; self.secondary = secondary }
+
+    /// Both digests folded into the table's seed (see `KeyDigest._rawHashValue(seed:)`).
+    public func _rawHashValue(seed: Int) -> Int {
+        Int(truncatingIfNeeded: KeyDigest.fold(secondary, into: KeyDigest.fold(primary, into: UInt64(truncatingIfNeeded: seed))))
+    }
 
     /// 32 bytes, primary first, so all variants of a URL are adjacent in LMDB.
     var bytes: [UInt8] { withBytes { Array($0) } }
