@@ -94,12 +94,14 @@ import Testing
     /// A worker's routes remember the last Host: whatever order requests come in, each is routed
     /// as it would be on its own, whichever Host, router or target form came before it.
     @Test func aRememberedHostRoutesAsReadingItAgainWould() {
-        var other = Self.reverse
-        other.reverseOrigin = OriginKey(scheme: .https, host: "10.0.0.10", port: 8443)
-        var byOrigin = Self.reverse
-        byOrigin.reverseHost = .origin
-        var open = Self.reverse
-        open.reverseAllowedHosts = []
+        let base = Self.reverse
+        let other = RequestRouter(reverseOrigin: OriginKey(scheme: .https, host: "10.0.0.10", port: 8443),
+                                  reverseHost: base.reverseHost, reverseAllowedHosts: base.reverseAllowedHosts,
+                                  usesParentProxy: false)
+        let byOrigin = RequestRouter(reverseOrigin: base.reverseOrigin, reverseHost: .origin,
+                                     reverseAllowedHosts: base.reverseAllowedHosts, usesParentProxy: false)
+        let open = RequestRouter(reverseOrigin: base.reverseOrigin, reverseHost: base.reverseHost,
+                                 reverseAllowedHosts: [], usesParentProxy: false)
         let routers = [Self.reverse, other, byOrigin, open]
         let heads = ["GET /x HTTP/1.1\r\nHost: site.example", "GET /y?q HTTP/1.1\r\nHost: site.example",
                      "GET /x HTTP/1.1\r\nHost: SITE.example:80", "GET /x HTTP/1.1\r\nHost: site.example:8080",
@@ -139,8 +141,7 @@ import Testing
     @Test(arguments: [("GET http://a.example/x HTTP/1.1\r\nHost: a.example", true),
                       ("GET https://a.example/x HTTP/1.1\r\nHost: a.example", false)])
     func throughAParentProxy(_ text: String, absolute: Bool) {
-        var router = Self.forward
-        router.usesParentProxy = true
+        let router = RequestRouter(reverseOrigin: nil, reverseHost: .client, reverseAllowedHosts: [], usesParentProxy: true)
         guard case .forward(let d) = router.route(Self.head(text), interceptedOrigin: nil, isPurge: false) else {
             Issue.record("not forwarded")
             return
@@ -150,9 +151,9 @@ import Testing
     }
 
     @Test func anHTTPSReverseOriginThroughAParentProxyIsAskedInOriginForm() {
-        var router = Self.reverse
-        router.reverseOrigin = OriginKey(scheme: .https, host: "10.0.0.9", port: 8443)
-        router.usesParentProxy = true
+        let router = RequestRouter(reverseOrigin: OriginKey(scheme: .https, host: "10.0.0.9", port: 8443),
+                                   reverseHost: .client, reverseAllowedHosts: Self.reverse.reverseAllowedHosts,
+                                   usesParentProxy: true)
         guard case .forward(let d) = router.route(Self.head("GET /x HTTP/1.1\r\nHost: site.example"),
                                                   interceptedOrigin: nil, isPurge: false) else {
             Issue.record("not forwarded")
