@@ -35,11 +35,13 @@ import Testing
     }
 
     func exchange(_ phase: CacheExchange.Phase) -> CacheExchange {
-        CacheExchange(primaryKey: Array(Self.url.utf8), scheme: "http", host: Array("a.example".utf8), keyedPort: 80,
-                      origin: OriginKey(scheme: .http, host: "a.example", port: 80),
-                      route: OutboundHead.Route(scheme: .http, originHost: Array("a.example".utf8), originPort: 80,
-                                                absoluteForm: false),
-                      path: 0..<4, phase: phase)
+        let origin = OriginKey(scheme: .http, host: "a.example", port: 80)
+        let destination = RequestRouter.Destination(
+            origin: origin, route: OutboundHead.Route(scheme: .http, originHost: Array("a.example".utf8), originPort: 80,
+                                                      absoluteForm: false),
+            path: 0..<4, keyedAs: origin)
+        return CacheExchange(primaryKey: Array(Self.url.utf8), scheme: "http", host: Array("a.example".utf8), keyedPort: 80,
+                             destination: destination, phase: phase)
     }
 
     func withCache(_ body: (Cache) throws -> Void) throws {
@@ -88,11 +90,12 @@ import Testing
             CacheKey.primary(scheme: target.scheme, host: host, port: target.port,
                              pathAndQuery: UnsafeRawBufferPointer(rebasing: raw[range]))
         }
-        let ex = CacheExchange(primaryKey: key, scheme: "http", host: host, keyedPort: 80,
-                               origin: OriginKey(scheme: .http, host: "h", port: 80),
-                               route: OutboundHead.Route(scheme: .http, originHost: host, originPort: 80,
-                                                         absoluteForm: false),
-                               path: range, phase: .fetching(nil))
+        let origin = OriginKey(scheme: .http, host: "h", port: 80)
+        let destination = RequestRouter.Destination(
+            origin: origin, route: OutboundHead.Route(scheme: .http, originHost: host, originPort: 80, absoluteForm: false),
+            path: range, keyedAs: origin)
+        let ex = CacheExchange(primaryKey: key, scheme: "http", host: host, keyedPort: 80, destination: destination,
+                               phase: .fetching(nil))
         #expect(Array(ex.path) == Array(bytes[range]))
         #expect(!bytes[range].contains(0x23))
     }

@@ -26,10 +26,8 @@ final class CacheExchange {
     let host: [UInt8]
     /// The port of the origin the request is keyed under (with `host`, what `TopHosts` counts).
     let keyedPort: Int
-    let origin: OriginKey
-    let route: OutboundHead.Route
-    /// The path and query within the request target (see `RequestTarget.pathRange`).
-    let pathRange: Range<Int>
+    /// Where the request goes (its origin, route, and path and query within the target).
+    let destination: RequestRouter.Destination
     var phase: Phase
     var facts: RequestFacts?
     var entry: StoredResponse?
@@ -63,11 +61,15 @@ final class CacheExchange {
     /// collapsed fetch of the URL as this participant (`DetachedFetch`, `.refresh`).
     var refreshLeader: ParticipantHandle?
 
-    init(primaryKey: [UInt8], scheme: String, host: [UInt8], keyedPort: Int, origin: OriginKey,
-         route: OutboundHead.Route, path pathRange: Range<Int>, phase: Phase) {
+    init(primaryKey: [UInt8], scheme: String, host: [UInt8], keyedPort: Int,
+         destination: RequestRouter.Destination, phase: Phase) {
         self.primaryKey = primaryKey; self.scheme = scheme; self.host = host; self.keyedPort = keyedPort
-        self.origin = origin; self.route = route; self.pathRange = pathRange; self.phase = phase
+        self.destination = destination; self.phase = phase
     }
+
+    var origin: OriginKey { destination.origin }
+    /// The path and query within the request target (see `RequestTarget.pathRange`).
+    var pathRange: Range<Int> { destination.path }
 
     /// The path and query as the rules see them: the end of the primary key, which holds them byte
     /// for byte (the key's `/` before a bare query aside), rather than a copy for every request.

@@ -26,8 +26,7 @@ enum CacheFlow {
         }
         let scheme = named.scheme.name
         let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, keyedPort: named.port,
-                                     origin: destination.origin, route: destination.route, path: pathRange,
-                                     phase: .fetching(nil))
+                                     destination: destination, phase: .fetching(nil))
         let path = exchange.path
         let now = worker.clock.wallSeconds
         exchange.requestTime = now
@@ -104,8 +103,7 @@ enum CacheFlow {
             // (a HEAD, no-store, credentials) would only remove the entry.
             guard Revalidation.mayRefreshInBackground(for: facts) else { return .taken }
             let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host,
-                                        keyedPort: named.port, origin: destination.origin, route: destination.route,
-                                        path: pathRange, phase: .fetching(nil))
+                                        keyedPort: named.port, destination: destination, phase: .fetching(nil))
             refresh.entry = entry
             refresh.facts = facts
             worker.refreshInBackground(refresh, request: request, client: c.peerAddress)
@@ -222,11 +220,11 @@ enum CacheFlow {
             return serve(entry, exchange: ex, request: c.request, now: now, on: c)
         case .serveEntry(let entry):
             if serve(entry, exchange: ex, request: c.request, now: now, on: c) == .goOn {
-                OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
+                OriginRelay.forward(c, to: ex.destination)
             }
             return .taken
         case .refetch:
-            OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
+            OriginRelay.forward(c, to: ex.destination)
             return .taken
         }
     }

@@ -191,7 +191,7 @@ final class DetachedFetch: SessionTaskDelegate, CollapseParticipant {
         var writer = MessageWriter(capacity: 1_024)
         request.headers.withBytes(request.target) { target in
             let path = UnsafeRawBufferPointer(rebasing: target[exchange.pathRange])
-            OutboundHead.write(request, targetPath: path, route: exchange.route, viaName: worker.settings.viaName,
+            OutboundHead.write(request, targetPath: path, route: exchange.destination.route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
                                parentCredentials: worker.session.configuration.parentProxy?.credentials,
                                upgrading: false, revalidation: revalidation, body: .none, into: &writer)

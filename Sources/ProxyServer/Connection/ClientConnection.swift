@@ -318,7 +318,7 @@ final class ClientConnection: StreamDelegate {
             if !context.commitWaited { worker.hosts.count(destination.keyedAs) }  // once, if routed again
             guard CacheFlow.lookUp(destination, request: request, on: self) == .goOn,
                   OfflineGuard.checkUncached(on: self) == .goOn else { return }
-            OriginRelay.forward(self, to: destination.origin, route: destination.route, path: destination.path)
+            OriginRelay.forward(self, to: destination)
         }
     }
 

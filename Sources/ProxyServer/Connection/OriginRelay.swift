@@ -33,7 +33,8 @@ final class OriginRelay: SessionTaskDelegate {
     }
 
     /// Sends the current request to `origin` (or the cache's revalidation of it, if it is revalidating).
-    static func forward(_ c: ClientConnection, to origin: OriginKey, route: OutboundHead.Route, path pathRange: Range<Int>) {
+    static func forward(_ c: ClientConnection, to destination: RequestRouter.Destination) {
+        let origin = destination.origin
         let request = c.request
         let revalidation = c.context.cache?.outboundRevalidation(for: request.method)
         if let ex = c.context.cache { ex.forwardedRange = revalidation == nil && ex.facts?.hasRange == true }
@@ -54,8 +55,8 @@ final class OriginRelay: SessionTaskDelegate {
         let upgrading = c.context.upgrading
         c.writer.reset()
         request.headers.withBytes(request.target) { target in
-            let path = UnsafeRawBufferPointer(rebasing: target[pathRange])
-            OutboundHead.write(request, targetPath: path, route: route, viaName: worker.settings.viaName,
+            let path = UnsafeRawBufferPointer(rebasing: target[destination.path])
+            OutboundHead.write(request, targetPath: path, route: destination.route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
                                parentCredentials: worker.session.configuration.parentProxy?.credentials,
                                upgrading: upgrading, revalidation: revalidation, body: body, into: &c.writer)
@@ -217,7 +218,7 @@ final class OriginRelay: SessionTaskDelegate {
                     task.cancel()
                     ex.endCollapse(failed: true, table: c.worker.inFlight)  // ends the fill's claim
                 }
-                return OriginRelay.forward(c, to: ex.origin, route: ex.route, path: ex.pathRange)
+                return OriginRelay.forward(c, to: ex.destination)
             }
         }
         c.worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)

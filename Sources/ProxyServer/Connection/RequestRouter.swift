@@ -25,23 +25,33 @@ final class RequestRouter: Sendable {
     }
 
     /// A request to forward: where to connect, how to name the origin upstream, and under which
-    /// origin the cache keys it.
-    struct Destination {
-        var origin: OriginKey
-        var route: OutboundHead.Route
+    /// origin the cache keys it. A class: a request hands it from the router to the cache's
+    /// exchange and on to the relay, and a struct of this many arrays and strings cost a
+    /// reference count per field at each hand-over.
+    final class Destination {
+        let origin: OriginKey
+        let route: OutboundHead.Route
         /// The target's path and query (no fragment), offsets into the request's target.
-        var path: Range<Int>
+        let path: Range<Int>
         /// The origin as the cache key and rules name it (reverse mode keys on the Host it forwards).
-        var keyedAs: OriginKey
+        let keyedAs: OriginKey
         /// Checked against access rules and authentication before forwarding (forward proxying only),
         /// with the target's host as bytes.
-        var checkAccess = false
-        var accessHost: [UInt8] = []
+        let checkAccess: Bool
+        let accessHost: [UInt8]
         /// `keyedAs.host` as bytes, when the router has them: the cache key is built from bytes.
-        var keyedHost: [UInt8]?
+        let keyedHost: [UInt8]?
         /// An `ftp://` request with a login of its own (the URL's user or an `Authorization`): what it
         /// reads may be that user's alone, so the cache neither answers nor stores it.
-        var carriesCredentials = false
+        let carriesCredentials: Bool
+
+        init(origin: OriginKey, route: OutboundHead.Route, path: Range<Int>, keyedAs: OriginKey,
+             checkAccess: Bool = false, accessHost: [UInt8] = [], keyedHost: [UInt8]? = nil,
+             carriesCredentials: Bool = false) {
+            self.origin = origin; self.route = route; self.path = path; self.keyedAs = keyedAs
+            self.checkAccess = checkAccess; self.accessHost = accessHost; self.keyedHost = keyedHost
+            self.carriesCredentials = carriesCredentials
+        }
     }
 
     enum Route {
