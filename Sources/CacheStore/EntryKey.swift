@@ -20,14 +20,22 @@ public struct KeyDigest: Hashable, Sendable {
 
     public init(_ bytes: [UInt8]) { self = bytes.withUnsafeBytes { KeyDigest($0) } }
 
-    /// What a `Dictionary` or `Set` asks for, with its seed: the digest folded into the seed by the
-    /// mixer rather than hashed again through `Hasher` (a SipHash over every byte, on each lookup of
-    /// the memory tier). The words are spread already; the seed, random per process, keeps which
-    /// keys share a bucket unknown to whoever picked the URLs, and keys that collide here collide
-    /// in all 128 bits, which `Hasher` could not tell apart either.
+    /// What a `Dictionary` or `Set` asks for, with its seed: the digest folded by the mixer into
+    /// the table's seed and a secret of the process, rather than hashed again through `Hasher` (a
+    /// SipHash over every byte, on each lookup of the memory tier). The words are spread already.
+    /// The table's seed is only its storage's address, which `Hasher` keys with a secret of its
+    /// own; bypassing it, the hash takes `secret`, so which URLs share a bucket stays unknown to
+    /// whoever picks them (a table whose keys pile into one bucket is probed linearly, under a lock
+    /// all workers share). No pair of digests collides whatever the secret: the mixer spreads any
+    /// difference in `low` differently for each one.
     public func _rawHashValue(seed: Int) -> Int {
-        Int(truncatingIfNeeded: KeyDigest.fold(self, into: UInt64(truncatingIfNeeded: seed)))
+        Int(truncatingIfNeeded: KeyDigest.fold(self, into: KeyDigest.keyed(seed)))
     }
+
+    /// Drawn once per process from the system's random source.
+    private static let secret = UInt64.random(in: .min ... .max)
+
+    static func keyed(_ seed: Int) -> UInt64 { secret ^ UInt64(truncatingIfNeeded: seed) }
 
     static func fold(_ d: KeyDigest, into h: UInt64) -> UInt64 { mix(d.high ^ mix(d.low ^ h)) }
 
@@ -58,9 +66,10 @@ public struct EntryKey: Hashable, Sendable {
 
     public init(primary: KeyDigest, secondary: KeyDigest) { self.primary = primary; self.secondary = secondary }
 
-    /// Both digests folded into the table's seed (see `KeyDigest._rawHashValue(seed:)`).
+    /// Both digests folded into the table's seed and the process's secret (see
+    /// `KeyDigest._rawHashValue(seed:)`).
     public func _rawHashValue(seed: Int) -> Int {
-        Int(truncatingIfNeeded: KeyDigest.fold(secondary, into: KeyDigest.fold(primary, into: UInt64(truncatingIfNeeded: seed))))
+        Int(truncatingIfNeeded: KeyDigest.fold(secondary, into: KeyDigest.fold(primary, into: KeyDigest.keyed(seed))))
     }
 
     /// 32 bytes, primary first, so all variants of a URL are adjacent in LMDB.

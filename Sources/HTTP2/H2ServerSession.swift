@@ -355,11 +355,9 @@ public final class H2ServerSession {
         let id = frame.pointee.hd.stream_id
         if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
-            // nghttp2 opened the stream before this call, so the mark has a stream to go on.
-            if !isRequestStream(session, id),
-               nghttp2_session_set_stream_user_data(session, id, requestMark) == 0 {
-                me.requestStreams += 1
-            }
+            // A request's header block starts a stream once; nghttp2 opened it before this call.
+            assert(!isRequestStream(session, id), "a request stream's head began twice")
+            if nghttp2_session_set_stream_user_data(session, id, requestMark) == 0 { me.requestStreams += 1 }
             me.building.removeAll()
             me.buildingStream = id
             me.buildingBytes = 0

@@ -32,9 +32,21 @@ import Testing
         #expect(a._rawHashValue(seed: 7) != KeyDigest(high: 2, low: 1)._rawHashValue(seed: 7))
     }
 
+    /// A table's seed is only its storage's address: the hash also takes a secret drawn for the
+    /// process, so a key and a seed do not hash as the unkeyed fold would.
+    @Test func theHashTakesTheProcessSecretBesideTheTableSeed() {
+        let a = KeyDigest(high: 1, low: 2)
+        #expect(KeyDigest.keyed(0) != 0)
+        #expect(a._rawHashValue(seed: 7) == Int(truncatingIfNeeded: KeyDigest.fold(a, into: KeyDigest.keyed(7))))
+        #expect(a._rawHashValue(seed: 7) != Int(truncatingIfNeeded: KeyDigest.fold(a, into: 7)))
+        let key = EntryKey(primary: a, secondary: a)
+        #expect(key._rawHashValue(seed: 7)
+                != Int(truncatingIfNeeded: KeyDigest.fold(a, into: KeyDigest.fold(a, into: 7))))
+    }
+
     /// 16,384 digests that differ in one low bit each, or count up in one word, over 4,096
     /// buckets: no bucket gets more than a handful, for any of several seeds.
-    @Test(arguments: [0, 1, -1, 0x5DEECE66D])
+    @Test(arguments: [0, 1, -1, 0x5DEECE66D, 0x5586_96C6_FBB0, 0x7F12_3456_7000])
     func neighbouringDigestsSpreadOverTheBuckets(seed: Int) {
         let patterns: [(Int) -> KeyDigest] = [
             { KeyDigest(high: 0, low: UInt64($0)) },
