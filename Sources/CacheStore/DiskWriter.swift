@@ -529,7 +529,8 @@ final class DiskWriter: @unchecked Sendable {
             case .chunk(let id, let index, let b):
                 if brokenBodies.contains(id) { continue }
                 let key = DiskStore.chunkKey(id, index)
-                try txn.put(db.chunks, key, reserving: BodyChunk.storedSize(payloadCount: b.count)) { out in
+                // Body ids grow, and a body's chunks come in order: most land after every other.
+                try txn.put(db.chunks, key, reserving: BodyChunk.storedSize(payloadCount: b.count), appending: true) { out in
                     b.withUnsafeBytes { BodyChunk.encode($0, key: key, into: out) }
                 }
             case .commit(let c):

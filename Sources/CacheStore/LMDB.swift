@@ -69,12 +69,17 @@ struct WriteTransaction: ~Copyable {
     }
 
     /// Stores `count` bytes under `key`, written in place by `fill` into the space LMDB reserves
-    /// (no copy of the value is made first).
-    func put(_ dbi: MDB_dbi, _ key: [UInt8], reserving count: Int,
+    /// (no copy of the value is made first). `appending`: the key most likely sorts after every
+    /// key of the table, so LMDB is asked to put it at the end without a search (`MDB_APPEND`,
+    /// which also fills the last page rather than splitting it in half); a key that does not is
+    /// put the usual way.
+    func put(_ dbi: MDB_dbi, _ key: [UInt8], reserving count: Int, appending: Bool = false,
              _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws(LMDBError) {
         try withValue(key) { (k: inout MDB_val) throws(LMDBError) in
             var v = MDB_val(mv_size: count, mv_data: nil)
-            try check(mdb_put(txn, dbi, &k, &v, UInt32(MDB_RESERVE)), "mdb_put")
+            var rc = appending ? mdb_put(txn, dbi, &k, &v, UInt32(MDB_RESERVE | MDB_APPEND)) : MDB_KEYEXIST
+            if rc == MDB_KEYEXIST { rc = mdb_put(txn, dbi, &k, &v, UInt32(MDB_RESERVE)) }
+            try check(rc, "mdb_put")
             fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
         }
     }
