@@ -26,8 +26,8 @@ public struct KeyDigest: Hashable, Sendable {
     /// The table's seed is only its storage's address, which `Hasher` keys with a secret of its
     /// own; bypassing it, the hash takes `secret`, so which URLs share a bucket stays unknown to
     /// whoever picks them (a table whose keys pile into one bucket is probed linearly, under a lock
-    /// all workers share). No pair of digests collides whatever the secret: the mixer spreads any
-    /// difference in `low` differently for each one.
+    /// all workers share). Two digests that collide under one secret do not under another: the
+    /// mixer spreads a difference in `low` differently for each.
     public func _rawHashValue(seed: Int) -> Int {
         Int(truncatingIfNeeded: KeyDigest.fold(self, into: KeyDigest.keyed(seed)))
     }

@@ -28,7 +28,7 @@ final class RequestRouter: Sendable {
     /// origin the cache keys it. A class: a request hands it from the router to the cache's
     /// exchange and on to the relay, and a struct of this many arrays and strings cost a
     /// reference count per field at each hand-over.
-    final class Destination {
+    final class Destination: Sendable {
         let origin: OriginKey
         let route: OutboundHead.Route
         /// The target's path and query (no fragment), offsets into the request's target.
