@@ -350,10 +350,7 @@ public final class CacheReader {
         if let spec = inMemory {
             let secondary = secondaryKey(spec)
             let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
-            if let o = cache.memory.get(key), o.record.secondaryKey == secondary {
-                return .found(StoredResponse(key: key, record: o.record, body: .memory(o), tier: o.tier,
-                                             parsedHead: o.parsedHead))
-            }
+            if let held = cache.memory.response(key), held.record.secondaryKey == secondary { return .found(held) }
         }
         guard let disk, cache.disk?.storedURLs.mayContain(primary) != false else {
             return inMemory == nil ? .uriMiss : .varyMiss

@@ -72,9 +72,25 @@ public final class CachedObject: Sendable {
 /// for all workers; it is held for a dictionary probe and a list splice only.
 final class MemoryTier: Sendable {
     private struct Node {
-        var object: CachedObject?
+        var object: CachedObject? {
+            didSet { served = nil }
+        }
+        /// `object` as lookups hand it out: made by the first hit and kept, rather than made on
+        /// every hit (an allocation and a copy of its record); never for an object no hit asks for.
+        /// It holds the object, never the other way round, so the two go when the node lets go.
+        private var served: StoredResponse?
         var prev = -1
         var next = -1
+
+        init(object: CachedObject) { self.object = object }
+
+        mutating func response() -> StoredResponse? {
+            if let served { return served }
+            guard let o = object else { return nil }
+            let r = StoredResponse(key: o.key, record: o.record, body: .memory(o), tier: o.tier, parsedHead: o.parsedHead)
+            served = r
+            return r
+        }
     }
 
     private struct State {
@@ -159,15 +175,15 @@ final class MemoryTier: Sendable {
         state.withLock { s in s.index[key].flatMap { s.nodes[$0].object }.map { $0.record.facts.status != 206 } ?? false }
     }
 
-    /// The object under `key`, marked most recently used.
-    func get(_ key: EntryKey) -> CachedObject? {
+    /// The object under `key` as a stored response, marked most recently used.
+    func response(_ key: EntryKey) -> StoredResponse? {
         state.withLock { s in
             guard let i = s.index[key] else { return nil }
             if s.head != i {
                 s.unlink(i)
                 s.pushFront(i)
             }
-            return s.nodes[i].object
+            return s.nodes[i].response()
         }
     }
 

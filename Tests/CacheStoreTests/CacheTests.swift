@@ -144,6 +144,47 @@ import Locking
         #expect(!reader.stillFinds(first, request: HeaderBlock()))
     }
 
+    /// A memory-tier entry is handed out as one stored response, made when it was placed there,
+    /// until its head is freshened (the next lookups get the new one; the old stays as it was);
+    /// once the entry is removed, nothing keeps its object alive.
+    @Test func aMemoryEntryIsHandedOutAsOneResponseUntilItChanges() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: 1 << 20)
+        defer { cache.close() }
+        let url = "http://a/once"
+        storeEntry(cache, url: url, storedAt: 1_000)
+        cache.flush()
+        let reader = cache.makeReader()
+        func lookUp() -> StoredResponse? {
+            if case .found(let e) = reader.lookup(primaryKey: Array(url.utf8), request: HeaderBlock()) { return e }
+            return nil
+        }
+        weak var object: CachedObject?
+        do {
+            let first = try #require(lookUp())
+            guard case .memory(let o) = first.body else { Issue.record("not in the memory tier"); return }
+            object = o
+            #expect(lookUp() === first)
+            let newHead = Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-N: 2\r\n".utf8)
+            cache.freshen(first, facts: facts(), head: newHead, parsedHead: nil, now: 1_001)
+            let second = try #require(lookUp())
+            #expect(second !== first && second.head == newHead && first.head != newHead)
+            #expect(lookUp() === second)
+        }
+        #expect(object == nil, "the freshened entry replaced the first object")
+        weak var current: CachedObject?
+        do {
+            guard case .memory(let o)? = lookUp()?.body else { Issue.record("not in the memory tier"); return }
+            current = o
+        }
+        #expect(current != nil)
+        _ = cache.invalidate(primaryKey: Array(url.utf8))
+        cache.flush()
+        #expect(lookUp() == nil)
+        #expect(current == nil, "a removed entry's object is let go")
+    }
+
     @Test func aCompleteEntryWaitingForItsCommitIsReportedUntilCommitted() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
