@@ -346,14 +346,14 @@ public final class CacheReader {
     @inline(__always)
     private func lookup(primaryKey: [UInt8], secondaryKey: (VariantSpec) -> [UInt8]) -> CacheLookup {
         let primary = KeyDigest(primaryKey)
-        let inMemory = cache.memory.spec(primary).flatMap { $0.primaryKey == primaryKey ? $0 : nil }
-        if let spec = inMemory {
-            let secondary = secondaryKey(spec)
-            let key = EntryKey(primary: primary, secondary: KeyDigest(secondary))
-            if let held = cache.memory.response(key), held.record.secondaryKey == secondary { return .found(held) }
+        let inMemory: Bool
+        switch cache.memory.find(primary, primaryKey: primaryKey, secondary: secondaryKey) {
+        case .response(let held): return .found(held)
+        case .spec: inMemory = true
+        case .nothing: inMemory = false
         }
         guard let disk, cache.disk?.storedURLs.mayContain(primary) != false else {
-            return inMemory == nil ? .uriMiss : .varyMiss
+            return inMemory ? .varyMiss : .uriMiss
         }
         let removalsBefore = cache.pendingRemovals.snapshot()
         var secondary: [UInt8] = []
@@ -362,7 +362,7 @@ public final class CacheReader {
             return EntryKey(primary: primary, secondary: KeyDigest(secondary))
         }), spec.primaryKey == primaryKey else {
             // Not on disk (yet): a variant in memory still says the URL is stored.
-            return inMemory == nil ? .uriMiss : .varyMiss
+            return inMemory ? .varyMiss : .uriMiss
         }
         let record: EntryRecord
         switch stored {

@@ -168,22 +168,32 @@ final class MemoryTier: Sendable {
     var bytes: Int { state.withLock { $0.bytes } }
     var count: Int { state.withLock { $0.index.count } }
 
-    func spec(_ primary: KeyDigest) -> VariantSpec? { state.withLock { $0.specs[primary]?.spec } }
-
     /// Whether `key` holds a whole response (not a piece of one, status 206).
     func holdsWhole(_ key: EntryKey) -> Bool {
         state.withLock { s in s.index[key].flatMap { s.nodes[$0].object }.map { $0.record.facts.status != 206 } ?? false }
     }
 
-    /// The object under `key` as a stored response, marked most recently used.
-    func response(_ key: EntryKey) -> StoredResponse? {
+    /// What the tier holds for a URL: nothing, its Vary spec only, or the response for the variant
+    /// that `secondary` picks from the spec (marked most recently used).
+    enum Held {
+        case nothing
+        case spec
+        case response(StoredResponse)
+    }
+
+    /// The URL `primaryKey` (digest `primary`) looked up under one hold of the lock: its spec,
+    /// then the variant `secondary` picks (a key built from the request's fields, without I/O).
+    func find(_ primary: KeyDigest, primaryKey: [UInt8], secondary: (VariantSpec) -> [UInt8]) -> Held {
         state.withLock { s in
-            guard let i = s.index[key] else { return nil }
+            guard let entry = s.specs[primary], entry.spec.primaryKey == primaryKey else { return .nothing }
+            let secondaryKey = secondary(entry.spec)
+            guard let i = s.index[EntryKey(primary: primary, secondary: KeyDigest(secondaryKey))] else { return .spec }
             if s.head != i {
                 s.unlink(i)
                 s.pushFront(i)
             }
-            return s.nodes[i].response()
+            guard let response = s.nodes[i].response(), response.record.secondaryKey == secondaryKey else { return .spec }
+            return .response(response)
         }
     }
 

@@ -390,6 +390,35 @@ extension CacheTests {
         }
     }
 
+    /// A URL whose only variant is held in memory alone (nothing on disk to ask): another variant
+    /// of it is a Vary miss (the URL is stored), another URL a URI miss, the same variant a hit.
+    @Test func aMemoryOnlyVariantTellsAVaryMissFromAURIMiss() throws {
+        let dir = temporaryDirectory()
+        defer { removeTree(dir) }
+        let cache = try makeCache(dir, memoryObjectLimit: 1 << 20)
+        defer { cache.close() }
+        let gzip = requestFields(["Accept-Encoding: gzip"])
+        let varyFields = [Array("accept-encoding".utf8)]
+        let f = facts(vary: varyFields)
+        let w = cache.beginStore(primaryKey: Array("http://a/v".utf8),
+                                 secondaryKey: CacheKey.secondary(varyFields: varyFields, request: gzip), facts: f,
+                                 head: [], tier: .allowedInMemoryOnly, expectedLength: 2, now: 1_000)!
+        Array("gz".utf8).withUnsafeBytes { _ = w.append($0) }
+        #expect(w.finish(head: Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nVary: Accept-Encoding\r\n".utf8), facts: f))
+        let reader = cache.makeReader()
+        func outcome(_ url: String, _ request: HeaderBlock) -> String {
+            switch reader.lookup(primaryKey: Array(url.utf8), request: request) {
+            case .found: return "found"
+            case .varyMiss: return "vary miss"
+            case .uriMiss: return "uri miss"
+            }
+        }
+        #expect(outcome("http://a/v", gzip) == "found")
+        #expect(outcome("http://a/v", requestFields(["Accept-Encoding: br"])) == "vary miss")
+        #expect(outcome("http://a/v", requestFields([])) == "vary miss")
+        #expect(outcome("http://a/other", gzip) == "uri miss")
+    }
+
     @Test func aResponseTooLargeForMemoryReplacesTheMemoryCopyOfTheOneBefore() throws {
         let dir = temporaryDirectory()
         defer { removeTree(dir) }
