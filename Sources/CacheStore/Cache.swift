@@ -360,7 +360,7 @@ public final class CacheReader {
         guard let (spec, key, stored) = disk.specAndRecord(primary, primaryKey: primaryKey, entryKey: { spec in
             secondary = secondaryKey(spec)
             return EntryKey(primary: primary, secondary: KeyDigest(secondary))
-        }), spec.primaryKey == primaryKey else {
+        }), sameBytes(spec.primaryKey, primaryKey) else {
             // Not on disk (yet): a variant in memory still says the URL is stored.
             return inMemory ? .varyMiss : .uriMiss
         }

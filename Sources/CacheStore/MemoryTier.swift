@@ -185,14 +185,16 @@ final class MemoryTier: Sendable {
     /// then the variant `secondary` picks (a key built from the request's fields, without I/O).
     func find(_ primary: KeyDigest, primaryKey: [UInt8], secondary: (VariantSpec) -> [UInt8]) -> Held {
         state.withLock { s in
-            guard let entry = s.specs[primary], entry.spec.primaryKey == primaryKey else { return .nothing }
+            guard let entry = s.specs[primary], sameBytes(entry.spec.primaryKey, primaryKey) else { return .nothing }
             let secondaryKey = secondary(entry.spec)
             guard let i = s.index[EntryKey(primary: primary, secondary: KeyDigest(secondaryKey))] else { return .spec }
             if s.head != i {
                 s.unlink(i)
                 s.pushFront(i)
             }
-            guard let response = s.nodes[i].response(), response.record.secondaryKey == secondaryKey else { return .spec }
+            guard let response = s.nodes[i].response(), sameBytes(response.record.secondaryKey, secondaryKey) else {
+                return .spec
+            }
             return .response(response)
         }
     }

@@ -209,6 +209,29 @@ func equalsExactly(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ literal: St
     }
 }
 
+/// Whether `a` and `b` hold the same bytes, eight at a time: `Array`'s own `==` compares element
+/// by element, and cache keys are compared on every lookup.
+public func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    return a.withUnsafeBytes { x in
+        b.withUnsafeBytes { y in
+            guard let p = x.baseAddress, let q = y.baseAddress else { return true }  // both empty
+            var i = 0
+            while i + 8 <= x.count {
+                if p.loadUnaligned(fromByteOffset: i, as: UInt64.self) != q.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                    return false
+                }
+                i += 8
+            }
+            while i < x.count {
+                if x[i] != y[i] { return false }
+                i += 1
+            }
+            return true
+        }
+    }
+}
+
 /// Whether `p[start..<end]` equals the (lowercase) bytes `lowered`, ASCII case-insensitively.
 @inline(__always)
 public func equalsLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ lowered: [UInt8]) -> Bool {

@@ -66,4 +66,23 @@ struct ByteClassesTests {
             }
         }
     }
+
+    /// `sameBytes` agrees with `==` for arrays of every length up to three words, equal and with
+    /// one byte changed at each place, one shorter, and one longer.
+    @Test func sameBytesAgreesWithArrayEquality() {
+        for n in 0...24 {
+            let a = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            var candidates: [[UInt8]] = [a, Array(a.dropLast()), a + [0], Array(a.dropFirst())]
+            for i in a.indices {
+                var c = a
+                c[i] ^= 0x80
+                candidates.append(c)
+            }
+            for c in candidates {
+                #expect(sameBytes(a, c) == (a == c), "\(a) against \(c)")
+                #expect(sameBytes(c, a) == (c == a))
+            }
+        }
+        #expect(sameBytes([], []))
+    }
 }

@@ -1,6 +1,5 @@
 import CachePolicy
 import CacheStore
-import Glibc
 import HTTPWire
 
 /// Writing to the cache: shared by client connections and background refreshes.
@@ -123,11 +122,4 @@ func privateFields(of head: ResponseHead, setup: CacheSetup) -> [[UInt8]] {
         }
     }
     return fields
-}
-
-/// `a == b` by `memcmp`: `Array`'s own `==` compares element by element.
-private func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-    a.count == b.count && a.withUnsafeBytes { x in
-        b.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
-    }
 }
