@@ -128,6 +128,31 @@ func hasControlByte(_ word: UInt64) -> Bool {
     return (below20 | isDel) != 0
 }
 
+/// Whether any of the eight bytes of `word` is not visible ASCII (0x21...0x7E): a control byte,
+/// SP, DEL or a byte above 0x7F. A word without one is a run of target bytes. Exact in the same
+/// way as `hasControlByte`.
+@inlinable
+func hasNonVisibleByte(_ word: UInt64) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let high: UInt64 = 0x80 &* ones
+    let below21 = (word &- 0x21 &* ones) & ~word & high
+    let del = word ^ (0x7F &* ones)
+    let isDel = (del &- ones) & ~del & high
+    return (below21 | isDel | (word & high)) != 0
+}
+
+/// The first index from `start` before `end` whose byte is not visible ASCII (0x21...0x7E), or
+/// `end`: eight bytes at a time while they all are (a request target is read this way twice).
+@inlinable
+func visibleBytesEnd(_ p: UnsafeRawBufferPointer, from start: Int, to end: Int) -> Int {
+    var i = start
+    if let base = p.baseAddress {
+        while i + 8 <= end, !hasNonVisibleByte(base.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i += 8 }
+    }
+    while i < end, p[i] &- 0x21 < 0x5E { i += 1 }
+    return i
+}
+
 /// Walks a comma-separated list (RFC 9110 §5.6.1) in `buffer[start..<end]`, calling `body` with each
 /// non-empty element's bounds, surrounding whitespace removed. `body` returns false to stop early.
 @inline(__always)

@@ -207,7 +207,7 @@ public enum RequestParser {
         k += 1
 
         let targetStart = k
-        while k < end, p[k] &- 0x21 < 0x5E { k += 1 }  // 0x21...0x7E
+        k = visibleBytesEnd(p, from: k, to: end)  // 0x21...0x7E
         if k == end {
             if !complete { return nil }
             throw .malformedRequestLine

@@ -91,7 +91,7 @@ public struct RequestTarget: Sendable, Equatable {
     public static func parse(_ bytes: UnsafeRawBufferPointer, method: HTTPMethod) throws(HTTPWireError) -> RequestTarget {
         let n = bytes.count
         guard n > 0 else { throw .invalidTarget }
-        for b in bytes where b &- 0x21 >= 0x5E { throw .invalidTarget }  // only 0x21...0x7E
+        guard visibleBytesEnd(bytes, from: 0, to: n) == n else { throw .invalidTarget }  // only 0x21...0x7E
 
         if method == .connect {
             // authority-form = uri-host ":" port (RFC 9112 §3.2.3); the port is required.

@@ -5,7 +5,7 @@ import Testing
 /// position of a word, next to neighbours that could borrow or carry into it.
 @Suite("Byte classes, eight at a time")
 struct ByteClassesTests {
-    static let neighbours: [UInt8] = [0x00, 0x09, 0x1F, 0x20, 0x41, 0x5A, 0x5B, 0x61, 0x7E, 0x7F, 0x80, 0xC0, 0xFF]
+    static let neighbours: [UInt8] = [0x00, 0x09, 0x1F, 0x20, 0x21, 0x41, 0x5A, 0x5B, 0x61, 0x7E, 0x7F, 0x80, 0xC0, 0xFF]
 
     static func words(_ check: (UInt64, [UInt8]) -> Void) {
         for position in 0..<8 {
@@ -30,6 +30,39 @@ struct ByteClassesTests {
     @Test func findsEveryControlByteAndNothingElse() {
         Self.words { word, bytes in
             #expect(hasControlByte(word) == bytes.contains { $0 < 0x20 || $0 == 0x7F })
+        }
+    }
+
+    @Test func findsEveryByteATargetCannotHoldAndNothingElse() {
+        Self.words { word, bytes in
+            #expect(hasNonVisibleByte(word) == bytes.contains { $0 &- 0x21 >= 0x5E })
+        }
+    }
+
+    /// The end of a run of visible bytes, eight at a time, is where a byte-by-byte scan stops:
+    /// for each length up to three words, each place and each kind of byte that ends it, from
+    /// several starts, and with an end short of the buffer's.
+    @Test func visibleBytesEndWhereAByteByByteScanDoes() {
+        func byteByByte(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int {
+            var i = start
+            while i < end, p[i] &- 0x21 < 0x5E { i += 1 }
+            return i
+        }
+        for n in 0...24 {
+            for place in 0...n {
+                for stop: UInt8 in [0x00, 0x09, 0x20, 0x7F, 0x80, 0xFF] {
+                    var bytes = (0..<n).map { UInt8(0x21 + ($0 * 7) % 0x5E) }
+                    if place < n { bytes[place] = stop }
+                    bytes.withUnsafeBytes { p in
+                        for start in 0...min(n, 3) {
+                            #expect(visibleBytesEnd(p, from: start, to: n) == byteByByte(p, start, n), "\(bytes) from \(start)")
+                        }
+                        if n > 0 {
+                            #expect(visibleBytesEnd(p, from: 0, to: n - 1) == byteByByte(p, 0, n - 1), "\(bytes) to \(n - 1)")
+                        }
+                    }
+                }
+            }
         }
     }
 
