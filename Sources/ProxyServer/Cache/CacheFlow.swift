@@ -248,11 +248,13 @@ enum CacheFlow {
         // Offsets in the representation are the stored body's less where it starts (a piece).
         var bodyOffset = 0
         var completeLength = entry.bodyLength
+        // The request's facts say whether it has a Range or a conditional at all (read once at
+        // lookup): a hit without either is not scanned for them again.
         if let piece {
             bodyOffset = piece.piece.first
             completeLength = piece.piece.completeLength
             if case .serve(let start, let end) = piece.use { range = .single(start: start, end: end) } else { range = .unsatisfiable }
-        } else if request.method == .get, request.headers.firstIndex(of: "range") != nil {
+        } else if request.method == .get, ex.facts?.hasRange ?? true, request.headers.firstIndex(of: "range") != nil {
             range = RangeRequest.decide(request: request, length: entry.bodyLength, entry: entry.facts)
             if range == .passToOrigin {
                 ex.fetchWhole()
@@ -263,7 +265,7 @@ enum CacheFlow {
         }
         worker.cache.touch(entry, now: now)
         let age = entry.facts.currentAge(now: now)
-        if ClientConditionals.notModified(request: request, entry: entry.facts),
+        if ex.facts?.hasConditionals ?? true, ClientConditionals.notModified(request: request, entry: entry.facts),
            let stored = CachedResponseWriter.parse(entry.head) {
             c.storedHead(.notModified(stored, age: age), status: 304, lookup: ex.status,
                                  personal: ex.personalFields)
