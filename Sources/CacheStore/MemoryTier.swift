@@ -183,6 +183,8 @@ final class MemoryTier: Sendable {
 
     /// The URL `primaryKey` (digest `primary`) looked up under one hold of the lock: its spec,
     /// then the variant `secondary` picks (a key built from the request's fields, without I/O).
+    /// `secondary` runs under the lock every worker shares: it must never reach the cache (the
+    /// lock is not reentrant), and should stay as short as building a key is.
     func find(_ primary: KeyDigest, primaryKey: [UInt8], secondary: (VariantSpec) -> [UInt8]) -> Held {
         state.withLock { s in
             guard let entry = s.specs[primary], sameBytes(entry.spec.primaryKey, primaryKey) else { return .nothing }

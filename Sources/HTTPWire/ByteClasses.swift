@@ -129,8 +129,9 @@ func hasControlByte(_ word: UInt64) -> Bool {
 }
 
 /// Whether any of the eight bytes of `word` is not visible ASCII (0x21...0x7E): a control byte,
-/// SP, DEL or a byte above 0x7F. A word without one is a run of target bytes. Exact in the same
-/// way as `hasControlByte`.
+/// SP, DEL or a byte above 0x7F. A word without one is a run of target bytes. Exact as a yes or
+/// no for the whole word (a borrow may mark a byte above one that answers yes, never alone), so
+/// callers find the byte itself one at a time.
 @inlinable
 func hasNonVisibleByte(_ word: UInt64) -> Bool {
     let ones: UInt64 = 0x0101_0101_0101_0101
@@ -236,6 +237,7 @@ func equalsExactly(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ literal: St
 
 /// Whether `a` and `b` hold the same bytes, eight at a time: `Array`'s own `==` compares element
 /// by element, and cache keys are compared on every lookup.
+@inlinable
 public func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     guard a.count == b.count else { return false }
     return a.withUnsafeBytes { x in
