@@ -69,7 +69,8 @@ public final class CachedObject: Sendable {
 
 /// The in-memory tier in front of LMDB: hot small entries ready to send, and the memory-only
 /// ones. Least recently used objects leave first when `capacity` bytes are exceeded. One lock
-/// for all workers; it is held for a dictionary probe and a list splice only.
+/// for all workers; it is held for dictionary probes, a list splice and building a variant's
+/// key only.
 final class MemoryTier: Sendable {
     private struct Node {
         var object: CachedObject? {
