@@ -115,31 +115,29 @@ public func asciiLowered(_ word: UInt64) -> UInt64 {
     return word | (upper >> 2)
 }
 
-/// Whether any of the eight bytes of `word` is below 0x20 (HTAB, CR and LF included) or DEL: a
-/// word without one is all field-value bytes and spaces. Exact (borrows only ever spill into
-/// bytes above one that already answers yes).
+/// The high bit of each byte of `word` below `bound` (0x01...0x80) or equal to DEL, and perhaps of
+/// a byte above one of those (a borrow spills only upward): never set when no byte is either, so
+/// the word-at-a-time tests below are exact as a yes or no.
 @inlinable
-func hasControlByte(_ word: UInt64) -> Bool {
+func belowOrDelBits(_ word: UInt64, below bound: UInt64) -> UInt64 {
     let ones: UInt64 = 0x0101_0101_0101_0101
     let high: UInt64 = 0x80 &* ones
-    let below20 = (word &- 0x20 &* ones) & ~word & high
+    let below = (word &- bound &* ones) & ~word & high
     let del = word ^ (0x7F &* ones)
-    let isDel = (del &- ones) & ~del & high
-    return (below20 | isDel) != 0
+    return below | ((del &- ones) & ~del & high)
 }
 
+/// Whether any of the eight bytes of `word` is below 0x20 (HTAB, CR and LF included) or DEL: a
+/// word without one is all field-value bytes and spaces.
+@inlinable
+func hasControlByte(_ word: UInt64) -> Bool { belowOrDelBits(word, below: 0x20) != 0 }
+
 /// Whether any of the eight bytes of `word` is not visible ASCII (0x21...0x7E): a control byte,
-/// SP, DEL or a byte above 0x7F. A word without one is a run of target bytes. Exact as a yes or
-/// no for the whole word (a borrow may mark a byte above one that answers yes, never alone), so
-/// callers find the byte itself one at a time.
+/// SP, DEL or a byte above 0x7F. A word without one is a run of target bytes; callers find the
+/// byte itself one at a time.
 @inlinable
 func hasNonVisibleByte(_ word: UInt64) -> Bool {
-    let ones: UInt64 = 0x0101_0101_0101_0101
-    let high: UInt64 = 0x80 &* ones
-    let below21 = (word &- 0x21 &* ones) & ~word & high
-    let del = word ^ (0x7F &* ones)
-    let isDel = (del &- ones) & ~del & high
-    return (below21 | isDel | (word & high)) != 0
+    (belowOrDelBits(word, below: 0x21) | (word & (0x80 &* 0x0101_0101_0101_0101))) != 0
 }
 
 /// The first index from `start` before `end` whose byte is not visible ASCII (0x21...0x7E), or

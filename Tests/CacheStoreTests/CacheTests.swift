@@ -144,8 +144,8 @@ import Locking
         #expect(!reader.stillFinds(first, request: HeaderBlock()))
     }
 
-    /// A memory-tier entry is handed out as one stored response, made when it was placed there,
-    /// until its head is freshened (the next lookups get the new one; the old stays as it was);
+    /// A memory-tier entry is handed out as one stored response, made by its first hit, until its
+    /// head is freshened (the next lookups get the new one; the old stays as it was);
     /// once the entry is removed, nothing keeps its object alive.
     @Test func aMemoryEntryIsHandedOutAsOneResponseUntilItChanges() throws {
         let dir = temporaryDirectory()
