@@ -490,3 +490,22 @@ func checkRequestPrefixes(_ row: RequestRow, sourceLocation: SourceLocation = #_
         }
     }
 }
+
+/// A byte a target cannot hold, smuggled into a long target (where the request line is read eight
+/// bytes at a time) at any place, absolute or origin form: refused as it is in a short one (NUL
+/// as a NUL, the rest as a bad target), never read as a shorter target or a second token.
+@Test func aBadByteAnywhereInALongTargetIsRefused() {
+    for prefix in ["/", "http://example.com/"] {
+        let clean = Array((prefix + String(repeating: "a", count: 30)).utf8)
+        for place in prefix.utf8.count..<clean.count {
+            for bad: UInt8 in [0x00, 0x09, 0x0B, 0x7F, 0x80, 0xC3, 0xFF] {
+                var target = clean
+                target[place] = bad
+                let bytes = Array("GET ".utf8) + target + Array(" HTTP/1.1\r\nHost: example.com\r\n\r\n".utf8)
+                var head = RequestHead()
+                #expect(parseRequest(bytes, into: &head) == .failure(bad == 0 ? .nulByte : .invalidTarget),
+                        "\(bad) at \(place) of \(prefix)")
+            }
+        }
+    }
+}
