@@ -257,6 +257,22 @@ public func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     }
 }
 
+/// How many bytes `a` and `b` share at their start, eight at a time.
+@inlinable
+public func commonPrefixLength(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+    let count = min(a.count, b.count)
+    guard count > 0, let p = a.baseAddress, let q = b.baseAddress else { return 0 }
+    var i = 0
+    while i + 8 <= count {
+        let differ = p.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ q.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+        // Little-endian: the lowest differing byte is the first.
+        if differ != 0 { return i + UInt64(littleEndian: differ).trailingZeroBitCount / 8 }
+        i += 8
+    }
+    while i < count, a[i] == b[i] { i += 1 }
+    return i
+}
+
 /// Whether `p[start..<end]` equals the (lowercase) bytes `lowered`, ASCII case-insensitively.
 @inline(__always)
 public func equalsLowered(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ lowered: [UInt8]) -> Bool {

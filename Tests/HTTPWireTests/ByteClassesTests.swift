@@ -119,3 +119,25 @@ struct ByteClassesTests {
         #expect(sameBytes([], []))
     }
 }
+
+@Suite struct CommonPrefixTests {
+    /// Every length up to three words, every place of the first difference, and either side the shorter.
+    @Test func commonPrefixLengthFindsTheFirstDifference() {
+        for n in 0...24 {
+            let a = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 1) }
+            for m in 0...n {
+                let b = Array(a.prefix(m))
+                a.withUnsafeBytes { x in b.withUnsafeBytes { y in
+                    #expect(commonPrefixLength(x, y) == m && commonPrefixLength(y, x) == m)
+                } }
+            }
+            for d in 0..<n {
+                var c = a
+                c[d] ^= 0x80
+                a.withUnsafeBytes { x in c.withUnsafeBytes { y in
+                    #expect(commonPrefixLength(x, y) == d, "\(n) bytes, differing at \(d)")
+                } }
+            }
+        }
+    }
+}

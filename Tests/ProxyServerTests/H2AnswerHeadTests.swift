@@ -143,3 +143,70 @@ private func read(_ text: String, method: HTTPMethod = .get) -> Read {
         #expect(head.names.count == H2AnswerHead.roomSize)
     }
 }
+
+/// A small deterministic generator (xorshift), so that a failure repeats.
+private struct Dice {
+    var state: UInt64
+    mutating func roll(_ n: Int) -> Int {
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        return Int(state % UInt64(n))
+    }
+}
+
+@Suite struct H2AnswerHeadRepeatTests {
+    /// A hit's head again with another Age is read from its Age line: the stored fields before it
+    /// are the last head's.
+    @Test func aRepeatedHeadIsReadFromWhereItDiffers() {
+        var head = H2AnswerHead()
+        let stored = "HTTP/1.1 200 OK\r\nDate: Sun, 29 Nov 2026 20:00:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n"
+        let first = read(stored + "Age: 1\r\nCache-Status: Larder; hit\r\n\r\nabc", into: &head)
+        let before = head.linesRead
+        let second = read(stored + "Age: 2\r\nCache-Status: Larder; hit\r\n\r\nabc", into: &head)
+        #expect(head.linesRead - before == 3)  // Age, Cache-Status and the blank line
+        #expect(second.fields == ["date=Sun, 29 Nov 2026 20:00:00 GMT", "content-type=text/plain", "content-length=3",
+                                  "age=2", "cache-status=Larder; hit"])
+        #expect(second.length == first.length && second.framing == .contentLength(3))
+        // The same head again reads its blank line only; another method reads it all.
+        _ = read(stored + "Age: 2\r\nCache-Status: Larder; hit\r\n\r\nxyz", into: &head)
+        #expect(head.linesRead - before == 4)
+        #expect(read(stored + "Age: 2\r\nCache-Status: Larder; hit\r\n\r\n", method: .head, into: &head).framing == BodyFraming.none)
+        #expect(head.linesRead - before == 10)
+    }
+
+    /// Whatever heads follow each other, each is read exactly as if it were read alone: its length,
+    /// status, framing, fields or error. Heads are made from lines of the same few kinds, most
+    /// from the last one's first lines with others after them, answering one of three methods.
+    @Test func everyHeadReadsAsIfReadAlone() {
+        let statuses = ["HTTP/1.1 200 OK", "HTTP/1.1 304 Not Modified", "HTTP/1.1 206 Partial Content", "HTTP/1.1 200"]
+        let fields = ["Date: Sun, 29 Nov 2026 20:00:00 GMT", "Content-Type: text/plain", "Content-Length: 5",
+                      "Content-Length: 6", "Content-Length: 5, 5", "Transfer-Encoding: chunked", "Connection: close",
+                      "Cache-Control: max-age=60", "Age: 1", "Age: 2", "Cache-Status: Larder; hit", "ETag: \"x\"",
+                      "X-Bad: a\rb", "no colon", "content-length:5 ", "Keep-Alive: 5", "X-Long-Name-Of-A-Field: v"]
+        let methods: [HTTPMethod] = [.get, .head, .connect]
+        var dice = Dice(state: 0x9E37_79B9_7F4A_7C15)
+        var shared = H2AnswerHead()
+        var lines = [statuses[0]]
+        var method = HTTPMethod.get
+        for round in 0..<3_000 {
+            if dice.roll(10) < 7 {
+                lines.removeLast(dice.roll(lines.count))  // the status line may go too
+                if lines.isEmpty { lines = [statuses[dice.roll(statuses.count)]] }
+            } else {
+                lines = [statuses[dice.roll(statuses.count)]]
+            }
+            for _ in 0..<dice.roll(6) { lines.append(fields[dice.roll(fields.count)]) }
+            if dice.roll(3) == 0 { method = methods[dice.roll(methods.count)] }
+            var text = lines.joined(separator: "\r\n") + "\r\n\r\nbody"
+            if dice.roll(12) == 0 { text = String(text.utf8.prefix(dice.roll(text.utf8.count)))! }
+            let alone = read(text, method: method)
+            let again = read(text, method: method, into: &shared)
+            #expect(again.length == alone.length && again.error == alone.error && again.fields == alone.fields,
+                    "round \(round): \(text.debugDescription) answering \(method)")
+            if alone.length != nil {
+                #expect(again.status == alone.status && again.framing == alone.framing, "round \(round)")
+            }
+        }
+    }
+}

@@ -17,27 +17,58 @@ import HTTPWire
 /// or LF alone, a Content-Length that is not digits (or a list of one length) or that another
 /// contradicts, one beside Transfer-Encoding, more fields than `maxFields`. Names and values are
 /// not checked byte by byte again: every path that writes them checked them first.
+///
+/// Hits of one entry write the same stored fields, only their Age and Cache-Status after them
+/// differing (if anything does): the last head read whole is kept with where each of its lines
+/// began, and a head that starts with the same bytes is read from the last of its lines that lies
+/// wholly within them, with the outcome of the lines before it as they were.
 struct H2AnswerHead {
-    var status = 0
-    var framing: BodyFraming = .none
+    private(set) var status = 0
+    private(set) var framing: BodyFraming = .none
     /// The fields to send (`:status` is not among them): names in `names`, values in the bytes read.
-    var spans: [H2Fields.Span] = []
+    private(set) var spans: [H2Fields.Span] = []
     /// The names of `spans`, in lower case.
     private(set) var names = [UInt8](repeating: 0, count: H2AnswerHead.roomSize)
 
     static let maxFields = 1_000
     static let roomSize = 1_024
+    /// Longer heads are not kept for the next read.
+    static let rememberedLimit = 4_096
+
+    /// What reading a head had found when one of its field lines (or its blank line) began.
+    private struct LineStart {
+        var offset: Int
+        var spans: Int
+        var namesUsed: Int
+        var contentLength: Int?
+        var transferEncoding: Bool
+        var chunked: Bool
+    }
+    /// The last head read whole (its bytes, the method it answered, its lines' starts), while
+    /// `spans` and `names` still hold what it was read into.
+    private var last: [UInt8] = []
+    private var lastMethod: HTTPMethod = .get
+    private var lines: [LineStart] = []
+    private var remembered = false
+    /// Lines read from their bytes, ever (the others were the last head's): for tests.
+    private(set) var linesRead = 0
 
     var isInformational: Bool { status < 200 }
 
-    init() { spans.reserveCapacity(16) }
+    init() {
+        spans.reserveCapacity(16)
+        lines.reserveCapacity(16)
+    }
 
     /// Reads the head at the front of `p`: its length, or nil while it is incomplete. `method` is
     /// the HTTP/1.1 request's: a HEAD's answer has no body, a CONNECT's 2xx becomes a tunnel and
     /// loses its Content-Length.
     mutating func read(_ p: UnsafeRawBufferPointer, method: HTTPMethod) throws(HTTPWireError) -> Int? {
         // A long head's room is given back once its names have been sent.
-        if names.count > Self.roomSize { names = [UInt8](repeating: 0, count: Self.roomSize) }
+        if names.count > Self.roomSize {
+            names = [UInt8](repeating: 0, count: Self.roomSize)
+            remembered = false
+        }
         // Out of `self` while they are written, so that reading may change the rest of it.
         var room: [UInt8] = []
         swap(&room, &names)
@@ -49,7 +80,9 @@ struct H2AnswerHead {
             switch try outcome.get() {
             case .head(let length): return length
             case .incomplete: return nil
-            case .namesOverflow: room = [UInt8](repeating: 0, count: room.count * 4)  // seldom: a long head
+            case .namesOverflow:  // seldom: a long head
+                room = [UInt8](repeating: 0, count: room.count * 4)
+                remembered = false
             }
         }
     }
@@ -58,16 +91,35 @@ struct H2AnswerHead {
 
     private mutating func read(_ p: UnsafeRawBufferPointer, method: HTTPMethod,
                                namesInto room: UnsafeMutableRawBufferPointer) throws(HTTPWireError) -> Outcome {
-        spans.removeAll(keepingCapacity: true)
-        guard let base = p.baseAddress, let statusEnd = try Self.lineEnd(p, from: 0) else { return .incomplete }
-        status = try Self.status(p, lineEnd: statusEnd)
+        guard let base = p.baseAddress else { return .incomplete }
         var contentLength: Int?
         var transferEncoding = false
         var chunked = false
-        let dropsLength = method == .connect && status < 300
         var used = 0
-        var i = statusEnd + 2
+        var i: Int
+        if let resumed = resumePoint(p, method: method) {
+            let line = lines[resumed]
+            lines.removeSubrange(resumed...)
+            spans.removeSubrange(line.spans...)
+            used = line.namesUsed
+            contentLength = line.contentLength
+            transferEncoding = line.transferEncoding
+            chunked = line.chunked
+            i = line.offset
+        } else {
+            spans.removeAll(keepingCapacity: true)
+            lines.removeAll(keepingCapacity: true)
+            guard let statusEnd = try Self.lineEnd(p, from: 0) else { return .incomplete }
+            status = try Self.status(p, lineEnd: statusEnd)
+            i = statusEnd + 2
+        }
+        // Kept only once this head is read whole.
+        remembered = false
+        let dropsLength = method == .connect && status < 300
         while true {
+            lines.append(LineStart(offset: i, spans: spans.count, namesUsed: used, contentLength: contentLength,
+                                   transferEncoding: transferEncoding, chunked: chunked))
+            linesRead &+= 1
             guard i < p.count else { return .incomplete }
             if p[i] == asciiCR {
                 guard i + 1 < p.count else { return .incomplete }
@@ -123,7 +175,24 @@ struct H2AnswerHead {
         } else {
             framing = .untilClose
         }
+        if i <= Self.rememberedLimit {
+            last.removeAll(keepingCapacity: true)
+            last.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[..<i]))
+            lastMethod = method
+            remembered = true
+        }
         return .head(i)
+    }
+
+    /// The index in `lines` of the last line of the last head that `p` repeats up to its end,
+    /// where reading `p` may begin; nil to read it from its start.
+    private func resumePoint(_ p: UnsafeRawBufferPointer, method: HTTPMethod) -> Int? {
+        guard remembered, method == lastMethod else { return nil }
+        let same = last.withUnsafeBytes { commonPrefixLength(p, $0) }
+        // `lines` is in ascending order of offset, and its first begins after the status line.
+        var k = lines.count - 1
+        while k >= 0, lines[k].offset > same { k -= 1 }
+        return k >= 0 ? k : nil
     }
 
     /// `name` copied into `room` in lower case, eight bytes at a time.
