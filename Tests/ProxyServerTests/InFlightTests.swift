@@ -183,6 +183,30 @@ import Testing
         #expect(!table.isPass(key))
     }
 
+    /// A fetch that was forgotten (a purge) and replaced by a newer one of the same URL ends
+    /// without taking the newer one out of the table.
+    @Test func removingAReplacedFetchLeavesItsSuccessor() {
+        let table = InFlightTable()
+        let key = Array("http://a/purged".utf8)
+        guard case .lead(let old) = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("the first miss leads"); return
+        }
+        table.forget(key)
+        guard case .lead(let new) = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("after the purge, a miss leads again"); return
+        }
+        old.finish(failed: false)
+        table.remove(old)
+        #expect(table.count == 1)
+        guard case .follow(let followed, _) = table.join(key: key, participant: handle, now: 0) else {
+            Issue.record("the newer fetch still takes followers"); return
+        }
+        #expect(followed === new)
+        new.finish(failed: false)
+        table.remove(new)
+        #expect(table.count == 0)
+    }
+
     @Test func aRefreshLeadsOnlyWhenNoFetchIsUnderWayAndIsThenFollowed() {
         let table = InFlightTable(clock: ManualClock())
         let key = Array("http://a/refreshed".utf8)

@@ -97,7 +97,8 @@ final class InFlightTable: Sendable {
     /// The fetch no longer takes followers (its head said uncacheable, or it ended).
     func remove(_ fetch: InFlightFetch) {
         fetches.withLock { table in
-            if table[ByteKey(fetch.key)] === fetch { table[ByteKey(fetch.key)] = nil }
+            // Found once: the key is hashed once, not again to remove it.
+            if let i = table.index(forKey: ByteKey(fetch.key)), table.values[i] === fetch { table.remove(at: i) }
         }
     }
 
