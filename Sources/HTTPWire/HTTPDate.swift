@@ -8,7 +8,7 @@ public enum HTTPDate {
     /// Without a clock, two-digit RFC 850 years are read as if now were 2000-01-01: 00–50 are
     /// 2000–2050, 51–99 are 1951–1999. Callers that know the time use `parse(_:now:)`.
     public static func parse(_ bytes: UnsafeRawBufferPointer) -> Int64? {
-        parse(bytes, referenceYear: 2000)
+        parse(bytes, referenceYear: { 2000 })
     }
 
     public static func parse(_ text: String) -> Int64? {
@@ -19,7 +19,8 @@ public enum HTTPDate {
     /// As `parse(_:)`, reading a two-digit RFC 850 year that would be more than 50 years after `now`
     /// as the most recent past year with those digits (RFC 9110 §5.6.7).
     public static func parse(_ bytes: UnsafeRawBufferPointer, now: Int64) -> Int64? {
-        parse(bytes, referenceYear: civil(fromDays: floorDivide(now, secondsPerDay)).year)
+        // The year is worked out only for the form that needs it, not for every stored Date.
+        parse(bytes, referenceYear: { civil(fromDays: floorDivide(now, secondsPerDay)).year })
     }
 
     /// IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT` (29 bytes). Times outside years 0–9999 are
@@ -61,11 +62,11 @@ public enum HTTPDate {
     private static let monthNames: [[UInt8]] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].map { Array($0.utf8) }
 
-    private static func parse(_ p: UnsafeRawBufferPointer, referenceYear: Int) -> Int64? {
+    private static func parse(_ p: UnsafeRawBufferPointer, referenceYear: () -> Int) -> Int64? {
         guard p.count >= 24 else { return nil }
         if p[3] == asciiComma { return imfFixdate(p) }
         if p[3] == asciiSP { return asctime(p) }
-        return rfc850(p, referenceYear: referenceYear)
+        return rfc850(p, referenceYear: referenceYear())
     }
 
     /// `Sun, 06 Nov 1994 08:49:37 GMT`
@@ -114,20 +115,40 @@ public enum HTTPDate {
         return seconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
     }
 
+    /// Digits read without a loop (a date's are two or four, and every stored response has one):
+    /// a byte below `0` wraps around, so one unsigned compare checks each.
+    @inline(__always)
     private static func digits(_ p: UnsafeRawBufferPointer, _ start: Int, _ count: Int) -> Int? {
-        var value = 0
-        for i in start..<(start + count) {
-            guard isDigit(p[i]) else { return nil }
-            value = value * 10 + Int(p[i] &- 0x30)
-        }
-        return value
+        let a = p[start] &- 0x30
+        guard a < 10 else { return nil }
+        guard count > 1 else { return Int(a) }
+        let b = p[start + 1] &- 0x30
+        guard b < 10 else { return nil }
+        guard count > 2 else { return Int(a) * 10 + Int(b) }
+        precondition(count == 4, "dates have one, two or four digits in a row")
+        let c = p[start + 2] &- 0x30, d = p[start + 3] &- 0x30
+        guard c < 10, d < 10 else { return nil }
+        return Int(a) * 1000 + Int(b) * 100 + Int(c) * 10 + Int(d)
     }
 
     /// Month number 1–12 of the three letters at `start`.
-    /// Compared as three lowercased bytes in one word: every stored response's Date is parsed.
+    /// Compared as three lowercased bytes in one word, in a switch: every stored response's Date is parsed.
     private static func month(_ p: UnsafeRawBufferPointer, _ start: Int) -> Int? {
-        let word = lowered3(p, start)
-        return monthWords.firstIndex(of: word).map { $0 + 1 }
+        switch lowered3(p, start) {
+        case 0x6a616e: return 1  // jan
+        case 0x666562: return 2  // feb
+        case 0x6d6172: return 3  // mar
+        case 0x617072: return 4  // apr
+        case 0x6d6179: return 5  // may
+        case 0x6a756e: return 6  // jun
+        case 0x6a756c: return 7  // jul
+        case 0x617567: return 8  // aug
+        case 0x736570: return 9  // sep
+        case 0x6f6374: return 10  // oct
+        case 0x6e6f76: return 11  // nov
+        case 0x646563: return 12  // dec
+        default: return nil
+        }
     }
 
     private static func isShortDayName(_ p: UnsafeRawBufferPointer, _ start: Int) -> Bool {
@@ -142,7 +163,6 @@ public enum HTTPDate {
         name.withUnsafeBytes { lowered3($0, 0) }
     }
 
-    private static let monthWords: [UInt32] = monthNames.map(lowered3)
     private static let dayWords: [UInt32] = dayNames.map(lowered3)
 
     private static let longDayNames: [[UInt8]] = ["sunday", "monday", "tuesday", "wednesday", "thursday",
