@@ -175,6 +175,38 @@ private struct Dice {
         #expect(head.linesRead - before == 10)
     }
 
+    /// A head differing from the last one first at a line's LF is read from that line: its bare CR
+    /// is refused as it would be alone, not taken for the end of the line read last time.
+    @Test func aDifferenceAtTheEndOfALineRereadsTheLine() {
+        var head = H2AnswerHead()
+        #expect(read("HTTP/1.1 200 OK\r\nA: b\r\nC: d\r\n\r\n", into: &head).fields == ["a=b", "c=d"])
+        #expect(read("HTTP/1.1 200 OK\r\nA: b\rxC: d\r\n\r\n", into: &head).error == .bareCarriageReturn)
+    }
+
+    /// A head whose names outgrew the room gives it back at the next read: the names it lowered are
+    /// gone, so the next head is read from its start even where it repeats the long one.
+    @Test func aHeadAfterOneThatOutgrewTheNamesRoomIsReadWhole() {
+        var head = H2AnswerHead()
+        let long = (0..<4).map { "X\(String(repeating: "n", count: 300))\($0): v\r\n" }.joined()
+        let first = read("HTTP/1.1 200 OK\r\nX: 1\r\nAge: 1\r\n" + long + "\r\n", into: &head)
+        #expect(first.fields.count == 6 && head.names.count > H2AnswerHead.roomSize)
+        #expect(read("HTTP/1.1 200 OK\r\nX: 1\r\nAge: 2\r\n\r\n", into: &head).fields == ["x=1", "age=2"])
+    }
+
+    /// The line starts of a head with many lines are not kept: the next head is read whole, and
+    /// right.
+    @Test func aHeadOfManyLinesIsNotKept() {
+        var head = H2AnswerHead()
+        // Shorter than the longest head kept, with more lines than are kept.
+        let many = "HTTP/1.1 200 OK\r\n" + String(repeating: "k:v\r\n", count: 2 * H2AnswerHead.keptLines)
+        #expect(many.utf8.count < H2AnswerHead.rememberedLimit - 100)
+        #expect(read(many + "A: 1\r\n\r\n", into: &head).fields.last == "a=1")
+        let before = head.linesRead
+        let again = read(many + "A: 2\r\n\r\n", into: &head)
+        #expect(again.fields.count == 2 * H2AnswerHead.keptLines + 1 && again.fields.last == "a=2")
+        #expect(head.linesRead - before == 2 * H2AnswerHead.keptLines + 2)
+    }
+
     /// Whatever heads follow each other, each is read exactly as if it were read alone: its length,
     /// status, framing, fields or error. Heads are made from lines of the same few kinds, most
     /// from the last one's first lines with others after them, answering one of three methods.
@@ -183,7 +215,8 @@ private struct Dice {
         let fields = ["Date: Sun, 29 Nov 2026 20:00:00 GMT", "Content-Type: text/plain", "Content-Length: 5",
                       "Content-Length: 6", "Content-Length: 5, 5", "Transfer-Encoding: chunked", "Connection: close",
                       "Cache-Control: max-age=60", "Age: 1", "Age: 2", "Cache-Status: Larder; hit", "ETag: \"x\"",
-                      "X-Bad: a\rb", "no colon", "content-length:5 ", "Keep-Alive: 5", "X-Long-Name-Of-A-Field: v"]
+                      "X-Bad: a\rb", "no colon", "content-length:5 ", "Keep-Alive: 5", "X-Long-Name-Of-A-Field: v",
+                      "X-" + String(repeating: "n", count: 400) + ": names past the room"]
         let methods: [HTTPMethod] = [.get, .head, .connect]
         var dice = Dice(state: 0x9E37_79B9_7F4A_7C15)
         var shared = H2AnswerHead()

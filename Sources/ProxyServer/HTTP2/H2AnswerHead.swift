@@ -34,6 +34,8 @@ struct H2AnswerHead {
     static let roomSize = 1_024
     /// Longer heads are not kept for the next read.
     static let rememberedLimit = 4_096
+    /// Room for line starts kept from one head to the next.
+    static let keptLines = 256
 
     /// What reading a head had found when one of its field lines (or its blank line) began.
     private struct LineStart {
@@ -69,6 +71,13 @@ struct H2AnswerHead {
             names = [UInt8](repeating: 0, count: Self.roomSize)
             remembered = false
         }
+        // And the line starts of one with many lines (fields sent or not: a head of short
+        // connection fields has more lines than spans).
+        if lines.capacity > Self.keptLines {
+            lines = []
+            lines.reserveCapacity(16)
+            remembered = false
+        }
         // Out of `self` while they are written, so that reading may change the rest of it.
         var room: [UInt8] = []
         swap(&room, &names)
@@ -80,9 +89,7 @@ struct H2AnswerHead {
             switch try outcome.get() {
             case .head(let length): return length
             case .incomplete: return nil
-            case .namesOverflow:  // seldom: a long head
-                room = [UInt8](repeating: 0, count: room.count * 4)
-                remembered = false
+            case .namesOverflow: room = [UInt8](repeating: 0, count: room.count * 4)  // seldom: a long head
             }
         }
     }
@@ -97,7 +104,10 @@ struct H2AnswerHead {
         var chunked = false
         var used = 0
         var i: Int
-        if let resumed = resumePoint(p, method: method) {
+        let resume = resumePoint(p, method: method)
+        // Kept only once this head is read whole.
+        remembered = false
+        if let resumed = resume {
             let line = lines[resumed]
             lines.removeSubrange(resumed...)
             spans.removeSubrange(line.spans...)
@@ -113,8 +123,6 @@ struct H2AnswerHead {
             status = try Self.status(p, lineEnd: statusEnd)
             i = statusEnd + 2
         }
-        // Kept only once this head is read whole.
-        remembered = false
         let dropsLength = method == .connect && status < 300
         while true {
             lines.append(LineStart(offset: i, spans: spans.count, namesUsed: used, contentLength: contentLength,
