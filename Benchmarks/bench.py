@@ -331,7 +331,8 @@ def start_larder(work, name, port, admin, origin, nofile, cget, workers=1, disk=
     d = work / name
     d.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
-    env.update(LARDER_LIMITS_MAX_CONNECTIONS_PER_CLIENT="0",   # 1,024 connections from one address
+    env.update(LARDER_LIMITS_MAX_CONNECTIONS_PER_CLIENT="0",   # 1,024 connections from one address,
+               LARDER_LIMITS_ORIGIN_FETCHES_PER_CLIENT="0",    # each with a request at the origin
                LARDER_LIMITS_MAX_CONNECTIONS="100000",
                LARDER_CACHE_MEMORY_CAPACITY="1GiB",
                LARDER_CACHE_MEMORY_MAX_OBJECT_SIZE="8MiB",

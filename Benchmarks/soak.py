@@ -196,7 +196,8 @@ def main():
     larder = subprocess.Popen([args.larder, "--listen", f"127.0.0.1:{port}", "--cache-dir", str(work / "cache"),
                                "--admin-listen", "off", "--access-log", "off"],
                               env=dict(env, LARDER_CONNECT_PORTS=str(echo_port), LARDER_CACHE_DISK_CAPACITY="64MiB",
-                                       LARDER_LIMITS_MAX_CONNECTIONS_PER_CLIENT="0"),
+                                       LARDER_LIMITS_MAX_CONNECTIONS_PER_CLIENT="0",
+                                       LARDER_LIMITS_ORIGIN_FETCHES_PER_CLIENT="0"),
                               stderr=open(work / "larder.log", "wb"))
     try:
         for _ in range(100):
