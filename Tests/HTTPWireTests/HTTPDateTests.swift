@@ -140,13 +140,15 @@ struct HTTPDateTests {
     /// is not a date: the digits are read without a loop, by an unsigned compare each.
     @Test("RFC9110 5.6.7 a non-digit in any digit's place is rejected")
     func nonDigits() {
-        let forms = ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov 16 08:49:37 1994"]
+        let forms = ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov 16 08:49:37 1994",
+                     "Sun Nov  6 08:49:37 1994"]
         for form in forms {
             let bytes = Array(form.utf8)
             #expect(bytes.withUnsafeBytes { HTTPDate.parse($0, now: 1_700_000_000) } != nil, "\(form)")
             for i in bytes.indices where bytes[i] >= 0x30 && bytes[i] <= 0x39 {
                 // (asctime pads a one-digit day with a space: `Nov  6` is a date.)
-                for bad: UInt8 in [0x2F, 0x3A, 0x61, 0x20, 0x00, 0xB0] where !(form.hasSuffix("1994") && i == 8 && bad == 0x20) {
+                for bad: UInt8 in [0x2F, 0x3A, 0x61, 0x20, 0x00, 0xB0]
+                where !(form.hasSuffix("1994") && i == 8 && bad == 0x20) {
                     var broken = bytes
                     broken[i] = bad
                     #expect(broken.withUnsafeBytes { HTTPDate.parse($0, now: 1_700_000_000) } == nil,
