@@ -1,0 +1,109 @@
+import Glibc
+import Testing
+@testable import EventLoop
+
+/// The peer of an in-memory stream in these tests: it takes what it is told to, when it is told to.
+private final class QuietPeer: MemoryStreamPeer {
+    func memoryStreamHasOutput(_ stream: Stream) {}
+    func memoryStreamConsumed(_ stream: Stream, count: Int) {}
+    func memoryStreamFinished(_ stream: Stream, reset: Bool) {}
+}
+
+/// An in-memory stream's timeouts, as a socket's: output its peer takes nothing of for the write
+/// timeout, and a wait for input the peer sends nothing of for the read timeout, report `.timeout`;
+/// each piece taken or sent starts the wait again. (They are deadlines that only record the time
+/// as they move, armed in libevent only when one comes earlier than the time already armed.)
+@Suite struct MemoryTransportTests {
+    @Test func aWriteTimeoutEndsAPeerThatTakesNothing() {
+        let loop = EventLoop()
+        let peer = QuietPeer()
+        let stream = Stream.inMemory(loop: loop, peer: peer)
+        let recorder = StreamRecorder(loop: loop)
+        recorder.until = { !$0.events.isEmpty }
+        stream.delegate = recorder
+        stream.setTimeouts(read: nil, write: 0.2)
+        let start = loop.monotonicNow
+        stream.output.append([UInt8](repeating: 1, count: 10_000))
+        runLoop(loop, atMost: 10)
+        #expect(recorder.events == [.timeout])
+        #expect(loop.monotonicNow - start >= 0.19, "not before its time")
+        stream.close()
+    }
+
+    @Test func aPeerThatKeepsTakingIsNotTimedOut() {
+        let loop = EventLoop()
+        let peer = QuietPeer()
+        let stream = Stream.inMemory(loop: loop, peer: peer)
+        let recorder = StreamRecorder(loop: loop)
+        let total = 40 * 1_024
+        var taken = 0
+        recorder.until = { r in !r.events.isEmpty || taken == total }
+        stream.delegate = recorder
+        stream.setTimeouts(read: nil, write: 0.5)
+        stream.output.append([UInt8](repeating: 2, count: total))
+        // A KiB every 25 ms: a second in all, twice the timeout, never 0.5 s without progress.
+        let taker = Timer(loop: loop, repeating: true) {
+            stream.output.drain(1_024)
+            stream.peerTook(1_024)
+            taken += 1_024
+            recorder.check()
+        }
+        taker.schedule(after: 0.025)
+        runLoop(loop, atMost: 30)
+        taker.cancel()
+        #expect(recorder.events.isEmpty)
+        #expect(taken == total)
+        stream.close()
+    }
+
+    /// Output taken whole leaves nothing to time out: the deadline set when it was written ends.
+    @Test func outputTakenWholeIsNotTimedOutAfterwards() {
+        let loop = EventLoop()
+        let peer = QuietPeer()
+        let stream = Stream.inMemory(loop: loop, peer: peer)
+        let recorder = StreamRecorder(loop: loop)
+        stream.delegate = recorder
+        stream.setTimeouts(read: nil, write: 0.1)
+        stream.output.append([UInt8](repeating: 3, count: 1_000))
+        let taker = Timer(loop: loop) {
+            stream.output.drain(1_000)
+            stream.peerTook(1_000)
+        }
+        taker.schedule(after: 0.02)
+        runLoop(loop, atMost: 0.5)  // five timeouts' time: nothing may come
+        #expect(recorder.events.isEmpty)
+        // Written again, and left: it is timed out from the new write.
+        recorder.until = { !$0.events.isEmpty }
+        stream.output.append([UInt8](repeating: 4, count: 10))
+        runLoop(loop, atMost: 10)
+        #expect(recorder.events == [.timeout])
+        stream.close()
+    }
+
+    @Test func aReadTimeoutEndsASilentPeerAndEachPieceSentRestartsIt() {
+        let loop = EventLoop()
+        let peer = QuietPeer()
+        let stream = Stream.inMemory(loop: loop, peer: peer)
+        let recorder = StreamRecorder(loop: loop)
+        var sent = 0
+        recorder.until = { !$0.events.isEmpty }
+        stream.delegate = recorder
+        stream.setTimeouts(read: 0.5, write: nil)
+        stream.enableReading()
+        // A byte every 25 ms for half a second, then nothing: the timeout comes only after the last.
+        var lastSent = loop.monotonicNow
+        let sender = Timer(loop: loop, repeating: true) {
+            guard sent < 20 else { return }
+            [UInt8(ascii: "x")].withUnsafeBytes { stream.peerAppend($0) }
+            sent += 1
+            lastSent = loop.monotonicNow
+        }
+        sender.schedule(after: 0.025)
+        runLoop(loop, atMost: 30)
+        sender.cancel()
+        #expect(recorder.events == [.timeout])
+        #expect(sent == 20 && recorder.received.count == 20)
+        #expect(loop.monotonicNow - lastSent >= 0.49, "timed out from the last byte, not the first")
+        stream.close()
+    }
+}
