@@ -56,27 +56,32 @@ private final class QuietPeer: MemoryStreamPeer {
         stream.close()
     }
 
-    /// Output taken whole leaves nothing to time out: the deadline set when it was written ends.
+    /// Output taken whole leaves nothing to time out: the deadline set when it was written ends,
+    /// and output written after it is timed out from its own write, not from the first one's.
     @Test func outputTakenWholeIsNotTimedOutAfterwards() {
         let loop = EventLoop()
         let peer = QuietPeer()
         let stream = Stream.inMemory(loop: loop, peer: peer)
         let recorder = StreamRecorder(loop: loop)
+        recorder.until = { !$0.events.isEmpty }
         stream.delegate = recorder
-        stream.setTimeouts(read: nil, write: 0.1)
+        stream.setTimeouts(read: nil, write: 0.5)
         stream.output.append([UInt8](repeating: 3, count: 1_000))
         let taker = Timer(loop: loop) {
             stream.output.drain(1_000)
             stream.peerTook(1_000)
         }
         taker.schedule(after: 0.02)
-        runLoop(loop, atMost: 0.5)  // five timeouts' time: nothing may come
-        #expect(recorder.events.isEmpty)
-        // Written again, and left: it is timed out from the new write.
-        recorder.until = { !$0.events.isEmpty }
-        stream.output.append([UInt8](repeating: 4, count: 10))
+        // Written again halfway to the first write's deadline, and left there.
+        var secondWrite = 0.0
+        let writer = Timer(loop: loop) {
+            secondWrite = loop.monotonicNow
+            stream.output.append([UInt8](repeating: 4, count: 10))
+        }
+        writer.schedule(after: 0.25)
         runLoop(loop, atMost: 10)
         #expect(recorder.events == [.timeout])
+        #expect(secondWrite > 0 && loop.monotonicNow - secondWrite >= 0.49, "timed out from the second write")
         stream.close()
     }
 
