@@ -9,18 +9,26 @@ private final class QuietPeer: MemoryStreamPeer {
     func memoryStreamFinished(_ stream: Stream, reset: Bool) {}
 }
 
+/// A loop, an in-memory stream on it with a recorder as its delegate, and its peer (held by the
+/// caller: the stream holds it weakly).
+private func memoryStream() -> (EventLoop, Stream, StreamRecorder, QuietPeer) {
+    let loop = EventLoop()
+    let peer = QuietPeer()
+    let stream = Stream.inMemory(loop: loop, peer: peer)
+    let recorder = StreamRecorder(loop: loop)
+    stream.delegate = recorder
+    return (loop, stream, recorder, peer)
+}
+
 /// An in-memory stream's timeouts, as a socket's: output its peer takes nothing of for the write
 /// timeout, and a wait for input the peer sends nothing of for the read timeout, report `.timeout`;
 /// each piece taken or sent starts the wait again. (They are deadlines that only record the time
 /// as they move, armed in libevent only when one comes earlier than the time already armed.)
 @Suite struct MemoryTransportTests {
     @Test func aWriteTimeoutEndsAPeerThatTakesNothing() {
-        let loop = EventLoop()
-        let peer = QuietPeer()
-        let stream = Stream.inMemory(loop: loop, peer: peer)
-        let recorder = StreamRecorder(loop: loop)
+        let (loop, stream, recorder, peer) = memoryStream()
+        defer { withExtendedLifetime(peer) {} }
         recorder.until = { !$0.events.isEmpty }
-        stream.delegate = recorder
         stream.setTimeouts(read: nil, write: 0.2)
         let start = loop.monotonicNow
         stream.output.append([UInt8](repeating: 1, count: 10_000))
@@ -31,14 +39,11 @@ private final class QuietPeer: MemoryStreamPeer {
     }
 
     @Test func aPeerThatKeepsTakingIsNotTimedOut() {
-        let loop = EventLoop()
-        let peer = QuietPeer()
-        let stream = Stream.inMemory(loop: loop, peer: peer)
-        let recorder = StreamRecorder(loop: loop)
+        let (loop, stream, recorder, peer) = memoryStream()
+        defer { withExtendedLifetime(peer) {} }
         let total = 40 * 1_024
         var taken = 0
         recorder.until = { r in !r.events.isEmpty || taken == total }
-        stream.delegate = recorder
         stream.setTimeouts(read: nil, write: 0.5)
         stream.output.append([UInt8](repeating: 2, count: total))
         // A KiB every 25 ms: a second in all, twice the timeout, never 0.5 s without progress.
@@ -59,12 +64,9 @@ private final class QuietPeer: MemoryStreamPeer {
     /// Output taken whole leaves nothing to time out: the deadline set when it was written ends,
     /// and output written after it is timed out from its own write, not from the first one's.
     @Test func outputTakenWholeIsNotTimedOutAfterwards() {
-        let loop = EventLoop()
-        let peer = QuietPeer()
-        let stream = Stream.inMemory(loop: loop, peer: peer)
-        let recorder = StreamRecorder(loop: loop)
+        let (loop, stream, recorder, peer) = memoryStream()
+        defer { withExtendedLifetime(peer) {} }
         recorder.until = { !$0.events.isEmpty }
-        stream.delegate = recorder
         stream.setTimeouts(read: nil, write: 0.5)
         stream.output.append([UInt8](repeating: 3, count: 1_000))
         let taker = Timer(loop: loop) {
@@ -86,13 +88,10 @@ private final class QuietPeer: MemoryStreamPeer {
     }
 
     @Test func aReadTimeoutEndsASilentPeerAndEachPieceSentRestartsIt() {
-        let loop = EventLoop()
-        let peer = QuietPeer()
-        let stream = Stream.inMemory(loop: loop, peer: peer)
-        let recorder = StreamRecorder(loop: loop)
+        let (loop, stream, recorder, peer) = memoryStream()
+        defer { withExtendedLifetime(peer) {} }
         var sent = 0
         recorder.until = { !$0.events.isEmpty }
-        stream.delegate = recorder
         stream.setTimeouts(read: 0.5, write: nil)
         stream.enableReading()
         // A byte every 25 ms for half a second, then nothing: the timeout comes only after the last.
