@@ -233,28 +233,12 @@ func equalsExactly(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ literal: St
     }
 }
 
-/// Whether `a` and `b` hold the same bytes, eight at a time: `Array`'s own `==` compares element
-/// by element, and cache keys are compared on every lookup.
+/// Whether `a` and `b` hold the same bytes, eight at a time (`commonPrefixLength`): `Array`'s own
+/// `==` compares element by element, and cache keys are compared on every lookup.
 @inlinable
 public func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     guard a.count == b.count else { return false }
-    return a.withUnsafeBytes { x in
-        b.withUnsafeBytes { y in
-            guard let p = x.baseAddress, let q = y.baseAddress else { return true }  // both empty
-            var i = 0
-            while i + 8 <= x.count {
-                if p.loadUnaligned(fromByteOffset: i, as: UInt64.self) != q.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
-                    return false
-                }
-                i += 8
-            }
-            while i < x.count {
-                if x[i] != y[i] { return false }
-                i += 1
-            }
-            return true
-        }
-    }
+    return a.withUnsafeBytes { x in b.withUnsafeBytes { y in commonPrefixLength(x, y) == x.count } }
 }
 
 /// How many bytes `a` and `b` share at their start, eight at a time.
