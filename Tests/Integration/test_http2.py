@@ -9,6 +9,7 @@ others will not send."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -434,6 +435,66 @@ def test_the_same_request_over_h1_and_h2_gets_the_same_entry(larder_factory, ori
     assert s.status == 200 and bytes(s.body) == r.body
     assert s.header("cache-status").startswith("larder; hit"), s.headers
     assert len(origin.requests()) == 1
+
+
+CONNECTION_FIELDS = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
+
+
+def comparable(headers):
+    """An answer's fields as both protocols must carry them: names lowered, the connection's own
+    fields left out, and the clock's (Date, Age, a Cache-Status ttl) reduced to being there."""
+    out = []
+    for n, v in headers:
+        n = (n.decode() if isinstance(n, bytes) else n).lower()
+        v = v.decode("latin-1") if isinstance(v, bytes) else v
+        if n.startswith(":") or n in CONNECTION_FIELDS:
+            continue
+        if n in ("date", "age"):
+            v = "*"
+        if n == "cache-status":
+            v = re.sub(r";\s*ttl=-?\d+", "", v)
+        out.append((n, v))
+    return sorted(out)
+
+
+def test_every_kind_of_answer_head_reaches_h2_clients_as_it_reaches_h1_ones(larder_factory, origin, workdir):
+    """The heads an exchange writes for a stream go to nghttp2 as they are written, not through
+    the stream and back: a hit, a 304 and a HEAD from the cache, an empty body, an origin's answer
+    relayed (with a length, chunked), Larder's own error with its text. Each answer over h2 has the
+    fields, status and body the same request gets over HTTP/1.1, and the stream's exchange answers
+    the next stream's request after it."""
+    for name, headers, body in (("hit", [("Cache-Control", "max-age=3600"), ("ETag", '"v1"')], "h" * 3000),
+                                ("empty", [("Cache-Control", "max-age=3600")], ""),
+                                ("private", [("Cache-Control", "no-store"), ("X-Kind", "private")], "p" * 500)):
+        (workdir / f"res-{name}.json").write_text(json.dumps(
+            {"status": 200, "headers": [list(h) for h in headers], "body": body}))
+    lr = larder_factory(config=ADMIN)
+    cases = [
+        ("GET", "/res/hit", []),
+        ("GET", "/res/hit", [("If-None-Match", '"v1"')]),
+        ("HEAD", "/res/hit", []),
+        ("GET", "/res/empty", []),
+        ("GET", "/res/private", []),
+        ("GET", "/chunked/5000", []),
+        ("GET", "/status/404", []),
+        ("GET", "/res/never", [("Cache-Control", "only-if-cached")]),
+    ]
+    h1 = RawClient(lr.port)
+    for method, path, headers in cases:
+        h1.request(method, origin.url(path), headers)  # the cache as the answers compared find it
+    over_h1 = [h1.request(method, origin.url(path), headers) for method, path, headers in cases]
+    with H2Client(lr.port) as c:
+        reused = stats(lr)["http2"]["exchanges_reused"]
+        for (method, path, headers), r in zip(cases, over_h1):
+            s = c.wait(c.request(method, origin.hostport, path, headers=[(k.lower(), v) for k, v in headers]))
+            assert s.ended and s.reset is None, (path, s)
+            assert s.status == r.status, (path, s, r)
+            assert bytes(s.body) == r.body, (path, s, r)
+            assert comparable(s.headers) == comparable(r.headers), (path, s.headers, r.headers)
+        assert stats(lr)["http2"]["exchanges_reused"] - reused == len(cases) - 1
+    statuses = [r.status for r in over_h1]
+    assert statuses == [200, 304, 200, 200, 200, 200, 404, 504], statuses
+    assert [len(r.body) for r in over_h1][:4] == [3000, 0, 0, 0] and b"only-if-cached" in over_h1[-1].body
 
 
 def test_shutdown_sends_goaway_and_lets_open_streams_finish(larder_factory, origin):

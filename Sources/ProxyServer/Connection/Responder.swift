@@ -80,7 +80,7 @@ extension ClientConnection {
         ResponseHeadWriter.write(head, framing: framing, keepAlive: keepAlive, clientVersion: request.version,
                                  viaName: worker.settings.viaName, upgrade: false, cacheStatus: cacheStatus,
                                  sharedWithout: sharedWithout, into: &writer)
-        writer.withBytes { stream.output.append($0) }
+        sendHead()
     }
 
     /// A stored response, or part of it (`status` is the one its head carries), with the lookup's
@@ -111,7 +111,26 @@ extension ClientConnection {
             CachedResponseWriter.unsatisfiable(length: length, cacheStatus: field, keepAlive: keepAlive,
                                                clientVersion: version, viaName: viaName, into: &writer)
         }
+        sendHead()
+    }
+
+    /// Queues the final answer head in `writer` (and a body written with it): on an HTTP/2
+    /// stream the head goes to its connection as it is, not through the stream's output and back.
+    private func sendHead() {
+        if isStream { return sendHeadOnStream() }
         writer.withBytes { stream.output.append($0) }
+    }
+
+    @inline(never)
+    private func sendHeadOnStream() {
+        let out = stream.output
+        writer.withBytes { bytes in
+            if let carrier, let n = carrier.takeAnswerHead(bytes, of: stream) {
+                if n < bytes.count { out.append(UnsafeRawBufferPointer(rebasing: bytes[n...])) }
+            } else {
+                out.append(bytes)
+            }
+        }
     }
 
     /// A stored answer a mirror holds back (a document, a redirect) or refuses (a file too young).
@@ -257,7 +276,7 @@ extension ClientConnection {
         writer.reset()
         LocalResponse.error(status, reason, keepAlive: keepAlive, clientVersion: request.version, headOnly: headOnly,
                             extraField: extraField, cacheStatus: cacheStatus(source, status: status), into: &writer)
-        writer.withBytes { stream.output.append($0) }
+        sendHead()
         if !headOnly { context.answer.log.bytes += reason.utf8.count + 1 }  // the body: the reason and a newline
     }
 
@@ -275,7 +294,7 @@ extension ClientConnection {
             LocalResponse.options(keepAlive: keepAlive, clientVersion: request.version, cacheStatus: field,
                                   into: &writer)
         }
-        writer.withBytes { stream.output.append($0) }
+        sendHead()
         send(.answered)
     }
 

@@ -473,41 +473,65 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                 return false
             }
             guard let length = parsed else { return false }
-            var status = answerHead.status
-            if request.isWebSocket, status == 101 {
-                status = 200  // RFC 8441: the extended CONNECT succeeded; the WebSocket follows
-            } else if answerHead.isInformational {
+            if answerHead.isInformational, !(request.isWebSocket && answerHead.status == 101) {
                 output.drain(length)
                 inner.peerTook(length)
                 continue  // 100 Continue and 103 are HTTP/1.1's business here
             }
-            let mode: H2Exchange.Mode
-            if request.isWebSocket, answerHead.status == 101 {
-                mode = .tunnel
-            } else if request.isConnect, answerHead.status < 300 {
-                mode = .tunnel
-            } else {
-                switch answerHead.framing {
-                case .none: mode = .none
-                case .contentLength(let n): mode = n == 0 ? .none : .length(n)
-                case .chunked: mode = .chunked
-                case .untilClose: mode = .untilClose
-                }
-            }
-            ex.mode = mode
-            ex.headSent = true
-            ex.status = status
             // The values are still where the head was read, at the front of the output.
-            _ = output.withContiguousPrefix(maxBytes: length) { values in
-                answerHead.names.withUnsafeBytes { names in
-                    session.respond(ex.id, status: status, names: names, values: values, spans: answerHead.spans,
-                                    hasBody: mode != .none)
-                }
-            }
+            output.withContiguousPrefix(maxBytes: length) { submitHead(ex, request: request, values: $0) }
             output.drain(length)
             inner.peerTook(length)
-            if mode == .none { answerComplete(ex) }
+            if ex.mode == .none { answerComplete(ex) }
             return true
+        }
+    }
+
+    /// An exchange's final answer head, handed over as its responder wrote it rather than through
+    /// its stream (`ClientConnection.sendHead`), at the front of `bytes`: read and submitted now,
+    /// without its bytes going into the stream's output and being read back out of it. Returns
+    /// the head's length, the rest of `bytes` (a body written with it) being the exchange's to
+    /// queue; nil when the head must go through the stream after all: the stream answers no
+    /// stream of this connection now, something of the answer is queued before it, the answer
+    /// has no body (its completion would come before the exchange is done with the request), or
+    /// it is not a whole head that reads (the stream's reading of it resets the stream).
+    func takeAnswerHead(_ bytes: UnsafeRawBufferPointer, of inner: Stream) -> Int? {
+        guard let ex = exchange(of: inner), !ex.headSent, inner.output.count == 0, let request = ex.request,
+              !request.isConnect, !request.isWebSocket, request.method != .head,
+              let parsed = try? answerHead.read(bytes, method: request.method),
+              parsed <= H2Connection.maxAnswerHead, !answerHead.isInformational else { return nil }
+        switch answerHead.framing {
+        case .none, .contentLength(0): return nil
+        case .contentLength, .chunked, .untilClose: break
+        }
+        submitHead(ex, request: request, values: UnsafeRawBufferPointer(rebasing: bytes[..<parsed]))
+        return parsed
+    }
+
+    /// Submits the final head `answerHead` has just read, whose values lie in `values`, and sets
+    /// how the answer's body is read back.
+    private func submitHead(_ ex: H2Exchange, request: H2Translation.Request, values: UnsafeRawBufferPointer) {
+        var status = answerHead.status
+        let mode: H2Exchange.Mode
+        if request.isWebSocket, status == 101 {
+            status = 200  // RFC 8441: the extended CONNECT succeeded; the WebSocket follows
+            mode = .tunnel
+        } else if request.isConnect, status < 300 {
+            mode = .tunnel
+        } else {
+            switch answerHead.framing {
+            case .none: mode = .none
+            case .contentLength(let n): mode = n == 0 ? .none : .length(n)
+            case .chunked: mode = .chunked
+            case .untilClose: mode = .untilClose
+            }
+        }
+        ex.mode = mode
+        ex.headSent = true
+        ex.status = status
+        _ = answerHead.names.withUnsafeBytes { names in
+            session.respond(ex.id, status: status, names: names, values: values, spans: answerHead.spans,
+                            hasBody: mode != .none)
         }
     }
 
