@@ -70,8 +70,10 @@ public enum H2BodyRead {
 
 /// Receives a server session's events, synchronously, from inside `receive` (and `send` for bodies).
 public protocol H2ServerSessionDelegate: AnyObject {
-    /// A request's complete header block; `endStream`: it has no body.
-    func h2Request(_ stream: Int32, head: H2RequestHead, endStream: Bool)
+    /// A request's complete header block; `endStream`: it has no body. The head is the session's,
+    /// lent for the call (`inout` so that it is not copied: the delegate reads it, and copies what
+    /// it keeps).
+    func h2Request(_ stream: Int32, head: inout H2RequestHead, endStream: Bool)
     /// Request-body bytes (the session counts them against the windows until `consumed`).
     func h2RequestBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer)
     /// The request's last byte arrived (END_STREAM).
@@ -406,8 +408,7 @@ public final class H2ServerSession {
         case NGHTTP2_HEADERS.rawValue:
             if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, me.buildingStream == id {
                 me.buildingStream = 0  // the next block starts a new head
-                let head = me.building
-                me.delegate?.h2Request(id, head: head, endStream: endStream)
+                me.delegate?.h2Request(id, head: &me.building, endStream: endStream)
             } else if endStream {
                 me.delegate?.h2RequestEnded(id)  // trailers end the body
             }
@@ -475,26 +476,20 @@ public final class H2ServerSession {
     private enum PseudoHeader { case method, scheme, authority, path, `protocol` }
 
     /// Which request pseudo-header `name` is; its length and second byte pick the one candidate.
+    /// (Static strings: comparing against arrays cost a retain and a release of each per field.)
     private static func pseudoHeader(_ name: UnsafeBufferPointer<UInt8>) -> PseudoHeader? {
         guard name.count > 1 else { return nil }
-        let candidate: (PseudoHeader, [UInt8])
+        let candidate: (PseudoHeader, StaticString)
         switch (name.count, name[1]) {
-        case (7, UInt8(ascii: "m")): candidate = (.method, method)
-        case (7, UInt8(ascii: "s")): candidate = (.scheme, scheme)
-        case (10, _): candidate = (.authority, authority)
-        case (5, _): candidate = (.path, path)
-        case (9, _): candidate = (.protocol, protocolName)
+        case (7, UInt8(ascii: "m")): candidate = (.method, ":method")
+        case (7, UInt8(ascii: "s")): candidate = (.scheme, ":scheme")
+        case (10, _): candidate = (.authority, ":authority")
+        case (5, _): candidate = (.path, ":path")
+        case (9, _): candidate = (.protocol, ":protocol")
         default: return nil
         }
-        return candidate.1.withUnsafeBufferPointer { memcmp($0.baseAddress!, name.baseAddress!, name.count) == 0 }
-            ? candidate.0 : nil
+        return memcmp(candidate.1.utf8Start, name.baseAddress!, name.count) == 0 ? candidate.0 : nil
     }
-
-    private static let method = Array(":method".utf8)
-    private static let scheme = Array(":scheme".utf8)
-    private static let authority = Array(":authority".utf8)
-    private static let path = Array(":path".utf8)
-    private static let protocolName = Array(":protocol".utf8)
 
     /// The fields as nghttp2's name-value pairs, valid inside `body`.
     static func withNameValues<R>(_ fields: [(name: [UInt8], value: [UInt8])],

@@ -18,7 +18,7 @@ final class Recorder: H2ServerSessionDelegate {
     /// Where the session's output and the frames written here go, in order (`exchange`).
     var wire: [UInt8] = []
 
-    func h2Request(_ stream: Int32, head: H2RequestHead, endStream: Bool) { requests.append((stream, head, endStream)) }
+    func h2Request(_ stream: Int32, head: inout H2RequestHead, endStream: Bool) { requests.append((stream, head, endStream)) }
     func h2RequestBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) { bodies[stream, default: []] += bytes }
     func h2RequestEnded(_ stream: Int32) { ended.insert(stream) }
     func h2StreamClosed(_ stream: Int32, errorCode: UInt32) { closed[stream] = errorCode }
