@@ -24,6 +24,13 @@ public final class Timer {
 
     public func cancel() { event_del(event) }
 
+    /// Runs the handler at the loop's next turn, once however often this is asked before then.
+    /// For a timer used only this way (`isPending` is true once it is asked).
+    public func fireAtNextTurn() {
+        guard let event, event_pending(event, Int16(EV_TIMEOUT), nil) == 0 else { return }
+        event_active(event, Int32(EV_TIMEOUT), 0)
+    }
+
     public var isPending: Bool { event_pending(event, Int16(EV_TIMEOUT), nil) != 0 }
 }
 

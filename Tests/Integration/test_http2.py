@@ -458,11 +458,11 @@ def comparable(headers):
 
 
 def test_every_kind_of_answer_head_reaches_h2_clients_as_it_reaches_h1_ones(larder_factory, origin, workdir):
-    """The heads an exchange writes for a stream go to nghttp2 as they are written, not through
-    the stream and back: a hit, a 304 and a HEAD from the cache, an empty body, an origin's answer
-    relayed (with a length, chunked), Larder's own error with its text. Each answer over h2 has the
-    fields, status and body the same request gets over HTTP/1.1, and the stream's exchange answers
-    the next stream's request after it."""
+    """Answers of every kind an exchange writes for a stream: a hit, an origin's answer relayed
+    (with a length, chunked), Larder's own error with its text (their heads go to nghttp2 as they
+    are written), and a 304, a HEAD and an empty body from the cache (theirs through the stream).
+    Each answer over h2 has the fields, status and body the same request gets over HTTP/1.1, and
+    the stream's exchange answers the next stream's request after it."""
     for name, headers, body in (("hit", [("Cache-Control", "max-age=3600"), ("ETag", '"v1"')], "h" * 3000),
                                 ("empty", [("Cache-Control", "max-age=3600")], ""),
                                 ("private", [("Cache-Control", "no-store"), ("X-Kind", "private")], "p" * 500)):
@@ -495,6 +495,27 @@ def test_every_kind_of_answer_head_reaches_h2_clients_as_it_reaches_h1_ones(lard
     statuses = [r.status for r in over_h1]
     assert statuses == [200, 304, 200, 200, 200, 200, 404, 504], statuses
     assert [len(r.body) for r in over_h1][:4] == [3000, 0, 0, 0] and b"only-if-cached" in over_h1[-1].body
+
+
+def test_an_answer_head_reaches_h2_clients_before_its_body(larder_factory, origin, workdir):
+    """An origin that sends its head and then holds its body back: the head reaches the h2 client
+    at once, to the stream that asked (relayed) and to one that joined its fetch (shared), as over
+    HTTP/1.1, not when the body comes."""
+    (workdir / "res-held.json").write_text(json.dumps(
+        {"status": 200, "headers": [["Cache-Control", "max-age=60"]], "body_bytes": 3000,
+         "pause_after": 0, "pause_until": "held-body"}))
+    lr = larder_factory(config=ADMIN)
+    with H2Client(lr.port) as c:
+        first = c.request("GET", origin.hostport, "/res/held")
+        assert c.pump(lambda: c.streams[first].headers is not None, 10), c.streams[first]
+        second = c.request("GET", origin.hostport, "/res/held")
+        assert c.pump(lambda: c.streams[second].headers is not None, 10), c.streams[second]
+        assert not c.streams[first].body and not c.streams[second].body
+        origin.open_gate("held-body")
+        for sid in (first, second):
+            s = c.wait(sid)
+            assert s.status == 200 and bytes(s.body) == pattern(3000) and s.ended, s
+    assert sum(1 for r in origin.requests() if r.get("path") == "/res/held") == 1, "the second joined the first"
 
 
 def test_shutdown_sends_goaway_and_lets_open_streams_finish(larder_factory, origin):

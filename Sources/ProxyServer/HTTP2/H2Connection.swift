@@ -55,6 +55,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// The answer head being read back, reused: its buffers outlive one stream.
     private var answerHead = H2AnswerHead()
     private var draining = false
+    /// Sends what an exchange's answer head left for nghttp2, at the next turn of the loop: the
+    /// head of an answer whose body is not there yet would otherwise wait for its body.
+    private lazy var flushSoon = Timer(loop: worker.loop) { [unowned self] in self.flush() }
     private var closing = false
     private var closed = false
     /// Body bytes are moved into DATA frames rather than copied (`H2BodyRead.ready`) on a plain
@@ -505,6 +508,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         case .contentLength, .chunked, .untilClose: break
         }
         submitHead(ex, request: request, values: UnsafeRawBufferPointer(rebasing: bytes[..<parsed]))
+        // Not flushed here, inside the exchange's call: a flush may end the connection.
+        flushSoon.fireAtNextTurn()
         return parsed
     }
 
