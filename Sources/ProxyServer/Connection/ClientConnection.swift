@@ -273,17 +273,40 @@ final class ClientConnection: StreamDelegate {
                 return
             }
             input.drain(length)
-            worker.stats.add(Count.request(request.method))
-            machine.context.request.removeFieldsNominatedByConnection()
-            let body: RequestBody
-            switch request.framing {
-            case .contentLength(let n) where n > 0: body = .contentLength(remaining: n)
-            case .chunked: body = .chunked
-            default: body = .done
-            }
-            send(.headParsed(RequestStart(keepAlive: request.keepAlive && !worker.draining, body: body,
-                                          at: worker.clock.monotonic)))
+            headParsed()
         }
+    }
+
+    /// The request head just parsed into the context starts its request.
+    @inline(__always)
+    private func headParsed() {
+        worker.stats.add(Count.request(request.method))
+        machine.context.request.removeFieldsNominatedByConnection()
+        let body: RequestBody
+        switch request.framing {
+        case .contentLength(let n) where n > 0: body = .contentLength(remaining: n)
+        case .chunked: body = .chunked
+        default: body = .done
+        }
+        send(.headParsed(RequestStart(keepAlive: request.keepAlive && !worker.draining, body: body,
+                                      at: worker.clock.monotonic)))
+    }
+
+    /// An HTTP/2 stream's request, whole and owing no body, handed to this exchange while it waits
+    /// between requests (`isBetweenRequests`): read from `head` and started now, as if it had come
+    /// through the stream (parsed by the same rules, refused the same way), without its bytes
+    /// going into the stream's input and being read back out of it.
+    func takeRequest(_ head: UnsafeRawBufferPointer) {
+        guard isBetweenRequests else { return assertionFailure("a request handed to a busy exchange") }
+        let parsed: Int?
+        do {
+            parsed = try RequestParser.parse(head, into: &machine.context.request, limits: worker.settings.headLimits)
+        } catch {
+            return refuse(error.requestStatus, error.reason)
+        }
+        // The translation writes one whole head: a part of one, or more, is refused.
+        guard parsed == head.count else { return refuse(400, "an HTTP/2 request that is not one whole HTTP/1.1 head") }
+        headParsed()
     }
 
     /// Where the request goes; run again after a background check the request waited for. Each
@@ -455,12 +478,6 @@ final class ClientConnection: StreamDelegate {
     var isBetweenRequests: Bool {
         machine.isReadingHead && !stream.isClosed && stream.input.count == 0
     }
-
-    /// An HTTP/2 stream's request head is about to be handed to this exchange, waiting between
-    /// requests: its idle deadline becomes the head's, before the head is there. (The head is
-    /// reported readable at the next turn of the loop; an idle deadline due in the same turn
-    /// would otherwise find a head unread and answer 408.)
-    func requestHeadComing() { perform(machine.headIncomplete()) }
 
     /// The HTTP/2 connection this stream belongs to has ended: as a reset socket would, at once
     /// (its request's ends, the access-log line, the budgets it held, all now).

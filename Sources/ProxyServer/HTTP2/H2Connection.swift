@@ -55,6 +55,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// The answer head being read back, reused: its buffers outlive one stream.
     private var answerHead = H2AnswerHead()
     private var draining = false
+    /// The requests of one read are being started: their answers leave with its `flush`.
+    private var startingArrived = false
     /// Sends what an exchange's answer head left for nghttp2, at the next turn of the loop: the
     /// head of an answer whose body is not there yet would otherwise wait for its body.
     private lazy var flushSoon = Timer(loop: worker.loop) { [unowned self] in self.flush() }
@@ -371,18 +373,23 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if exchanges.isEmpty, !closing { idle?.schedule(after: worker.settings.clientIdleTimeout) }
     }
 
-    /// Starts the exchanges of the requests that arrived, once the read is over.
+    /// Starts the exchanges of the requests that arrived, once the read is over. A request handed
+    /// to a waiting exchange is read by it at once, without going through its stream, and answered
+    /// at once if it can be (a hit): its answer leaves with this read's `flush`.
     private func startArrived() {
         let ids = arrived
         arrived.removeAll()
+        startingArrived = true
+        defer { startingArrived = false }
         for id in ids {
-            guard let ex = exchanges[id] else { continue }
+            guard !closed, let ex = exchanges[id] else { continue }
             if ex.inner == nil, let request = ex.request {
                 if let conn = takeSpare() {
                     worker.stats.add(.h2ExchangesReused)
-                    conn.requestHeadComing()
-                    bind(ex, to: conn.stream, request: request)
+                    ex.inner = conn.stream
                     ex.conn = conn
+                    conn.stream.peerTag = ex.id
+                    request.head.withUnsafeBytes { conn.takeRequest($0) }
                     continue
                 }
                 bind(ex, to: newInner(), request: request)
@@ -509,7 +516,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         }
         submitHead(ex, request: request, values: UnsafeRawBufferPointer(rebasing: bytes[..<parsed]))
         // Not flushed here, inside the exchange's call: a flush may end the connection.
-        flushSoon.fireAtNextTurn()
+        if !startingArrived { flushSoon.fireAtNextTurn() }
         return parsed
     }
 
