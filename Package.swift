@@ -40,7 +40,8 @@ let package = Package(
         // Thin wrappers over libevent, and OpenSSL: TLS streams, contexts, certificates.
         .target(name: "EventLoop", dependencies: ["CLibevent", "COpenSSL", "HTTPWire", "Locking", "Timekeeping"], swiftSettings: strict),
         // The cache: LMDB on disk, a memory tier in front, one writer thread.
-        .target(name: "CacheStore", dependencies: ["CLMDB", "CachePolicy", "HTTPWire", "Locking", "Timekeeping"], swiftSettings: strict),
+        .target(name: "CacheStore", dependencies: ["CLMDB", "CSignals", "CachePolicy", "HTTPWire", "Locking", "Timekeeping"],
+                swiftSettings: strict),
         // HTTP/2 framing over nghttp2: sessions fed and drained as bytes, no I/O.
         .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: strict),
         // The outbound session client, modelled on NSURLSession (its FTP gateway included).
@@ -63,7 +64,7 @@ let package = Package(
                                "Statistics", "Locking", "Warming", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: strict),
         .executableTarget(name: "larder",
-                          dependencies: ["ProxyServer", "LarderConfig", "Statistics", "CSignals", "EventLoop", "Warming",
+                          dependencies: ["ProxyServer", "CacheStore", "LarderConfig", "Statistics", "CSignals", "EventLoop", "Warming",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "Logging", package: "swift-log")],
                           swiftSettings: strict),

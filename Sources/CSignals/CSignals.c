@@ -1,8 +1,15 @@
 #define _GNU_SOURCE
 #include "CSignals.h"
 
+#include <errno.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 // The signals the Swift runtime's crash handler catches on Linux.
@@ -34,7 +41,133 @@ static void die_by(int sig) {
     syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
+// ---- A fault inside LMDB: the cache is moved aside before the process ends ----------------------
+//
+// Everything below runs inside the signal handler is async-signal-safe: fixed buffers written
+// before the handler can run, clock_gettime, rename, mkdir and write.
+
+// The cache directory and where liblmdb's code lies; set once by the normal program
+// (`larder_move_cache_aside_on_lmdb_fault`), read by the handler only once `lmdb_watched` is set.
+static char lmdb_directory[4096];
+static uintptr_t lmdb_code_start, lmdb_code_end;
+static sig_atomic_t lmdb_watched;
+// Signals whose handler is ours although there was none before (the runtime's backtracer off).
+static int installed_alone[NSIG];
+
+static int find_lmdb_code(struct dl_phdr_info *info, size_t size, void *unused) {
+    (void)size; (void)unused;
+    if (info->dlpi_name == NULL || strstr(info->dlpi_name, "liblmdb") == NULL) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            lmdb_code_start = info->dlpi_addr + ph->p_vaddr;
+            lmdb_code_end = lmdb_code_start + ph->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// The address of the instruction that faulted, or 0 where this machine's context is not known.
+static uintptr_t faulting_instruction(void *context) {
+    const ucontext_t *uc = context;
+    if (uc == NULL) return 0;
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#else
+    return 0;
+#endif
+}
+
+// Appends `text` to `out` (of `room` bytes, `*n` used), cut short rather than overrun.
+static void put(char *out, size_t room, size_t *n, const char *text) {
+    while (*text != 0 && *n + 1 < room) out[(*n)++] = *text++;
+    out[*n] = 0;
+}
+
+static void put_number(char *out, size_t room, size_t *n, long long v) {
+    char digits[24];
+    int k = 0;
+    if (v < 0) v = 0;
+    do { digits[k++] = (char)('0' + v % 10); v /= 10; } while (v > 0 && k < (int)sizeof digits);
+    char text[24];
+    for (int i = 0; i < k; i++) text[i] = digits[k - 1 - i];
+    text[k] = 0;
+    put(out, room, n, text);
+}
+
+static void say(const char *text) {
+    size_t left = strlen(text);
+    while (left > 0) {
+        ssize_t w = write(2, text, left);
+        if (w <= 0) return;
+        text += w;
+        left -= (size_t)w;
+    }
+}
+
+// As the start-up's own move (`DiskStore.moveAside`): the directory renamed to
+// `<directory>.broken-<time>`, or where it cannot be (a mount point), its LMDB files moved into
+// `<directory>/broken-<time>/`.
+static void move_cache_aside(int sig) {
+    static char aside[4200], from[4200], to[4200], line[9000];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    size_t n = 0;
+    put(aside, sizeof aside, &n, lmdb_directory);
+    put(aside, sizeof aside, &n, ".broken-");
+    put_number(aside, sizeof aside, &n, now.tv_sec);
+    int moved = rename(lmdb_directory, aside) == 0;
+    if (!moved && (errno == EBUSY || errno == EACCES || errno == EPERM || errno == EXDEV)) {
+        n = 0;
+        put(aside, sizeof aside, &n, lmdb_directory);
+        put(aside, sizeof aside, &n, "/broken-");
+        put_number(aside, sizeof aside, &n, now.tv_sec);
+        if (mkdir(aside, 0700) == 0 || errno == EEXIST) {
+            moved = 1;
+            static const char *const files[] = { "/data.mdb", "/lock.mdb" };
+            for (size_t i = 0; i < 2; i++) {
+                size_t f = 0, t = 0;
+                put(from, sizeof from, &f, lmdb_directory);
+                put(from, sizeof from, &f, files[i]);
+                put(to, sizeof to, &t, aside);
+                put(to, sizeof to, &t, files[i]);
+                if (rename(from, to) != 0 && errno != ENOENT) moved = 0;
+            }
+        }
+    }
+    n = 0;
+    put(line, sizeof line, &n, "larder: a fault (signal ");
+    put_number(line, sizeof line, &n, sig);
+    put(line, sizeof line, &n, ") inside LMDB, reading a page its own checks let through: the cache in ");
+    put(line, sizeof line, &n, lmdb_directory);
+    if (moved) {
+        put(line, sizeof line, &n, " is damaged and was moved to ");
+        put(line, sizeof line, &n, aside);
+        put(line, sizeof line, &n, "; the next start begins with an empty cache\n");
+    } else {
+        put(line, sizeof line, &n, " is damaged and could not be moved aside\n");
+    }
+    say(line);
+}
+
+static int is_lmdb_fault(int sig, void *context) {
+    if (!__atomic_load_n(&lmdb_watched, __ATOMIC_ACQUIRE) || (sig != SIGSEGV && sig != SIGBUS)) return 0;
+    uintptr_t pc = faulting_instruction(context);
+    return pc >= lmdb_code_start && pc < lmdb_code_end;
+}
+
 static void on_crash_signal(int sig, siginfo_t *info, void *context) {
+    if (is_lmdb_fault(sig, context)) {
+        __atomic_store_n(&lmdb_watched, 0, __ATOMIC_RELEASE);  // once: a second fault must not move again
+        move_cache_aside(sig);
+    }
+    if (installed_alone[sig]) {
+        die_by(sig);  // no backtracer to call: the default action, now
+        return;
+    }
     // The runtime prints the backtrace, resets its handlers to the default and returns.
     call_previous(sig, info, context);
     // A fault happens again when the faulting instruction is retried, now fatally; a signal that was
@@ -69,5 +202,31 @@ int larder_make_crash_signals_fatal(void) {
             return -1;
         }
     }
+    return 0;
+}
+
+int larder_move_cache_aside_on_lmdb_fault(const char *directory) {
+    size_t length = strlen(directory);
+    if (length == 0 || length >= sizeof lmdb_directory) return -1;
+    if (dl_iterate_phdr(find_lmdb_code, NULL) == 0) return -1;  // liblmdb is not loaded
+    memcpy(lmdb_directory, directory, length + 1);
+    // Where no backtracer handles these faults, this handler does, alone.
+    static const int faults[] = { SIGSEGV, SIGBUS };
+    for (size_t i = 0; i < 2; i++) {
+        int sig = faults[i];
+        struct sigaction current;
+        if (sigaction(sig, NULL, &current) != 0) return -1;
+        if (is_function(&current) || (current.sa_flags & SA_SIGINFO && current.sa_sigaction == on_crash_signal)) {
+            continue;  // the backtracer's, wrapped (`larder_make_crash_signals_fatal`) or to be
+        }
+        struct sigaction alone;
+        memset(&alone, 0, sizeof alone);
+        sigemptyset(&alone.sa_mask);
+        alone.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        alone.sa_sigaction = on_crash_signal;
+        installed_alone[sig] = 1;
+        if (sigaction(sig, &alone, NULL) != 0) return -1;
+    }
+    __atomic_store_n(&lmdb_watched, 1, __ATOMIC_RELEASE);  // after the directory and the range
     return 0;
 }

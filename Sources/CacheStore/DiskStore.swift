@@ -1,5 +1,6 @@
 import CachePolicy
 import CLMDB
+import CSignals
 import Glibc
 import Locking
 import Synchronization
@@ -279,6 +280,9 @@ public final class DiskStore: @unchecked Sendable {
             mdb_env_close(env)
             throw LMDBError(code: rc, operation: "mdb_env_open \(s.directory)")
         }
+        // A damaged page LMDB's checks let through faults instead of failing an assertion: the
+        // cache is moved aside then too (`CSignals`), so the next start does not meet it again.
+        _ = larder_move_cache_aside_on_lmdb_fault(s.directory)
         do throws(LMDBError) {
             // Before any page is read: a page past the end of the file is a SIGBUS, not an error.
             try checkDataFileHoldsUsedPages(env, directory: s.directory)
@@ -607,4 +611,14 @@ private func assertionMovesCacheAside(_ env: OpaquePointer?, _ message: UnsafePo
     }
     let line = Array("larder: LMDB assertion failed (\(what)): the cache in \(directory) is damaged and was \(outcome)\n".utf8)
     _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+/// Test hook (`LARDER_TEST_CRASH=lmdb:SECONDS`): a read through a wild pointer inside liblmdb, as
+/// a damaged page its checks let through makes one.
+public enum LMDBFaultForTest {
+    @inline(never)
+    public static func fault() {
+        let wild = OpaquePointer(bitPattern: 64 + Int(getpid() & 0))  // not a constant: called as written
+        _ = mdb_txn_id(wild)
+    }
 }

@@ -1,21 +1,23 @@
+import CacheStore
 import Glibc
 import Logging
 import ProxyServer
 
-/// Test hook: `LARDER_TEST_CRASH=segv:SECONDS` or `fatal:SECONDS` makes the first worker crash that
-/// long after start-up, with a real bad memory access or a fatalError, so the integration tests can
-/// see how a crash inside a worker ends the process. The variable is read once at start-up and
+/// Test hook: `LARDER_TEST_CRASH=segv:SECONDS`, `fatal:SECONDS` or `lmdb:SECONDS` makes the first
+/// worker crash that long after start-up, with a real bad memory access, a fatalError, or a bad
+/// access inside liblmdb, so the integration tests can see how a crash inside a worker ends the
+/// process (and, inside LMDB, that the cache is moved aside first). The variable is read once at start-up and
 /// nothing a client sends can reach the hook; never set it in production.
 struct CrashTestHook {
     static let variable = "LARDER_TEST_CRASH"
 
-    enum Kind: String { case segv, fatal }
+    enum Kind: String { case segv, fatal, lmdb }
     let kind: Kind
     let seconds: Double
 
     struct Invalid: Error, CustomStringConvertible {
         let value: String
-        var description: String { "\(CrashTestHook.variable)=\(value): expected segv:SECONDS or fatal:SECONDS" }
+        var description: String { "\(CrashTestHook.variable)=\(value): expected segv:SECONDS, fatal:SECONDS or lmdb:SECONDS" }
     }
 
     /// The hook the environment asks for, or nil when the variable is not set.
@@ -38,6 +40,7 @@ struct CrashTestHook {
             switch kind {
             case .segv: CrashTestHook.crashForTestWithBadAccess()
             case .fatal: CrashTestHook.crashForTestWithFatalError()
+            case .lmdb: LMDBFaultForTest.fault()
             }
         }
     }

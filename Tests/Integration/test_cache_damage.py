@@ -167,6 +167,38 @@ def test_lmdb_assertion_moves_the_cache_aside_before_the_abort(larder_factory, o
     assert_serves_miss_then_hit(lr3, origin, workdir)
 
 
+def test_a_fault_inside_lmdb_moves_the_cache_aside_before_the_process_ends(larder_factory, origin, workdir):
+    """A damaged page LMDB's checks let through makes it read through a wild offset: a SIGSEGV
+    inside liblmdb, not an assertion. The cache is moved aside then too, so the next start begins
+    empty instead of meeting the same page (the test hook makes the fault, in a worker)."""
+    lr = larder_factory(config={"cache": {"memory_capacity": "0"}})
+    fill(lr, origin, workdir)
+    assert lr.stop() == 0
+
+    crashed = larder_factory(name=lr.name, config={"cache": {"memory_capacity": "0"}},
+                             env={"LARDER_TEST_CRASH": "lmdb:0.2"}, wait=False)
+    rc = crashed.wait_exit(20)
+    assert rc == -signal.SIGSEGV, (rc, crashed.log_text()[-3000:])
+    log = crashed.log_text()
+    assert "inside LMDB" in log and "moved to" in log, log[-3000:]
+    assert len(moved_aside_directories(lr.cache_dir)) == 1
+
+    lr3 = larder_factory(name=lr.name, config={"cache": {"memory_capacity": "0"}})
+    assert "moved to" not in lr3.log_text()
+    r = proxy_exchange(lr3.port, "GET", origin.url("/res/e0"), headers=ONLY_IF_CACHED)
+    assert r.status == 504  # the old entries went with the cache moved aside
+    assert_serves_miss_then_hit(lr3, origin, workdir)
+
+
+def test_a_fault_outside_lmdb_leaves_the_cache_alone(larder_factory, origin, workdir):
+    """Only a fault inside LMDB says the cache is damaged: any other crash keeps it."""
+    lr = larder_factory(config={"cache": {"memory_capacity": "0"}}, env={"LARDER_TEST_CRASH": "segv:0.2"}, wait=False)
+    rc = lr.wait_exit(20)
+    assert rc == -signal.SIGSEGV, (rc, lr.log_text()[-3000:])
+    assert "inside LMDB" not in lr.log_text()
+    assert not moved_aside_directories(lr.cache_dir)
+
+
 # ---------------------------------------------------------------------------
 # 2. Errors that are not damage
 

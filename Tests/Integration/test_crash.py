@@ -143,4 +143,4 @@ def test_crash_hook_off_without_its_variable(larder_factory):
 def test_crash_hook_with_a_bad_value_is_a_start_up_error(larder_factory):
     lr = larder_factory(env={"LARDER_TEST_CRASH": "segv"}, wait=False)
     assert lr.wait_exit(10) == 2, lr.log_text()
-    assert "LARDER_TEST_CRASH=segv: expected segv:SECONDS or fatal:SECONDS" in lr.log_text()
+    assert "LARDER_TEST_CRASH=segv: expected segv:SECONDS, fatal:SECONDS or lmdb:SECONDS" in lr.log_text()

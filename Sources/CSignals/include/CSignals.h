@@ -11,4 +11,11 @@
 /// printed. Signals left at their default action are left alone. Returns 0, or -1 with errno.
 int larder_make_crash_signals_fatal(void);
 
+/// A SIGSEGV or SIGBUS whose faulting instruction is inside liblmdb (a damaged page LMDB's own
+/// checks let through, read through a wild offset) moves `directory`, the cache, aside before the
+/// process ends, as an LMDB assertion does, so that the next start begins with an empty cache
+/// rather than meeting the same page. Call once the crash handlers are wrapped, from the normal
+/// program. Returns 0, or -1 (liblmdb not loaded, a path too long, or errno from sigaction).
+int larder_move_cache_aside_on_lmdb_fault(const char *directory);
+
 #endif
