@@ -43,20 +43,22 @@ static void die_by(int sig) {
 
 // ---- A fault inside LMDB: the cache is moved aside before the process ends ----------------------
 //
-// Everything below runs inside the signal handler is async-signal-safe: fixed buffers written
-// before the handler can run, clock_gettime, rename, mkdir and write.
+// What runs inside the signal handler is async-signal-safe: static buffers (written by the one
+// thread that claims the move), clock_gettime, rename, mkdir, write and nanosleep.
 
 // The cache directory and where liblmdb's code lies; set once by the normal program
 // (`larder_move_cache_aside_on_lmdb_fault`), read by the handler only once `lmdb_watched` is set.
 static char lmdb_directory[4096];
 static uintptr_t lmdb_code_start, lmdb_code_end;
 static sig_atomic_t lmdb_watched;
+// The move: 0 not begun, 1 under way (one thread claimed it), 2 done.
+static int move_state;
 // Signals whose handler is ours although there was none before (the runtime's backtracer off).
 static int installed_alone[NSIG];
 
 static int find_lmdb_code(struct dl_phdr_info *info, size_t size, void *unused) {
     (void)size; (void)unused;
-    if (info->dlpi_name == NULL || strstr(info->dlpi_name, "liblmdb") == NULL) return 0;
+    if (info->dlpi_name == NULL || strstr(info->dlpi_name, "/liblmdb.so") == NULL) return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
@@ -153,17 +155,30 @@ static void move_cache_aside(int sig) {
     say(line);
 }
 
-static int is_lmdb_fault(int sig, void *context) {
+// A fault the kernel raised (not a signal sent with kill or tgkill) at an instruction of liblmdb.
+static int is_lmdb_fault(int sig, const siginfo_t *info, void *context) {
     if (!__atomic_load_n(&lmdb_watched, __ATOMIC_ACQUIRE) || (sig != SIGSEGV && sig != SIGBUS)) return 0;
+    if (info == NULL || info->si_code <= 0) return 0;
     uintptr_t pc = faulting_instruction(context);
     return pc >= lmdb_code_start && pc < lmdb_code_end;
 }
 
+// A crash on any thread while another moves the cache aside waits for the move (two seconds at
+// most) before the process ends: ending it half-way would leave the cache in place.
+static void wait_for_move(void) {
+    struct timespec pause = { 0, 1000000 };
+    for (int i = 0; i < 2000 && __atomic_load_n(&move_state, __ATOMIC_ACQUIRE) == 1; i++) nanosleep(&pause, NULL);
+}
+
 static void on_crash_signal(int sig, siginfo_t *info, void *context) {
-    if (is_lmdb_fault(sig, context)) {
-        __atomic_store_n(&lmdb_watched, 0, __ATOMIC_RELEASE);  // once: a second fault must not move again
-        move_cache_aside(sig);
+    if (is_lmdb_fault(sig, info, context)) {
+        int idle = 0;  // one thread moves, once
+        if (__atomic_compare_exchange_n(&move_state, &idle, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            move_cache_aside(sig);
+            __atomic_store_n(&move_state, 2, __ATOMIC_RELEASE);
+        }
     }
+    wait_for_move();
     if (installed_alone[sig]) {
         die_by(sig);  // no backtracer to call: the default action, now
         return;
