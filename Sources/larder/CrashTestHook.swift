@@ -6,8 +6,8 @@ import ProxyServer
 /// Test hook: `LARDER_TEST_CRASH=segv:SECONDS`, `fatal:SECONDS` or `lmdb:SECONDS` makes the first
 /// worker crash that long after start-up, with a real bad memory access, a fatalError, or a bad
 /// access inside liblmdb, so the integration tests can see how a crash inside a worker ends the
-/// process (and, inside LMDB, that the cache is moved aside first). The variable is read once at start-up and
-/// nothing a client sends can reach the hook; never set it in production.
+/// process (and, inside LMDB, that the cache is moved aside first). The variable is read once at
+/// start-up and nothing a client sends can reach the hook; never set it in production.
 struct CrashTestHook {
     static let variable = "LARDER_TEST_CRASH"
 
