@@ -109,9 +109,10 @@ final class MemoryTransport {
     }
     var isReading: Bool { readWanted }
 
-    func setTimeouts(read: timeval?, write: timeval?) {
-        writeTimeout = write.map(MemoryTransport.seconds)
-        readTimeout = read.map(MemoryTransport.seconds)
+    /// In seconds, as its deadlines take them (nil: none).
+    func setTimeouts(read: Double?, write: Double?) {
+        writeTimeout = write
+        readTimeout = read
         armWriteTimer()
         armReadTimer(restart: true)
     }
@@ -221,8 +222,6 @@ final class MemoryTransport {
         guard let timeout = readTimeout, readWanted, !closed, !aborted else { return readDeadline.cancel() }
         if restart || !readDeadline.isPending { readDeadline.schedule(after: timeout) }
     }
-
-    private static func seconds(_ tv: timeval) -> Double { Double(tv.tv_sec) + Double(tv.tv_usec) / 1_000_000 }
 
     private func readTimedOut() {
         guard !closed, readWanted else { return }

@@ -219,7 +219,7 @@ public final class Stream {
         let r = read.map { timeval(seconds: $0) }
         let w = write.map { timeval(seconds: $0) }
         onTransport(plain: { $0.setTimeouts(read: r, write: w) }, tls: { $0.setTimeouts(read: r, write: w) },
-                    memory: { $0.setTimeouts(read: r, write: w) })
+                    memory: { $0.setTimeouts(read: read, write: write) })
     }
 
     /// `streamDrained` fires when the output falls to `bytes` or fewer.
