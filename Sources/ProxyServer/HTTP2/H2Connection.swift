@@ -488,11 +488,12 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                 inner.peerTook(length)
                 continue  // 100 Continue and 103 are HTTP/1.1's business here
             }
+            let (status, mode) = answerShape(request)
             // The values are still where the head was read, at the front of the output.
-            output.withContiguousPrefix(maxBytes: length) { submitHead(ex, request: request, values: $0) }
+            output.withContiguousPrefix(maxBytes: length) { submitHead(ex, status: status, mode: mode, values: $0) }
             output.drain(length)
             inner.peerTook(length)
-            if ex.mode == .none { answerComplete(ex) }
+            if mode == .none { answerComplete(ex) }
             return true
         }
     }
@@ -510,34 +511,32 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
               !request.isConnect, !request.isWebSocket, request.method != .head,
               let parsed = try? answerHead.read(bytes, method: request.method),
               parsed <= H2Connection.maxAnswerHead, !answerHead.isInformational else { return nil }
-        switch answerHead.framing {
-        case .none, .contentLength(0): return nil
-        case .contentLength, .chunked, .untilClose: break
-        }
-        submitHead(ex, request: request, values: UnsafeRawBufferPointer(rebasing: bytes[..<parsed]))
+        let (status, mode) = answerShape(request)
+        guard mode != .none else { return nil }
+        submitHead(ex, status: status, mode: mode, values: UnsafeRawBufferPointer(rebasing: bytes[..<parsed]))
         // Not flushed here, inside the exchange's call: a flush may end the connection.
         if !startingArrived { flushSoon.fireAtNextTurn() }
         return parsed
     }
 
-    /// Submits the final head `answerHead` has just read, whose values lie in `values`, and sets
-    /// how the answer's body is read back.
-    private func submitHead(_ ex: H2Exchange, request: H2Translation.Request, values: UnsafeRawBufferPointer) {
-        var status = answerHead.status
-        let mode: H2Exchange.Mode
+    /// The status the final head `answerHead` has just read is sent with, and how its body is
+    /// read back.
+    private func answerShape(_ request: H2Translation.Request) -> (status: Int, mode: H2Exchange.Mode) {
+        let status = answerHead.status
         if request.isWebSocket, status == 101 {
-            status = 200  // RFC 8441: the extended CONNECT succeeded; the WebSocket follows
-            mode = .tunnel
-        } else if request.isConnect, status < 300 {
-            mode = .tunnel
-        } else {
-            switch answerHead.framing {
-            case .none: mode = .none
-            case .contentLength(let n): mode = n == 0 ? .none : .length(n)
-            case .chunked: mode = .chunked
-            case .untilClose: mode = .untilClose
-            }
+            return (200, .tunnel)  // RFC 8441: the extended CONNECT succeeded; the WebSocket follows
         }
+        if request.isConnect, status < 300 { return (status, .tunnel) }
+        switch answerHead.framing {
+        case .none: return (status, .none)
+        case .contentLength(let n): return (status, n == 0 ? .none : .length(n))
+        case .chunked: return (status, .chunked)
+        case .untilClose: return (status, .untilClose)
+        }
+    }
+
+    /// Submits the final head `answerHead` has just read, whose values lie in `values`.
+    private func submitHead(_ ex: H2Exchange, status: Int, mode: H2Exchange.Mode, values: UnsafeRawBufferPointer) {
         ex.mode = mode
         ex.headSent = true
         ex.status = status
