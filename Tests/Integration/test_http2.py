@@ -518,6 +518,25 @@ def test_an_answer_head_reaches_h2_clients_before_its_body(larder_factory, origi
     assert sum(1 for r in origin.requests() if r.get("path") == "/res/held") == 1, "the second joined the first"
 
 
+def test_a_request_over_the_field_limit_is_refused_by_a_waiting_exchange(larder_factory, origin):
+    """More fields than `limits.max_header_count`, well within HTTP/2's header list size: nghttp2
+    and the translation let them through, and the HTTP/1.1 parser refuses the request (431), also
+    when it is handed to an exchange waiting between requests rather than written into its stream.
+    The refused request reaches no origin, and the connection's next stream is answered."""
+    lr = larder_factory(config=ADMIN)
+    with H2Client(lr.port) as c:
+        first = c.wait(c.request("GET", origin.hostport, "/unique/60/500"))
+        assert first.status == 200, first
+        reused = stats(lr)["http2"]["exchanges_reused"]
+        many = [(f"x-f{i}", "v") for i in range(150)]
+        over = c.wait(c.request("GET", origin.hostport, "/unique/61/500", headers=many))
+        assert stats(lr)["http2"]["exchanges_reused"] == reused + 1, over  # handed to the waiting exchange
+        assert over.status == 431 and over.ended, over
+        after = c.wait(c.request("GET", origin.hostport, "/unique/62/500"))
+        assert after.status == 200 and bytes(after.body) == unique_body(62, 500), after
+    assert not any(r.get("path") == "/unique/61/500" for r in origin.requests())
+
+
 def test_shutdown_sends_goaway_and_lets_open_streams_finish(larder_factory, origin):
     lr = larder_factory(config={"shutdown_grace": "10s"})
     # Python's h2 takes a GOAWAY for the end of everything: the frames are read by hand here.
