@@ -29,6 +29,8 @@ let package = Package(
 
         // signalfd and the crash-signal handler, in C (see Sources/CSignals/include/CSignals.h).
         .target(name: "CSignals"),
+        // nghttp2's allocator: freed blocks kept per thread for the next streams (in C, as nghttp2 calls it).
+        .target(name: "CH2Memory"),
         // The lock and semaphore shared between threads (pthread-based, visible to ThreadSanitizer).
         .target(name: "Locking", swiftSettings: strict),
         // Where time comes from (`ProxyClock`): one clock, passed to everything that reads the time.
@@ -43,7 +45,7 @@ let package = Package(
         .target(name: "CacheStore", dependencies: ["CLMDB", "CSignals", "CachePolicy", "HTTPWire", "Locking", "Timekeeping"],
                 swiftSettings: strict),
         // HTTP/2 framing over nghttp2: sessions fed and drained as bytes, no I/O.
-        .target(name: "HTTP2", dependencies: ["CNghttp2"], swiftSettings: strict),
+        .target(name: "HTTP2", dependencies: ["CNghttp2", "CH2Memory"], swiftSettings: strict),
         // The outbound session client, modelled on NSURLSession (its FTP gateway included).
         .target(name: "SessionClient", dependencies: ["EventLoop", "HTTPWire", "HTTP2", "FTPWire", "Timekeeping"],
                 swiftSettings: strict),
@@ -85,6 +87,6 @@ let package = Package(
         .testTarget(name: "WarmingTests", dependencies: ["Warming"], swiftSettings: strict),
         .testTarget(name: "RegistriesTests", dependencies: ["Registries"], swiftSettings: strict),
         .testTarget(name: "FTPWireTests", dependencies: ["FTPWire", "HTTPWire"], swiftSettings: strict),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "CNghttp2"], swiftSettings: strict),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "CNghttp2", "CH2Memory"], swiftSettings: strict),
     ]
 )

@@ -1,3 +1,4 @@
+import CH2Memory
 import CNghttp2
 
 /// An origin's answer head as nghttp2 delivered it (checked against RFC 9113 as requests are).
@@ -52,7 +53,8 @@ public final class H2ClientSession {
         // No pushed streams.
         nghttp2_option_set_max_reserved_remote_streams(option, 0)
         var created: OpaquePointer?
-        let rc = nghttp2_session_client_new2(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
+        let rc = nghttp2_session_client_new3(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option,
+                                            larder_h2_memory())
         guard rc == 0, let created else { throw H2SessionError(code: rc) }
         session = created
         var entries = [

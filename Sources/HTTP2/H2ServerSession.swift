@@ -1,3 +1,4 @@
+import CH2Memory
 import CNghttp2
 import Glibc
 
@@ -174,7 +175,7 @@ public final class H2ServerSession {
 
         var created: OpaquePointer?
         let me = Unmanaged.passUnretained(self).toOpaque()
-        let rc = nghttp2_session_server_new2(&created, callbacks, me, option)
+        let rc = nghttp2_session_server_new3(&created, callbacks, me, option, larder_h2_memory())
         guard rc == 0, let created else { throw H2SessionError(code: rc) }
         session = created
 
