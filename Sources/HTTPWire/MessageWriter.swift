@@ -31,6 +31,12 @@ public struct MessageWriter: @unchecked Sendable {
     /// Empties the writer, keeping its capacity.
     public mutating func reset() { written = 0 }
 
+    /// Drops what was written after the first `count` bytes, keeping the capacity.
+    public mutating func truncate(to count: Int) {
+        precondition(count >= 0 && count <= written, "truncated to more than was written")
+        written = count
+    }
+
     // The appends are inlinable: a head is some twenty of them, and a call for each (most of them
     // a few bytes of a literal, copied by a `memcpy` call of its own) showed in the instruction gates.
 

@@ -317,6 +317,54 @@ def test_streams_reset_at_any_moment_leave_the_others_their_own_answers(larder_f
     assert stats(lr)["http2"]["exchanges_reused"] > 0
 
 
+def test_the_heads_of_one_read_each_reach_their_own_exchange(larder_factory, origin):
+    """The HTTP/1.1 heads of the requests one read brings wait in one buffer until their exchanges
+    start. Among body-less requests that wait there, a request with a body whose head goes to its
+    stream at once, a refused one, cookies in crumbs and heads large enough to make the buffer
+    grow, each request reaches the origin as its client sent it and each stream gets its own
+    answer."""
+    lr = larder_factory(config=ADMIN)
+    host = origin.hostport
+    with H2Client(lr.port, validate=False) as c:
+        for round_ in range(6):
+            wanted, refused = {}, []
+            for k in range(10):
+                tag = f"{round_}-{k}"
+                sid = c.conn.get_next_available_stream_id()
+                c.streams[sid] = StreamResult()
+                base = [(":scheme", "http"), (":authority", host), (":path", f"/echo?tag={tag}"), ("x-tag", tag)]
+                if k == 3:
+                    c.conn.send_headers(sid, [(":method", "POST")] + base + [("content-length", "5")])
+                    c.conn.send_data(sid, f"b{tag}".encode()[:5].ljust(5, b"."), end_stream=True)
+                    wanted[sid] = (tag, "POST")
+                elif k == 6:
+                    c.conn.send_headers(sid, [(":method", "GET")] + base + [("host", "other.test")], end_stream=True)
+                    refused.append(sid)
+                else:
+                    big = "v" * (3000 * (k % 3)) or "-"  # heads past the buffer's first kilobyte
+                    c.conn.send_headers(sid, [(":method", "GET")] + base + [
+                        ("cookie", f"a={tag}"), ("x-big", big), ("cookie", f"b={tag}")], end_stream=True)
+                    wanted[sid] = (tag, "GET")
+            c.flush()  # all of them in one write
+            for sid, (tag, method) in wanted.items():
+                r = c.wait(sid, 20)
+                assert r.status == 200, (tag, r)
+                got = json.loads(bytes(r.body))
+                fields = {}
+                for name, value in got["headers"]:
+                    fields.setdefault(name.lower(), []).append(value)
+                assert got["method"] == method and got["target"].endswith(f"/echo?tag={tag}"), (tag, got)
+                assert fields["x-tag"] == [tag], (tag, fields)
+                if method == "POST":
+                    assert got["body"] == f"b{tag}"[:5].ljust(5, "."), (tag, got)
+                else:
+                    assert fields["cookie"] == [f"a={tag}; b={tag}"], (tag, fields)
+                    assert len(fields["x-big"][0]) == 3000 * ((int(tag.split("-")[1])) % 3) or fields["x-big"] == ["-"]
+            for sid in refused:
+                assert c.wait(sid, 20).status == 400
+    assert stats(lr)["http2"]["exchanges_reused"] > 0
+
+
 def test_at_most_sixteen_exchanges_wait_for_a_connections_next_streams(larder_factory, origin):
     """Twenty streams at once leave sixteen exchanges waiting (the rest close): the next twenty,
     held at the origin until all have started, find exactly sixteen."""

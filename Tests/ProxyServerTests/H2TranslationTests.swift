@@ -14,12 +14,44 @@ private func head(_ method: String = "GET", scheme: String = "http", authority: 
     return h
 }
 
-private func text(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -> String? {
+/// A translation with its head copied out of the writer it was appended to.
+@dynamicMemberLookup
+struct Translated {
+    let request: H2Translation.Request
+    let head: [UInt8]
+    subscript<T>(dynamicMember path: KeyPath<H2Translation.Request, T>) -> T { request[keyPath: path] }
+}
+
+/// The bytes a writer holds before a translation appends to it (the connection's holds the heads
+/// of the streams that arrived before).
+private let earlierHeads: StaticString = "GET /earlier HTTP/1.1\r\nHost: a\r\n\r\n"
+
+extension H2Translation {
+    /// The translation appended to a writer that holds `earlierHeads`, which stay as they were.
+    static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool,
+                        webSocketKey: [UInt8] = []) -> Result<Translated, Refusal> {
+        var out = MessageWriter()
+        out.append(earlierHeads)
+        let result = request(h, form: form, endStream: endStream, webSocketKey: webSocketKey, into: &out)
+        let kept = out.withBytes { Array($0.prefix(earlierHeads.utf8CodeUnitCount)) }
+        #expect(kept == Array(UnsafeBufferPointer(start: earlierHeads.utf8Start, count: earlierHeads.utf8CodeUnitCount)))
+        switch result {
+        case .success(let r):
+            #expect(r.head.lowerBound == earlierHeads.utf8CodeUnitCount && r.head.upperBound == out.count)
+            return .success(Translated(request: r, head: out.withBytes { Array($0[r.head]) }))
+        case .failure(let refusal):
+            #expect(out.count == earlierHeads.utf8CodeUnitCount, "a refused request wrote nothing")
+            return .failure(refusal)
+        }
+    }
+}
+
+private func text(_ r: Result<Translated, H2Translation.Refusal>) -> String? {
     guard case .success(let request) = r else { return nil }
     return String(decoding: request.head, as: UTF8.self)
 }
 
-private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -> Int? {
+private func status(_ r: Result<Translated, H2Translation.Refusal>) -> Int? {
     guard case .failure(let refusal) = r else { return nil }
     return refusal.status
 }
@@ -159,6 +191,36 @@ private func status(_ r: Result<H2Translation.Request, H2Translation.Refusal>) -
     ])
     func whatHTTP11CannotCarryIsRefused(_ h: H2RequestHead, _ expected: Int) {
         #expect(status(H2Translation.request(h, form: .absolute, endStream: true)) == expected)
+    }
+
+    /// The classes written as masks are the classes they are named after, byte for byte.
+    @Test func theByteSetsHoldWhatTheirNamesSay() {
+        let notInAuthority = Array("@/?#\\\"<>^`{|}".utf8)
+        for b in UInt8.min...UInt8.max {
+            let visible = b > 0x20 && b < 0x7F
+            #expect(H2Translation.tokenBytes.contains(b) == isTchar(b), "\(b)")
+            #expect(H2Translation.fieldNameBytes.contains(b) == (isTchar(b) && !(0x41...0x5A).contains(b)), "\(b)")
+            #expect(H2Translation.visibleBytes.contains(b) == visible, "\(b)")
+            #expect(H2Translation.authorityBytes.contains(b) == (visible && !notInAuthority.contains(b)), "\(b)")
+        }
+    }
+
+    /// Values are checked eight bytes at a time: a CR, LF or NUL is found at any place in a word
+    /// and in the bytes after the last whole word, and bytes near them are not taken for them.
+    @Test func aLineBreakOrNULIsFoundWhereverItIs() {
+        for length in 0...20 {
+            let clean = [UInt8](repeating: UInt8(ascii: "v"), count: length)
+            #expect(!clean.withUnsafeBytes(H2Translation.holdsLineBreakOrNUL))
+            for position in 0..<length {
+                for bad: UInt8 in [0, 0x0A, 0x0D] {
+                    var value = clean
+                    value[position] = bad
+                    #expect(value.withUnsafeBytes(H2Translation.holdsLineBreakOrNUL), "\(bad) at \(position) of \(length)")
+                }
+            }
+        }
+        let near: [UInt8] = [0x01, 0x09, 0x0B, 0x0C, 0x0E, 0x80, 0x8A, 0x8D, 0xFF, 0x20, 0x0B, 0x0E, 0x8A, 0x01, 0x7F, 0x0C]
+        #expect(!near.withUnsafeBytes(H2Translation.holdsLineBreakOrNUL))
     }
 
     @Test func hopByHopFieldsAreDropped() {

@@ -51,6 +51,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// Requests that arrived in the bytes being read: started once the read is over, if their
     /// stream is still open.
     private var arrived: [Int32] = []
+    /// The HTTP/1.1 heads of the requests that arrived, written one after the other, until they
+    /// start: one buffer for them all rather than an array per request.
+    private var arrivedHeads = MessageWriter(capacity: 1_024)
     private var idle: Timer?
     /// The answer head being read back, reused: its buffers outlive one stream.
     private var answerHead = H2AnswerHead()
@@ -260,8 +263,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     func h2Request(_ id: Int32, head: inout H2RequestHead, endStream: Bool) {
         worker.stats.add(.h2Streams)
         let form: H2Translation.TargetForm = targetForm(head)
+        let start = arrivedHeads.count
         switch H2Translation.request(head, form: form, endStream: endStream,
-                                     webSocketKey: H2Translation.randomWebSocketKey()) {
+                                     webSocketKey: H2Translation.randomWebSocketKey(), into: &arrivedHeads) {
         case .failure(let refusal):
             worker.logger.notice("\(refusal.status) to HTTP/2 client \(peer): \(refusal.reason)")
             let ex = H2Exchange(id: id, inner: nil, request: nil)
@@ -288,7 +292,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             exchanges[id] = ex
             inner.peerTag = id
             ex.headPending = request.head.count
-            request.head.withUnsafeBytes { inner.peerAppend($0) }
+            arrivedHeads.withBytes { inner.peerAppend(UnsafeRawBufferPointer(rebasing: $0[request.head])) }
+            arrivedHeads.truncate(to: start)  // written where it is read: kept no longer
             if endStream {
                 ex.requestEnded = true
                 if request.isConnect || request.isWebSocket { inner.peerEnded() }
@@ -380,7 +385,16 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         let ids = arrived
         arrived.removeAll()
         startingArrived = true
-        defer { startingArrived = false }
+        defer {
+            startingArrived = false
+            // Every head has been read or dropped with its stream; a read of many large heads
+            // leaves no large buffer behind.
+            if arrivedHeads.capacity > H2Connection.arrivedHeadsKept {
+                arrivedHeads = MessageWriter(capacity: 1_024)
+            } else {
+                arrivedHeads.reset()
+            }
+        }
         for id in ids {
             guard !closed, let ex = exchanges[id] else { continue }
             if ex.inner == nil, let request = ex.request {
@@ -389,7 +403,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                     ex.inner = conn.stream
                     ex.conn = conn
                     conn.stream.peerTag = ex.id
-                    request.head.withUnsafeBytes { conn.takeRequest($0) }
+                    arrivedHeads.withBytes { conn.takeRequest(UnsafeRawBufferPointer(rebasing: $0[request.head])) }
                     continue
                 }
                 bind(ex, to: newInner(), request: request)
@@ -407,7 +421,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         ex.inner = inner
         inner.peerTag = ex.id
         ex.headPending = request.head.count
-        request.head.withUnsafeBytes { inner.peerAppend($0) }
+        arrivedHeads.withBytes { inner.peerAppend(UnsafeRawBufferPointer(rebasing: $0[request.head])) }
     }
 
     /// The in-memory stream of a new exchange. Where DATA frames move answer bytes to the socket,
@@ -705,6 +719,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private static let crlf = Array("\r\n".utf8)
     private static let lastChunk = Array("0\r\n\r\n".utf8)
     private static let answerHeadWindow = 4_096
+    /// The capacity `arrivedHeads` keeps between reads.
+    private static let arrivedHeadsKept = 16 * 1_024
     /// nghttp2's largest DATA payload unless the client allows larger frames (16 KiB by default,
     /// which clients keep).
     private static let bodyPiece = 16_384

@@ -21,8 +21,8 @@ enum H2Translation {
     enum TargetForm: Equatable { case absolute, origin }
 
     struct Request: Equatable {
-        /// The request head, CRLF-terminated.
-        var head: [UInt8]
+        /// Where the request's head, CRLF-terminated, lies in the writer it was appended to.
+        var head: Range<Int>
         /// The body's DATA frames are to be sent chunked (no `content-length` was given).
         var chunkedBody: Bool
         /// A CONNECT: after a 2xx answer the stream carries the tunnel's bytes both ways.
@@ -42,15 +42,17 @@ enum H2Translation {
         var reason: String
     }
 
-    /// `webSocketKey`: the `Sec-WebSocket-Key` an extended CONNECT's upgrade carries upstream (16
-    /// random bytes in base64; RFC 8441 has the client send none).
+    /// Appends the request's HTTP/1.1 head to `out` (nothing when it is refused). `webSocketKey`:
+    /// the `Sec-WebSocket-Key` an extended CONNECT's upgrade carries upstream (16 random bytes in
+    /// base64; RFC 8441 has the client send none).
     static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool,
-                        webSocketKey: @autoclosure () -> [UInt8] = []) -> Result<Request, Refusal> {
-        guard !h.method.isEmpty, h.method.allSatisfy(isTchar) else {
+                        webSocketKey: @autoclosure () -> [UInt8] = [],
+                        into out: inout MessageWriter) -> Result<Request, Refusal> {
+        guard !h.method.isEmpty, h.method.withUnsafeBytes({ tokenBytes.containsAll($0) }) else {
             return .failure(Refusal(status: 400, reason: "the :method is not a token"))
         }
         if !h.protocol.isEmpty {
-            guard h.method == connectName, lowercased(h.protocol) == websocketName else {
+            guard methodKind(h.method) == .connect, lowercased(h.protocol) == websocketName else {
                 return .failure(Refusal(status: 501, reason: "extended CONNECT is supported for the websocket protocol only"))
             }
             var upgrade = h
@@ -60,33 +62,56 @@ enum H2Translation {
                 upgrade.fields.remove(at: i)
             }
             upgrade.fields.append(name: secWebSocketKeyName, value: webSocketKey())
-            return request(upgrade, form: form, endStream: true, upgrading: true)
+            return request(upgrade, form: form, endStream: true, upgrading: true, into: &out)
         }
-        return request(h, form: form, endStream: endStream, upgrading: false)
+        return request(h, form: form, endStream: endStream, upgrading: false, into: &out)
     }
 
-    /// Writes into an array as it is made: a bounds check and a copy per piece, where an
-    /// `Array.append(contentsOf:)` cost several times that (a head is some twenty pieces).
-    private struct Filler {
-        let buffer: UnsafeMutableRawBufferPointer
-        private(set) var count = 0
+    /// Bytes allowed somewhere, as a bit per byte below 128 (bytes from 128 on never are).
+    struct ByteSet {
+        let low: UInt64
+        let high: UInt64
 
-        init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
-
-        mutating func put(_ bytes: UnsafeRawBufferPointer) {
-            guard let from = bytes.baseAddress, !bytes.isEmpty else { return }
-            precondition(count + bytes.count <= buffer.count, "a request head longer than its measure")
-            (buffer.baseAddress! + count).copyMemory(from: from, byteCount: bytes.count)
-            count += bytes.count
+        @inline(__always) func contains(_ b: UInt8) -> Bool {
+            b < 64 ? (low >> UInt64(b)) & 1 != 0 : b < 128 ? (high >> UInt64(b &- 64)) & 1 != 0 : false
         }
 
-        mutating func put(_ bytes: [UInt8]) { bytes.withUnsafeBytes { put($0) } }
-
-        mutating func put(_ byte: UInt8) {
-            precondition(count < buffer.count, "a request head longer than its measure")
-            buffer[count] = byte
-            count += 1
+        @inline(__always) func containsAll(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            for b in bytes where !contains(b) { return false }
+            return true
         }
+    }
+
+    /// `tchar` (RFC 9110 §5.6.2): a method.
+    static let tokenBytes = ByteSet(low: 0x03FF_6CFA_0000_0000, high: 0x57FF_FFFF_C7FF_FFFE)
+    /// `tchar` but upper case: a field name as HTTP/2 sends it.
+    static let fieldNameBytes = ByteSet(low: 0x03FF_6CFA_0000_0000, high: 0x57FF_FFFF_C000_0000)
+    /// Visible ASCII: a path.
+    static let visibleBytes = ByteSet(low: 0xFFFF_FFFE_0000_0000, high: 0x7FFF_FFFF_FFFF_FFFF)
+    /// reg-name, IP literal and port characters; no user info, path, query or fragment: visible
+    /// ASCII but `@ / ? # \ " < > ^ \` { | }`.
+    static let authorityBytes = ByteSet(low: 0x2FFF_7FF2_0000_0000, high: 0x47FF_FFFE_AFFF_FFFE)
+
+    /// Whether `bytes` hold a CR, an LF or a NUL, eight at a time.
+    static func holdsLineBreakOrNUL(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return false }
+        @inline(__always) func hasZeroByte(_ v: UInt64) -> Bool {
+            (v &- 0x0101_0101_0101_0101) & ~v & 0x8080_8080_8080_8080 != 0
+        }
+        var i = 0
+        while i + 8 <= bytes.count {
+            let w = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            if hasZeroByte(w) || hasZeroByte(w ^ 0x0D0D_0D0D_0D0D_0D0D) || hasZeroByte(w ^ 0x0A0A_0A0A_0A0A_0A0A) {
+                return true
+            }
+            i += 8
+        }
+        while i < bytes.count {
+            let b = base.load(fromByteOffset: i, as: UInt8.self)
+            if b == 0 || b == 0x0D || b == 0x0A { return true }
+            i += 1
+        }
+        return false
     }
 
     /// What a request field becomes in HTTP/1.1.
@@ -94,20 +119,20 @@ enum H2Translation {
 
     /// Names are lower case here (checked before this is asked).
     private static func role(_ name: UnsafeRawBufferPointer) -> FieldRole {
-        func `is`(_ known: [UInt8]) -> Bool {
-            known.withUnsafeBytes { memcmp(name.baseAddress!, $0.baseAddress!, known.count) == 0 }
+        @inline(__always) func `is`(_ known: StaticString) -> Bool {
+            memcmp(name.baseAddress!, known.utf8Start, known.utf8CodeUnitCount) == 0
         }
         switch name.count {
-        case 2: return `is`(teName) ? .dropped : .forwarded  // nghttp2 lets only `te: trailers` through, which means nothing here
-        case 4: return `is`(hostName) ? .host : .forwarded
+        case 2: return `is`("te") ? .dropped : .forwarded  // nghttp2 lets only `te: trailers` through, which means nothing here
+        case 4: return `is`("host") ? .host : .forwarded
         case 6:
-            if `is`(cookieName) { return .cookie }
-            return `is`(expectName) ? .dropped : .forwarded  // the body comes anyway; a 100 would have nowhere to go
-        case 7: return `is`(upgradeName) ? .dropped : .forwarded
-        case 10: return `is`(connectionName) || `is`(keepAliveName) ? .dropped : .forwarded
-        case 14: return `is`(contentLengthName) ? .contentLength : .forwarded
-        case 16: return `is`(proxyConnectionName) ? .dropped : .forwarded
-        case 17: return `is`(transferEncodingName) ? .dropped : .forwarded
+            if `is`("cookie") { return .cookie }
+            return `is`("expect") ? .dropped : .forwarded  // the body comes anyway; a 100 would have nowhere to go
+        case 7: return `is`("upgrade") ? .dropped : .forwarded
+        case 10: return `is`("connection") || `is`("keep-alive") ? .dropped : .forwarded
+        case 14: return `is`("content-length") ? .contentLength : .forwarded
+        case 16: return `is`("proxy-connection") ? .dropped : .forwarded
+        case 17: return `is`("transfer-encoding") ? .dropped : .forwarded
         default: return .forwarded
         }
     }
@@ -124,78 +149,82 @@ enum H2Translation {
     }
 
     private static func sort(_ fields: H2Fields, authority: [UInt8]) -> Result<SortedFields, Refusal> {
-        fields.bytes.withUnsafeBytes { all -> Result<SortedFields, Refusal> in
-            var sorted = SortedFields()
-            for s in fields.spans {
-                let name = UnsafeRawBufferPointer(rebasing: all[s.nameStart..<(s.nameStart + s.nameCount)])
-                let value = s.valueStart..<(s.valueStart + s.valueCount)
-                var fit = !name.isEmpty
-                for b in name where !isTchar(b) || b &- 0x41 < 26 { fit = false }
-                for i in value where all[i] == 0x0D || all[i] == 0x0A || all[i] == 0 { fit = false }
-                guard fit else { return .failure(Refusal(status: 400, reason: "a field name or value HTTP/1.1 cannot carry")) }
-                switch role(name) {
-                case .host:
-                    if authority.isEmpty, sorted.host == nil {
-                        sorted.host = value
-                    } else {
-                        let named = sorted.host.map { Array(all[$0]) } ?? authority
-                        guard sameIgnoringCase(named, Array(all[value])) else {
-                            return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
+        let unfit = Refusal(status: 400, reason: "a field name or value HTTP/1.1 cannot carry")
+        return fields.bytes.withUnsafeBytes { all -> Result<SortedFields, Refusal> in
+            fields.spans.withUnsafeBufferPointer { spans -> Result<SortedFields, Refusal> in
+                var sorted = SortedFields()
+                guard let base = all.baseAddress else { return spans.isEmpty ? .success(sorted) : .failure(unfit) }
+                for s in spans {
+                    let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
+                    let value = UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount)
+                    guard !name.isEmpty, fieldNameBytes.containsAll(name), !holdsLineBreakOrNUL(value) else {
+                        return .failure(unfit)
+                    }
+                    switch role(name) {
+                    case .host:
+                        if authority.isEmpty, sorted.host == nil {
+                            sorted.host = s.valueStart..<(s.valueStart + s.valueCount)
+                        } else {
+                            let same = sorted.host.map { sameIgnoringCase(UnsafeRawBufferPointer(rebasing: all[$0]), value) }
+                                ?? authority.withUnsafeBytes { sameIgnoringCase($0, value) }
+                            guard same else {
+                                return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
+                            }
                         }
+                    case .contentLength:
+                        if let seen = sorted.contentLength, !UnsafeRawBufferPointer(rebasing: all[seen]).elementsEqual(value) {
+                            return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
+                        }
+                        sorted.contentLength = s.valueStart..<(s.valueStart + s.valueCount)
+                    case .cookie:
+                        sorted.cookies += 1  // one field again (RFC 9113 §8.2.3)
+                        sorted.cookieBytes += s.valueCount
+                    case .dropped:
+                        break
+                    case .forwarded:
+                        sorted.forwardedBytes += s.nameCount + s.valueCount + 4
                     }
-                case .contentLength:
-                    if let seen = sorted.contentLength, !all[seen].elementsEqual(all[value]) {
-                        return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
-                    }
-                    sorted.contentLength = value
-                case .cookie:
-                    sorted.cookies += 1  // one field again (RFC 9113 §8.2.3)
-                    sorted.cookieBytes += s.valueCount
-                case .dropped:
-                    break
-                case .forwarded:
-                    sorted.forwardedBytes += s.nameCount + s.valueCount + 4
                 }
+                return .success(sorted)
             }
-            return .success(sorted)
         }
     }
 
-    private static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool,
-                                upgrading: Bool) -> Result<Request, Refusal> {
-        // The fields are checked first and the head written after, once, into a buffer of its size.
+    private static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool, upgrading: Bool,
+                                into out: inout MessageWriter) -> Result<Request, Refusal> {
+        // The fields are checked first and the head written after, at the end of `out`.
         let sorted: SortedFields
         switch sort(h.fields, authority: h.authority) {
         case .success(let s): sorted = s
         case .failure(let refusal): return .failure(refusal)
         }
-        let authority = sorted.host.map { h.fields.bytes[$0] }.map(Array.init) ?? h.authority
-        guard !authority.isEmpty, authority.allSatisfy(isAuthorityByte) else {
+        let authority = sorted.host.map { Array(h.fields.bytes[$0]) } ?? h.authority
+        guard !authority.isEmpty, authority.withUnsafeBytes({ authorityBytes.containsAll($0) }) else {
             return .failure(Refusal(status: 400, reason: "no :authority, or one with bytes a host cannot have"))
         }
-        let isConnect = h.method == connectName
         let method = methodKind(h.method)
+        let isConnect = method == .connect
         let isAsterisk = !isConnect && h.path.count == 1 && h.path[0] == UInt8(ascii: "*") && method == .options
         if !isConnect {
-            guard isAsterisk || h.path.first == UInt8(ascii: "/"), h.path.allSatisfy(isVisibleASCII) else {
+            guard isAsterisk || h.path.first == UInt8(ascii: "/"), h.path.withUnsafeBytes({ visibleBytes.containsAll($0) }) else {
                 return .failure(Refusal(status: 400, reason: "a :path that is not an absolute path of visible ASCII"))
             }
-            guard h.scheme == httpName || h.scheme == httpsName else {
+            guard h.scheme.withUnsafeBytes({ equals($0, "http") || equals($0, "https") }) else {
                 return .failure(Refusal(status: 400, reason: "a :scheme other than http or https"))
             }
         }
-        let contentLength = sorted.contentLength.map { h.fields.bytes[$0] }
+        let contentLength = sorted.contentLength
         var chunked = false
-        let framing: [UInt8]?
+        let framing: StaticString?
         if upgrading || isConnect {
             framing = nil  // the WebSocket's or the tunnel's bytes follow the answer; no framing
         } else if contentLength != nil {
-            framing = contentLengthLine
+            framing = "Content-Length: "
         } else if !endStream {
-            framing = chunkedLine
+            framing = "Transfer-Encoding: chunked\r\n"
             chunked = true
         } else if method == .post || method == .put || method == .patch {
-            framing = emptyBodyLine
+            framing = "Content-Length: 0\r\n"
         } else {
             framing = nil
         }
@@ -204,64 +233,65 @@ enum H2Translation {
         // is its exchange's last, so a body's framing can never run into a later request.
         // (nghttp2 already refuses a `content-length` other than 0 on a stream ended with its
         // HEADERS; a head owing body bytes is never left open to the next request regardless.)
-        let owesBody = contentLength.map { !$0.elementsEqual(zeroLength) } ?? false
+        let owesBody = contentLength.map { h.fields.bytes[$0].count != 1 || h.fields.bytes[$0.lowerBound] != UInt8(ascii: "0") }
+            ?? false
         let reusable = endStream && !upgrading && !isConnect && !chunked && !owesBody
-        let ending = upgrading ? upgradeLines : reusable ? [] : closeLine
+        let ending: StaticString = upgrading ? "Connection: Upgrade\r\nUpgrade: websocket\r\n" : reusable ? "" : "Connection: close\r\n"
 
-        let capacity = h.method.count + 1 + h.scheme.count + schemeSeparator.count + 2 * authority.count
-            + h.path.count + version.count + hostLine.count + sorted.forwardedBytes + cookieLine.count
-            + sorted.cookieBytes + 2 * sorted.cookies + (framing?.count ?? 0) + (contentLength?.count ?? 0)
-            + ending.count + 3 * crlf.count  // after Host, after a length's value, at the end
-        let head = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, written in
-            var out = Filler(UnsafeMutableRawBufferPointer(buffer))
-            out.put(h.method)
-            out.put(asciiSP)
-            if isConnect {
-                out.put(authority)
-            } else {
-                if form == .absolute, !isAsterisk {
-                    out.put(h.scheme)
-                    out.put(schemeSeparator)
-                    out.put(authority)
-                }
-                out.put(h.path)
+        let start = out.count
+        out.append(h.method)
+        out.append(byte: asciiSP)
+        if isConnect {
+            out.append(authority)
+        } else {
+            if form == .absolute, !isAsterisk {
+                out.append(h.scheme)
+                out.append("://")
+                out.append(authority)
             }
-            out.put(version)
-            out.put(hostLine)
-            out.put(authority)
-            out.put(crlf)
-            h.fields.bytes.withUnsafeBytes { all in
-                for s in h.fields.spans {
-                    let name = UnsafeRawBufferPointer(rebasing: all[s.nameStart..<(s.nameStart + s.nameCount)])
-                    guard role(name) == .forwarded else { continue }
-                    out.put(name)
-                    out.put(colonSpace)
-                    out.put(UnsafeRawBufferPointer(rebasing: all[s.valueStart..<(s.valueStart + s.valueCount)]))
-                    out.put(crlf)
-                }
-                guard sorted.cookies > 0 else { return }
-                out.put(cookieLine)
-                var first = true
-                for s in h.fields.spans where s.nameCount == cookieName.count
-                    && role(UnsafeRawBufferPointer(rebasing: all[s.nameStart..<(s.nameStart + s.nameCount)])) == .cookie {
-                    if !first { out.put(cookieSeparator) }
-                    first = false
-                    out.put(UnsafeRawBufferPointer(rebasing: all[s.valueStart..<(s.valueStart + s.valueCount)]))
-                }
-                out.put(crlf)
-            }
-            if let framing {
-                out.put(framing)
-                if let contentLength {
-                    contentLength.withUnsafeBytes { out.put($0) }
-                    out.put(crlf)
-                }
-            }
-            out.put(ending)
-            out.put(crlf)
-            written = out.count
+            out.append(h.path)
         }
-        return .success(Request(head: head, chunkedBody: chunked, isConnect: isConnect, method: method,
+        out.append(" HTTP/1.1\r\nHost: ")
+        out.append(authority)
+        out.append("\r\n")
+        h.fields.bytes.withUnsafeBytes { all in
+            guard let base = all.baseAddress else { return }
+            var cookies = 0
+            for s in h.fields.spans {
+                let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
+                switch role(name) {
+                case .forwarded:
+                    out.append(name)
+                    out.append(": ")
+                    out.append(UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount))
+                    out.append("\r\n")
+                case .cookie:
+                    cookies += 1
+                default:
+                    break
+                }
+            }
+            guard cookies > 0 else { return }
+            out.append("Cookie: ")
+            var first = true
+            for s in h.fields.spans where s.nameCount == 6
+                && role(UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)) == .cookie {
+                if !first { out.append("; ") }
+                first = false
+                out.append(UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount))
+            }
+            out.append("\r\n")
+        }
+        if let framing {
+            out.append(framing)
+            if let contentLength {
+                h.fields.bytes.withUnsafeBytes { out.append(UnsafeRawBufferPointer(rebasing: $0[contentLength])) }
+                out.append("\r\n")
+            }
+        }
+        out.append(ending)
+        out.append("\r\n")
+        return .success(Request(head: start..<out.count, chunkedBody: chunked, isConnect: isConnect, method: method,
                                 isWebSocket: upgrading, leavesExchangeReusable: reusable))
     }
 
@@ -296,77 +326,44 @@ enum H2Translation {
         return out
     }
 
-    /// Compared with the names kept below: a `case Array("GET".utf8)` would make an array per
-    /// case tried, on every stream.
+    /// A method's kind, its name compared with static strings (arrays would be retained and
+    /// released on every stream).
     static func methodKind(_ m: [UInt8]) -> HTTPMethod {
-        for (name, kind) in methodNames where m == name { return kind }
-        return .other
-    }
-
-    private static let methodNames: [([UInt8], HTTPMethod)] = [
-        (Array("GET".utf8), .get), (Array("HEAD".utf8), .head), (Array("POST".utf8), .post),
-        (Array("PUT".utf8), .put), (Array("DELETE".utf8), .delete), (Array("CONNECT".utf8), .connect),
-        (Array("OPTIONS".utf8), .options), (Array("TRACE".utf8), .trace), (Array("PATCH".utf8), .patch),
-    ]
-
-    private static func isVisibleASCII(_ b: UInt8) -> Bool { b > 0x20 && b < 0x7F }
-
-    /// reg-name, IP literal and port characters; no user info, path, query or fragment.
-    private static func isAuthorityByte(_ b: UInt8) -> Bool {
-        guard isVisibleASCII(b) else { return false }
-        switch b {
-        case UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "\\"),
-             UInt8(ascii: "\""), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "^"), UInt8(ascii: "`"),
-             UInt8(ascii: "{"), UInt8(ascii: "|"), UInt8(ascii: "}"):
-            return false
-        default:
-            return true
+        m.withUnsafeBytes { m in
+            switch m.count {
+            case 3: return equals(m, "GET") ? .get : equals(m, "PUT") ? .put : .other
+            case 4: return equals(m, "HEAD") ? .head : equals(m, "POST") ? .post : .other
+            case 5: return equals(m, "TRACE") ? .trace : equals(m, "PATCH") ? .patch : .other
+            case 6: return equals(m, "DELETE") ? .delete : .other
+            case 7: return equals(m, "CONNECT") ? .connect : equals(m, "OPTIONS") ? .options : .other
+            default: return .other
+            }
         }
     }
 
-    private static func sameIgnoringCase(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a.count == b.count && zip(a, b).allSatisfy { lower($0) == lower($1) }
+    @inline(__always)
+    private static func equals(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+        bytes.count == text.utf8CodeUnitCount && memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0
     }
 
-    private static func lowercased(_ bytes: [UInt8]) -> [UInt8] { bytes.map(lower) }
-
-    private static func lower(_ b: UInt8) -> UInt8 { (0x41...0x5A).contains(b) ? b | 0x20 : b
+    private static func sameIgnoringCase(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { asciiLower($0) == asciiLower($1) }
     }
 
-    private static let hostName = Array("host".utf8)
-    private static let contentLengthName = Array("content-length".utf8)
-    private static let zeroLength: [UInt8] = [UInt8(ascii: "0")]
-    private static let cookieName = Array("cookie".utf8)
+    private static func lowercased(_ bytes: [UInt8]) -> [UInt8] { bytes.map(asciiLower) }
+
     private static let teName = Array("te".utf8)
     private static let connectionName = Array("connection".utf8)
     private static let keepAliveName = Array("keep-alive".utf8)
     private static let proxyConnectionName = Array("proxy-connection".utf8)
     private static let transferEncodingName = Array("transfer-encoding".utf8)
     private static let upgradeName = Array("upgrade".utf8)
-    private static let expectName = Array("expect".utf8)
-    private static let hopByHop = [teName, connectionName, keepAliveName, proxyConnectionName, transferEncodingName,
-                                   upgradeName]
     private static let trailerName = Array("trailer".utf8)
     private static let answerHopByHop = [connectionName, keepAliveName, proxyConnectionName, transferEncodingName,
                                          upgradeName, teName, trailerName, secWebSocketAcceptName]
     /// The lengths of those names, one bit each: most fields are told apart by length alone.
     private static let answerHopByHopLengths = answerHopByHop.reduce(UInt64(0)) { $0 | 1 << UInt64($1.count) }
-    private static let connectName = Array("CONNECT".utf8)
-    private static let httpName = Array("http".utf8)
-    private static let httpsName = Array("https".utf8)
-    private static let schemeSeparator = Array("://".utf8)
-    private static let version = Array(" HTTP/1.1\r\n".utf8)
-    private static let hostLine = Array("Host: ".utf8)
-    private static let cookieLine = Array("Cookie: ".utf8)
-    private static let cookieSeparator = Array("; ".utf8)
-    private static let contentLengthLine = Array("Content-Length: ".utf8)
-    private static let chunkedLine = Array("Transfer-Encoding: chunked\r\n".utf8)
-    private static let emptyBodyLine = Array("Content-Length: 0\r\n".utf8)
-    private static let closeLine = Array("Connection: close\r\n".utf8)
-    private static let upgradeLines = Array("Connection: Upgrade\r\nUpgrade: websocket\r\n".utf8)
     private static let websocketName = Array("websocket".utf8)
     private static let secWebSocketKeyName = Array("sec-websocket-key".utf8)
     private static let secWebSocketAcceptName = Array("sec-websocket-accept".utf8)
-    private static let colonSpace = Array(": ".utf8)
-    private static let crlf = Array("\r\n".utf8)
 }
