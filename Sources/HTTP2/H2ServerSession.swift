@@ -348,13 +348,20 @@ public final class H2ServerSession {
 
     // MARK: - nghttp2 callbacks
 
-    private static func this(_ user: UnsafeMutableRawPointer?) -> H2ServerSession {
-        Unmanaged<H2ServerSession>.fromOpaque(user!).takeUnretainedValue()
+    /// Runs `body` with the session a callback's `user` names, not retained: it is inside a call
+    /// of its own into nghttp2 for as long as a callback runs (a retain and a release per header
+    /// field showed in the instruction gates).
+    private static func with<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2ServerSession) -> R) -> R {
+        Unmanaged<H2ServerSession>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }
 
     private static let onBeginHeaders: nghttp2_on_begin_headers_callback = { session, frame, user in
         guard let frame else { return 0 }
-        let me = this(user)
+        return with(user) { me in beginHeaders(me, session, frame) }
+    }
+
+    private static func beginHeaders(_ me: H2ServerSession, _ session: OpaquePointer?,
+                                     _ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
         let id = frame.pointee.hd.stream_id
         if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
@@ -370,18 +377,23 @@ public final class H2ServerSession {
 
     private static let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, user in
         guard let frame, let name, let value else { return 0 }
-        let me = this(user)
+        return with(user) { me in
+            header(me, frame, UnsafeBufferPointer(start: name, count: nameLength),
+                   UnsafeBufferPointer(start: value, count: valueLength))
+        }
+    }
+
+    private static func header(_ me: H2ServerSession, _ frame: UnsafePointer<nghttp2_frame>,
+                               _ n: UnsafeBufferPointer<UInt8>, _ v: UnsafeBufferPointer<UInt8>) -> Int32 {
         let id = frame.pointee.hd.stream_id
         // Trailers are not forwarded (an HTTP/1.1 origin would need them chunked, and no cache
         // behaviour depends on them).
         guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, me.buildingStream == id else { return 0 }
-        let total = me.buildingBytes + nameLength + valueLength + 32
+        let total = me.buildingBytes + n.count + v.count + 32
         if total > me.settings.maxHeaderListSize {
             return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)  // the stream is reset
         }
         me.buildingBytes = total
-        let n = UnsafeBufferPointer(start: name, count: nameLength)
-        let v = UnsafeBufferPointer(start: value, count: valueLength)
         // Changed in place: a copy of the head per field would make a long header list cost its
         // square.
         if n.first == UInt8(ascii: ":") {
@@ -402,7 +414,11 @@ public final class H2ServerSession {
 
     private static let onFrameReceived: nghttp2_on_frame_recv_callback = { session, frame, user in
         guard let frame else { return 0 }
-        let me = this(user)
+        return with(user) { me in frameReceived(me, session, frame) }
+    }
+
+    private static func frameReceived(_ me: H2ServerSession, _ session: OpaquePointer?,
+                                      _ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
         let id = frame.pointee.hd.stream_id
         let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch UInt32(frame.pointee.hd.type) {
@@ -427,12 +443,15 @@ public final class H2ServerSession {
 
     private static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, id, data, length, user in
         guard let data else { return 0 }
-        this(user).delegate?.h2RequestBody(id, UnsafeRawBufferPointer(start: data, count: length))
+        with(user) { $0.delegate?.h2RequestBody(id, UnsafeRawBufferPointer(start: data, count: length)) }
         return 0
     }
 
     private static let onStreamClose: nghttp2_on_stream_close_callback = { session, id, code, user in
-        let me = this(user)
+        with(user) { me in streamClosed(me, session, id, code) }
+    }
+
+    private static func streamClosed(_ me: H2ServerSession, _ session: OpaquePointer?, _ id: Int32, _ code: UInt32) -> Int32 {
         // The stream (and its mark) is still in nghttp2's table while this runs.
         let known = isRequestStream(session, id)
         if known { me.requestStreams -= 1 }
@@ -442,7 +461,7 @@ public final class H2ServerSession {
     }
 
     private static let readBody: nghttp2_data_source_read_callback = { _, id, buffer, length, flags, _, user in
-        guard let buffer, let flags, let delegate = this(user).delegate else {
+        guard let buffer, let flags, let delegate = with(user, { $0.delegate }) else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
         switch delegate.h2ResponseBody(id, into: UnsafeMutableRawBufferPointer(start: buffer, count: length)) {
@@ -463,7 +482,7 @@ public final class H2ServerSession {
     /// A DATA frame whose bytes the delegate keeps (`.ready`): no padding is ever asked for, so the
     /// frame is its header and the bytes.
     private static let sendData: nghttp2_send_data_callback = { _, frame, header, length, _, user in
-        guard let frame, let header, let delegate = this(user).delegate else {
+        guard let frame, let header, let delegate = with(user, { $0.delegate }) else {
             return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
         }
         switch delegate.h2SendResponseBody(frame.pointee.hd.stream_id, frameHeader: UnsafeRawBufferPointer(start: header, count: 9),
