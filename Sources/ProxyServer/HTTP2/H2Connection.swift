@@ -51,6 +51,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// Requests that arrived in the bytes being read: started once the read is over, if their
     /// stream is still open.
     private var arrived: [Int32] = []
+    /// The ids being started, swapped with `arrived` so that neither array is made anew per read.
+    private var starting: [Int32] = []
     /// The HTTP/1.1 heads of the requests that arrived, written one after the other, until they
     /// start: one buffer for them all rather than an array per request.
     private var arrivedHeads = MessageWriter(capacity: 1_024)
@@ -366,7 +368,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     }
 
     func h2StreamClosed(_ id: Int32, errorCode: UInt32) {
-        answeredEarly.remove(id)
+        if !answeredEarly.isEmpty { answeredEarly.remove(id) }  // a hash for every stream otherwise
         guard let ex = exchanges.removeValue(forKey: id) else { return }
         // Body bytes the exchange never took: nghttp2 does not give a closed stream's back.
         session.consumedOnConnection(ex.unconsumed)
@@ -382,11 +384,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// to a waiting exchange is read by it at once, without going through its stream, and answered
     /// at once if it can be (a hit): its answer leaves with this read's `flush`.
     private func startArrived() {
-        let ids = arrived
-        arrived.removeAll()
+        swap(&starting, &arrived)
         startingArrived = true
         defer {
             startingArrived = false
+            starting.removeAll(keepingCapacity: true)
             // Every head has been read or dropped with its stream; a read of many large heads
             // leaves no large buffer behind.
             if arrivedHeads.capacity > H2Connection.arrivedHeadsKept {
@@ -395,7 +397,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                 arrivedHeads.reset()
             }
         }
-        for id in ids {
+        for id in starting {
             guard !closed, let ex = exchanges[id] else { continue }
             if ex.inner == nil, let request = ex.request {
                 if let conn = takeSpare() {
