@@ -60,6 +60,14 @@ public struct H2Fields: Sendable {
                           valueCount: bytes.count - valueStart))
     }
 
+    /// Appends bytes outside any field (a request's pseudo-header values, kept in the same
+    /// buffer): where they lie.
+    mutating func appendOutsideFields(_ value: some Collection<UInt8>) -> Range<Int> {
+        let start = bytes.count
+        bytes.append(contentsOf: value)
+        return start..<bytes.count
+    }
+
     public mutating func remove(at index: Int) { spans.remove(at: index) }
 
     /// Empties the list, keeping its buffers.

@@ -26,27 +26,91 @@ public struct H2Settings: Sendable, Equatable {
 /// fields first, once each and known; names lower case tokens; values free of CR, LF and NUL and of
 /// leading or trailing white space; no connection-specific fields; `te` only `trailers`;
 /// `content-length` a number that the DATA frames will have to match).
+///
+/// One buffer holds it all: the fields' names and values, and the pseudo-header fields' values
+/// beside them (an array for each of those cost more to empty and fill than the rest of reading
+/// the block).
 public struct H2RequestHead: Sendable, Equatable {
-    public var method: [UInt8] = []
-    public var scheme: [UInt8] = []
-    public var authority: [UInt8] = []
-    public var path: [UInt8] = []
-    /// `:protocol` of an extended CONNECT (RFC 8441).
-    public var `protocol`: [UInt8] = []
-    /// Regular fields, in order.
-    public var fields = H2Fields(byteCapacity: 256, fieldCapacity: 8)
+    /// Regular fields, in order. Changed only through the head (`appendField`, `removeFields`):
+    /// a list put in its place would take the pseudo-header values' bytes with it.
+    public internal(set) var fields = H2Fields(byteCapacity: 256, fieldCapacity: 8)
+    @usableFromInline var methodRange = 0..<0
+    @usableFromInline var schemeRange = 0..<0
+    @usableFromInline var authorityRange = 0..<0
+    @usableFromInline var pathRange = 0..<0
+    @usableFromInline var protocolRange = 0..<0
 
     public init() {}
 
+    // Copies, for tests and the seldom paths; the hot path reads them in place (`withPseudoHeaders`).
+    public var method: [UInt8] {
+        get { Array(fields.bytes[methodRange]) }
+        set { methodRange = fields.appendOutsideFields(newValue) }
+    }
+    public var scheme: [UInt8] {
+        get { Array(fields.bytes[schemeRange]) }
+        set { schemeRange = fields.appendOutsideFields(newValue) }
+    }
+    public var authority: [UInt8] {
+        get { Array(fields.bytes[authorityRange]) }
+        set { authorityRange = fields.appendOutsideFields(newValue) }
+    }
+    public var path: [UInt8] {
+        get { Array(fields.bytes[pathRange]) }
+        set { pathRange = fields.appendOutsideFields(newValue) }
+    }
+    /// `:protocol` of an extended CONNECT (RFC 8441).
+    public var `protocol`: [UInt8] {
+        get { Array(fields.bytes[protocolRange]) }
+        set { protocolRange = fields.appendOutsideFields(newValue) }
+    }
+
+    public mutating func appendField(name: some Collection<UInt8>, value: some Collection<UInt8>) {
+        fields.append(name: name, value: value)
+    }
+
+    /// Removes the fields called `name`.
+    public mutating func removeFields(named name: [UInt8]) {
+        for i in fields.spans.indices.reversed() where fields.nameIs(i, name) { fields.remove(at: i) }
+    }
+
+    /// The pseudo-header fields' values where they lie, and the buffer the fields' names and
+    /// values lie in too, valid inside `body`.
+    /// (Inlinable, so that it is specialized where it is called: a generic closure per request
+    /// cost more than the arrays it replaced.)
+    @inlinable
+    public func withPseudoHeaders<R>(_ body: (H2PseudoHeaders) -> R) -> R {
+        fields.bytes.withUnsafeBytes { all in
+            @inline(__always) func at(_ r: Range<Int>) -> UnsafeRawBufferPointer {
+                r.isEmpty ? UnsafeRawBufferPointer(start: nil, count: 0) : UnsafeRawBufferPointer(rebasing: all[r])
+            }
+            return body(H2PseudoHeaders(method: at(methodRange), scheme: at(schemeRange), authority: at(authorityRange),
+                                        path: at(pathRange), protocol: at(protocolRange), bytes: all))
+        }
+    }
+
     /// Empties the head, keeping its buffers.
     mutating func removeAll() {
-        // An empty array's storage is shared: emptying it again would allocate.
-        if !method.isEmpty { method.removeAll(keepingCapacity: true) }
-        if !scheme.isEmpty { scheme.removeAll(keepingCapacity: true) }
-        if !authority.isEmpty { authority.removeAll(keepingCapacity: true) }
-        if !path.isEmpty { path.removeAll(keepingCapacity: true) }
-        if !`protocol`.isEmpty { `protocol`.removeAll(keepingCapacity: true) }
         fields.removeAll()
+        methodRange = 0..<0
+        schemeRange = 0..<0
+        authorityRange = 0..<0
+        pathRange = 0..<0
+        protocolRange = 0..<0
+    }
+
+    enum Pseudo { case method, scheme, authority, path, `protocol` }
+
+    /// A pseudo-header field as it arrives (nghttp2 lets each through once).
+    mutating func set(_ pseudo: Pseudo, _ value: UnsafeBufferPointer<UInt8>) {
+        let range = fields.appendOutsideFields(value)
+        switch pseudo {
+        case .method: methodRange = range
+        case .scheme: schemeRange = range
+        case .authority: authorityRange = range
+        case .path: pathRange = range
+        case .protocol: protocolRange = range
+        }
     }
 
     public static func == (a: H2RequestHead, b: H2RequestHead) -> Bool {
@@ -54,6 +118,29 @@ public struct H2RequestHead: Sendable, Equatable {
             && a.protocol == b.protocol && a.fields.count == b.fields.count
             && zip(a.fields.pairs, b.fields.pairs).allSatisfy { $0.name == $1.name && $0.value == $1.value }
     }
+}
+
+/// A request's pseudo-header fields' values in place (`H2RequestHead.withPseudoHeaders`); empty
+/// when the request has none.
+public struct H2PseudoHeaders {
+    @inlinable
+    init(method: UnsafeRawBufferPointer, scheme: UnsafeRawBufferPointer, authority: UnsafeRawBufferPointer,
+         path: UnsafeRawBufferPointer, protocol: UnsafeRawBufferPointer, bytes: UnsafeRawBufferPointer) {
+        self.method = method
+        self.scheme = scheme
+        self.authority = authority
+        self.path = path
+        self.protocol = `protocol`
+        self.bytes = bytes
+    }
+
+    public let method: UnsafeRawBufferPointer
+    public let scheme: UnsafeRawBufferPointer
+    public let authority: UnsafeRawBufferPointer
+    public let path: UnsafeRawBufferPointer
+    public let `protocol`: UnsafeRawBufferPointer
+    /// The head's whole buffer: `H2Fields.Span`s of its fields index it.
+    public let bytes: UnsafeRawBufferPointer
 }
 
 /// What a stream's response body source says when nghttp2 asks it for bytes.
@@ -397,15 +484,9 @@ public final class H2ServerSession {
         // Changed in place: a copy of the head per field would make a long header list cost its
         // square.
         if n.first == UInt8(ascii: ":") {
-            // Appended to emptied arrays: their buffers are reused from one request to the next.
-            switch pseudoHeader(n) {
-            case .method: me.building.method.append(contentsOf: v)
-            case .scheme: me.building.scheme.append(contentsOf: v)
-            case .authority: me.building.authority.append(contentsOf: v)
-            case .path: me.building.path.append(contentsOf: v)
-            case .protocol: me.building.protocol.append(contentsOf: v)
-            case nil: return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
-            }
+            // Appended to an emptied buffer, reused from one request to the next.
+            guard let pseudo = pseudoHeader(n) else { return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+            me.building.set(pseudo, v)
         } else {
             me.building.fields.append(name: n, value: v)
         }
@@ -493,13 +574,11 @@ public final class H2ServerSession {
         }
     }
 
-    private enum PseudoHeader { case method, scheme, authority, path, `protocol` }
-
     /// Which request pseudo-header `name` is; its length and second byte pick the one candidate.
     /// (Static strings: comparing against arrays cost a retain and a release of each per field.)
-    private static func pseudoHeader(_ name: UnsafeBufferPointer<UInt8>) -> PseudoHeader? {
+    private static func pseudoHeader(_ name: UnsafeBufferPointer<UInt8>) -> H2RequestHead.Pseudo? {
         guard name.count > 1 else { return nil }
-        let candidate: (PseudoHeader, StaticString)
+        let candidate: (H2RequestHead.Pseudo, StaticString)
         switch (name.count, name[1]) {
         case (7, UInt8(ascii: "m")): candidate = (.method, ":method")
         case (7, UInt8(ascii: "s")): candidate = (.scheme, ":scheme")

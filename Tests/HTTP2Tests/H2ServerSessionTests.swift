@@ -362,3 +362,24 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     }
     #expect(!server.cutOffForResets && client.goAwayCode == nil)
 }
+
+/// A head's pseudo-header values share its buffer with its fields: set in any order among fields
+/// added and removed, each is read back as it was set, and emptying the head empties them all.
+@Test func aHeadKeepsItsPseudoHeadersBesideItsFieldsThroughChanges() {
+    var h = H2RequestHead()
+    h.appendField(name: Array("a".utf8), value: Array("1".utf8))
+    h.method = Array("GET".utf8)
+    h.path = Array("/x".utf8)
+    h.appendField(name: Array("b".utf8), value: Array("2".utf8))
+    h.authority = Array("host.test".utf8)
+    h.removeFields(named: Array("a".utf8))
+    h.scheme = Array("https".utf8)
+    let seen = h.withPseudoHeaders { p in
+        [p.method, p.scheme, p.authority, p.path, p.protocol].map { String(decoding: $0, as: UTF8.self) }
+    }
+    #expect(seen == ["GET", "https", "host.test", "/x", ""])
+    #expect(h.fields.pairs.map { String(decoding: $0.name + [0x3D] + $0.value, as: UTF8.self) } == ["b=2"])
+    h.removeAll()
+    #expect(h.withPseudoHeaders { p in p.method.isEmpty && p.path.isEmpty && p.authority.isEmpty && p.bytes.isEmpty })
+    #expect(h.fields.isEmpty && h == H2RequestHead())
+}

@@ -10,7 +10,7 @@ private func head(_ method: String = "GET", scheme: String = "http", authority: 
     h.scheme = Array(scheme.utf8)
     h.authority = Array(authority.utf8)
     h.path = Array(path.utf8)
-    h.fields = H2Fields(fields.map { (Array($0.0.utf8), Array($0.1.utf8)) })
+    for (name, value) in fields { h.appendField(name: Array(name.utf8), value: Array(value.utf8)) }
     return h
 }
 

@@ -314,16 +314,16 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     }
 
     /// Origin-form where the connection or the path already says where requests go.
-    private func targetForm(_ head: H2RequestHead) -> H2Translation.TargetForm {
+    private func targetForm(_ head: borrowing H2RequestHead) -> H2Translation.TargetForm {
         if intercepted != nil || worker.settings.reverseOrigin != nil { return .origin }
         let mirrors = worker.settings.mirrors
-        if !mirrors.isEmpty, head.path.first == UInt8(ascii: "/"),
-           H2Connection.port(of: head.authority, scheme: head.scheme) == localPort {
-            let found = head.path.withUnsafeBytes { mirrors.resolve(originForm: $0) }
-            if case .notMirrored = found { return .absolute }
+        guard !mirrors.isEmpty else { return .absolute }
+        return head.withPseudoHeaders { p in
+            guard p.path.first == UInt8(ascii: "/"),
+                  H2Connection.port(of: Array(p.authority), scheme: Array(p.scheme)) == localPort else { return .absolute }
+            if case .notMirrored = mirrors.resolve(originForm: p.path) { return .absolute }
             return .origin
         }
-        return .absolute
     }
 
     /// The port an authority names (the scheme's default without one).

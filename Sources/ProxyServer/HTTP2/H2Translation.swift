@@ -45,26 +45,34 @@ enum H2Translation {
     /// Appends the request's HTTP/1.1 head to `out` (nothing when it is refused). `webSocketKey`:
     /// the `Sec-WebSocket-Key` an extended CONNECT's upgrade carries upstream (16 random bytes in
     /// base64; RFC 8441 has the client send none).
-    static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool,
+    static func request(_ h: borrowing H2RequestHead, form: TargetForm, endStream: Bool,
                         webSocketKey: @autoclosure () -> [UInt8] = [],
                         into out: inout MessageWriter) -> Result<Request, Refusal> {
-        guard !h.method.isEmpty, h.method.withUnsafeBytes({ tokenBytes.containsAll($0) }) else {
-            return .failure(Refusal(status: 400, reason: "the :method is not a token"))
-        }
-        if !h.protocol.isEmpty {
-            guard methodKind(h.method) == .connect, lowercased(h.protocol) == websocketName else {
+        let extended = h.withPseudoHeaders { p -> Result<Bool, Refusal> in
+            guard !p.method.isEmpty, tokenBytes.containsAll(p.method) else {
+                return .failure(Refusal(status: 400, reason: "the :method is not a token"))
+            }
+            if p.protocol.isEmpty { return .success(false) }
+            guard methodKind(p.method) == .connect, sameIgnoringCase(p.protocol, "websocket") else {
                 return .failure(Refusal(status: 501, reason: "extended CONNECT is supported for the websocket protocol only"))
             }
-            var upgrade = h
+            return .success(true)
+        }
+        switch extended {
+        case .failure(let refusal):
+            return .failure(refusal)
+        case .success(false):
+            return h.withPseudoHeaders { request(h.fields, $0, form: form, endStream: endStream, upgrading: false, into: &out) }
+        case .success(true):
+            var upgrade = copy h
             upgrade.method = Array("GET".utf8)
             upgrade.protocol = []
-            for i in upgrade.fields.spans.indices.reversed() where upgrade.fields.nameIs(i, secWebSocketKeyName) {
-                upgrade.fields.remove(at: i)
+            upgrade.removeFields(named: secWebSocketKeyName)
+            upgrade.appendField(name: secWebSocketKeyName, value: webSocketKey())
+            return upgrade.withPseudoHeaders {
+                request(upgrade.fields, $0, form: form, endStream: true, upgrading: true, into: &out)
             }
-            upgrade.fields.append(name: secWebSocketKeyName, value: webSocketKey())
-            return request(upgrade, form: form, endStream: true, upgrading: true, into: &out)
         }
-        return request(h, form: form, endStream: endStream, upgrading: false, into: &out)
     }
 
     /// Bytes allowed somewhere, as a bit per byte below 128 (bytes from 128 on never are).
@@ -148,72 +156,73 @@ enum H2Translation {
         var forwardedBytes = 0
     }
 
-    private static func sort(_ fields: H2Fields, authority: [UInt8]) -> Result<SortedFields, Refusal> {
+    /// `all`: the buffer the fields' spans index.
+    private static func sort(_ fields: H2Fields, in all: UnsafeRawBufferPointer,
+                             authority: UnsafeRawBufferPointer) -> Result<SortedFields, Refusal> {
         let unfit = Refusal(status: 400, reason: "a field name or value HTTP/1.1 cannot carry")
-        return fields.bytes.withUnsafeBytes { all -> Result<SortedFields, Refusal> in
-            fields.spans.withUnsafeBufferPointer { spans -> Result<SortedFields, Refusal> in
-                var sorted = SortedFields()
-                guard let base = all.baseAddress else { return spans.isEmpty ? .success(sorted) : .failure(unfit) }
-                for s in spans {
-                    let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
-                    let value = UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount)
-                    guard !name.isEmpty, fieldNameBytes.containsAll(name), !holdsLineBreakOrNUL(value) else {
-                        return .failure(unfit)
-                    }
-                    switch role(name) {
-                    case .host:
-                        if authority.isEmpty, sorted.host == nil {
-                            sorted.host = s.valueStart..<(s.valueStart + s.valueCount)
-                        } else {
-                            let same = sorted.host.map { sameIgnoringCase(UnsafeRawBufferPointer(rebasing: all[$0]), value) }
-                                ?? authority.withUnsafeBytes { sameIgnoringCase($0, value) }
-                            guard same else {
-                                return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
-                            }
-                        }
-                    case .contentLength:
-                        if let seen = sorted.contentLength, !UnsafeRawBufferPointer(rebasing: all[seen]).elementsEqual(value) {
-                            return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
-                        }
-                        sorted.contentLength = s.valueStart..<(s.valueStart + s.valueCount)
-                    case .cookie:
-                        sorted.cookies += 1  // one field again (RFC 9113 §8.2.3)
-                        sorted.cookieBytes += s.valueCount
-                    case .dropped:
-                        break
-                    case .forwarded:
-                        sorted.forwardedBytes += s.nameCount + s.valueCount + 4
-                    }
+        return fields.spans.withUnsafeBufferPointer { spans -> Result<SortedFields, Refusal> in
+            var sorted = SortedFields()
+            guard let base = all.baseAddress else { return spans.isEmpty ? .success(sorted) : .failure(unfit) }
+            for s in spans {
+                let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
+                let value = UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount)
+                guard !name.isEmpty, fieldNameBytes.containsAll(name), !holdsLineBreakOrNUL(value) else {
+                    return .failure(unfit)
                 }
-                return .success(sorted)
+                switch role(name) {
+                case .host:
+                    if authority.isEmpty, sorted.host == nil {
+                        sorted.host = s.valueStart..<(s.valueStart + s.valueCount)
+                    } else {
+                        let named = sorted.host.map { UnsafeRawBufferPointer(rebasing: all[$0]) } ?? authority
+                        guard sameIgnoringCase(named, value) else {
+                            return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
+                        }
+                    }
+                case .contentLength:
+                    if let seen = sorted.contentLength, !UnsafeRawBufferPointer(rebasing: all[seen]).elementsEqual(value) {
+                        return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
+                    }
+                    sorted.contentLength = s.valueStart..<(s.valueStart + s.valueCount)
+                case .cookie:
+                    sorted.cookies += 1  // one field again (RFC 9113 §8.2.3)
+                    sorted.cookieBytes += s.valueCount
+                case .dropped:
+                    break
+                case .forwarded:
+                    sorted.forwardedBytes += s.nameCount + s.valueCount + 4
+                }
             }
+            return .success(sorted)
         }
     }
 
-    private static func request(_ h: H2RequestHead, form: TargetForm, endStream: Bool, upgrading: Bool,
-                                into out: inout MessageWriter) -> Result<Request, Refusal> {
+    /// `p`: the request's pseudo-header values and the buffer `fields` lie in.
+    private static func request(_ fields: H2Fields, _ p: H2PseudoHeaders, form: TargetForm, endStream: Bool,
+                                upgrading: Bool, into out: inout MessageWriter) -> Result<Request, Refusal> {
         // The fields are checked first and the head written after, at the end of `out`.
+        let all = p.bytes
         let sorted: SortedFields
-        switch sort(h.fields, authority: h.authority) {
+        switch sort(fields, in: all, authority: p.authority) {
         case .success(let s): sorted = s
         case .failure(let refusal): return .failure(refusal)
         }
-        let authority = sorted.host.map { Array(h.fields.bytes[$0]) } ?? h.authority
-        guard !authority.isEmpty, authority.withUnsafeBytes({ authorityBytes.containsAll($0) }) else {
+        let authority = sorted.host.map { UnsafeRawBufferPointer(rebasing: all[$0]) } ?? p.authority
+        guard !authority.isEmpty, authorityBytes.containsAll(authority) else {
             return .failure(Refusal(status: 400, reason: "no :authority, or one with bytes a host cannot have"))
         }
-        let method = methodKind(h.method)
+        let method = methodKind(p.method)
         let isConnect = method == .connect
-        let isAsterisk = !isConnect && h.path.count == 1 && h.path[0] == UInt8(ascii: "*") && method == .options
+        let isAsterisk = !isConnect && p.path.count == 1 && p.path[0] == UInt8(ascii: "*") && method == .options
         if !isConnect {
-            guard isAsterisk || h.path.first == UInt8(ascii: "/"), h.path.withUnsafeBytes({ visibleBytes.containsAll($0) }) else {
+            guard isAsterisk || p.path.first == UInt8(ascii: "/"), visibleBytes.containsAll(p.path) else {
                 return .failure(Refusal(status: 400, reason: "a :path that is not an absolute path of visible ASCII"))
             }
-            guard h.scheme.withUnsafeBytes({ equals($0, "http") || equals($0, "https") }) else {
+            guard equals(p.scheme, "http") || equals(p.scheme, "https") else {
                 return .failure(Refusal(status: 400, reason: "a :scheme other than http or https"))
             }
         }
-        let contentLength = sorted.contentLength
+        let contentLength = sorted.contentLength.map { UnsafeRawBufferPointer(rebasing: all[$0]) }
         var chunked = false
         let framing: StaticString?
         if upgrading || isConnect {
@@ -233,31 +242,29 @@ enum H2Translation {
         // is its exchange's last, so a body's framing can never run into a later request.
         // (nghttp2 already refuses a `content-length` other than 0 on a stream ended with its
         // HEADERS; a head owing body bytes is never left open to the next request regardless.)
-        let owesBody = contentLength.map { h.fields.bytes[$0].count != 1 || h.fields.bytes[$0.lowerBound] != UInt8(ascii: "0") }
-            ?? false
+        let owesBody = contentLength.map { !equals($0, "0") } ?? false
         let reusable = endStream && !upgrading && !isConnect && !chunked && !owesBody
         let ending: StaticString = upgrading ? "Connection: Upgrade\r\nUpgrade: websocket\r\n" : reusable ? "" : "Connection: close\r\n"
 
         let start = out.count
-        out.append(h.method)
+        out.append(p.method)
         out.append(byte: asciiSP)
         if isConnect {
             out.append(authority)
         } else {
             if form == .absolute, !isAsterisk {
-                out.append(h.scheme)
+                out.append(p.scheme)
                 out.append("://")
                 out.append(authority)
             }
-            out.append(h.path)
+            out.append(p.path)
         }
         out.append(" HTTP/1.1\r\nHost: ")
         out.append(authority)
         out.append("\r\n")
-        h.fields.bytes.withUnsafeBytes { all in
-            guard let base = all.baseAddress else { return }
+        if let base = all.baseAddress {
             var cookies = 0
-            for s in h.fields.spans {
+            for s in fields.spans {
                 let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
                 switch role(name) {
                 case .forwarded:
@@ -271,21 +278,22 @@ enum H2Translation {
                     break
                 }
             }
-            guard cookies > 0 else { return }
-            out.append("Cookie: ")
-            var first = true
-            for s in h.fields.spans where s.nameCount == 6
-                && role(UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)) == .cookie {
-                if !first { out.append("; ") }
-                first = false
-                out.append(UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount))
+            if cookies > 0 {
+                out.append("Cookie: ")
+                var first = true
+                for s in fields.spans where s.nameCount == 6
+                    && role(UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)) == .cookie {
+                    if !first { out.append("; ") }
+                    first = false
+                    out.append(UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount))
+                }
+                out.append("\r\n")
             }
-            out.append("\r\n")
         }
         if let framing {
             out.append(framing)
             if let contentLength {
-                h.fields.bytes.withUnsafeBytes { out.append(UnsafeRawBufferPointer(rebasing: $0[contentLength])) }
+                out.append(contentLength)
                 out.append("\r\n")
             }
         }
@@ -326,18 +334,15 @@ enum H2Translation {
         return out
     }
 
-    /// A method's kind, its name compared with static strings (arrays would be retained and
-    /// released on every stream).
-    static func methodKind(_ m: [UInt8]) -> HTTPMethod {
-        m.withUnsafeBytes { m in
-            switch m.count {
-            case 3: return equals(m, "GET") ? .get : equals(m, "PUT") ? .put : .other
-            case 4: return equals(m, "HEAD") ? .head : equals(m, "POST") ? .post : .other
-            case 5: return equals(m, "TRACE") ? .trace : equals(m, "PATCH") ? .patch : .other
-            case 6: return equals(m, "DELETE") ? .delete : .other
-            case 7: return equals(m, "CONNECT") ? .connect : equals(m, "OPTIONS") ? .options : .other
-            default: return .other
-            }
+    /// A method's kind, its name compared with static strings.
+    static func methodKind(_ m: UnsafeRawBufferPointer) -> HTTPMethod {
+        switch m.count {
+        case 3: return equals(m, "GET") ? .get : equals(m, "PUT") ? .put : .other
+        case 4: return equals(m, "HEAD") ? .head : equals(m, "POST") ? .post : .other
+        case 5: return equals(m, "TRACE") ? .trace : equals(m, "PATCH") ? .patch : .other
+        case 6: return equals(m, "DELETE") ? .delete : .other
+        case 7: return equals(m, "CONNECT") ? .connect : equals(m, "OPTIONS") ? .options : .other
+        default: return .other
         }
     }
 
@@ -350,7 +355,9 @@ enum H2Translation {
         a.count == b.count && zip(a, b).allSatisfy { asciiLower($0) == asciiLower($1) }
     }
 
-    private static func lowercased(_ bytes: [UInt8]) -> [UInt8] { bytes.map(asciiLower) }
+    private static func sameIgnoringCase(_ a: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+        sameIgnoringCase(a, UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
 
     private static let teName = Array("te".utf8)
     private static let connectionName = Array("connection".utf8)
@@ -363,7 +370,6 @@ enum H2Translation {
                                          upgradeName, teName, trailerName, secWebSocketAcceptName]
     /// The lengths of those names, one bit each: most fields are told apart by length alone.
     private static let answerHopByHopLengths = answerHopByHop.reduce(UInt64(0)) { $0 | 1 << UInt64($1.count) }
-    private static let websocketName = Array("websocket".utf8)
     private static let secWebSocketKeyName = Array("sec-websocket-key".utf8)
     private static let secWebSocketAcceptName = Array("sec-websocket-accept".utf8)
 }
