@@ -222,6 +222,14 @@ public final class H2ServerSession {
     let settings: H2Settings
     /// The first error a callback reported, kept for `receive` to return.
     private var callbackFailure: Int32?
+    /// Answer heads' names and values handed to nghttp2 by pointer (its own copy lowered every
+    /// name again), until nothing is queued before the socket: their HEADERS are written by then.
+    private var headArena = H2HeadArena()
+    /// Past this many bytes held (a client that keeps output queued while streams go on being
+    /// answered), heads are copied by nghttp2 again until the queue empties.
+    static let headArenaLimit = 256 * 1_024
+    /// Bytes of answer heads held for nghttp2 now (for tests).
+    public var heldHeadBytes: Int { headArena.held }
     /// Streams the client reset before their answer was complete, less the exchanges it let
     /// finish (`exchangeCompleted`): a client that opens and cancels streams (rapid reset,
     /// CVE-2023-44487) makes Larder start work for each, and is cut off past
@@ -285,6 +293,7 @@ public final class H2ServerSession {
 
     deinit {
         if let session { nghttp2_session_del(session) }
+        headArena.deallocateAll()
     }
 
     // MARK: - Bytes
@@ -312,9 +321,11 @@ public final class H2ServerSession {
             var data: UnsafePointer<UInt8>?
             let n = nghttp2_session_mem_send(session, &data)
             if n < 0 { throw H2SessionError(code: Int32(n)) }
-            guard n > 0, let data else { return }
-            if !out(UnsafeRawBufferPointer(start: data, count: n)) { return }
+            guard n > 0, let data else { break }
+            if !out(UnsafeRawBufferPointer(start: data, count: n)) { break }
         }
+        // With nothing queued, every HEADERS submitted has been written (or dropped with its stream).
+        if headArena.held > 0, nghttp2_session_get_outbound_queue_size(session) == 0 { headArena.releaseAll() }
     }
 
     /// Whether the session still reads or writes: false once GOAWAY went both ways or a fatal error.
@@ -345,7 +356,7 @@ public final class H2ServerSession {
     }
 
     /// Submits a response head: `:status`, then the fields at `spans`, whose names lie in `names`
-    /// (in lower case) and values in `values`. nghttp2 copies them before this returns.
+    /// (in lower case) and values in `values`. Neither is read after this returns.
     public func respond(_ stream: Int32, status: Int, names: UnsafeRawBufferPointer, values: UnsafeRawBufferPointer,
                         spans: [H2Fields.Span], hasBody: Bool) -> Bool {
         guard let session else { return false }
@@ -354,17 +365,33 @@ public final class H2ServerSession {
             UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
                                      ?? UnsafePointer(bitPattern: 1)!)
         }
-        let nameBase = start(names), valueBase = start(values)
+        // The names and values go to the arena, and nghttp2 keeps pointers to them there;
+        // past the arena's limit it copies them itself.
+        var nameBase = start(names), valueBase = start(values)
+        var flags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+        if headArena.held < H2ServerSession.headArenaLimit {
+            var namesEnd = 0, valuesEnd = 0
+            for s in spans {
+                namesEnd = max(namesEnd, s.nameStart + s.nameCount)
+                valuesEnd = max(valuesEnd, s.valueStart + s.valueCount)
+            }
+            precondition(namesEnd <= names.count && valuesEnd <= values.count, "a span past its bytes")
+            nameBase = start(UnsafeRawBufferPointer(start: headArena.copy(UnsafeRawBufferPointer(rebasing: names[..<namesEnd])),
+                                                    count: namesEnd))
+            valueBase = start(UnsafeRawBufferPointer(start: headArena.copy(UnsafeRawBufferPointer(rebasing: values[..<valuesEnd])),
+                                                     count: valuesEnd))
+            flags = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+        }
         let code = (UInt8(48 + status / 100 % 10), UInt8(48 + status / 10 % 10), UInt8(48 + status % 10))
         return withUnsafeBytes(of: code) { digits in
             H2Fields.statusName.withUnsafeBytes { statusName in
                 withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count + 1) { nva in
-                    let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                    // `:status` is copied: its digits live on this stack.
                     nva[0] = nghttp2_nv(name: start(statusName), value: start(digits), namelen: statusName.count,
-                                        valuelen: 3, flags: none)
+                                        valuelen: 3, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
                     for (i, s) in spans.enumerated() {
                         nva[i + 1] = nghttp2_nv(name: nameBase + s.nameStart, value: valueBase + s.valueStart,
-                                                namelen: s.nameCount, valuelen: s.valueCount, flags: none)
+                                                namelen: s.nameCount, valuelen: s.valueCount, flags: flags)
                     }
                     return submitResponse(session, stream, nva, hasBody: hasBody)
                 }

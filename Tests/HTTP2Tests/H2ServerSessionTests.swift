@@ -47,6 +47,8 @@ final class Recorder: H2ServerSessionDelegate {
 final class TestClient {
     var session: OpaquePointer?
     var statuses: [Int32: String] = [:]
+    /// Every field of each stream's answer head, `:status` first.
+    var heads: [Int32: [String]] = [:]
     var bodies: [Int32: [UInt8]] = [:]
     var closed: [Int32: UInt32] = [:]
     var goAwayCode: UInt32?
@@ -57,6 +59,8 @@ final class TestClient {
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nl, value, vl, _, user in
             let me = Unmanaged<TestClient>.fromOpaque(user!).takeUnretainedValue()
             let n = String(decoding: UnsafeBufferPointer(start: name!, count: nl), as: UTF8.self)
+            let v = String(decoding: UnsafeBufferPointer(start: value!, count: vl), as: UTF8.self)
+            me.heads[frame!.pointee.hd.stream_id, default: []].append("\(n): \(v)")
             if n == ":status" {
                 me.statuses[frame!.pointee.hd.stream_id] = String(decoding: UnsafeBufferPointer(start: value!, count: vl), as: UTF8.self)
             }
@@ -382,4 +386,54 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     h.removeAll()
     #expect(h.withPseudoHeaders { p in p.method.isEmpty && p.path.isEmpty && p.authority.isEmpty && p.bytes.isEmpty })
     #expect(h.fields.isEmpty && h == H2RequestHead())
+}
+
+/// Answer heads are handed to nghttp2 by pointer into the session's own arena: the caller's
+/// buffers may change as soon as `respond` returns, heads wait there while the socket is backed
+/// up, and past the arena's limit nghttp2 copies them again; every head arrives as submitted and
+/// the arena is emptied once nothing is queued.
+@Test func answerHeadsArriveAsSubmittedWhateverBecomesOfTheCallersBytes() throws {
+    let server = try H2ServerSession(settings: H2Settings())
+    let recorder = Recorder()
+    server.delegate = recorder
+    let client = TestClient()
+    let ids = (0..<60).map { _ in client.request(get) }
+    try exchange(client, server)
+    var expected: [Int32: [String]] = [:]
+    var names = [UInt8](repeating: 0, count: 64)
+    var values = [UInt8](repeating: 0, count: 16_384)
+    // The "socket" is backed up: what nghttp2 gives is kept for the client, and it is asked for
+    // nothing more, so the heads wait in its queue.
+    try server.send { recorder.wire += $0; return false }
+    for (n, id) in ids.enumerated() {
+        // Names "x-a" and "x-bb"; values long enough that the arena passes its limit midway.
+        let first = "v\(n)-" + String(repeating: "q", count: 5_000)
+        let second = "w\(n)"
+        names.replaceSubrange(0..<7, with: Array("x-ax-bb".utf8))
+        values.replaceSubrange(0..<(first.utf8.count + second.utf8.count), with: Array((first + second).utf8))
+        let spans = [H2Fields.Span(nameStart: 0, nameCount: 3, valueStart: 0, valueCount: first.utf8.count),
+                     H2Fields.Span(nameStart: 3, nameCount: 4, valueStart: first.utf8.count, valueCount: second.utf8.count)]
+        let sent = names.withUnsafeBytes { nb in
+            values.withUnsafeBytes { vb in
+                server.respond(id, status: 200 + n % 3, names: nb, values: vb, spans: spans, hasBody: false)
+            }
+        }
+        #expect(sent)
+        expected[id] = [":status: \(200 + n % 3)", "x-a: \(first)", "x-bb: \(second)"]
+        // Still backed up: what is queued stays queued, and so does the arena.
+        if n % 20 == 10 { try server.send { recorder.wire += $0; return false } }
+        // The caller's bytes change at once.
+        for i in names.indices { names[i] = 0x5A }
+        for i in 0..<(first.utf8.count + second.utf8.count) { values[i] = 0x5A }
+    }
+    #expect(server.heldHeadBytes > 0 && server.heldHeadBytes < H2ServerSession.headArenaLimit + 6_000,
+            "held \(server.heldHeadBytes)")
+    try exchange(client, server)
+    // Compared whole, reported short: the values are long.
+    func short(_ head: [String]?) -> [String] { (head ?? ["none"]).map { "\($0.prefix(12))… (\($0.count))" } }
+    for id in ids {
+        let same = client.heads[id] == expected[id]
+        #expect(same, "stream \(id): \(short(client.heads[id])) against \(short(expected[id]))")
+    }
+    #expect(server.heldHeadBytes == 0)
 }

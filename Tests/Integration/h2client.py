@@ -46,8 +46,14 @@ class H2Client:
     """One HTTP/2 connection. ``tls_ca`` (a CA file): TLS with ALPN h2 to ``server_name``."""
 
     def __init__(self, port, timeout=10.0, tls_ca=None, server_name="localhost", validate=True,
-                 initial_window=None):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+                 initial_window=None, receive_buffer=None):
+        if receive_buffer is None:
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        else:  # set before connecting, so that the window the kernel offers is small from the start
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(timeout)
+            self.sock.connect(("127.0.0.1", port))
         if tls_ca is not None:
             ctx = ssl.create_default_context(cafile=str(tls_ca))
             ctx.set_alpn_protocols(["h2"])

@@ -365,6 +365,40 @@ def test_the_heads_of_one_read_each_reach_their_own_exchange(larder_factory, ori
     assert stats(lr)["http2"]["exchanges_reused"] > 0
 
 
+def test_answer_heads_queued_behind_a_client_that_does_not_read_arrive_whole(larder_factory, origin):
+    """Answer heads wait in Larder's own buffer until nghttp2 has written them. A client that lets
+    the output back up while its streams are answered, their heads large enough together to pass
+    that buffer's bound (so that later heads are copied by nghttp2 instead), then reads, gets each
+    head as its origin sent it."""
+    lr = larder_factory(config=ADMIN)
+    host = origin.hostport
+    with H2Client(lr.port, receive_buffer=4096, timeout=30, initial_window=1 << 24) as c:
+        # Bodies the windows let through and the client does not read: the socket backs up, and
+        # Larder stops asking nghttp2 for frames, so the heads after them wait in its queue.
+        c.conn.increment_flow_control_window(1 << 24)
+        fillers = [c.request("GET", host, f"/bytes/{3_000_000 + k}") for k in range(3)]
+        assert wait_until(lambda: sum(1 for r in origin.requests() if r["path"].startswith("/bytes/")) == 3, timeout=20)
+        wanted = {}
+        for n in range(90):
+            big = f"{n:03d}" + "b" * 4000
+            sid = c.conn.get_next_available_stream_id()
+            c.streams[sid] = StreamResult()
+            c.conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", host),
+                                      (":path", f"/headers?x-n={n}&x-big={big}")], end_stream=True)
+            wanted[sid] = (str(n), big)
+            c.flush()
+        # Every request reached the origin while the client read nothing.
+        assert wait_until(lambda: sum(1 for r in origin.requests() if r["path"] == "/headers") == 90, timeout=20)
+        for sid, (n, big) in wanted.items():
+            r = c.wait(sid, 30)
+            assert r.status == 200 and r.header("x-n") == n, (n, r)
+            assert r.header("x-big") == big, (n, (r.header("x-big") or "")[:20])
+        for k, sid in enumerate(fillers):
+            r = c.wait(sid, 30)
+            assert r.status == 200 and len(r.body) == 3_000_000 + k, (k, r)
+    assert stats(lr)["http2"]["streams"] == 93
+
+
 def test_at_most_sixteen_exchanges_wait_for_a_connections_next_streams(larder_factory, origin):
     """Twenty streams at once leave sixteen exchanges waiting (the rest close): the next twenty,
     held at the origin until all have started, find exactly sixteen."""
