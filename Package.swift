@@ -30,7 +30,7 @@ let package = Package(
         // signalfd and the crash-signal handler, in C (see Sources/CSignals/include/CSignals.h).
         .target(name: "CSignals"),
         // nghttp2's allocator: freed blocks kept per thread for the next streams (in C, as nghttp2 calls it).
-        .target(name: "CH2Memory"),
+        .target(name: "CH2Memory", dependencies: ["CNghttp2"]),
         // The lock and semaphore shared between threads (pthread-based, visible to ThreadSanitizer).
         .target(name: "Locking", swiftSettings: strict),
         // Where time comes from (`ProxyClock`): one clock, passed to everything that reads the time.

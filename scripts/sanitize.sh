@@ -15,7 +15,8 @@ case "$sanitizer" in
 esac
 bash scripts/install-deps.sh test || exit 1
 scratch=.build-$sanitizer
-swift build -c debug --product larder --scratch-path "$scratch" -Xswiftc -sanitize="$sanitizer" || exit 1
+swift build -c debug --product larder --scratch-path "$scratch" -Xswiftc -sanitize="$sanitizer" \
+    -Xcc -DLARDER_PLAIN_MALLOC || exit 1
 reports="$PWD/$scratch/reports"
 rm -rf "$reports"
 mkdir -p "$reports"

@@ -129,6 +129,22 @@ static void *pool_realloc(void *ptr, size_t size, void *user) {
     return grown;
 }
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define LARDER_PLAIN_MALLOC 1
+#endif
+#endif
+
+#if defined(LARDER_PLAIN_MALLOC)
+// Sanitizer builds (scripts/sanitize.sh defines this): every block straight from malloc and back,
+// so that a use after free or a double free in nghttp2's memory is seen, not hidden in a list.
+static void *plain_malloc(size_t size, void *user) { (void)user; return malloc(size); }
+static void plain_free(void *ptr, void *user) { (void)user; free(ptr); }
+static void *plain_calloc(size_t count, size_t size, void *user) { (void)user; return calloc(count, size); }
+static void *plain_realloc(void *ptr, size_t size, void *user) { (void)user; return realloc(ptr, size); }
+static nghttp2_mem memory = {NULL, plain_malloc, plain_free, plain_calloc, plain_realloc};
+#else
 static nghttp2_mem memory = {NULL, pool_malloc, pool_free, pool_calloc, pool_realloc};
+#endif
 
 nghttp2_mem *larder_h2_memory(void) { return &memory; }

@@ -464,7 +464,9 @@ public final class H2ServerSession {
 
     /// Runs `body` with the session a callback's `user` names, not retained: it is inside a call
     /// of its own into nghttp2 for as long as a callback runs (a retain and a release per header
-    /// field showed in the instruction gates).
+    /// field showed in the instruction gates). That holds as long as whoever calls into the
+    /// session holds it meanwhile (`H2Connection` keeps it as a `let`, and its own callers hold
+    /// the connection), and `nghttp2_session_del` calls no callback.
     private static func with<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2ServerSession) -> R) -> R {
         Unmanaged<H2ServerSession>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }

@@ -139,7 +139,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             return
         }
         if session.cutOffForResets {
-            arrived.removeAll()
             protocolFailure("reset more than \(H2ServerSession.cancelledStreamLimit) of its streams before their answers (rapid reset)",
                             code: enhanceYourCalm)
             return
@@ -211,6 +210,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
 
     /// Ends the connection with GOAWAY `code` (unless nghttp2 has sent one), logged and counted.
     private func protocolFailure(_ why: String, code: UInt32) {
+        // The requests of this read start nowhere: their heads go now, not when the connection
+        // has ended (which waits for its last answers to leave, as long as a write timeout).
+        arrived.removeAll()
+        releaseArrivedHeads()
         worker.stats.add(.h2ConnectionErrors)
         worker.logger.notice("HTTP/2 client \(peer): \(why); ending the connection")
         if session.isAlive { session.terminate(code: code) }
@@ -247,6 +250,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         progress?.cancel()
         progress = nil
         exchanges.removeAll()
+        arrived.removeAll()
+        releaseArrivedHeads()
         session.delegate = nil
         // Every exchange ends now, each through its own close.
         let open = inners
@@ -370,6 +375,12 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     func h2StreamClosed(_ id: Int32, errorCode: UInt32) {
         if !answeredEarly.isEmpty { answeredEarly.remove(id) }  // a hash for every stream otherwise
         guard let ex = exchanges.removeValue(forKey: id) else { return }
+        if ex.inner == nil, let request = ex.request, request.head.upperBound == arrivedHeads.count {
+            // Reset in the read that brought it, its head the last one written: it goes at once, so
+            // that streams opened and reset in one write (each head up to the header list's
+            // limit) do not pile their heads up until the read is over.
+            arrivedHeads.truncate(to: request.head.lowerBound)
+        }
         // Body bytes the exchange never took: nghttp2 does not give a closed stream's back.
         session.consumedOnConnection(ex.unconsumed)
         ex.unconsumed = 0
@@ -389,13 +400,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         defer {
             startingArrived = false
             starting.removeAll(keepingCapacity: true)
-            // Every head has been read or dropped with its stream; a read of many large heads
-            // leaves no large buffer behind.
-            if arrivedHeads.capacity > H2Connection.arrivedHeadsKept {
-                arrivedHeads = MessageWriter(capacity: 1_024)
-            } else {
-                arrivedHeads.reset()
-            }
+            releaseArrivedHeads()  // every head has been read, or dropped with its stream
         }
         for id in starting {
             guard !closed, let ex = exchanges[id] else { continue }
@@ -416,6 +421,15 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             inners[ObjectIdentifier(conn)] = conn
             ex.conn = conn
             conn.start()
+        }
+    }
+
+    /// Empties `arrivedHeads`; a read of many large heads leaves no large buffer behind.
+    private func releaseArrivedHeads() {
+        if arrivedHeads.capacity > H2Connection.arrivedHeadsKept {
+            arrivedHeads = MessageWriter(capacity: 1_024)
+        } else {
+            arrivedHeads.reset()
         }
     }
 
