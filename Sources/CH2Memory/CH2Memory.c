@@ -9,6 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define LARDER_PLAIN_MALLOC 1
+#endif
+#endif
+
 enum { CLASSES = 6 };
 static const size_t class_size[CLASSES] = {64, 128, 256, 512, 1024, 2048};
 /// Bytes each class may keep per thread: a flood of streams leaves at most this much behind.
@@ -32,6 +38,31 @@ typedef struct pool {
 } pool;
 
 static __thread pool local;
+
+int larder_h2_memory_class(size_t size) {
+    for (int k = 0; k < CLASSES; k++) {
+        if (size <= class_size[k]) return k;
+    }
+    return -1;
+}
+
+size_t larder_h2_memory_keep_limit(int klass) {
+    return klass >= 0 && klass < CLASSES ? keep_bytes / class_size[klass] : 0;
+}
+
+size_t larder_h2_memory_kept(int klass) {
+    return klass >= 0 && klass < CLASSES ? local.kept[klass] : 0;
+}
+
+#if defined(LARDER_PLAIN_MALLOC)
+// Sanitizer builds (scripts/sanitize.sh defines this): every block straight from malloc and back,
+// so that a use after free or a double free in nghttp2's memory is seen, not hidden in a list.
+static void *plain_malloc(size_t size, void *user) { (void)user; return malloc(size); }
+static void plain_free(void *ptr, void *user) { (void)user; free(ptr); }
+static void *plain_calloc(size_t count, size_t size, void *user) { (void)user; return calloc(count, size); }
+static void *plain_realloc(void *ptr, size_t size, void *user) { (void)user; return realloc(ptr, size); }
+static nghttp2_mem memory = {NULL, plain_malloc, plain_free, plain_calloc, plain_realloc};
+#else
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
@@ -50,21 +81,6 @@ static void release_pool(void *arg) {
 }
 
 static void make_exit_key(void) { (void)pthread_key_create(&exit_key, release_pool); }
-
-int larder_h2_memory_class(size_t size) {
-    for (int k = 0; k < CLASSES; k++) {
-        if (size <= class_size[k]) return k;
-    }
-    return -1;
-}
-
-size_t larder_h2_memory_keep_limit(int klass) {
-    return klass >= 0 && klass < CLASSES ? keep_bytes / class_size[klass] : 0;
-}
-
-size_t larder_h2_memory_kept(int klass) {
-    return klass >= 0 && klass < CLASSES ? local.kept[klass] : 0;
-}
 
 static void *pool_malloc(size_t size, void *user) {
     (void)user;
@@ -129,21 +145,6 @@ static void *pool_realloc(void *ptr, size_t size, void *user) {
     return grown;
 }
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define LARDER_PLAIN_MALLOC 1
-#endif
-#endif
-
-#if defined(LARDER_PLAIN_MALLOC)
-// Sanitizer builds (scripts/sanitize.sh defines this): every block straight from malloc and back,
-// so that a use after free or a double free in nghttp2's memory is seen, not hidden in a list.
-static void *plain_malloc(size_t size, void *user) { (void)user; return malloc(size); }
-static void plain_free(void *ptr, void *user) { (void)user; free(ptr); }
-static void *plain_calloc(size_t count, size_t size, void *user) { (void)user; return calloc(count, size); }
-static void *plain_realloc(void *ptr, size_t size, void *user) { (void)user; return realloc(ptr, size); }
-static nghttp2_mem memory = {NULL, plain_malloc, plain_free, plain_calloc, plain_realloc};
-#else
 static nghttp2_mem memory = {NULL, pool_malloc, pool_free, pool_calloc, pool_realloc};
 #endif
 

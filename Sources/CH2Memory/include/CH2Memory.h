@@ -7,7 +7,8 @@
 
 /// The allocator to give every nghttp2 session (`nghttp2_session_server_new3`, `..._client_new3`).
 /// Blocks freed on a thread are kept for that thread's next allocations of their size class, up
-/// to a bound per class; the rest go back to malloc. Any thread may allocate or free.
+/// to a bound per class; the rest go back to malloc. Any thread may allocate or free. Built with
+/// a sanitizer (or `LARDER_PLAIN_MALLOC`), every block comes straight from malloc instead.
 nghttp2_mem *larder_h2_memory(void);
 
 /// The size class a block of `size` bytes comes from: -1 for sizes past the largest class, which
