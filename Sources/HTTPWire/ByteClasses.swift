@@ -143,7 +143,7 @@ func hasNonVisibleByte(_ word: UInt64) -> Bool {
 /// The first index from `start` before `end` whose byte is not visible ASCII (0x21...0x7E), or
 /// `end`: eight bytes at a time while they all are (a request target is read this way twice).
 @inlinable
-func visibleBytesEnd(_ p: UnsafeRawBufferPointer, from start: Int, to end: Int) -> Int {
+public func visibleBytesEnd(_ p: UnsafeRawBufferPointer, from start: Int, to end: Int) -> Int {
     var i = start
     if let base = p.baseAddress {
         while i + 8 <= end, !hasNonVisibleByte(base.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i += 8 }

@@ -49,11 +49,11 @@ enum H2Translation {
                         webSocketKey: @autoclosure () -> [UInt8] = [],
                         into out: inout MessageWriter) -> Result<Request, Refusal> {
         let extended = h.withPseudoHeaders { p -> Result<Bool, Refusal> in
-            guard !p.method.isEmpty, tokenBytes.containsAll(p.method) else {
+            guard !p.method.isEmpty, p.method.allSatisfy(isTchar) else {
                 return .failure(Refusal(status: 400, reason: "the :method is not a token"))
             }
             if p.protocol.isEmpty { return .success(false) }
-            guard methodKind(p.method) == .connect, sameIgnoringCase(p.protocol, "websocket") else {
+            guard methodKind(p.method) == .connect, equalsIgnoringCase(p.protocol, 0, p.protocol.count, "websocket") else {
                 return .failure(Refusal(status: 501, reason: "extended CONNECT is supported for the websocket protocol only"))
             }
             return .success(true)
@@ -75,30 +75,17 @@ enum H2Translation {
         }
     }
 
-    /// Bytes allowed somewhere, as a bit per byte below 128 (bytes from 128 on never are).
-    struct ByteSet {
-        let low: UInt64
-        let high: UInt64
+    /// A field name's byte as HTTP/2 sends it: `tchar` (RFC 9110 §5.6.2) but upper case.
+    @inline(__always)
+    static func isFieldNameByte(_ b: UInt8) -> Bool { isTchar(b) && b &- 0x41 >= 26 }
 
-        @inline(__always) func contains(_ b: UInt8) -> Bool {
-            b < 64 ? (low >> UInt64(b)) & 1 != 0 : b < 128 ? (high >> UInt64(b &- 64)) & 1 != 0 : false
-        }
-
-        @inline(__always) func containsAll(_ bytes: UnsafeRawBufferPointer) -> Bool {
-            for b in bytes where !contains(b) { return false }
-            return true
-        }
-    }
-
-    /// `tchar` (RFC 9110 §5.6.2): a method.
-    static let tokenBytes = ByteSet(low: 0x03FF_6CFA_0000_0000, high: 0x57FF_FFFF_C7FF_FFFE)
-    /// `tchar` but upper case: a field name as HTTP/2 sends it.
-    static let fieldNameBytes = ByteSet(low: 0x03FF_6CFA_0000_0000, high: 0x57FF_FFFF_C000_0000)
-    /// Visible ASCII: a path.
-    static let visibleBytes = ByteSet(low: 0xFFFF_FFFE_0000_0000, high: 0x7FFF_FFFF_FFFF_FFFF)
     /// reg-name, IP literal and port characters; no user info, path, query or fragment: visible
-    /// ASCII but `@ / ? # \ " < > ^ \` { | }`.
-    static let authorityBytes = ByteSet(low: 0x2FFF_7FF2_0000_0000, high: 0x47FF_FFFE_AFFF_FFFE)
+    /// ASCII but `@ / ? # \ " < > ^ \` { | }`, as a bit per byte below 128.
+    @inline(__always)
+    static func isAuthorityByte(_ b: UInt8) -> Bool {
+        b < 64 ? (0x2FFF_7FF2_0000_0000 as UInt64) >> UInt64(b) & 1 != 0
+            : b < 128 ? (0x47FF_FFFE_AFFF_FFFE as UInt64) >> UInt64(b &- 64) & 1 != 0 : false
+    }
 
     /// Whether `bytes` hold a CR, an LF or a NUL, eight at a time.
     static func holdsLineBreakOrNUL(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -166,7 +153,7 @@ enum H2Translation {
             for s in spans {
                 let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
                 let value = UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount)
-                guard !name.isEmpty, fieldNameBytes.containsAll(name), !holdsLineBreakOrNUL(value) else {
+                guard !name.isEmpty, name.allSatisfy(isFieldNameByte), !holdsLineBreakOrNUL(value) else {
                     return .failure(unfit)
                 }
                 switch role(name) {
@@ -208,14 +195,14 @@ enum H2Translation {
         case .failure(let refusal): return .failure(refusal)
         }
         let authority = sorted.host.map { UnsafeRawBufferPointer(rebasing: all[$0]) } ?? p.authority
-        guard !authority.isEmpty, authorityBytes.containsAll(authority) else {
+        guard !authority.isEmpty, authority.allSatisfy(isAuthorityByte) else {
             return .failure(Refusal(status: 400, reason: "no :authority, or one with bytes a host cannot have"))
         }
         let method = methodKind(p.method)
         let isConnect = method == .connect
         let isAsterisk = !isConnect && p.path.count == 1 && p.path[0] == UInt8(ascii: "*") && method == .options
         if !isConnect {
-            guard isAsterisk || p.path.first == UInt8(ascii: "/"), visibleBytes.containsAll(p.path) else {
+            guard isAsterisk || p.path.first == UInt8(ascii: "/"), visibleBytesEnd(p.path, from: 0, to: p.path.count) == p.path.count else {
                 return .failure(Refusal(status: 400, reason: "a :path that is not an absolute path of visible ASCII"))
             }
             guard equals(p.scheme, "http") || equals(p.scheme, "https") else {
@@ -351,12 +338,9 @@ enum H2Translation {
         bytes.count == text.utf8CodeUnitCount && memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0
     }
 
+    /// Whether `a` and `b` hold the same bytes, ASCII case-insensitively.
     private static func sameIgnoringCase(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        a.count == b.count && zip(a, b).allSatisfy { asciiLower($0) == asciiLower($1) }
-    }
-
-    private static func sameIgnoringCase(_ a: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
-        sameIgnoringCase(a, UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        a.count == b.count && (a.isEmpty || bytesEqualIgnoringCase(a.baseAddress!, b.baseAddress!, count: a.count))
     }
 
     private static let teName = Array("te".utf8)
