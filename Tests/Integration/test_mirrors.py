@@ -11,6 +11,7 @@ from email.utils import formatdate
 
 import pytest
 
+from h2client import H2Client
 from helpers import RawClient, _ThreadedServer, curl, wait_until
 from test_admin import stats
 from test_tls import PKI
@@ -258,3 +259,17 @@ def test_a_document_the_upstream_compressed_anyway_is_refused_not_passed_with_up
     index.routes["/simple/gz/"] = (200, [("Content-Type", "text/html"), ("Content-Encoding", "gzip")], b"\x1f\x8b....")
     resp = get(lr.port, "/pypi/simple/gz/")
     assert resp.status == 502 and b"Content-Encoding gzip" in resp.body
+
+
+def test_a_mirror_serves_http2_clients_by_the_port_their_authority_names(larder_factory, pki, origins):
+    """Over HTTP/2 a request is the mirror's when its :authority names Larder's own port and its
+    path a mirror's (written in origin form for it); the same path naming another port is an
+    ordinary forward request to that port, and never reaches the mirror's upstream."""
+    lr, index, files = pypi_like(pki, origins, larder_factory)
+    with H2Client(lr.port) as c:
+        r = c.wait(c.request("GET", f"127.0.0.1:{lr.port}", "/pypi/files/packages/aa/six-1.0-py3-none-any.whl"))
+        assert r.status == 200 and bytes(r.body) == b"WHEEL" * 100, r
+        assert files.paths() == ["/packages/aa/six-1.0-py3-none-any.whl"]
+        other = c.wait(c.request("GET", "127.0.0.1:9", "/pypi/files/packages/aa/six-1.0-py3-none-any.whl"))
+        assert other.status in (502, 504), other
+    assert files.paths() == ["/packages/aa/six-1.0-py3-none-any.whl"] and index.paths() == []

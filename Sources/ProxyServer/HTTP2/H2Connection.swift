@@ -325,20 +325,20 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         guard !mirrors.isEmpty else { return .absolute }
         return head.withPseudoHeaders { p in
             guard p.path.first == UInt8(ascii: "/"),
-                  H2Connection.port(of: Array(p.authority), scheme: Array(p.scheme)) == localPort else { return .absolute }
+                  H2Connection.port(of: p.authority, scheme: p.scheme) == localPort else { return .absolute }
             if case .notMirrored = mirrors.resolve(originForm: p.path) { return .absolute }
             return .origin
         }
     }
 
     /// The port an authority names (the scheme's default without one).
-    static func port(of authority: [UInt8], scheme: [UInt8]) -> Int? {
+    static func port<Bytes: BidirectionalCollection<UInt8>>(of authority: Bytes, scheme: some Sequence<UInt8>) -> Int? {
         if let colon = authority.lastIndex(of: UInt8(ascii: ":")), authority.last != UInt8(ascii: "]") {
-            let digits = authority[(colon + 1)...]
+            let digits = authority[authority.index(after: colon)...]
             guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
             return digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
         }
-        return scheme == Array("https".utf8) ? 443 : 80
+        return scheme.elementsEqual("https".utf8) ? 443 : 80
     }
 
     func h2RequestBody(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
