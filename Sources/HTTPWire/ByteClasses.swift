@@ -132,6 +132,20 @@ func belowOrDelBits(_ word: UInt64, below bound: UInt64) -> UInt64 {
 @inlinable
 func hasControlByte(_ word: UInt64) -> Bool { belowOrDelBits(word, below: 0x20) != 0 }
 
+/// The first index from `start` before `end` whose byte cannot be part of a field value
+/// (field-vchar, SP or HTAB), or `end`: eight bytes at a time while they are all printable.
+@inline(__always)
+public func fieldValueBytesEnd(_ p: UnsafeRawBufferPointer, from start: Int, to end: Int) -> Int {
+    var i = start
+    guard let base = p.baseAddress else { return i }
+    while true {
+        while i + 8 <= end, !hasControlByte(base.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i += 8 }
+        while i < end, isFieldVChar(p[i]) || p[i] == asciiSP { i += 1 }
+        guard i < end, p[i] == asciiHTAB else { return i }
+        i += 1
+    }
+}
+
 /// Whether any of the eight bytes of `word` is not visible ASCII (0x21...0x7E): a control byte,
 /// SP, DEL or a byte above 0x7F. A word without one is a run of target bytes; callers find the
 /// byte itself one at a time.

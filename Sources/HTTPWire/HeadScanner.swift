@@ -88,7 +88,7 @@ enum HeadScanner {
             // OWS field-value OWS
             while i < window, isOWS(p[i]) { i += 1 }
             let valueStart = i
-            i = valueBytesEnd(p, from: i, window: window)
+            i = fieldValueBytesEnd(p, from: i, to: window)
             var valueEnd = i
             while valueEnd > valueStart, isOWS(p[valueEnd - 1]) { valueEnd -= 1 }
             guard i < window else { return nil }
@@ -106,20 +106,6 @@ enum HeadScanner {
             fields.append(HeaderField(name: ByteRange(start: nameStart - base, count: nameEnd - nameStart),
                                       value: ByteRange(start: valueStart - base, count: valueEnd - valueStart)))
             noteField(p, nameStart, nameEnd, valueStart, valueEnd, isRequest: isRequest, &facts)
-        }
-    }
-
-    /// The first index from `start` whose byte cannot be part of a field value (field-vchar, SP or
-    /// HTAB), or `window`: eight bytes at a time while they are all printable.
-    @inline(__always)
-    static func valueBytesEnd(_ p: UnsafeRawBufferPointer, from start: Int, window: Int) -> Int {
-        var i = start
-        guard let base = p.baseAddress else { return i }
-        while true {
-            while i + 8 <= window, !hasControlByte(base.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i += 8 }
-            while i < window, isFieldVChar(p[i]) || p[i] == asciiSP { i += 1 }
-            guard i < window, p[i] == asciiHTAB else { return i }
-            i += 1
         }
     }
 

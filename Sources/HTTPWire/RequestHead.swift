@@ -145,6 +145,14 @@ public enum RequestParser {
             return try incomplete(limitReached)
         }
 
+        try complete(bytes, base: base, end: end, line: line, facts: facts, into: &head)
+        return end
+    }
+
+    /// The checks made once the whole head was read, and the head filled in from `bytes[base..<end]`.
+    @inline(__always)
+    static func complete(_ bytes: UnsafeRawBufferPointer, base: Int, end: Int, line: RequestLine,
+                         facts: FieldFacts, into head: inout RequestHead) throws(HTTPWireError) {
         // Framing (RFC 9112 §6.1, §6.3) and Host (§3.2), in this order.
         if let error = facts.contentLengthError { throw error }
         let hasTransferEncoding = facts.transferEncodingFields > 0
@@ -174,7 +182,6 @@ public enum RequestParser {
         }
         head.expectsContinue = facts.expectsContinue
         head.upgradeRequested = facts.connectionUpgrade && facts.hasUpgrade
-        return end
     }
 
     struct RequestLine {

@@ -66,6 +66,33 @@ struct ByteClassesTests {
         }
     }
 
+    /// The end of a field value's bytes, eight at a time, is where a byte-by-byte scan stops: a
+    /// control byte other than HTAB, or DEL, at each place of values up to three words long;
+    /// HTAB, SP and obs-text do not end it.
+    @Test func fieldValueBytesEndWhereAByteByByteScanDoes() {
+        func byteByByte(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int {
+            var i = start
+            while i < end, p[i] == 0x09 || p[i] == 0x20 || (p[i] > 0x20 && p[i] != 0x7F) { i += 1 }
+            return i
+        }
+        for n in 0...24 {
+            for place in 0...n {
+                for stop: UInt8 in [0x00, 0x01, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x7F, 0x80, 0xFF] {
+                    var bytes = (0..<n).map { UInt8(0x21 + ($0 * 7) % 0x5E) }
+                    if place < n { bytes[place] = stop }
+                    bytes.withUnsafeBytes { p in
+                        for start in 0...min(n, 3) {
+                            #expect(fieldValueBytesEnd(p, from: start, to: n) == byteByByte(p, start, n), "\(bytes) from \(start)")
+                        }
+                        if n > 0 {
+                            #expect(fieldValueBytesEnd(p, from: 0, to: n - 1) == byteByByte(p, 0, n - 1), "\(bytes) to \(n - 1)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     @Test("equalsIgnoringCase across lengths and word boundaries",
           arguments: ["a", "host", "upgrade", "content-", "connection", "content-length", "transfer-encoding",
                       "x-a-rather-long-field-name-1"])

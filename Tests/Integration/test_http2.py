@@ -676,6 +676,33 @@ def test_a_request_over_the_field_limit_is_refused_by_a_waiting_exchange(larder_
     assert not any(r.get("path") == "/unique/61/500" for r in origin.requests())
 
 
+@pytest.mark.parametrize("limit,status,path,headers", [
+    ("max_head_bytes", 431, "/unique/71/500", [("x-big", "v" * 2500)]),
+    ("max_uri_bytes", 414, "/unique/71/500?" + "q" * 1100, []),
+])
+def test_a_request_over_a_size_limit_is_refused_by_a_waiting_exchange(larder_factory, origin, limit, status,
+                                                                       path, headers):
+    """A head larger than `limits.max_head_bytes`, or a request line longer than
+    `limits.max_uri_bytes`, once translated: refused as the HTTP/1.1 parser refuses it (431, 414)
+    when the request is handed to an exchange waiting between requests, and one just within the
+    limit is answered. Nothing refused reaches the origin, and the next stream is answered."""
+    limits = {"max_head_bytes": 2048, "max_uri_bytes": 1024}  # a request line may not outgrow the head
+    lr = larder_factory(config={**ADMIN, "limits": limits})
+    with H2Client(lr.port) as c:
+        first = c.wait(c.request("GET", origin.hostport, "/unique/70/500"))
+        assert first.status == 200, first
+        reused = stats(lr)["http2"]["exchanges_reused"]
+        over = c.wait(c.request("GET", origin.hostport, path, headers=headers))
+        assert stats(lr)["http2"]["exchanges_reused"] == reused + 1, over  # handed to the waiting exchange
+        assert over.status == status and over.ended, over
+        # Within the limit: what the translation adds (absolute target, Host) counted as the parser counts it.
+        within_path = "/unique/72/500?" + "q" * 900 if limit == "max_uri_bytes" else "/unique/72/500"
+        within_headers = [("x-big", "v" * 1700)] if headers else []
+        within = c.wait(c.request("GET", origin.hostport, within_path, headers=within_headers))
+        assert within.status == 200 and bytes(within.body) == unique_body(72, 500), within
+    assert not any(r.get("path", "").startswith("/unique/71/") for r in origin.requests())
+
+
 def test_shutdown_sends_goaway_and_lets_open_streams_finish(larder_factory, origin):
     lr = larder_factory(config={"shutdown_grace": "10s"})
     # Python's h2 takes a GOAWAY for the end of everything: the frames are read by hand here.

@@ -295,18 +295,18 @@ final class ClientConnection: StreamDelegate {
 
     /// An HTTP/2 stream's request, whole and owing no body, handed to this exchange while it waits
     /// between requests (`isBetweenRequests`): read from `head` and started now, as if it had come
-    /// through the stream (parsed by the same rules, refused the same way), without its bytes
-    /// going into the stream's input and being read back out of it.
-    func takeRequest(_ head: UnsafeRawBufferPointer) {
+    /// through the stream (held to the same limits and checks, refused the same way), without its
+    /// bytes going into the stream's input and being read back out of it. Its translation says
+    /// where its parts lie (`RequestParser.adopt`), so it is not scanned again.
+    func takeRequest(_ head: UnsafeRawBufferPointer, methodEnd: Int, targetEnd: Int,
+                     fields: UnsafeBufferPointer<HeaderField>) {
         guard isBetweenRequests else { return assertionFailure("a request handed to a busy exchange") }
-        let parsed: Int?
         do {
-            parsed = try RequestParser.parse(head, into: &machine.context.request, limits: worker.settings.headLimits)
+            try RequestParser.adopt(head, methodEnd: methodEnd, targetEnd: targetEnd, fields: fields,
+                                    into: &machine.context.request, limits: worker.settings.headLimits)
         } catch {
             return refuse(error.requestStatus, error.reason)
         }
-        // The translation writes one whole head: a part of one, or more, is refused.
-        guard parsed == head.count else { return refuse(400, "an HTTP/2 request that is not one whole HTTP/1.1 head") }
         headParsed()
     }
 

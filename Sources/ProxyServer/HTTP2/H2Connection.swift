@@ -56,6 +56,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// The HTTP/1.1 heads of the requests that arrived, written one after the other, until they
     /// start: one buffer for them all rather than an array per request.
     private var arrivedHeads = MessageWriter(capacity: 1_024)
+    /// Where their field lines lie, so that an exchange reads a head without scanning it again.
+    private var arrivedFields: [HeaderField] = []
     private var idle: Timer?
     /// The answer head being read back, reused: its buffers outlive one stream.
     private var answerHead = H2AnswerHead()
@@ -272,7 +274,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         let form: H2Translation.TargetForm = targetForm(head)
         let start = arrivedHeads.count
         switch H2Translation.request(head, form: form, endStream: endStream,
-                                     webSocketKey: H2Translation.randomWebSocketKey(), into: &arrivedHeads) {
+                                     webSocketKey: H2Translation.randomWebSocketKey(), into: &arrivedHeads,
+                                     fields: &arrivedFields) {
         case .failure(let refusal):
             worker.logger.notice("\(refusal.status) to HTTP/2 client \(peer): \(refusal.reason)")
             let ex = H2Exchange(id: id, inner: nil, request: nil)
@@ -301,6 +304,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             ex.headPending = request.head.count
             arrivedHeads.withBytes { inner.peerAppend(UnsafeRawBufferPointer(rebasing: $0[request.head])) }
             arrivedHeads.truncate(to: start)  // written where it is read: kept no longer
+            arrivedFields.removeSubrange(request.fields)
             if endStream {
                 ex.requestEnded = true
                 if request.isConnect || request.isWebSocket { inner.peerEnded() }
@@ -380,6 +384,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             // that streams opened and reset in one write (each head up to the header list's
             // limit) do not pile their heads up until the read is over.
             arrivedHeads.truncate(to: request.head.lowerBound)
+            arrivedFields.removeSubrange(request.fields)
         }
         // Body bytes the exchange never took: nghttp2 does not give a closed stream's back.
         session.consumedOnConnection(ex.unconsumed)
@@ -410,7 +415,13 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                     ex.inner = conn.stream
                     ex.conn = conn
                     conn.stream.peerTag = ex.id
-                    arrivedHeads.withBytes { conn.takeRequest(UnsafeRawBufferPointer(rebasing: $0[request.head])) }
+                    arrivedHeads.withBytes { heads in
+                        arrivedFields.withUnsafeBufferPointer { fields in
+                            conn.takeRequest(UnsafeRawBufferPointer(rebasing: heads[request.head]),
+                                             methodEnd: request.methodEnd, targetEnd: request.targetEnd,
+                                             fields: UnsafeBufferPointer(rebasing: fields[request.fields]))
+                        }
+                    }
                     continue
                 }
                 bind(ex, to: newInner(), request: request)
@@ -424,12 +435,18 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         }
     }
 
-    /// Empties `arrivedHeads`; a read of many large heads leaves no large buffer behind.
+    /// Empties `arrivedHeads` and `arrivedFields`; a read of many large heads leaves no large
+    /// buffer behind.
     private func releaseArrivedHeads() {
         if arrivedHeads.capacity > H2Connection.arrivedHeadsKept {
             arrivedHeads = MessageWriter(capacity: 1_024)
         } else {
             arrivedHeads.reset()
+        }
+        if arrivedFields.capacity > H2Connection.arrivedFieldsKept {
+            arrivedFields = []
+        } else {
+            arrivedFields.removeAll(keepingCapacity: true)
         }
     }
 
@@ -737,6 +754,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private static let answerHeadWindow = 4_096
     /// The capacity `arrivedHeads` keeps between reads.
     private static let arrivedHeadsKept = 16 * 1_024
+    /// The capacity `arrivedFields` keeps between reads (16 KiB of ranges).
+    private static let arrivedFieldsKept = 512
     /// nghttp2's largest DATA payload unless the client allows larger frames (16 KiB by default,
     /// which clients keep).
     private static let bodyPiece = 16_384

@@ -23,6 +23,12 @@ enum H2Translation {
     struct Request: Equatable {
         /// Where the request's head, CRLF-terminated, lies in the writer it was appended to.
         var head: Range<Int>
+        /// Where its field lines are in the list they were appended to (each range counted from
+        /// the head's start, as `RequestParser` records it), and where its method and target end:
+        /// what `RequestParser.adopt` reads the head by, without scanning it.
+        var fields: Range<Int>
+        var methodEnd: Int
+        var targetEnd: Int
         /// The body's DATA frames are to be sent chunked (no `content-length` was given).
         var chunkedBody: Bool
         /// A CONNECT: after a 2xx answer the stream carries the tunnel's bytes both ways.
@@ -42,12 +48,13 @@ enum H2Translation {
         var reason: String
     }
 
-    /// Appends the request's HTTP/1.1 head to `out` (nothing when it is refused). `webSocketKey`:
+    /// Appends the request's HTTP/1.1 head to `out`, and its field lines' places to `fields`
+    /// (nothing when it is refused). `webSocketKey`:
     /// the `Sec-WebSocket-Key` an extended CONNECT's upgrade carries upstream (16 random bytes in
     /// base64; RFC 8441 has the client send none).
     static func request(_ h: borrowing H2RequestHead, form: TargetForm, endStream: Bool,
                         webSocketKey: @autoclosure () -> [UInt8] = [],
-                        into out: inout MessageWriter) -> Result<Request, Refusal> {
+                        into out: inout MessageWriter, fields lines: inout [HeaderField]) -> Result<Request, Refusal> {
         let extended = h.withPseudoHeaders { p -> Result<Bool, Refusal> in
             guard !p.method.isEmpty, p.method.allSatisfy(isTchar) else {
                 return .failure(Refusal(status: 400, reason: "the :method is not a token"))
@@ -62,7 +69,7 @@ enum H2Translation {
         case .failure(let refusal):
             return .failure(refusal)
         case .success(false):
-            return h.withPseudoHeaders { request(h.fields, $0, form: form, endStream: endStream, upgrading: false, into: &out) }
+            return h.withPseudoHeaders { request(h.fields, $0, form: form, endStream: endStream, upgrading: false, into: &out, fields: &lines) }
         case .success(true):
             var upgrade = copy h
             upgrade.method = Array("GET".utf8)
@@ -70,7 +77,7 @@ enum H2Translation {
             upgrade.removeFields(named: secWebSocketKeyName)
             upgrade.appendField(name: secWebSocketKeyName, value: webSocketKey())
             return upgrade.withPseudoHeaders {
-                request(upgrade.fields, $0, form: form, endStream: true, upgrading: true, into: &out)
+                request(upgrade.fields, $0, form: form, endStream: true, upgrading: true, into: &out, fields: &lines)
             }
         }
     }
@@ -85,28 +92,6 @@ enum H2Translation {
     static func isAuthorityByte(_ b: UInt8) -> Bool {
         b < 64 ? (0x2FFF_7FF2_0000_0000 as UInt64) >> UInt64(b) & 1 != 0
             : b < 128 ? (0x47FF_FFFE_AFFF_FFFE as UInt64) >> UInt64(b &- 64) & 1 != 0 : false
-    }
-
-    /// Whether `bytes` hold a CR, an LF or a NUL, eight at a time.
-    static func holdsLineBreakOrNUL(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let base = bytes.baseAddress else { return false }
-        @inline(__always) func hasZeroByte(_ v: UInt64) -> Bool {
-            (v &- 0x0101_0101_0101_0101) & ~v & 0x8080_8080_8080_8080 != 0
-        }
-        var i = 0
-        while i + 8 <= bytes.count {
-            let w = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            if hasZeroByte(w) || hasZeroByte(w ^ 0x0D0D_0D0D_0D0D_0D0D) || hasZeroByte(w ^ 0x0A0A_0A0A_0A0A_0A0A) {
-                return true
-            }
-            i += 8
-        }
-        while i < bytes.count {
-            let b = base.load(fromByteOffset: i, as: UInt8.self)
-            if b == 0 || b == 0x0D || b == 0x0A { return true }
-            i += 1
-        }
-        return false
     }
 
     /// What a request field becomes in HTTP/1.1.
@@ -153,7 +138,8 @@ enum H2Translation {
             for s in spans {
                 let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
                 let value = UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount)
-                guard !name.isEmpty, name.allSatisfy(isFieldNameByte), !holdsLineBreakOrNUL(value) else {
+                guard !name.isEmpty, name.allSatisfy(isFieldNameByte),
+                      fieldValueBytesEnd(value, from: 0, to: value.count) == value.count else {
                     return .failure(unfit)
                 }
                 switch role(name) {
@@ -186,7 +172,8 @@ enum H2Translation {
 
     /// `p`: the request's pseudo-header values and the buffer `fields` lie in.
     private static func request(_ fields: H2Fields, _ p: H2PseudoHeaders, form: TargetForm, endStream: Bool,
-                                upgrading: Bool, into out: inout MessageWriter) -> Result<Request, Refusal> {
+                                upgrading: Bool, into out: inout MessageWriter,
+                                fields lines: inout [HeaderField]) -> Result<Request, Refusal> {
         // The fields are checked first and the head written after, at the end of `out`.
         let all = p.bytes
         let sorted: SortedFields
@@ -211,16 +198,16 @@ enum H2Translation {
         }
         let contentLength = sorted.contentLength.map { UnsafeRawBufferPointer(rebasing: all[$0]) }
         var chunked = false
-        let framing: StaticString?
+        let framing: (name: StaticString, value: StaticString)?
         if upgrading || isConnect {
             framing = nil  // the WebSocket's or the tunnel's bytes follow the answer; no framing
         } else if contentLength != nil {
-            framing = "Content-Length: "
+            framing = ("Content-Length", "")  // the client's value
         } else if !endStream {
-            framing = "Transfer-Encoding: chunked\r\n"
+            framing = ("Transfer-Encoding", "chunked")
             chunked = true
         } else if method == .post || method == .put || method == .patch {
-            framing = "Content-Length: 0\r\n"
+            framing = ("Content-Length", "0")
         } else {
             framing = nil
         }
@@ -231,10 +218,33 @@ enum H2Translation {
         // HEADERS; a head owing body bytes is never left open to the next request regardless.)
         let owesBody = contentLength.map { !equals($0, "0") } ?? false
         let reusable = endStream && !upgrading && !isConnect && !chunked && !owesBody
-        let ending: StaticString = upgrading ? "Connection: Upgrade\r\nUpgrade: websocket\r\n" : reusable ? "" : "Connection: close\r\n"
 
         let start = out.count
+        let firstLine = lines.count
+        var nameStart = 0
+        var nameEnd = 0
+        var valueStart = 0
+        // A field line is its name written after `startLine`, its value after `startValue`, and
+        // `endLine`, which records where both lie as the parser would: the value without the
+        // whitespace around it.
+        func startLine() { nameStart = out.count }
+        func startValue() {
+            nameEnd = out.count
+            out.append(": ")
+            valueStart = out.count
+        }
+        func endLine() {
+            var valueEnd = out.count
+            out.withBytes { b in
+                while valueStart < valueEnd, isOWS(b[valueStart]) { valueStart += 1 }
+                while valueEnd > valueStart, isOWS(b[valueEnd - 1]) { valueEnd -= 1 }
+            }
+            lines.append(HeaderField(name: ByteRange(start: nameStart - start, count: nameEnd - nameStart),
+                                     value: ByteRange(start: valueStart - start, count: valueEnd - valueStart)))
+            out.append("\r\n")
+        }
         out.append(p.method)
+        let methodEnd = out.count - start
         out.append(byte: asciiSP)
         if isConnect {
             out.append(authority)
@@ -246,19 +256,20 @@ enum H2Translation {
             }
             out.append(p.path)
         }
-        out.append(" HTTP/1.1\r\nHost: ")
-        out.append(authority)
-        out.append("\r\n")
+        let targetEnd = out.count - start
+        out.append(" HTTP/1.1\r\n")
+        startLine(); out.append("Host"); startValue(); out.append(authority); endLine()
         if let base = all.baseAddress {
             var cookies = 0
             for s in fields.spans {
                 let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
                 switch role(name) {
                 case .forwarded:
+                    startLine()
                     out.append(name)
-                    out.append(": ")
+                    startValue()
                     out.append(UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount))
-                    out.append("\r\n")
+                    endLine()
                 case .cookie:
                     cookies += 1
                 default:
@@ -266,7 +277,9 @@ enum H2Translation {
                 }
             }
             if cookies > 0 {
-                out.append("Cookie: ")
+                startLine()
+                out.append("Cookie")
+                startValue()
                 var first = true
                 for s in fields.spans where s.nameCount == 6
                     && role(UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)) == .cookie {
@@ -274,19 +287,25 @@ enum H2Translation {
                     first = false
                     out.append(UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount))
                 }
-                out.append("\r\n")
+                endLine()
             }
         }
         if let framing {
-            out.append(framing)
-            if let contentLength {
-                out.append(contentLength)
-                out.append("\r\n")
-            }
+            startLine()
+            out.append(framing.name)
+            startValue()
+            if let contentLength { out.append(contentLength) } else { out.append(framing.value) }
+            endLine()
         }
-        out.append(ending)
+        if upgrading {
+            startLine(); out.append("Connection"); startValue(); out.append("Upgrade"); endLine()
+            startLine(); out.append("Upgrade"); startValue(); out.append("websocket"); endLine()
+        } else if !reusable {
+            startLine(); out.append("Connection"); startValue(); out.append("close"); endLine()
+        }
         out.append("\r\n")
-        return .success(Request(head: start..<out.count, chunkedBody: chunked, isConnect: isConnect, method: method,
+        return .success(Request(head: start..<out.count, fields: firstLine..<lines.count, methodEnd: methodEnd,
+                                targetEnd: targetEnd, chunkedBody: chunked, isConnect: isConnect, method: method,
                                 isWebSocket: upgrading, leavesExchangeReusable: reusable))
     }
 
