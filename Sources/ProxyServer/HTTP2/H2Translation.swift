@@ -9,11 +9,14 @@ import HTTPWire
 ///
 /// The HTTP/1.1 text is the one place an HTTP/2 request could smuggle a second request or field
 /// (h2-to-h1 desync): every byte that reaches it is checked here again, although nghttp2 has already
-/// refused CR, LF and NUL in values, upper case and separators in names, connection-specific fields
+/// refused controls in values, upper case and separators in names, connection-specific fields
 /// and misplaced pseudo-header fields. The method must be a token; the path must start with `/`
 /// (or be `*` for OPTIONS) and, like the authority, hold only visible ASCII; the authority carries
-/// no user info; a `host` field must name what `:authority` names; `content-length` is written by
-/// Larder from the one the client sent, which nghttp2 holds the DATA frames to.
+/// no user info; names are lower-case tokens and values field-value bytes (field-vchar, SP, HTAB);
+/// a `host` field must name what `:authority` names; `content-length` is written by Larder from
+/// the one the client sent, which nghttp2 holds the DATA frames to. A head handed to a waiting
+/// exchange is not scanned again (`RequestParser.adopt` reads it from the places recorded here),
+/// so this grammar is the parser's as well.
 enum H2Translation {
     /// How the target is written: absolute for a forward proxy (the authority names the origin),
     /// origin-form where the connection already says where requests go (reverse mode, an
