@@ -43,8 +43,8 @@ final class Worker: @unchecked Sendable {
     let openConnections = Atomic<Int>(0)
     /// What this worker counts; read by the admin endpoint from any worker.
     let stats = WorkerStatistics()
-    /// The last Host this worker's reverse-mode requests named (`RequestRouter.route`).
-    let reverseHosts = ReverseHostMemo()
+    /// What this worker's last requests were routed to (`RequestRouter.route`).
+    let routeMemo = RouteMemo()
     /// Requests per origin host (the dashboard's top hosts).
     let hosts = TopHosts()
     /// This worker's access log lines, if the log is on.

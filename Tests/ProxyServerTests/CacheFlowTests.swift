@@ -39,9 +39,9 @@ import Testing
         let destination = RequestRouter.Destination(
             origin: origin, route: OutboundHead.Route(scheme: .http, originHost: Array("a.example".utf8), originPort: 80,
                                                       absoluteForm: false),
-            path: 0..<4, keyedAs: origin)
+            keyedAs: origin)
         return CacheExchange(primaryKey: Array(Self.url.utf8), scheme: "http", host: Array("a.example".utf8), keyedPort: 80,
-                             destination: destination, phase: phase)
+                             destination: destination, pathRange: 0..<4, phase: phase)
     }
 
     func withCache(_ body: (Cache) throws -> Void) throws {
@@ -93,9 +93,9 @@ import Testing
         let origin = OriginKey(scheme: .http, host: "h", port: 80)
         let destination = RequestRouter.Destination(
             origin: origin, route: OutboundHead.Route(scheme: .http, originHost: host, originPort: 80, absoluteForm: false),
-            path: range, keyedAs: origin)
+            keyedAs: origin)
         let ex = CacheExchange(primaryKey: key, scheme: "http", host: host, keyedPort: 80, destination: destination,
-                               phase: .fetching(nil))
+                               pathRange: range, phase: .fetching(nil))
         #expect(Array(ex.path) == Array(bytes[range]))
         #expect(!bytes[range].contains(0x23))
     }

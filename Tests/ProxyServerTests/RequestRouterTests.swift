@@ -30,7 +30,7 @@ import Testing
         case .answerLocally: "local"
         case .purge: "purge"
         case .connect(let t): "connect \(t.hostString):\(t.port)"
-        case .forward(let d): "forward \(d.origin) as \(d.keyedAs)\(d.checkAccess ? " checked" : "")"
+        case .forward(let d, _): "forward \(d.origin) as \(d.keyedAs)\(d.checkAccess ? " checked" : "")"
         }
     }
 
@@ -85,14 +85,15 @@ import Testing
 
     /// A destination in full: what the summary leaves out is where a remembered Host could differ.
     static func detail(_ route: RequestRouter.Route) -> String {
-        guard case .forward(let d) = route else { return summary(route) }
+        guard case .forward(let d, let path) = route else { return summary(route) }
         let bytes = { (b: [UInt8]?) in b.map { String(decoding: $0, as: UTF8.self) } ?? "-" }
         return "\(summary(route)) host \(bytes(d.route.host)) origin \(bytes(d.route.originHost)):\(d.route.originPort) "
-            + "keyed \(bytes(d.keyedHost)) path \(d.path)"
+            + "absolute \(d.route.absoluteForm) keyed \(bytes(d.keyedHost)) access \(bytes(d.accessHost)) path \(path)"
     }
 
-    /// A worker's routes remember the last Host: whatever order requests come in, each is routed
-    /// as it would be on its own, whichever Host, router or target form came before it.
+    /// A worker's routes remember the last Host and origin: whatever order requests come in, each
+    /// is routed as it would be on its own, whichever Host, origin, router or target form came
+    /// before it.
     @Test func aRememberedHostRoutesAsReadingItAgainWould() {
         let base = Self.reverse
         let other = RequestRouter(reverseOrigin: OriginKey(scheme: .https, host: "10.0.0.10", port: 8443),
@@ -102,22 +103,77 @@ import Testing
                                      reverseAllowedHosts: base.reverseAllowedHosts, usesParentProxy: false)
         let open = RequestRouter(reverseOrigin: base.reverseOrigin, reverseHost: base.reverseHost,
                                  reverseAllowedHosts: [], usesParentProxy: false)
-        let routers = [Self.reverse, other, byOrigin, open]
+        let parent = RequestRouter(reverseOrigin: base.reverseOrigin, reverseHost: base.reverseHost,
+                                   reverseAllowedHosts: base.reverseAllowedHosts, usesParentProxy: true)
+        let forwardToParent = RequestRouter(reverseOrigin: nil, reverseHost: .client, reverseAllowedHosts: [],
+                                            usesParentProxy: true)
+        let routers = [Self.reverse, other, byOrigin, open, parent, Self.forward, forwardToParent]
         let heads = ["GET /x HTTP/1.1\r\nHost: site.example", "GET /y?q HTTP/1.1\r\nHost: site.example",
                      "GET /x HTTP/1.1\r\nHost: SITE.example:80", "GET /x HTTP/1.1\r\nHost: site.example:8080",
                      "GET /x HTTP/1.1\r\nHost: www.site.example", "GET /x HTTP/1.1\r\nHost: evil.example",
                      "GET /x HTTP/1.1\r\nHost: a b", "GET /x HTTP/1.1\r\nHost: site.example.",
                      "GET http://evil.example/x HTTP/1.1\r\nHost: site.example",
-                     "GET http://site.example:81/x HTTP/1.1\r\nHost: site.example", "GET /x HTTP/1.0"]
-        let hosts = ReverseHostMemo()
+                     "GET http://site.example:81/x HTTP/1.1\r\nHost: site.example", "GET /x HTTP/1.0",
+                     "GET http://site.example/y?q HTTP/1.1\r\nHost: site.example",
+                     "GET https://site.example/x HTTP/1.1\r\nHost: site.example",
+                     "GET http://site.exampla/x HTTP/1.1\r\nHost: site.exampla",
+                     "GET http://SITE.example/x HTTP/1.1\r\nHost: site.example",
+                     "GET http://[::1]:81/x HTTP/1.1\r\nHost: [::1]:81"]
+        let hosts = RouteMemo()
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2_000 {
             let router = routers.randomElement(using: &generator)!
             let head = Self.head(heads.randomElement(using: &generator)!)
             let alone = router.route(head, interceptedOrigin: nil, isPurge: false)
-            let remembered = router.route(head, interceptedOrigin: nil, isPurge: false, hosts: hosts)
+            let remembered = router.route(head, interceptedOrigin: nil, isPurge: false, memo: hosts)
             #expect(Self.detail(remembered) == Self.detail(alone))
         }
+    }
+
+    /// A forward proxy's requests to the origin remembered share its destination; another port or
+    /// host makes another.
+    @Test func requestsToTheRememberedOriginShareItsDestination() {
+        let hosts = RouteMemo()
+        func destination(_ text: String) -> RequestRouter.Destination? {
+            guard case .forward(let d, _) = Self.forward.route(Self.head(text), interceptedOrigin: nil, isPurge: false,
+                                                               memo: hosts) else { return nil }
+            return d
+        }
+        let first = destination("GET http://site.example/x HTTP/1.1\r\nHost: site.example")
+        let second = destination("GET http://site.example/y?z HTTP/1.1\r\nHost: site.example")
+        let otherPort = destination("GET http://site.example:81/x HTTP/1.1\r\nHost: site.example:81")
+        let otherHost = destination("GET http://site.exampla:81/x HTTP/1.1\r\nHost: site.exampla:81")
+        #expect(first != nil && first === second)
+        #expect(otherPort != nil && otherPort !== first && otherHost !== otherPort)
+    }
+
+    /// Requests naming the Host remembered share its destination, each with its own path; another
+    /// Host, or a router made anew (a reload), makes another.
+    @Test func requestsNamingTheRememberedHostShareItsDestination() {
+        let hosts = RouteMemo()
+        func destination(_ router: RequestRouter, _ text: String) -> (RequestRouter.Destination, Range<Int>)? {
+            guard case .forward(let d, let path) = router.route(Self.head(text), interceptedOrigin: nil, isPurge: false,
+                                                                memo: hosts) else { return nil }
+            return (d, path)
+        }
+        let router = Self.reverse
+        guard let (first, firstPath) = destination(router, "GET /x HTTP/1.1\r\nHost: site.example"),
+              let (second, secondPath) = destination(router, "GET /longer/y?q HTTP/1.1\r\nHost: site.example"),
+              let (third, _) = destination(router, "GET /x HTTP/1.1\r\nHost: www.site.example"),
+              let (fourth, _) = destination(router, "GET /x HTTP/1.1\r\nHost: www.site.example") else {
+            Issue.record("not forwarded")
+            return
+        }
+        #expect(first === second)
+        #expect(firstPath != secondPath)
+        #expect(third !== first && fourth === third)
+        let reloaded = RequestRouter(reverseOrigin: router.reverseOrigin, reverseHost: router.reverseHost,
+                                     reverseAllowedHosts: router.reverseAllowedHosts, usesParentProxy: true)
+        guard let (fifth, _) = destination(reloaded, "GET /x HTTP/1.1\r\nHost: www.site.example") else {
+            Issue.record("not forwarded")
+            return
+        }
+        #expect(fifth !== third && fifth.route.absoluteForm && !third.route.absoluteForm)
     }
 
     /// A login of its own keeps an ftp:// request away from the cache; the public one does not.
@@ -125,7 +181,7 @@ import Testing
                       ("ftp://@h/a", "", false), ("ftp://alice:pw@h/a", "", true), ("ftp://alice@h/a", "", true),
                       ("ftp://h/a", "\r\nAuthorization: Basic YTpi", true)])
     func ftpLogins(_ url: String, _ fields: String, _ credentials: Bool) {
-        guard case .forward(let d) = Self.forward.route(Self.head("GET \(url) HTTP/1.1\r\nHost: h" + fields),
+        guard case .forward(let d, _) = Self.forward.route(Self.head("GET \(url) HTTP/1.1\r\nHost: h" + fields),
                                                         interceptedOrigin: nil, isPurge: false) else {
             Issue.record("not forwarded")
             return
@@ -142,7 +198,7 @@ import Testing
                       ("GET https://a.example/x HTTP/1.1\r\nHost: a.example", false)])
     func throughAParentProxy(_ text: String, absolute: Bool) {
         let router = RequestRouter(reverseOrigin: nil, reverseHost: .client, reverseAllowedHosts: [], usesParentProxy: true)
-        guard case .forward(let d) = router.route(Self.head(text), interceptedOrigin: nil, isPurge: false) else {
+        guard case .forward(let d, _) = router.route(Self.head(text), interceptedOrigin: nil, isPurge: false) else {
             Issue.record("not forwarded")
             return
         }
@@ -154,7 +210,7 @@ import Testing
         let router = RequestRouter(reverseOrigin: OriginKey(scheme: .https, host: "10.0.0.9", port: 8443),
                                    reverseHost: .client, reverseAllowedHosts: Self.reverse.reverseAllowedHosts,
                                    usesParentProxy: true)
-        guard case .forward(let d) = router.route(Self.head("GET /x HTTP/1.1\r\nHost: site.example"),
+        guard case .forward(let d, _) = router.route(Self.head("GET /x HTTP/1.1\r\nHost: site.example"),
                                                   interceptedOrigin: nil, isPurge: false) else {
             Issue.record("not forwarded")
             return

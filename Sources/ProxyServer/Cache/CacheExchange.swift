@@ -26,8 +26,10 @@ final class CacheExchange {
     let host: [UInt8]
     /// The port of the origin the request is keyed under (with `host`, what `TopHosts` counts).
     let keyedPort: Int
-    /// Where the request goes (its origin, route, and path and query within the target).
+    /// Where the request goes (its origin and route).
     let destination: RequestRouter.Destination
+    /// The path and query within the request target (see `RequestTarget.pathRange`).
+    let pathRange: Range<Int>
     var phase: Phase
     var facts: RequestFacts?
     var entry: StoredResponse?
@@ -62,14 +64,12 @@ final class CacheExchange {
     var refreshLeader: ParticipantHandle?
 
     init(primaryKey: [UInt8], scheme: String, host: [UInt8], keyedPort: Int,
-         destination: RequestRouter.Destination, phase: Phase) {
+         destination: RequestRouter.Destination, pathRange: Range<Int>, phase: Phase) {
         self.primaryKey = primaryKey; self.scheme = scheme; self.host = host; self.keyedPort = keyedPort
-        self.destination = destination; self.phase = phase
+        self.destination = destination; self.pathRange = pathRange; self.phase = phase
     }
 
     var origin: OriginKey { destination.origin }
-    /// The path and query within the request target (see `RequestTarget.pathRange`).
-    var pathRange: Range<Int> { destination.path }
 
     /// The path and query as the rules see them: the end of the primary key, which holds them byte
     /// for byte (the key's `/` before a bare query aside), rather than a copy for every request.

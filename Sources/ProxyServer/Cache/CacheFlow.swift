@@ -11,11 +11,11 @@ enum CacheFlow {
     /// Before forwarding. `.taken` when the request is answered without a fetch of its own (a hit, a
     /// collapsed follower, a 504 for only-if-cached, a 400 for a bad policy header).
     /// `request` is the connection's current request (passed in, so it is read without a copy).
-    static func lookUp(_ destination: RequestRouter.Destination, request: RequestHead, on c: ClientConnection) -> RouteStep {
+    static func lookUp(_ destination: RequestRouter.Destination, path pathRange: Range<Int>, request: RequestHead,
+                       on c: ClientConnection) -> RouteStep {
         c.context.cache = nil
         let worker = c.worker
         let named = destination.keyedAs
-        let pathRange = destination.path
         let host = destination.keyedHost ?? Array(named.host.utf8)
         let primaryKey = request.headers.withBytes(request.target) { t in
             // The key keeps the path up to a fragment, and `CacheExchange.path` is its end: the
@@ -26,7 +26,7 @@ enum CacheFlow {
         }
         let scheme = named.scheme.name
         let exchange = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: host, keyedPort: named.port,
-                                     destination: destination, phase: .fetching(nil))
+                                     destination: destination, pathRange: pathRange, phase: .fetching(nil))
         let path = exchange.path
         let now = worker.clock.wallSeconds
         exchange.requestTime = now
@@ -103,7 +103,8 @@ enum CacheFlow {
             // (a HEAD, no-store, credentials) would only remove the entry.
             guard Revalidation.mayRefreshInBackground(for: facts) else { return .taken }
             let refresh = CacheExchange(primaryKey: primaryKey, scheme: scheme, host: exchange.host,
-                                        keyedPort: named.port, destination: destination, phase: .fetching(nil))
+                                        keyedPort: named.port, destination: destination, pathRange: pathRange,
+                                        phase: .fetching(nil))
             refresh.entry = entry
             refresh.facts = facts
             worker.refreshInBackground(refresh, request: request, client: c.peerAddress)
@@ -220,11 +221,11 @@ enum CacheFlow {
             return serve(entry, exchange: ex, request: c.request, now: now, on: c)
         case .serveEntry(let entry):
             if serve(entry, exchange: ex, request: c.request, now: now, on: c) == .goOn {
-                OriginRelay.forward(c, to: ex.destination)
+                OriginRelay.forward(c, to: ex.destination, path: ex.pathRange)
             }
             return .taken
         case .refetch:
-            OriginRelay.forward(c, to: ex.destination)
+            OriginRelay.forward(c, to: ex.destination, path: ex.pathRange)
             return .taken
         }
     }

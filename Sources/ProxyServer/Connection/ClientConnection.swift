@@ -326,7 +326,7 @@ final class ClientConnection: StreamDelegate {
         let isPurge = request.method == .other && Purge.isPurge(request)
         let router = worker.settings.router
         switch router.route(request, interceptedOrigin: interceptedOrigin, isPurge: isPurge,
-                            hosts: router.reverseOrigin == nil ? nil : worker.reverseHosts) {
+                            memo: worker.routeMemo) {
         case .reject(let status, let reason): refuse(status, reason)
         case .respond(let status, let reason, let extraField): answerError(status, reason, extraField: extraField)
         case .unservedHost(let reason):
@@ -335,14 +335,14 @@ final class ClientConnection: StreamDelegate {
         case .answerLocally: answerLocally()
         case .purge(let target): Purge.handle(target, on: self)
         case .connect(let target): ConnectHandler.handle(target, on: self)
-        case .forward(let destination):
+        case .forward(let destination, let path):
             guard OfflineGuard.check(request, on: self) == .goOn else { return }
             if destination.checkAccess,
                AccessCheck.check(host: destination.accessHost, port: destination.origin.port, on: self) == .taken { return }
             if !context.commitWaited { worker.hosts.count(destination.keyedAs) }  // once, if routed again
-            guard CacheFlow.lookUp(destination, request: request, on: self) == .goOn,
+            guard CacheFlow.lookUp(destination, path: path, request: request, on: self) == .goOn,
                   OfflineGuard.checkUncached(on: self) == .goOn else { return }
-            OriginRelay.forward(self, to: destination)
+            OriginRelay.forward(self, to: destination, path: path)
         }
     }
 

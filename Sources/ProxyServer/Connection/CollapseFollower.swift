@@ -109,7 +109,7 @@ final class CollapseFollower {
         // The access log tells what happened to it: a miss of its own, not a collapsed answer.
         connection.noteFetchedAlone()
         exchange.status.collapsed = false
-        OriginRelay.forward(connection, to: exchange.destination)
+        OriginRelay.forward(connection, to: exchange.destination, path: exchange.pathRange)
     }
 
     /// No more of the shared fetch for this client (idempotent).

@@ -33,7 +33,8 @@ final class OriginRelay: SessionTaskDelegate {
     }
 
     /// Sends the current request to `origin` (or the cache's revalidation of it, if it is revalidating).
-    static func forward(_ c: ClientConnection, to destination: RequestRouter.Destination) {
+    /// `pathRange`: its path and query within its target (see `RequestTarget.pathRange`).
+    static func forward(_ c: ClientConnection, to destination: RequestRouter.Destination, path pathRange: Range<Int>) {
         let origin = destination.origin
         let request = c.request
         let revalidation = c.context.cache?.outboundRevalidation(for: request.method)
@@ -55,7 +56,7 @@ final class OriginRelay: SessionTaskDelegate {
         let upgrading = c.context.upgrading
         c.writer.reset()
         request.headers.withBytes(request.target) { target in
-            let path = UnsafeRawBufferPointer(rebasing: target[destination.path])
+            let path = UnsafeRawBufferPointer(rebasing: target[pathRange])
             OutboundHead.write(request, targetPath: path, route: destination.route, viaName: worker.settings.viaName,
                                additionalHeaders: worker.session.configuration.httpAdditionalHeaders,
                                parentCredentials: worker.session.configuration.parentProxy?.credentials,
@@ -218,7 +219,7 @@ final class OriginRelay: SessionTaskDelegate {
                     task.cancel()
                     ex.endCollapse(failed: true, table: c.worker.inFlight)  // ends the fill's claim
                 }
-                return OriginRelay.forward(c, to: ex.destination)
+                return OriginRelay.forward(c, to: ex.destination, path: ex.pathRange)
             }
         }
         c.worker.stats.add(task.usedReusedConnection ? .originRequestsReusedConnection : .originRequestsNewConnection)

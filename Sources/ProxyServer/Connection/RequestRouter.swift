@@ -24,15 +24,15 @@ final class RequestRouter: Sendable {
         reverseOriginHost = Array((reverseOrigin?.host ?? "").utf8)
     }
 
-    /// A request to forward: where to connect, how to name the origin upstream, and under which
-    /// origin the cache keys it. A class: a request hands it from the router to the cache's
+    /// Where requests go: where to connect, how to name the origin upstream, and under which
+    /// origin the cache keys them. A class: a request hands it from the router to the cache's
     /// exchange and on to the relay, and a struct of this many arrays and strings cost a
-    /// reference count per field at each hand-over.
+    /// reference count per field at each hand-over. Nothing of one request's own is in it (its
+    /// path travels beside it), so that requests naming the same host in reverse mode share one
+    /// (`RouteMemo`).
     final class Destination: Sendable {
         let origin: OriginKey
         let route: OutboundHead.Route
-        /// The target's path and query (no fragment), offsets into the request's target.
-        let path: Range<Int>
         /// The origin as the cache key and rules name it (reverse mode keys on the Host it forwards).
         let keyedAs: OriginKey
         /// Checked against access rules and authentication before forwarding (forward proxying only),
@@ -45,10 +45,10 @@ final class RequestRouter: Sendable {
         /// reads may be that user's alone, so the cache neither answers nor stores it.
         let carriesCredentials: Bool
 
-        init(origin: OriginKey, route: OutboundHead.Route, path: Range<Int>, keyedAs: OriginKey,
+        init(origin: OriginKey, route: OutboundHead.Route, keyedAs: OriginKey,
              checkAccess: Bool = false, accessHost: [UInt8] = [], keyedHost: [UInt8]? = nil,
              carriesCredentials: Bool = false) {
-            self.origin = origin; self.route = route; self.path = path; self.keyedAs = keyedAs
+            self.origin = origin; self.route = route; self.keyedAs = keyedAs
             self.checkAccess = checkAccess; self.accessHost = accessHost; self.keyedHost = keyedHost
             self.carriesCredentials = carriesCredentials
         }
@@ -65,15 +65,17 @@ final class RequestRouter: Sendable {
         case unservedHost(String)
         case purge(RequestTarget)
         case connect(RequestTarget)
-        case forward(Destination)
+        /// `path`: the target's path and query (no fragment), offsets into the request's target.
+        case forward(Destination, path: Range<Int>)
     }
 
     /// `interceptedOrigin`: an intercepted CONNECT's destination; origin-form requests on its
     /// connection go there.
-    /// `hosts`: the last Host named in reverse mode and what it became, kept by the caller (one
-    /// per worker) because the requests it sees mostly name the same one.
+    /// `memo`: the last Host named in reverse mode and what it became, and the last origin
+    /// forwarded to and its destination, kept by the caller (one per worker) because the requests
+    /// it sees mostly name the same one.
     func route(_ request: RequestHead, interceptedOrigin: OriginKey?, isPurge: Bool,
-               hosts: ReverseHostMemo? = nil) -> Route {
+               memo: RouteMemo? = nil) -> Route {
         if request.method == .connect {
             if reverseOrigin != nil {
                 return .respond(405, "CONNECT is not available: this Larder is a reverse proxy for one origin",
@@ -103,24 +105,27 @@ final class RequestRouter: Sendable {
             if let origin = interceptedOrigin {
                 let route = OutboundHead.Route(scheme: .https, originHost: Array(origin.host.utf8),
                                                originPort: origin.port, absoluteForm: false)
-                return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin))
+                return .forward(Destination(origin: origin, route: route, keyedAs: origin), path: path)
             }
             guard let reverse = reverseOrigin else {
                 return .reject(400, "origin-form request: Larder is a forward proxy; send an absolute URI "
                                + "(http://host/path), or configure reverse_origin")
             }
-            return reverseRoute(to: reverse, request: request, target: target, path: path, hosts: hosts)
+            return reverseRoute(to: reverse, request: request, target: target, path: path, memo: memo)
         case .absolute:
             // A reverse proxy serves its one origin: an absolute URI names a Host, never a destination.
             if let reverse = reverseOrigin {
-                return reverseRoute(to: reverse, request: request, target: target, path: path, hosts: nil)
+                return reverseRoute(to: reverse, request: request, target: target, path: path, memo: nil)
             }
             if target.scheme == .ftp { return ftpRoute(request, target: target, path: path) }
+            if let shared = memo?.destination(madeBy: self, for: target) { return .forward(shared, path: path) }
             let origin = OriginKey(scheme: target.scheme, host: target.hostString, port: target.port)
             let route = OutboundHead.Route(scheme: target.scheme, originHost: target.host, originPort: target.port,
                                            absoluteForm: toParentInAbsoluteForm(target.scheme))
-            return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin,
-                                        checkAccess: true, accessHost: target.host, keyedHost: target.host))
+            let destination = Destination(origin: origin, route: route, keyedAs: origin, checkAccess: true,
+                                          accessHost: target.host, keyedHost: target.host)
+            memo?.keep(destination, madeBy: self, for: target)
+            return .forward(destination, path: path)
         }
     }
 
@@ -135,8 +140,9 @@ final class RequestRouter: Sendable {
         if let userinfo = target.userinfo { route.userinfo = request.headers.withBytes(request.target) { Array($0[userinfo]) } }
         let credentials = route.userinfo.map { !Self.namesAnonymous($0) } ?? false
             || request.headers.firstIndex(of: "authorization") != nil
-        return .forward(Destination(origin: origin, route: route, path: path, keyedAs: origin, checkAccess: true,
-                                    accessHost: target.host, keyedHost: target.host, carriesCredentials: credentials))
+        return .forward(Destination(origin: origin, route: route, keyedAs: origin, checkAccess: true,
+                                    accessHost: target.host, keyedHost: target.host, carriesCredentials: credentials),
+                        path: path)
     }
 
     /// `anonymous` or `ftp` without a password (RFC 1635): the public login, whose answers are the
@@ -172,8 +178,9 @@ final class RequestRouter: Sendable {
     /// `reverse_allowed_hosts`, and the cache keys on the Host actually sent upstream, so that one
     /// client's `Host: evil.example` can never become another client's page.
     private func reverseRoute(to reverse: OriginKey, request: RequestHead, target: RequestTarget,
-                              path: Range<Int>, hosts: ReverseHostMemo?) -> Route {
-        let remembered = reverseHost == .client ? hosts?.recall(request, target, reverse) : nil
+                              path: Range<Int>, memo: RouteMemo?) -> Route {
+        let remembered = reverseHost == .client ? memo?.recall(request, target, reverse) : nil
+        if remembered != nil, let shared = memo?.destination(madeBy: self) { return .forward(shared, path: path) }
         let named: ReverseHostName?
         if let remembered {
             named = remembered.named
@@ -193,21 +200,26 @@ final class RequestRouter: Sendable {
                                        originPort: reverse.port, absoluteForm: toParentInAbsoluteForm(reverse.scheme))
         var keyedAs = reverse
         var keyedHost = reverseOriginHost
+        var memoHoldsHost = false
         if reverseHost == .client, let named {
             if let remembered {
                 route.host = remembered.authority
                 keyedAs = remembered.keyedAs
+                memoHoldsHost = true
             } else {
                 // Key and forward the same spelling: the default port elided in both (`site:80` is `site`).
                 let port = named.port ?? reverse.scheme.defaultPort
                 let authority = authorityBytes(host: named.host, port: port, scheme: reverse.scheme)
                 route.host = authority
                 keyedAs = OriginKey(scheme: reverse.scheme, host: String(decoding: named.host, as: UTF8.self), port: port)
-                hosts?.remember(request, target, reverse, named: named, authority: authority, keyedAs: keyedAs)
+                memoHoldsHost = memo?.remember(request, target, reverse, named: named, authority: authority,
+                                                keyedAs: keyedAs) ?? false
             }
             keyedHost = named.host
         }
-        return .forward(Destination(origin: reverse, route: route, path: path, keyedAs: keyedAs, keyedHost: keyedHost))
+        let destination = Destination(origin: reverse, route: route, keyedAs: keyedAs, keyedHost: keyedHost)
+        if memoHoldsHost { memo?.keep(destination, madeBy: self) }
+        return .forward(destination, path: path)
     }
 
     /// The host the client addressed: an absolute URI's authority (RFC 9112 §3.2.2: it overrides
@@ -247,16 +259,25 @@ struct ReverseHostName {
     var port: Int?
 }
 
-/// The last Host field a reverse proxy routed by and what it became (`RequestRouter.route`):
-/// reading a Host, checking and normalising it, cost more than the rest of a hit's routing.
-/// One per worker, so never shared between threads. Origin-form requests only: an absolute
-/// target's authority is parsed with the target anyway.
-final class ReverseHostMemo {
+/// What the last requests were routed to (`RequestRouter.route`), for the next ones, which mostly
+/// name the same origin. One per worker, so never shared between threads.
+///
+/// In reverse mode, the last Host field routed by and what it became: reading a Host, checking
+/// and normalising it, cost more than the rest of a hit's routing (origin-form requests only: an
+/// absolute target's authority is parsed with the target anyway). For a forward proxy, the last
+/// origin an absolute target named. Either way, the destination made for it, shared by the
+/// requests that name it again while the router that made it is the one in force: making and
+/// freeing one per request cost about 400 instructions of a hit.
+final class RouteMemo {
     private var field: [UInt8] = []
     private var origin: OriginKey?
     private var named = ReverseHostName(host: [], port: nil)
     private var authority: [UInt8] = []
     private var keyedAs: OriginKey?
+    /// The destination a router made for the host remembered, and that router: requests naming
+    /// the host again share it while the configuration stays (a reload makes a new router).
+    private var destination: RequestRouter.Destination?
+    private var router: RequestRouter?
 
     func recall(_ request: RequestHead, _ target: RequestTarget,
                 _ reverse: OriginKey) -> (named: ReverseHostName, authority: [UInt8], keyedAs: OriginKey)? {
@@ -268,14 +289,57 @@ final class ReverseHostMemo {
         return same ? (named, authority, keyedAs) : nil
     }
 
+    /// Whether the request's host is the one remembered now.
+    @discardableResult
     func remember(_ request: RequestHead, _ target: RequestTarget, _ reverse: OriginKey, named: ReverseHostName,
-                  authority: [UInt8], keyedAs: OriginKey) {
-        guard target.form == .origin, let value = Self.hostValue(request) else { return }
+                  authority: [UInt8], keyedAs: OriginKey) -> Bool {
+        guard target.form == .origin, let value = Self.hostValue(request) else { return false }
         field = request.headers.withBytes(value) { Array($0) }
         origin = reverse
         self.named = named
         self.authority = authority
         self.keyedAs = keyedAs
+        destination = nil
+        router = nil
+        return true
+    }
+
+    /// The destination `router` made for the host remembered (nil: none yet, or another router's).
+    func destination(madeBy router: RequestRouter) -> RequestRouter.Destination? {
+        self.router === router ? destination : nil
+    }
+
+    /// Keeps `router`'s destination for the host remembered.
+    func keep(_ destination: RequestRouter.Destination, madeBy router: RequestRouter) {
+        self.destination = destination
+        self.router = router
+    }
+
+    // The forward proxy's last origin: an absolute target's scheme, host and port, and the
+    // destination `forwardRouter` made for them.
+    private var forwardScheme = URIScheme.http
+    private var forwardHost: [UInt8] = []
+    private var forwardPort = 0
+    private var forwardDestination: RequestRouter.Destination?
+    private var forwardRouter: RequestRouter?
+
+    /// The destination `router` made for the origin `target` names, if it is the last one.
+    func destination(madeBy router: RequestRouter, for target: RequestTarget) -> RequestRouter.Destination? {
+        guard forwardRouter === router, target.port == forwardPort, target.scheme == forwardScheme,
+              target.host.count == forwardHost.count else { return nil }
+        let same = target.host.withUnsafeBytes { a in
+            forwardHost.withUnsafeBytes { b in a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+        }
+        return same ? forwardDestination : nil
+    }
+
+    /// Keeps the destination `router` made for the origin `target` names.
+    func keep(_ destination: RequestRouter.Destination, madeBy router: RequestRouter, for target: RequestTarget) {
+        forwardScheme = target.scheme
+        forwardHost = target.host
+        forwardPort = target.port
+        forwardDestination = destination
+        forwardRouter = router
     }
 
     /// The Host field's value, as `RequestRouter.requestedHost` reads it: the first Host field.
