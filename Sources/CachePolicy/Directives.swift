@@ -10,7 +10,10 @@ public struct CacheDirectives: Sendable, Equatable {
     public var minFresh: Int64?
     public var noCache = false
     /// Response `no-cache="a, b"`: the named fields must not be served without revalidation.
-    public var noCacheFields: [[UInt8]] = []
+    public var noCacheFields: [[UInt8]] {
+        get { fieldLists?.noCache ?? [] }
+        set { fieldLists = FieldLists.make(noCache: newValue, private: privateFields) }
+    }
     public var noStore = false
     public var noTransform = false
     public var onlyIfCached = false
@@ -20,13 +23,20 @@ public struct CacheDirectives: Sendable, Equatable {
     public var `public` = false
     public var `private` = false
     /// Response `private="a, b"`: a shared cache stores the response without the named fields.
-    public var privateFields: [[UInt8]] = []
+    public var privateFields: [[UInt8]] {
+        get { fieldLists?.private ?? [] }
+        set { fieldLists = FieldLists.make(noCache: noCacheFields, private: newValue) }
+    }
     public var immutable = false
     public var staleWhileRevalidate: Int64?
     public var staleIfError: Int64?
     /// A freshness directive was repeated with different values or had an invalid value; the
     /// response is then treated as stale (RFC 9111 §4.2.1).
     public var conflictingFreshness = false
+    /// The two lists of field names, boxed, and only where a response names fields: every
+    /// request's facts are copied a few times, and two arrays in them cost two reference counts
+    /// per copy, where no box costs none.
+    private var fieldLists: FieldLists?
 
     public init() {}
 
@@ -231,4 +241,22 @@ public struct CacheDirectives: Sendable, Equatable {
         flush()
         return appended
     }
+}
+
+/// `CacheDirectives`' field-name lists: immutable, replaced whole when one changes.
+private final class FieldLists: Sendable, Equatable {
+    let noCache: [[UInt8]]
+    let `private`: [[UInt8]]
+
+    private init(noCache: [[UInt8]], private: [[UInt8]]) {
+        self.noCache = noCache
+        self.private = `private`
+    }
+
+    /// Nil when both are empty, so that directives without lists compare equal however they got so.
+    static func make(noCache: [[UInt8]], private: [[UInt8]]) -> FieldLists? {
+        noCache.isEmpty && `private`.isEmpty ? nil : FieldLists(noCache: noCache, private: `private`)
+    }
+
+    static func == (a: FieldLists, b: FieldLists) -> Bool { a.noCache == b.noCache && a.private == b.private }
 }

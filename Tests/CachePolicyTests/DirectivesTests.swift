@@ -189,4 +189,23 @@ struct DirectivesTests {
         let headers = row.isRequest ? request(row.fields).headers : response(row.fields).headers
         #expect(CacheDirectives.parse(headers, isRequest: row.isRequest) == row.expected)
     }
+
+    /// The two lists of field names are values like the rest: set apart, changed apart in a
+    /// copy, and directives whose lists were emptied equal ones that never had any.
+    @Test func fieldNameListsAreValues() {
+        let parsed = CacheDirectives.parse(response(["Cache-Control: no-cache=\"a\", private=\"b, c\""]).headers,
+                                           isRequest: false)
+        #expect(parsed.noCacheFields == [wire("a")] && parsed.privateFields == [wire("b"), wire("c")])
+        var copy = parsed
+        copy.privateFields.append(wire("d"))
+        copy.noCacheFields = []
+        #expect(parsed.noCacheFields == [wire("a")] && parsed.privateFields == [wire("b"), wire("c")])
+        #expect(copy.noCacheFields.isEmpty && copy.privateFields == [wire("b"), wire("c"), wire("d")])
+        #expect(copy != parsed)
+        copy.privateFields = []
+        var plain = parsed
+        plain.noCacheFields = []
+        plain.privateFields = []
+        #expect(copy == plain && plain == CacheDirectives())  // naming fields set no other directive
+    }
 }
