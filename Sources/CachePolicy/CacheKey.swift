@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPWire
 
 public enum CacheKey {
@@ -6,10 +9,10 @@ public enum CacheKey {
     ///
     /// IPv6 hosts are written in brackets; a port of 0 or less counts as the default.
     public static func primary(scheme: URIScheme, host: [UInt8], port: Int, pathAndQuery: UnsafeRawBufferPointer) -> [UInt8] {
-        var end = 0
-        while end < pathAndQuery.count, pathAndQuery[end] != 0x23 { end += 1 }  // stop at "#"
+        var end = pathAndQuery.count  // up to a "#"
+        if let base = pathAndQuery.baseAddress, let hash = memchr(base, 0x23, end) { end = base.distance(to: hash) }
         let prefix = scheme.prefix
-        let bracket = host.contains(asciiColon) && host.first != 0x5B
+        let bracket = host.first != 0x5B && host.withUnsafeBytes { $0.baseAddress.map { memchr($0, 0x3A, host.count) != nil } ?? false }
         let defaultPort = scheme.defaultPort
         let digits = port > 0 && port != defaultPort ? decimalDigits(port) : 0
         let slash = end == 0 || pathAndQuery[0] != byteSlash
@@ -23,8 +26,18 @@ public enum CacheKey {
             var at = prefix.utf8CodeUnitCount
             UnsafeMutableRawPointer(p).copyMemory(from: prefix.utf8Start, byteCount: at)
             if bracket { p[at] = 0x5B; at += 1 }
-            host.withUnsafeBufferPointer { h in
-                for i in 0..<h.count { p[at + i] = asciiLower(h[i]) }
+            host.withUnsafeBytes { h in
+                // Eight bytes at a time: the host is lowered for every request.
+                var i = 0
+                if let source = h.baseAddress {
+                    let target = UnsafeMutableRawPointer(p + at)
+                    while i + 8 <= h.count {
+                        target.storeBytes(of: asciiLowered(source.loadUnaligned(fromByteOffset: i, as: UInt64.self)),
+                                          toByteOffset: i, as: UInt64.self)
+                        i += 8
+                    }
+                }
+                while i < h.count { p[at + i] = asciiLower(h[i]); i += 1 }
             }
             at += host.count
             if bracket { p[at] = 0x5D; at += 1 }

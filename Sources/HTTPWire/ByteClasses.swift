@@ -59,6 +59,15 @@ func isSubDelim(_ b: UInt8) -> Bool {
     }
 }
 
+/// `unreserved` or `sub-delims` (RFC 3986 §2.2, §2.3): the bytes of a reg-name but
+/// percent-encodings, as a bit per byte below 128 (a Host is checked on every request). The two
+/// classes spelled out above are what the masks are tested against.
+@inline(__always)
+func isUnreservedOrSubDelim(_ b: UInt8) -> Bool {
+    b < 64 ? (0x2BFF_7FD2_0000_0000 as UInt64) >> UInt64(b) & 1 != 0
+        : b < 128 ? (0x47FF_FFFE_87FF_FFFE as UInt64) >> UInt64(b &- 64) & 1 != 0 : false
+}
+
 /// Field-value byte (RFC 9110 §5.5): VCHAR or obs-text; SP and HTAB handled by callers.
 @inline(__always)
 func isFieldVChar(_ b: UInt8) -> Bool { b > 0x20 && b != 0x7F }

@@ -188,7 +188,7 @@ enum HeadScanner {
             i += 1
             let literalStart = i
             while i < end, p[i] != 0x5D {
-                guard isUnreserved(p[i]) || isSubDelim(p[i]) || p[i] == asciiColon else { return false }
+                guard isUnreservedOrSubDelim(p[i]) || p[i] == asciiColon else { return false }
                 i += 1
             }
             guard i < end, i > literalStart else { return false }
@@ -201,7 +201,7 @@ enum HeadScanner {
                     i += 3
                     continue
                 }
-                guard isUnreserved(b) || isSubDelim(b) else { return false }
+                guard isUnreservedOrSubDelim(b) else { return false }
                 i += 1
             }
         }

@@ -70,6 +70,10 @@ enum PrimaryKeyTable {
         row("RFC3986 3.2.3 one-digit port", .http, "example.com", 8, "/", "http://example.com:8/"),
         row("RFC3986 3.2.3 five-digit port", .http, "example.com", 65535, "/p", "http://example.com:65535/p"),
         row("RFC3986 3.2.3 port 10 keeps its zero", .https, "EXAMPLE.com", 10, "/", "https://example.com:10/"),
+        row("RFC3986 6.2.2.1 a long host lowered in every word", .http, "WWW.Example-Host.EXAMPLE.Co", 80, "/A",
+            "http://www.example-host.example.co/A"),
+        row("RFC3986 3.5 a fragment after a long path", .http, "example.com", 80, "/aaaaaaaaaaaaaaaaaaaa/b?c=d#e#f",
+            "http://example.com/aaaaaaaaaaaaaaaaaaaa/b?c=d"),
     ]
 }
 

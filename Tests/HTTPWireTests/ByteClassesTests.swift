@@ -20,6 +20,13 @@ struct ByteClassesTests {
         }
     }
 
+    /// The reg-name mask holds what the two classes it stands for hold, byte for byte.
+    @Test func theRegNameMaskIsUnreservedOrSubDelims() {
+        for b in UInt8.min...UInt8.max {
+            #expect(isUnreservedOrSubDelim(b) == (isUnreserved(b) || isSubDelim(b)), "\(b)")
+        }
+    }
+
     @Test func lowersExactlyTheUppercaseLetters() {
         Self.words { word, bytes in
             let lowered = withUnsafeBytes(of: asciiLowered(word)) { Array($0) }
