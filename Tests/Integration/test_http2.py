@@ -419,7 +419,7 @@ def _hpack_integer(value, prefix_bits, first):
     return bytes(out)
 
 
-def test_heads_of_streams_reset_in_the_write_that_opened_them_do_not_pile_up(larder_factory, origin):
+def test_heads_of_streams_reset_in_the_write_that_opened_them_do_not_pile_up(larder_factory, origin, memory_bound):
     """HEADERS frames of some forty bytes that HPACK makes some 60 KiB each (fifteen references to
     one 4,000-byte field), each followed by its stream's reset, in one write: each head goes when
     its stream does, not when the read is over, and the rapid-reset cut-off lets go of the rest.
@@ -1200,7 +1200,7 @@ def test_an_answer_without_a_length_to_a_closed_window_is_bounded_and_cut(larder
     assert lr.wait_for_log(r"made no progress|took less than 16 KiB of its answer", timeout=10), lr.log_text()[-2000:]
 
 
-def test_a_client_that_opens_windows_but_never_reads_gets_nothing_more_queued(larder_factory, origin):
+def test_a_client_that_opens_windows_but_never_reads_gets_nothing_more_queued(larder_factory, origin, memory_bound):
     """A client that never reads its socket but keeps sending WINDOW_UPDATEs: each read of them
     used to let one more frame of a chunked answer onto the backed-up socket output (3,000 updates
     grew it by about 48 MiB); past its high-water mark nothing more is queued."""
