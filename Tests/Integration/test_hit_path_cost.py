@@ -29,15 +29,15 @@ HIT_PATH_BASELINE = 18_700
 ALLOWED_GROWTH = 1.10
 HITS = 2_000
 # The same over HTTP/2 with prior knowledge, in reverse mode (h2load: 4 connections x 10 streams).
-H2_HIT_PATH_BASELINE = 34_700
+H2_HIT_PATH_BASELINE = 33_100
 H2_HITS = 4_000
 # The same over TLS: what OpenSSL's records cost on top (several answers share one).
-H2_TLS_HIT_PATH_BASELINE = 42_600
+H2_TLS_HIT_PATH_BASELINE = 41_000
 # A 1 KiB hit over HTTP/1.1 with TLS (keep-alive, reverse mode): a head and a body in one record.
-TLS_HIT_PATH_BASELINE = 43_600
+TLS_HIT_PATH_BASELINE = 43_100
 TLS_HITS = 2_000
 # A 256 KiB hit over h2c: what moving the body into DATA frames costs.
-H2_LARGE_HIT_BASELINE = 116_600
+H2_LARGE_HIT_BASELINE = 115_100
 H2_LARGE_HITS = 400
 
 
