@@ -46,26 +46,27 @@ struct ByteClassesTests {
         }
     }
 
-    /// The end of a run of visible bytes, eight at a time, is where a byte-by-byte scan stops:
-    /// for each length up to three words, each place and each kind of byte that ends it, from
-    /// several starts, and with an end short of the buffer's.
-    @Test func visibleBytesEndWhereAByteByByteScanDoes() {
+    /// Whether `scan` (eight bytes at a time) stops where a byte-by-byte scan over `belongs` does:
+    /// for each length up to three words, each place and each byte of `stops` there, from several
+    /// starts, and with an end short of the buffer's.
+    private static func expectScanStopsAsByteByByte(_ scan: (UnsafeRawBufferPointer, Int, Int) -> Int,
+                                                    _ belongs: (UInt8) -> Bool, stops: [UInt8]) {
         func byteByByte(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int {
             var i = start
-            while i < end, p[i] &- 0x21 < 0x5E { i += 1 }
+            while i < end, belongs(p[i]) { i += 1 }
             return i
         }
         for n in 0...24 {
             for place in 0...n {
-                for stop: UInt8 in [0x00, 0x09, 0x20, 0x7F, 0x80, 0xFF] {
+                for stop in stops {
                     var bytes = (0..<n).map { UInt8(0x21 + ($0 * 7) % 0x5E) }
                     if place < n { bytes[place] = stop }
                     bytes.withUnsafeBytes { p in
                         for start in 0...min(n, 3) {
-                            #expect(visibleBytesEnd(p, from: start, to: n) == byteByByte(p, start, n), "\(bytes) from \(start)")
+                            #expect(scan(p, start, n) == byteByByte(p, start, n), "\(bytes) from \(start)")
                         }
                         if n > 0 {
-                            #expect(visibleBytesEnd(p, from: 0, to: n - 1) == byteByByte(p, 0, n - 1), "\(bytes) to \(n - 1)")
+                            #expect(scan(p, 0, n - 1) == byteByByte(p, 0, n - 1), "\(bytes) to \(n - 1)")
                         }
                     }
                 }
@@ -73,31 +74,18 @@ struct ByteClassesTests {
         }
     }
 
-    /// The end of a field value's bytes, eight at a time, is where a byte-by-byte scan stops: a
-    /// control byte other than HTAB, or DEL, at each place of values up to three words long;
-    /// HTAB, SP and obs-text do not end it.
+    /// The end of a run of visible bytes.
+    @Test func visibleBytesEndWhereAByteByByteScanDoes() {
+        Self.expectScanStopsAsByteByByte({ visibleBytesEnd($0, from: $1, to: $2) }, { $0 &- 0x21 < 0x5E },
+                                         stops: [0x00, 0x09, 0x20, 0x7F, 0x80, 0xFF])
+    }
+
+    /// The end of a field value's bytes: a control byte other than HTAB, or DEL; HTAB, SP and
+    /// obs-text do not end it.
     @Test func fieldValueBytesEndWhereAByteByByteScanDoes() {
-        func byteByByte(_ p: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Int {
-            var i = start
-            while i < end, p[i] == 0x09 || p[i] == 0x20 || (p[i] > 0x20 && p[i] != 0x7F) { i += 1 }
-            return i
-        }
-        for n in 0...24 {
-            for place in 0...n {
-                for stop: UInt8 in [0x00, 0x01, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x7F, 0x80, 0xFF] {
-                    var bytes = (0..<n).map { UInt8(0x21 + ($0 * 7) % 0x5E) }
-                    if place < n { bytes[place] = stop }
-                    bytes.withUnsafeBytes { p in
-                        for start in 0...min(n, 3) {
-                            #expect(fieldValueBytesEnd(p, from: start, to: n) == byteByByte(p, start, n), "\(bytes) from \(start)")
-                        }
-                        if n > 0 {
-                            #expect(fieldValueBytesEnd(p, from: 0, to: n - 1) == byteByByte(p, 0, n - 1), "\(bytes) to \(n - 1)")
-                        }
-                    }
-                }
-            }
-        }
+        Self.expectScanStopsAsByteByByte({ fieldValueBytesEnd($0, from: $1, to: $2) },
+                                         { $0 == 0x09 || $0 == 0x20 || ($0 > 0x20 && $0 != 0x7F) },
+                                         stops: [0x00, 0x01, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x1F, 0x20, 0x7F, 0x80, 0xFF])
     }
 
     @Test("equalsIgnoringCase across lengths and word boundaries",
