@@ -113,6 +113,30 @@ def test_curl_over_the_tls_listener_negotiates_h2_in_reverse_mode(larder_factory
     assert len(origin.requests()) == 1
 
 
+def test_large_bodies_over_tls_arrive_whole_as_misses_and_hits(larder_factory, origin, pki):
+    """Over TLS a DATA frame of a large body is written to the socket's output in one run with its
+    header (one record), small ones with the frames around them: bodies of every size, several
+    streams at once on one connection, fetched (a miss, streamed as it arrives) and then stored
+    (a hit), and one client with a small window that takes them a piece at a time."""
+    cert, key = pki.leaf("proxy")
+    lr = larder_factory(config={"reverse_origin": origin.base,
+                                "tls": {"listen": ["127.0.0.1:0"], "certificate_file": cert, "key_file": key}},
+                        listeners=2)
+    sizes = {80: 1_000_000, 81: 300_001, 82: 16_375, 83: 16_376, 84: 4_095, 85: 4_096, 86: 1_000}
+    for round_ in ("miss", "hit"):
+        with H2Client(lr.ports[1], tls_ca=pki.ca) as c:
+            sids = {n: c.request("GET", f"localhost:{lr.ports[1]}", f"/unique/{n}/{size}", scheme="https")
+                    for n, size in sizes.items()}
+            for n, sid in sids.items():
+                s = c.wait(sid, timeout=30)
+                assert s.status == 200 and s.ended and bytes(s.body) == unique_body(n, sizes[n]), (round_, n, s)
+    with H2Client(lr.ports[1], tls_ca=pki.ca, initial_window=20_000) as c:
+        sid = c.request("GET", f"localhost:{lr.ports[1]}", "/unique/81/300001", scheme="https")
+        s = c.wait(sid, timeout=30)
+        assert s.status == 200 and bytes(s.body) == unique_body(81, 300_001), s
+    assert sorted(r["path"] for r in origin.requests()) == sorted(f"/unique/{n}/{size}" for n, size in sizes.items())
+
+
 def test_an_intercepted_connection_speaks_h2_and_its_second_fetch_is_a_hit(larder_factory, pki, servers):
     origin = origin_with(servers, *pki.leaf("good"))
     lr = larder_factory(config={"workers": 1, "connect_ports": [origin.port],

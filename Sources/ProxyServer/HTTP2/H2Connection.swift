@@ -608,13 +608,19 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         return read
     }
 
-    /// A DATA frame of body bytes that stayed in the exchange's output (`.ready`): the header and
-    /// the bytes are moved to the socket's output, not copied, unless it is full.
+    /// A DATA frame of body bytes that stayed in the exchange's output (`.ready`): on a plain socket
+    /// the header and the bytes are moved to the socket's output, not copied; over TLS they are
+    /// copied there once, in one run (the frame one record), rather than into nghttp2's buffer
+    /// and from there into the socket's output. Unless the output is full.
     func h2SendResponseBody(_ id: Int32, frameHeader: UnsafeRawBufferPointer, count: Int) -> H2FrameWrite {
         guard let ex = exchanges[id], let inner = ex.inner, inner.output.count >= count else { return .failed }
         if socketBackedUp { return .wouldBlock }
-        stream.output.append(frameHeader)
-        stream.output.move(count, from: inner.output)
+        if movesBodies {
+            stream.output.append(frameHeader)
+            stream.output.move(count, from: inner.output)
+        } else {
+            stream.output.append(frameHeader, thenTaking: count, from: inner.output)
+        }
         handedOver(count, of: ex, from: inner)
         ex.sent += count
         if ex.readyEnds { answerComplete(ex) }
@@ -659,26 +665,33 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         }
     }
 
-    /// `n` answer bytes at the front of the exchange's output for one DATA frame: on a plain socket
-    /// left there until the frame is written (moved then, never copied), else copied now.
+    /// `n` answer bytes at the front of the exchange's output for one DATA frame: left there until
+    /// the frame is written (`h2SendResponseBody`), or over TLS, for a small frame, copied now.
     private func take(_ n: Int, of ex: H2Exchange, from inner: Stream, into buffer: UnsafeMutableRawBufferPointer,
                       end: Bool) -> H2BodyRead {
-        if movesBodies {
-            // Up to the end of a segment, so that the frame moves segments and copies nothing: when
-            // that is at least half a frame, or what is left of a piece a frame cut, alone, when
-            // the piece after it fits a frame (the frames after it then move pieces whole again).
-            // Otherwise the frame copies its last segment's part, as a frame shorter than its
-            // first segment does: many small segments must not make many small frames.
-            let whole = inner.output.wholeSegments(upTo: n)
-            if whole.length > 0, whole.length < n,
-               whole.length >= n / 2 || (whole.count == 1 && whole.next <= n) {
-                return .ready(whole.length, end: false)
+        guard movesBodies else {
+            if n < H2Connection.smallFrame {
+                // Into nghttp2's buffer with the frames around it, which go to the socket's output
+                // in one piece: cheaper than a frame written apart, for a few KiB.
+                _ = inner.output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<n]))
+                handedOver(n, of: ex, from: inner)
+                return .bytes(n, end: end)
             }
-            return .ready(n, end: end)
+            // A frame is at most a record, header and all: one record per frame, full.
+            let fits = min(n, Stream.tlsRecord - H2Connection.frameHeaderSize)
+            return .ready(fits, end: end && fits == n)
         }
-        _ = inner.output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<n]))
-        handedOver(n, of: ex, from: inner)
-        return .bytes(n, end: end)
+        // Up to the end of a segment, so that the frame moves segments and copies nothing: when
+        // that is at least half a frame, or what is left of a piece a frame cut, alone, when the
+        // piece after it fits a frame (the frames after it then move pieces whole again).
+        // Otherwise the frame copies its last segment's part, as a frame shorter than its first
+        // segment does: many small segments must not make many small frames.
+        let whole = inner.output.wholeSegments(upTo: n)
+        if whole.length > 0, whole.length < n,
+           whole.length >= n / 2 || (whole.count == 1 && whole.next <= n) {
+            return .ready(whole.length, end: false)
+        }
+        return .ready(n, end: end)
     }
 
     /// `n` answer bytes left the exchange's output for the client.
@@ -752,6 +765,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private static let crlf = Array("\r\n".utf8)
     private static let lastChunk = Array("0\r\n\r\n".utf8)
     private static let answerHeadWindow = 4_096
+    /// An HTTP/2 frame's header (RFC 9113 §4.1).
+    private static let frameHeaderSize = 9
+    /// Over TLS, DATA frames shorter than this are copied into nghttp2's buffer; longer ones are
+    /// written to the socket's output by `h2SendResponseBody` (one copy fewer).
+    private static let smallFrame = 4_096
     /// The capacity `arrivedHeads` keeps between reads.
     private static let arrivedHeadsKept = 16 * 1_024
     /// The capacity `arrivedFields` keeps between reads (16 KiB of ranges).
