@@ -326,11 +326,8 @@ final class RouteMemo {
     /// The destination `router` made for the origin `target` names, if it is the last one.
     func destination(madeBy router: RequestRouter, for target: RequestTarget) -> RequestRouter.Destination? {
         guard forwardRouter === router, target.port == forwardPort, target.scheme == forwardScheme,
-              target.host.count == forwardHost.count else { return nil }
-        let same = target.host.withUnsafeBytes { a in
-            forwardHost.withUnsafeBytes { b in a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
-        }
-        return same ? forwardDestination : nil
+              sameBytes(target.host, forwardHost) else { return nil }
+        return forwardDestination
     }
 
     /// Keeps the destination `router` made for the origin `target` names.
