@@ -45,24 +45,24 @@ public struct H2RequestHead: Sendable, Equatable {
     // Copies, for tests and the seldom paths; the hot path reads them in place (`withPseudoHeaders`).
     public var method: [UInt8] {
         get { Array(fields.bytes[methodRange]) }
-        set { methodRange = fields.appendOutsideFields(newValue) }
+        set { set(.method, newValue) }
     }
     public var scheme: [UInt8] {
         get { Array(fields.bytes[schemeRange]) }
-        set { schemeRange = fields.appendOutsideFields(newValue) }
+        set { set(.scheme, newValue) }
     }
     public var authority: [UInt8] {
         get { Array(fields.bytes[authorityRange]) }
-        set { authorityRange = fields.appendOutsideFields(newValue) }
+        set { set(.authority, newValue) }
     }
     public var path: [UInt8] {
         get { Array(fields.bytes[pathRange]) }
-        set { pathRange = fields.appendOutsideFields(newValue) }
+        set { set(.path, newValue) }
     }
     /// `:protocol` of an extended CONNECT (RFC 8441).
     public var `protocol`: [UInt8] {
         get { Array(fields.bytes[protocolRange]) }
-        set { protocolRange = fields.appendOutsideFields(newValue) }
+        set { set(.protocol, newValue) }
     }
 
     public mutating func appendField(name: some Collection<UInt8>, value: some Collection<UInt8>) {
@@ -101,8 +101,9 @@ public struct H2RequestHead: Sendable, Equatable {
 
     enum Pseudo { case method, scheme, authority, path, `protocol` }
 
-    /// A pseudo-header field as it arrives (nghttp2 lets each through once).
-    mutating func set(_ pseudo: Pseudo, _ value: UnsafeBufferPointer<UInt8>) {
+    /// A pseudo-header field's value, appended to the buffer (nghttp2 lets each through once; a
+    /// setter above may change one, leaving its old bytes unread).
+    mutating func set(_ pseudo: Pseudo, _ value: some Collection<UInt8>) {
         let range = fields.appendOutsideFields(value)
         switch pseudo {
         case .method: methodRange = range

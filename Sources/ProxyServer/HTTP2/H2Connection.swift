@@ -272,7 +272,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     func h2Request(_ id: Int32, head: inout H2RequestHead, endStream: Bool) {
         worker.stats.add(.h2Streams)
         let form: H2Translation.TargetForm = targetForm(head)
-        let start = arrivedHeads.count
         switch H2Translation.request(head, form: form, endStream: endStream,
                                      webSocketKey: H2Translation.randomWebSocketKey(), into: &arrivedHeads,
                                      fields: &arrivedFields) {
@@ -303,8 +302,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             inner.peerTag = id
             ex.headPending = request.head.count
             arrivedHeads.withBytes { inner.peerAppend(UnsafeRawBufferPointer(rebasing: $0[request.head])) }
-            arrivedHeads.truncate(to: start)  // written where it is read: kept no longer
-            arrivedFields.removeSubrange(request.fields)
+            forgetHead(of: request)  // written where it is read: kept no longer
             if endStream {
                 ex.requestEnded = true
                 if request.isConnect || request.isWebSocket { inner.peerEnded() }
@@ -383,8 +381,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             // Reset in the read that brought it, its head the last one written: it goes at once, so
             // that streams opened and reset in one write (each head up to the header list's
             // limit) do not pile their heads up until the read is over.
-            arrivedHeads.truncate(to: request.head.lowerBound)
-            arrivedFields.removeSubrange(request.fields)
+            forgetHead(of: request)
         }
         // Body bytes the exchange never took: nghttp2 does not give a closed stream's back.
         session.consumedOnConnection(ex.unconsumed)
@@ -433,6 +430,12 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             ex.conn = conn
             conn.start()
         }
+    }
+
+    /// Drops the head and field lines of `request`, the last written to `arrivedHeads`.
+    private func forgetHead(of request: H2Translation.Request) {
+        arrivedHeads.truncate(to: request.head.lowerBound)
+        arrivedFields.removeSubrange(request.fields)
     }
 
     /// Empties `arrivedHeads` and `arrivedFields`; a read of many large heads leaves no large

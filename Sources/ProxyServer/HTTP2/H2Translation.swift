@@ -121,14 +121,11 @@ enum H2Translation {
     }
 
     /// The fields of a request, checked and sorted out without copying them: where its Host and
-    /// Content-Length values lie, and how many bytes the fields written as they are and the
-    /// cookies take.
+    /// Content-Length values lie, and how many cookie fields it has.
     private struct SortedFields {
         var host: Range<Int>?
         var contentLength: Range<Int>?
         var cookies = 0
-        var cookieBytes = 0
-        var forwardedBytes = 0
     }
 
     /// `all`: the buffer the fields' spans index.
@@ -162,11 +159,8 @@ enum H2Translation {
                     sorted.contentLength = s.valueStart..<(s.valueStart + s.valueCount)
                 case .cookie:
                     sorted.cookies += 1  // one field again (RFC 9113 §8.2.3)
-                    sorted.cookieBytes += s.valueCount
-                case .dropped:
+                case .dropped, .forwarded:
                     break
-                case .forwarded:
-                    sorted.forwardedBytes += s.nameCount + s.valueCount + 4
                 }
             }
             return .success(sorted)
@@ -263,23 +257,16 @@ enum H2Translation {
         out.append(" HTTP/1.1\r\n")
         startLine(); out.append("Host"); startValue(); out.append(authority); endLine()
         if let base = all.baseAddress {
-            var cookies = 0
             for s in fields.spans {
                 let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
-                switch role(name) {
-                case .forwarded:
-                    startLine()
-                    out.append(name)
-                    startValue()
-                    out.append(UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount))
-                    endLine()
-                case .cookie:
-                    cookies += 1
-                default:
-                    break
-                }
+                guard role(name) == .forwarded else { continue }
+                startLine()
+                out.append(name)
+                startValue()
+                out.append(UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount))
+                endLine()
             }
-            if cookies > 0 {
+            if sorted.cookies > 0 {
                 startLine()
                 out.append("Cookie")
                 startValue()
