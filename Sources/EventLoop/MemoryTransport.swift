@@ -21,7 +21,10 @@ public protocol MemoryStreamPeer: AnyObject {
 /// no window).
 final class MemoryTransport {
     var owner: Unmanaged<Stream>?
-    weak var peer: (any MemoryStreamPeer)?
+    /// The peer, held weakly or (`heldPeer`) strongly: see `Stream.inMemory`.
+    var peer: (any MemoryStreamPeer)? { heldPeer ?? weakPeer }
+    weak var weakPeer: (any MemoryStreamPeer)?
+    var heldPeer: (any MemoryStreamPeer)?
     let input: Buffer
     let output: Buffer
     private var event: OpaquePointer?

@@ -92,9 +92,12 @@ public final class Stream {
     }
 
     /// A stream with no socket: `peer` fills its input and takes its output (`MemoryStreamPeer`).
-    public static func inMemory(loop: EventLoop, peer: any MemoryStreamPeer) -> Stream {
+    /// The stream holds its peer weakly, or with `holdingPeer` strongly: then the peer lives as
+    /// long as the stream does (it must drop its own references to its streams as it closes), and
+    /// no weak reference puts each retain of the peer on the slow path of a side table.
+    public static func inMemory(loop: EventLoop, peer: any MemoryStreamPeer, holdingPeer: Bool = false) -> Stream {
         let transport = MemoryTransport(loop: loop)
-        transport.peer = peer
+        if holdingPeer { transport.heldPeer = peer } else { transport.weakPeer = peer }
         return Stream(transport)
     }
 

@@ -204,7 +204,10 @@ public struct H2SessionError: Error, Sendable, CustomStringConvertible {
 /// not read (floods), and windows opened only as request bodies are taken (`consumed`).
 public final class H2ServerSession {
     private var session: OpaquePointer?
-    public weak var delegate: (any H2ServerSessionDelegate)?
+    /// Neither retained nor weak: the delegate owns the session and clears this as it closes, and
+    /// nghttp2 calls back only inside the calls it makes on the session. (A weak reference cost a
+    /// load through its side table, a retain and a release on every callback of every stream.)
+    public unowned(unsafe) var delegate: (any H2ServerSessionDelegate)?
     /// Streams a request's header block started, until they close. Each is marked in nghttp2's
     /// own stream table (`requestMark` as its user data), so no set of ids beside it costs a
     /// hash on every open, reset and close.

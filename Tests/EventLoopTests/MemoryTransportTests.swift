@@ -110,4 +110,46 @@ private func memoryStream() -> (EventLoop, Stream, StreamRecorder, QuietPeer) {
         #expect(loop.monotonicNow - lastSent >= 0.49, "timed out from the last byte, not the first")
         stream.close()
     }
+
+    /// A stream holds its peer only when made with `holdingPeer` (an HTTP/2 connection, which its
+    /// exchanges name without a reference of their own), and then reports to it while it lives.
+    @Test func aStreamHoldsItsPeerOnlyWhenAskedTo() {
+        let loop = EventLoop()
+        weak var looselyHeld: CountingPeer?
+        var loose: Stream? = {
+            let peer = CountingPeer(stopping: loop)
+            looselyHeld = peer
+            return Stream.inMemory(loop: loop, peer: peer)
+        }()
+        #expect(looselyHeld == nil, "a weakly held peer goes with its last reference")
+        loose?.close()
+        loose = nil
+
+        weak var held: CountingPeer?
+        var stream: Stream? = {
+            let peer = CountingPeer(stopping: loop)
+            held = peer
+            return Stream.inMemory(loop: loop, peer: peer, holdingPeer: true)
+        }()
+        #expect(held != nil, "the stream keeps its peer")
+        stream?.output.append([UInt8](repeating: 3, count: 100))
+        runLoop(loop, atMost: 10)  // until the peer hears of it
+        #expect(held?.outputs == 1, "the held peer heard of the output")
+        stream?.close()
+        stream = nil
+        #expect(held == nil, "and goes with the stream")
+    }
+}
+
+/// Counts the outputs it hears of, stopping its loop at each.
+private final class CountingPeer: MemoryStreamPeer {
+    let loop: EventLoop
+    var outputs = 0
+    init(stopping loop: EventLoop) { self.loop = loop }
+    func memoryStreamHasOutput(_ stream: Stream) {
+        outputs += 1
+        loop.stop()
+    }
+    func memoryStreamConsumed(_ stream: Stream, count: Int) {}
+    func memoryStreamFinished(_ stream: Stream, reset: Bool) {}
 }

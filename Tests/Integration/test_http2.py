@@ -480,6 +480,48 @@ def test_heads_of_streams_reset_in_the_write_that_opened_them_do_not_pile_up(lar
     assert grown < 3 * 1024, f"peak memory grew by {grown} KiB"
 
 
+def test_connections_gone_with_answers_pending_are_let_go_once_those_end(larder_factory, origin, memory_bound):
+    """An HTTP/2 connection's exchanges name it without a reference of their own, so their streams
+    hold it: one whose client vanished while its answers waited at the origin lives on until those
+    are over, then goes. Rounds of 60 connections, each with two streams held at the origin when
+    its socket is closed, leave Larder answering and its memory where it was after the first
+    round (a connection kept for good would hold its session's buffers and tables)."""
+    lr = larder_factory(config=dict(ADMIN, workers=1, session={"http_maximum_connections_per_host": 200},
+                                    cache={"memory_capacity": "64KiB"}))  # the answers stored stay on disk
+    host = origin.hostport
+    per_round, streams = 60, 2
+
+    def vanishing_round(k):
+        gate = f"vanish{k}"
+        paths = []
+        clients = []
+        for i in range(per_round):
+            c = H2Client(lr.port)
+            for j in range(streams):
+                n = k * 1000 + i * streams + j
+                paths.append(f"/unique/{n}/2000")
+                c.request("GET", host, f"/unique/{n}/2000?hold={gate}")
+            clients.append(c)
+        held = set(paths)
+        assert wait_until(lambda: sum(r["path"] in held for r in origin.requests()) == len(held), timeout=30)
+        for c in clients:
+            c.sock.close()  # the client vanishes with both its answers pending
+        origin.open_gate(gate)
+        # Every answer came back from the origin (stored, so asked again it is a hit).
+        with H2Client(lr.port) as c:
+            for p in paths:
+                r = c.wait(c.request("GET", host, p), 20)
+                assert r.status == 200 and len(r.body) == 2000, (p, r)
+
+    vanishing_round(0)  # the allocator's arenas grow to what a round takes
+    before = lr.rss_kib("RssAnon")
+    for k in range(1, 6):
+        vanishing_round(k)
+    grown = lr.rss_kib("RssAnon") - before
+    assert grown < 4 * 1024, f"anonymous memory grew by {grown} KiB over 300 vanished connections"
+    assert stats(lr)["http2"]["connections"] == 6 * per_round + 6
+
+
 def test_at_most_sixteen_exchanges_wait_for_a_connections_next_streams(larder_factory, origin):
     """Twenty streams at once leave sixteen exchanges waiting (the rest close): the next twenty,
     held at the origin until all have started, find exactly sixteen."""

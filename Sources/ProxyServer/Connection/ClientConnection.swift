@@ -39,8 +39,11 @@ final class ClientConnection: StreamDelegate {
     let share: ClientShare?
     /// The current request counts in its address's requests at origins (`OriginRelay.forward`).
     var holdsOriginFetch = false
-    /// The HTTP/2 connection whose stream this exchange answers (nil: a connection of its own).
-    private(set) weak var carrier: H2Connection?
+    /// The HTTP/2 connection whose stream this exchange answers (nil: a connection of its own, or
+    /// a carrier that has closed). Not retained, and not weak either (that put every retain of the
+    /// carrier on the slow path of a side table): `stream`, an in-memory stream, holds the carrier
+    /// as its peer, so it is there as long as this connection is.
+    private(set) unowned(unsafe) var carrier: H2Connection?
     /// One stream of an HTTP/2 connection: its socket, its budgets' share and its end are the carrier's.
     let isStream: Bool
     /// No request read yet: the first bytes may be HTTP/2's connection preface.
@@ -482,7 +485,10 @@ final class ClientConnection: StreamDelegate {
 
     /// The HTTP/2 connection this stream belongs to has ended: as a reset socket would, at once
     /// (its request's ends, the access-log line, the budgets it held, all now).
-    func carrierClosed() { send(.clientFailed) }
+    func carrierClosed() {
+        carrier = nil
+        send(.clientFailed)
+    }
 
     /// The client speaks HTTP/2 (ALPN `h2`, or the connection preface): an `H2Connection` takes
     /// the socket, and this object, having read no request, goes.

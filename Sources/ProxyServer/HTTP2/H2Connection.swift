@@ -463,7 +463,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// The in-memory stream of a new exchange. Where DATA frames move answer bytes to the socket,
     /// a stored body is queued in pieces a frame can hold, so that frames move pieces whole.
     private func newInner() -> Stream {
-        let inner = Stream.inMemory(loop: worker.loop, peer: self)
+        // Held by its streams, which closing drops (`close`): so an exchange's `carrier` needs no
+        // weak reference, and neither does the stream.
+        let inner = Stream.inMemory(loop: worker.loop, peer: self, holdingPeer: true)
         if movesBodies { inner.referencePiece = H2Connection.bodyPiece }
         return inner
     }
