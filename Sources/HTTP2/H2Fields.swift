@@ -1,4 +1,7 @@
 import CNghttp2
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A header list in one buffer: names and values side by side, each field a pair of spans, so a
 /// list costs two allocations however many fields it has (a pair of arrays per field made
@@ -19,12 +22,23 @@ public struct H2Fields: Sendable {
         }
     }
 
-    public private(set) var bytes: [UInt8] = []
-    public private(set) var spans: [Span] = []
+    /// Names and values: the first `byteCount` bytes of `storage`, which is kept at its capacity
+    /// (its tail unused), so a field is copied into place and the list emptied by a count, where
+    /// Array's own append (generic over the collection) and emptying cost some 90 instructions a
+    /// field on every request. Spans likewise.
+    private var storage: [UInt8] = []
+    private var byteCount = 0
+    private var spanStorage: [Span] = []
+    private var spanCount = 0
+
+    /// The names and values of the fields (and the bytes outside them), which `spans` index.
+    public var bytes: ArraySlice<UInt8> { storage[..<byteCount] }
+    public var spans: ArraySlice<Span> { spanStorage[..<spanCount] }
 
     public init(byteCapacity: Int = 0, fieldCapacity: Int = 0) {
-        bytes.reserveCapacity(byteCapacity)
-        spans.reserveCapacity(fieldCapacity)
+        storage = [UInt8](repeating: 0, count: byteCapacity)
+        spanStorage = [Span](repeating: Span(nameStart: 0, nameCount: 0, valueStart: 0, valueCount: 0),
+                             count: fieldCapacity)
     }
 
     /// An answer's fields, `:status` first.
@@ -34,13 +48,12 @@ public struct H2Fields: Sendable {
         let value = max(status, 0)
         var divisor = 1
         while divisor <= value / 10 { divisor *= 10 }
-        bytes += H2Fields.statusName
-        let valueStart = bytes.count
+        var digits: [UInt8] = []
         repeat {
-            bytes.append(UInt8(48 + value / divisor % 10))
+            digits.append(UInt8(48 + value / divisor % 10))
             divisor /= 10
         } while divisor > 0
-        spans.append(Span(nameStart: 0, nameCount: valueStart, valueStart: valueStart, valueCount: bytes.count - valueStart))
+        append(name: H2Fields.statusName, value: digits)
     }
 
     public init(_ pairs: [(name: [UInt8], value: [UInt8])]) {
@@ -48,34 +61,84 @@ public struct H2Fields: Sendable {
         for p in pairs { append(name: p.name, value: p.value) }
     }
 
-    public var count: Int { spans.count }
-    public var isEmpty: Bool { spans.isEmpty }
+    public var count: Int { spanCount }
+    public var isEmpty: Bool { spanCount == 0 }
 
     public mutating func append(name: some Collection<UInt8>, value: some Collection<UInt8>) {
-        let nameStart = bytes.count
-        bytes.append(contentsOf: name)
-        let valueStart = bytes.count
-        bytes.append(contentsOf: value)
-        spans.append(Span(nameStart: nameStart, nameCount: valueStart - nameStart, valueStart: valueStart,
-                          valueCount: bytes.count - valueStart))
+        let n = appendBytes(name)
+        let v = appendBytes(value)
+        appendSpan(Span(nameStart: n.lowerBound, nameCount: n.count, valueStart: v.lowerBound, valueCount: v.count))
+    }
+
+    /// A field whose name and value lie in memory (what nghttp2 hands over).
+    @inline(__always)
+    public mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        let n = appendBytes(UnsafeRawBufferPointer(name))
+        let v = appendBytes(UnsafeRawBufferPointer(value))
+        appendSpan(Span(nameStart: n.lowerBound, nameCount: n.count, valueStart: v.lowerBound, valueCount: v.count))
     }
 
     /// Appends bytes outside any field (a request's pseudo-header values, kept in the same
     /// buffer): where they lie.
-    mutating func appendOutsideFields(_ value: some Collection<UInt8>) -> Range<Int> {
-        let start = bytes.count
-        bytes.append(contentsOf: value)
-        return start..<bytes.count
+    mutating func appendOutsideFields(_ value: some Collection<UInt8>) -> Range<Int> { appendBytes(value) }
+
+    @inline(__always)
+    mutating func appendOutsideFields(_ value: UnsafeBufferPointer<UInt8>) -> Range<Int> {
+        appendBytes(UnsafeRawBufferPointer(value))
     }
 
-    public mutating func remove(at index: Int) { spans.remove(at: index) }
+    public mutating func remove(at index: Int) {
+        precondition(index >= 0 && index < spanCount, "no field \(index)")
+        spanStorage.withUnsafeMutableBufferPointer { s in
+            for i in index..<(spanCount - 1) { s[i] = s[i + 1] }
+        }
+        spanCount -= 1
+    }
 
     /// Empties the list, keeping its buffers.
     public mutating func removeAll() {
-        // An empty array's storage is shared: emptying it again would allocate.
-        if !bytes.isEmpty { bytes.removeAll(keepingCapacity: true) }
-        if !spans.isEmpty { spans.removeAll(keepingCapacity: true) }
+        byteCount = 0
+        spanCount = 0
     }
+
+    private mutating func appendBytes(_ value: some Collection<UInt8>) -> Range<Int> {
+        if let range = value.withContiguousStorageIfAvailable({ appendBytes(UnsafeRawBufferPointer($0)) }) {
+            return range
+        }
+        return Array(value).withUnsafeBytes { appendBytes($0) }
+    }
+
+    @inline(__always)
+    private mutating func appendBytes(_ value: UnsafeRawBufferPointer) -> Range<Int> {
+        let start = byteCount
+        let end = start + value.count
+        if end > storage.count { storage.append(contentsOf: repeatElement(0, count: max(end, 2 * storage.count, 64) - storage.count)) }
+        if let from = value.baseAddress, value.count > 0 {
+            storage.withUnsafeMutableBytes { _ = memcpy($0.baseAddress! + start, from, value.count) }
+        }
+        byteCount = end
+        return start..<end
+    }
+
+    @inline(__always)
+    private mutating func appendSpan(_ span: Span) {
+        if spanCount == spanStorage.count {
+            spanStorage.append(contentsOf: repeatElement(span, count: max(2 * spanCount, 8) - spanCount))
+        }
+        spanStorage[spanCount] = span
+        spanCount += 1
+    }
+
+    /// The whole buffer the spans index, valid inside `body`.
+    @inlinable
+    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withUnsafeBytesOfStorage { all in body(UnsafeRawBufferPointer(rebasing: all[..<usedBytes])) }
+    }
+
+    @usableFromInline var usedBytes: Int { byteCount }
+
+    @usableFromInline
+    func withUnsafeBytesOfStorage<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R { storage.withUnsafeBytes(body) }
 
     public func name(_ i: Int) -> ArraySlice<UInt8> { bytes[spans[i].nameStart..<(spans[i].nameStart + spans[i].nameCount)] }
     public func value(_ i: Int) -> ArraySlice<UInt8> { bytes[spans[i].valueStart..<(spans[i].valueStart + spans[i].valueCount)] }
@@ -84,7 +147,7 @@ public struct H2Fields: Sendable {
     public func nameIs(_ i: Int, _ name: [UInt8]) -> Bool {
         let s = spans[i]
         guard s.nameCount == name.count else { return false }
-        return bytes.withUnsafeBufferPointer { all in
+        return storage.withUnsafeBufferPointer { all in
             name.withUnsafeBufferPointer { n in
                 var k = 0
                 while k < n.count {
@@ -97,14 +160,14 @@ public struct H2Fields: Sendable {
     }
 
     /// The fields as separate arrays (for tests and messages).
-    public var pairs: [(name: [UInt8], value: [UInt8])] { spans.indices.map { (Array(name($0)), Array(value($0))) } }
+    public var pairs: [(name: [UInt8], value: [UInt8])] { (0..<spanCount).map { (Array(name($0)), Array(value($0))) } }
 
     /// The fields as nghttp2's name-value pairs, valid inside `body`.
     public func withNameValues<R>(_ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> R) -> R {
-        bytes.withUnsafeBufferPointer { all in
+        storage.withUnsafeBufferPointer { all in
             // nghttp2 never writes through these pointers; its type just is not const.
             let base = UnsafeMutablePointer(mutating: all.baseAddress ?? UnsafePointer(bitPattern: 1)!)
-            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count) { nva in
+            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spanCount) { nva in
                 for (i, s) in spans.enumerated() {
                     nva[i] = nghttp2_nv(name: base + s.nameStart, value: base + s.valueStart, namelen: s.nameCount,
                                         valuelen: s.valueCount, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))

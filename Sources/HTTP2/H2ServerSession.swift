@@ -80,7 +80,7 @@ public struct H2RequestHead: Sendable, Equatable {
     /// cost more than the arrays it replaced.)
     @inlinable
     public func withPseudoHeaders<R>(_ body: (H2PseudoHeaders) -> R) -> R {
-        fields.bytes.withUnsafeBytes { all in
+        fields.withBytes { all in
             @inline(__always) func at(_ r: Range<Int>) -> UnsafeRawBufferPointer {
                 r.isEmpty ? UnsafeRawBufferPointer(start: nil, count: 0) : UnsafeRawBufferPointer(rebasing: all[r])
             }

@@ -29,4 +29,46 @@ import Testing
         #expect(seen.map(\.0) == ["a", "bb"] && seen.map(\.1) == ["1", "22"])
         #expect(H2Fields().withNameValues { $0.count } == 0)
     }
+
+    /// Fields appended past the room a list started with, from memory, from arrays and from a
+    /// collection with no contiguous storage, emptied and appended to again, one removed: the
+    /// list reads as an array of pairs built alongside it would.
+    @Test func aListGrowsEmptiesAndShrinksAsAnArrayOfPairs() {
+        var f = H2Fields(byteCapacity: 4, fieldCapacity: 1)
+        var expected: [(name: [UInt8], value: [UInt8])] = []
+        func check(_ when: String) {
+            #expect(f.count == expected.count, "\(when)")
+            #expect(f.pairs.map(\.name) == expected.map(\.name) && f.pairs.map(\.value) == expected.map(\.value), "\(when)")
+            #expect(f.isEmpty == expected.isEmpty)
+            #expect(f.spans.count == expected.count)
+        }
+        for round in 0..<3 {
+            for i in 0..<40 {
+                let name = Array("x-\(round)-\(i)".utf8)
+                let value = [UInt8](repeating: UInt8(ascii: "a") + UInt8(i % 26), count: i * 37 % 300)
+                switch i % 3 {
+                case 0:
+                    name.withUnsafeBufferPointer { n in value.withUnsafeBufferPointer { v in f.append(name: n, value: v) } }
+                case 1:
+                    f.append(name: name, value: value)
+                default:
+                    f.append(name: name.lazy.map { $0 }, value: value.lazy.map { $0 })
+                }
+                expected.append((name, value))
+            }
+            check("round \(round)")
+            f.remove(at: 7)
+            expected.remove(at: 7)
+            f.remove(at: expected.count - 1)
+            expected.removeLast()
+            check("round \(round), two removed")
+            f.removeAll()
+            expected.removeAll()
+            check("round \(round), emptied")
+        }
+        // An emptied list hands nghttp2 nothing, and what it gets next only.
+        f.append(name: Array("k".utf8), value: Array("v".utf8))
+        #expect(f.withNameValues { nva in nva.count == 1 && nva[0].namelen == 1 && nva[0].valuelen == 1 })
+        #expect(f.bytes.count == 2)
+    }
 }
