@@ -26,10 +26,10 @@ public struct H2Fields: Sendable {
     /// (its tail unused), so a field is copied into place and the list emptied by a count, where
     /// Array's own append (generic over the collection) and emptying cost some 90 instructions a
     /// field on every request. Spans likewise.
-    private var storage: [UInt8] = []
-    private var byteCount = 0
-    private var spanStorage: [Span] = []
-    private var spanCount = 0
+    @usableFromInline private(set) var storage: [UInt8] = []
+    @usableFromInline private(set) var byteCount = 0
+    @usableFromInline private(set) var spanStorage: [Span] = []
+    @usableFromInline private(set) var spanCount = 0
 
     /// The names and values of the fields (and the bytes outside them), which `spans` index.
     public var bytes: ArraySlice<UInt8> { storage[..<byteCount] }
@@ -129,16 +129,16 @@ public struct H2Fields: Sendable {
         spanCount += 1
     }
 
-    /// The whole buffer the spans index, valid inside `body`.
+    /// The buffer the spans index, and the spans, valid inside `body`: read in place (`spans` and
+    /// `bytes` are slices, each a reference counted).
     @inlinable
-    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        withUnsafeBytesOfStorage { all in body(UnsafeRawBufferPointer(rebasing: all[..<usedBytes])) }
+    public func withBytesAndSpans<R>(_ body: (UnsafeRawBufferPointer, UnsafeBufferPointer<Span>) -> R) -> R {
+        storage.withUnsafeBytes { all in
+            spanStorage.withUnsafeBufferPointer { s in
+                body(UnsafeRawBufferPointer(rebasing: all[..<byteCount]), UnsafeBufferPointer(rebasing: s[..<spanCount]))
+            }
+        }
     }
-
-    @usableFromInline var usedBytes: Int { byteCount }
-
-    @usableFromInline
-    func withUnsafeBytesOfStorage<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R { storage.withUnsafeBytes(body) }
 
     public func name(_ i: Int) -> ArraySlice<UInt8> { bytes[spans[i].nameStart..<(spans[i].nameStart + spans[i].nameCount)] }
     public func value(_ i: Int) -> ArraySlice<UInt8> { bytes[spans[i].valueStart..<(spans[i].valueStart + spans[i].valueCount)] }

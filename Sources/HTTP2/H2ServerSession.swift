@@ -80,12 +80,12 @@ public struct H2RequestHead: Sendable, Equatable {
     /// cost more than the arrays it replaced.)
     @inlinable
     public func withPseudoHeaders<R>(_ body: (H2PseudoHeaders) -> R) -> R {
-        fields.withBytes { all in
+        fields.withBytesAndSpans { all, spans in
             @inline(__always) func at(_ r: Range<Int>) -> UnsafeRawBufferPointer {
                 r.isEmpty ? UnsafeRawBufferPointer(start: nil, count: 0) : UnsafeRawBufferPointer(rebasing: all[r])
             }
             return body(H2PseudoHeaders(method: at(methodRange), scheme: at(schemeRange), authority: at(authorityRange),
-                                        path: at(pathRange), protocol: at(protocolRange), bytes: all))
+                                        path: at(pathRange), protocol: at(protocolRange), bytes: all, spans: spans))
         }
     }
 
@@ -104,7 +104,16 @@ public struct H2RequestHead: Sendable, Equatable {
     /// A pseudo-header field's value, appended to the buffer (nghttp2 lets each through once; a
     /// setter above may change one, leaving its old bytes unread).
     mutating func set(_ pseudo: Pseudo, _ value: some Collection<UInt8>) {
-        let range = fields.appendOutsideFields(value)
+        record(pseudo, at: fields.appendOutsideFields(value))
+    }
+
+    /// As nghttp2 hands a value over.
+    @inline(__always)
+    mutating func set(_ pseudo: Pseudo, _ value: UnsafeBufferPointer<UInt8>) {
+        record(pseudo, at: fields.appendOutsideFields(value))
+    }
+
+    private mutating func record(_ pseudo: Pseudo, at range: Range<Int>) {
         switch pseudo {
         case .method: methodRange = range
         case .scheme: schemeRange = range
@@ -126,13 +135,15 @@ public struct H2RequestHead: Sendable, Equatable {
 public struct H2PseudoHeaders {
     @inlinable
     init(method: UnsafeRawBufferPointer, scheme: UnsafeRawBufferPointer, authority: UnsafeRawBufferPointer,
-         path: UnsafeRawBufferPointer, protocol: UnsafeRawBufferPointer, bytes: UnsafeRawBufferPointer) {
+         path: UnsafeRawBufferPointer, protocol: UnsafeRawBufferPointer, bytes: UnsafeRawBufferPointer,
+         spans: UnsafeBufferPointer<H2Fields.Span>) {
         self.method = method
         self.scheme = scheme
         self.authority = authority
         self.path = path
         self.protocol = `protocol`
         self.bytes = bytes
+        self.spans = spans
     }
 
     public let method: UnsafeRawBufferPointer
@@ -140,8 +151,9 @@ public struct H2PseudoHeaders {
     public let authority: UnsafeRawBufferPointer
     public let path: UnsafeRawBufferPointer
     public let `protocol`: UnsafeRawBufferPointer
-    /// The head's whole buffer: `H2Fields.Span`s of its fields index it.
+    /// The head's whole buffer: `spans`, where its regular fields lie, index it.
     public let bytes: UnsafeRawBufferPointer
+    public let spans: UnsafeBufferPointer<H2Fields.Span>
 }
 
 /// What a stream's response body source says when nghttp2 asks it for bytes.

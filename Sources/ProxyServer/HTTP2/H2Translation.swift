@@ -72,7 +72,7 @@ enum H2Translation {
         case .failure(let refusal):
             return .failure(refusal)
         case .success(false):
-            return h.withPseudoHeaders { request(h.fields, $0, form: form, endStream: endStream, upgrading: false, into: &out, fields: &lines) }
+            return h.withPseudoHeaders { request($0, form: form, endStream: endStream, upgrading: false, into: &out, fields: &lines) }
         case .success(true):
             var upgrade = copy h
             upgrade.method = Array("GET".utf8)
@@ -80,7 +80,7 @@ enum H2Translation {
             upgrade.removeFields(named: secWebSocketKeyName)
             upgrade.appendField(name: secWebSocketKeyName, value: webSocketKey())
             return upgrade.withPseudoHeaders {
-                request(upgrade.fields, $0, form: form, endStream: true, upgrading: true, into: &out, fields: &lines)
+                request($0, form: form, endStream: true, upgrading: true, into: &out, fields: &lines)
             }
         }
     }
@@ -129,52 +129,50 @@ enum H2Translation {
     }
 
     /// `all`: the buffer the fields' spans index.
-    private static func sort(_ fields: H2Fields, in all: UnsafeRawBufferPointer,
+    private static func sort(_ spans: UnsafeBufferPointer<H2Fields.Span>, in all: UnsafeRawBufferPointer,
                              authority: UnsafeRawBufferPointer) -> Result<SortedFields, Refusal> {
         let unfit = Refusal(status: 400, reason: "a field name or value HTTP/1.1 cannot carry")
-        return fields.spans.withUnsafeBufferPointer { spans -> Result<SortedFields, Refusal> in
-            var sorted = SortedFields()
-            guard let base = all.baseAddress else { return spans.isEmpty ? .success(sorted) : .failure(unfit) }
-            for s in spans {
-                let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
-                let value = UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount)
-                guard !name.isEmpty, name.allSatisfy(isFieldNameByte),
-                      fieldValueBytesEnd(value, from: 0, to: value.count) == value.count else {
-                    return .failure(unfit)
-                }
-                switch role(name) {
-                case .host:
-                    if authority.isEmpty, sorted.host == nil {
-                        sorted.host = s.valueStart..<(s.valueStart + s.valueCount)
-                    } else {
-                        let named = sorted.host.map { UnsafeRawBufferPointer(rebasing: all[$0]) } ?? authority
-                        guard sameIgnoringCase(named, value) else {
-                            return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
-                        }
-                    }
-                case .contentLength:
-                    if let seen = sorted.contentLength, !UnsafeRawBufferPointer(rebasing: all[seen]).elementsEqual(value) {
-                        return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
-                    }
-                    sorted.contentLength = s.valueStart..<(s.valueStart + s.valueCount)
-                case .cookie:
-                    sorted.cookies += 1  // one field again (RFC 9113 §8.2.3)
-                case .dropped, .forwarded:
-                    break
-                }
+        var sorted = SortedFields()
+        guard let base = all.baseAddress else { return spans.isEmpty ? .success(sorted) : .failure(unfit) }
+        for s in spans {
+            let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
+            let value = UnsafeRawBufferPointer(start: base + s.valueStart, count: s.valueCount)
+            guard !name.isEmpty, name.allSatisfy(isFieldNameByte),
+                  fieldValueBytesEnd(value, from: 0, to: value.count) == value.count else {
+                return .failure(unfit)
             }
-            return .success(sorted)
+            switch role(name) {
+            case .host:
+                if authority.isEmpty, sorted.host == nil {
+                    sorted.host = s.valueStart..<(s.valueStart + s.valueCount)
+                } else {
+                    let named = sorted.host.map { UnsafeRawBufferPointer(rebasing: all[$0]) } ?? authority
+                    guard sameIgnoringCase(named, value) else {
+                        return .failure(Refusal(status: 400, reason: "the host field names another authority than :authority"))
+                    }
+                }
+            case .contentLength:
+                if let seen = sorted.contentLength, !UnsafeRawBufferPointer(rebasing: all[seen]).elementsEqual(value) {
+                    return .failure(Refusal(status: 400, reason: "conflicting content-length fields"))
+                }
+                sorted.contentLength = s.valueStart..<(s.valueStart + s.valueCount)
+            case .cookie:
+                sorted.cookies += 1  // one field again (RFC 9113 §8.2.3)
+            case .dropped, .forwarded:
+                break
+            }
         }
+        return .success(sorted)
     }
 
-    /// `p`: the request's pseudo-header values and the buffer `fields` lie in.
-    private static func request(_ fields: H2Fields, _ p: H2PseudoHeaders, form: TargetForm, endStream: Bool,
+    /// `p`: the request's pseudo-header values, its fields' spans and the buffer they index.
+    private static func request(_ p: H2PseudoHeaders, form: TargetForm, endStream: Bool,
                                 upgrading: Bool, into out: inout MessageWriter,
                                 fields lines: inout [HeaderField]) -> Result<Request, Refusal> {
         // The fields are checked first and the head written after, at the end of `out`.
         let all = p.bytes
         let sorted: SortedFields
-        switch sort(fields, in: all, authority: p.authority) {
+        switch sort(p.spans, in: all, authority: p.authority) {
         case .success(let s): sorted = s
         case .failure(let refusal): return .failure(refusal)
         }
@@ -257,7 +255,7 @@ enum H2Translation {
         out.append(" HTTP/1.1\r\n")
         startLine(); out.append("Host"); startValue(); out.append(authority); endLine()
         if let base = all.baseAddress {
-            for s in fields.spans {
+            for s in p.spans {
                 let name = UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)
                 guard role(name) == .forwarded else { continue }
                 startLine()
@@ -271,7 +269,7 @@ enum H2Translation {
                 out.append("Cookie")
                 startValue()
                 var first = true
-                for s in fields.spans where s.nameCount == 6
+                for s in p.spans where s.nameCount == 6
                     && role(UnsafeRawBufferPointer(start: base + s.nameStart, count: s.nameCount)) == .cookie {
                     if !first { out.append("; ") }
                     first = false
