@@ -113,27 +113,35 @@ def test_curl_over_the_tls_listener_negotiates_h2_in_reverse_mode(larder_factory
     assert len(origin.requests()) == 1
 
 
-def test_large_bodies_over_tls_arrive_whole_as_misses_and_hits(larder_factory, origin, pki):
-    """Over TLS a DATA frame of a large body is written to the socket's output in one run with its
-    header (one record), small ones with the frames around them: bodies of every size, several
-    streams at once on one connection, fetched (a miss, streamed as it arrives) and then stored
-    (a hit), and one client with a small window that takes them a piece at a time."""
-    cert, key = pki.leaf("proxy")
-    lr = larder_factory(config={"reverse_origin": origin.base,
-                                "tls": {"listen": ["127.0.0.1:0"], "certificate_file": cert, "key_file": key}},
-                        listeners=2)
-    sizes = {80: 1_000_000, 81: 300_001, 82: 16_375, 83: 16_376, 84: 4_095, 85: 4_096, 86: 1_000}
+@pytest.mark.parametrize("tls", [True, False], ids=["tls", "plain"])
+def test_bodies_of_every_size_arrive_whole_as_misses_and_hits(larder_factory, origin, pki, tls):
+    """A DATA frame under 4 KiB is copied into nghttp2's buffer with the frames around it; a larger
+    one is written apart: over TLS copied to the socket's output in one run with its header (one
+    record), on a plain socket moved there. Bodies on both sides of those sizes, several streams at
+    once on one connection, fetched (a miss, streamed as it arrives) and then stored (a hit), and
+    one client with a small window that takes them a piece at a time."""
+    if tls:
+        cert, key = pki.leaf("proxy")
+        lr = larder_factory(config={"reverse_origin": origin.base,
+                                    "tls": {"listen": ["127.0.0.1:0"], "certificate_file": cert, "key_file": key}},
+                            listeners=2)
+        port, scheme, ca = lr.ports[1], "https", pki.ca
+    else:
+        lr = larder_factory(config={"reverse_origin": origin.base})
+        port, scheme, ca = lr.port, "http", None
+    sizes = {80: 1_000_000, 81: 300_001, 82: 16_375, 83: 16_376, 84: 4_095, 85: 4_096, 86: 1_000, 87: 1}
     for round_ in ("miss", "hit"):
-        with H2Client(lr.ports[1], tls_ca=pki.ca) as c:
-            sids = {n: c.request("GET", f"localhost:{lr.ports[1]}", f"/unique/{n}/{size}", scheme="https")
+        with H2Client(port, tls_ca=ca) as c:
+            sids = {n: c.request("GET", f"localhost:{port}", f"/unique/{n}/{size}", scheme=scheme)
                     for n, size in sizes.items()}
             for n, sid in sids.items():
                 s = c.wait(sid, timeout=30)
                 assert s.status == 200 and s.ended and bytes(s.body) == unique_body(n, sizes[n]), (round_, n, s)
-    with H2Client(lr.ports[1], tls_ca=pki.ca, initial_window=20_000) as c:
-        sid = c.request("GET", f"localhost:{lr.ports[1]}", "/unique/81/300001", scheme="https")
-        s = c.wait(sid, timeout=30)
-        assert s.status == 200 and bytes(s.body) == unique_body(81, 300_001), s
+    for window in (20_000, 3_000):
+        with H2Client(port, tls_ca=ca, initial_window=window) as c:
+            sid = c.request("GET", f"localhost:{port}", "/unique/81/300001", scheme=scheme)
+            s = c.wait(sid, timeout=30)
+            assert s.status == 200 and bytes(s.body) == unique_body(81, 300_001), (window, s)
     assert sorted(r["path"] for r in origin.requests()) == sorted(f"/unique/{n}/{size}" for n, size in sizes.items())
 
 

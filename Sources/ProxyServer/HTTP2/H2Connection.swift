@@ -674,14 +674,14 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// the frame is written (`h2SendResponseBody`), or over TLS, for a small frame, copied now.
     private func take(_ n: Int, of ex: H2Exchange, from inner: Stream, into buffer: UnsafeMutableRawBufferPointer,
                       end: Bool) -> H2BodyRead {
+        if n < H2Connection.smallFrame {
+            // Into nghttp2's buffer with the frames around it, which go to the socket's output
+            // in one piece: cheaper than a frame written apart, for a few KiB.
+            _ = inner.output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<n]))
+            handedOver(n, of: ex, from: inner)
+            return .bytes(n, end: end)
+        }
         guard movesBodies else {
-            if n < H2Connection.smallFrame {
-                // Into nghttp2's buffer with the frames around it, which go to the socket's output
-                // in one piece: cheaper than a frame written apart, for a few KiB.
-                _ = inner.output.remove(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<n]))
-                handedOver(n, of: ex, from: inner)
-                return .bytes(n, end: end)
-            }
             // A frame is at most a record, header and all: one record per frame, full.
             let fits = min(n, Stream.tlsRecord - H2Connection.frameHeaderSize)
             return .ready(fits, end: end && fits == n)
