@@ -949,19 +949,54 @@ def test_a_stream_whose_window_never_opens_does_not_stall_the_others(larder_fact
         assert c.pump(lambda: s.reset is not None or c.closed, 15), s
 
 
+def test_a_small_stored_answer_to_a_window_that_never_opens_is_cut(larder_factory, origin):
+    """A small stored body is handed to the connection whole, out of its exchange's stream (which
+    is free for the next request at once): a client whose window never opens still has its stream
+    cut once it made no progress for the idle timeout, and the others answered meanwhile."""
+    lr = larder_factory(config=dict(ADMIN, limits={"client_idle_timeout": "2s"}))
+    host = origin.hostport
+    with H2Client(lr.port) as c:
+        assert c.wait(c.request("GET", host, "/unique/43/3000")).status == 200
+    assert wait_until(lambda: stats(lr)["cache_entries"]["memory"] >= 1)
+    with H2Client(lr.port, initial_window=0) as c:
+        c.auto_window = False
+        stalled = c.request("GET", host, "/unique/43/3000")
+        s = c.streams[stalled]
+        assert c.pump(lambda: s.headers is not None), s
+        assert "hit" in s.header("cache-status"), s.headers
+        other = c.request("GET", host, "/unique/43/3000")
+        c.conn.increment_flow_control_window(1 << 20, stream_id=other)
+        c.conn.increment_flow_control_window(1 << 20)
+        c.flush()
+        o = c.wait(other, 10)
+        assert o.status == 200 and bytes(o.body) == unique_body(43, 3000) and o.ended
+        assert c.pump(lambda: s.reset is not None or c.closed, 15), s
+        assert len(s.body) == 0
+    assert lr.wait_for_log(r"made no progress", timeout=10), lr.log_text()[-2000:]
+    assert [q["path"] for q in origin.requests()] == ["/unique/43/3000"]
+
+
 def test_stored_bodies_arrive_whole_through_windows_that_cut_their_frames(larder_factory, origin):
     """A stored body goes to a plain-socket client in pieces its DATA frames move whole; windows of
     odd sizes cut frames inside pieces, and the bytes still arrive whole and in order, on streams of
     one connection at once and one after another."""
     lr = larder_factory(config=ADMIN)
     host = origin.hostport
-    sizes = [300_000, 16_384 * 4, 16_384 * 4 + 1, 1, 40_000]
+    sizes = [300_000, 16_384 * 4, 16_384 * 4 + 1, 1, 40_000, 4_095, 2_500]
     with H2Client(lr.port) as c:
         for n, size in enumerate(sizes):
             r = c.wait(c.request("GET", host, f"/unique/{200 + n}/{size}"))
             assert r.status == 200 and bytes(r.body) == unique_body(200 + n, size)
     # Stored once the writer is through with them (the client may have its last byte before).
     assert wait_until(lambda: stats(lr)["cache_entries"]["memory"] >= len(sizes))
+    # Bodies under 4 KiB are handed to the connection whole and copied into frames from there.
+    for window in (100, 1_000):
+        with H2Client(lr.port, initial_window=window) as c:
+            for n, size in enumerate(sizes):
+                if size < 4_096:
+                    r = c.wait(c.request("GET", host, f"/unique/{200 + n}/{size}"), timeout=30)
+                    assert r.status == 200 and "hit" in r.header("cache-status"), (window, size, r)
+                    assert bytes(r.body) == unique_body(200 + n, size), (window, size)
     for window in (10_007, 16_383, 16_385, 65_535):
         with H2Client(lr.port, initial_window=window) as c:
             sids = [c.request("GET", host, f"/unique/{200 + n}/{size}") for n, size in enumerate(sizes)]

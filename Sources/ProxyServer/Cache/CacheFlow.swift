@@ -326,15 +326,10 @@ enum CacheFlow {
         switch entry.body {
         case .memory(let object):
             object.body.withUnsafeBytes { body in
-                let slice = UnsafeRawBufferPointer(rebasing: body[bodyStart..<bodyStart + bodyCount])
-                // Larger bodies go out by reference: the object's body array is immutable and lives as
-                // long as the object, which the output buffer keeps until the bytes are written. Small
-                // ones are cheaper to copy than to track.
-                if bodyCount >= CacheFlow.referenceThreshold {
-                    c.sendBody(reference: slice, keepingAlive: object)
-                } else {
-                    c.sendBody(slice)
-                }
+                // The object's body array is immutable and lives as long as the object, which
+                // whoever holds the bytes until they are written keeps.
+                c.sendStoredBody(UnsafeRawBufferPointer(rebasing: body[bodyStart..<bodyStart + bodyCount]),
+                                 keepingAlive: object)
             }
             c.finishAnswer()
         case .disk(_, _, let chunkSize):

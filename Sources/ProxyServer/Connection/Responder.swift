@@ -219,6 +219,20 @@ extension ClientConnection {
         }
     }
 
+    /// Body bytes of a stored response that `owner` keeps alive: on an HTTP/2 stream, a small whole
+    /// body goes to the connection as it is (its frames copy it from there), not through the
+    /// stream's output and back; otherwise queued by reference if large, copied if small.
+    func sendStoredBody(_ bytes: UnsafeRawBufferPointer, keepingAlive owner: AnyObject) {
+        if isStream, context.mirror == nil, let carrier,
+           carrier.takeAnswerBody(bytes, keepingAlive: owner, of: stream) { return }
+        // Small ones are cheaper to copy than to track.
+        if bytes.count >= CacheFlow.referenceThreshold {
+            sendBody(reference: bytes, keepingAlive: owner)
+        } else {
+            sendBody(bytes)
+        }
+    }
+
     /// Body bytes of a stored response, queued by reference: `owner` keeps them alive until written.
     func sendBody(reference bytes: UnsafeRawBufferPointer, keepingAlive owner: AnyObject) {
         if let m = context.mirror, m.isHolding { return mirrorTakes(m, bytes) }

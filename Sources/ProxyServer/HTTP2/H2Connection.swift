@@ -571,6 +571,17 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         return parsed
     }
 
+    /// A small stored body, whole, handed over as it is stored rather than through the stream's
+    /// output and back (`owner` keeps the bytes alive): its frames copy it from there. Only right
+    /// after its head, with nothing queued in the stream; false when not taken.
+    func takeAnswerBody(_ bytes: UnsafeRawBufferPointer, keepingAlive owner: AnyObject, of inner: Stream) -> Bool {
+        guard bytes.count < H2Connection.smallFrame, inner.output.count == 0, let ex = exchange(of: inner),
+              ex.headSent, ex.held == nil, ex.mode == .length(bytes.count) else { return false }
+        ex.held = H2Exchange.HeldBody(bytes: bytes, owner: owner)
+        if !startingArrived { flushSoon.fireAtNextTurn() }
+        return true
+    }
+
     /// The status the final head `answerHead` has just read is sent with, and how its body is
     /// read back.
     private func answerShape(_ request: H2Translation.Request) -> (status: Int, mode: H2Exchange.Mode) {
@@ -641,6 +652,15 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             buffer.copyBytes(from: local[..<n])
             ex.localBody = Array(local[n...])
             return .bytes(n, end: ex.localBody!.isEmpty)
+        }
+        if var held = ex.held {
+            let n = min(held.bytes.count - held.taken, buffer.count)
+            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: held.bytes[held.taken..<(held.taken + n)]))
+            held.taken += n
+            let end = held.taken == held.bytes.count
+            ex.held = end ? nil : held
+            if case .length(let remaining) = ex.mode { ex.mode = .length(remaining - n) }
+            return .bytes(n, end: end)
         }
         guard let inner = ex.inner else { return .bytes(0, end: true) }
         let output = inner.output
@@ -729,7 +749,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         guard let ex = exchange(of: inner) else { return }
         ex.innerFinished = true
         var cut = reset || !ex.headSent
-        if case .length(let remaining) = ex.mode, inner.output.count < remaining { cut = true }
+        if case .length(let remaining) = ex.mode, inner.output.count + ex.heldCount < remaining { cut = true }
         if cut {
             // A cut answer must not look complete.
             session.reset(ex.id, code: 0x2)
@@ -805,6 +825,16 @@ final class H2Exchange {
     let request: H2Translation.Request?
     /// A refusal Larder answers itself, without an exchange.
     var localBody: [UInt8]?
+    /// A stored body the exchange handed over whole (`H2Connection.takeAnswerBody`), and how much
+    /// of it frames took.
+    struct HeldBody {
+        let bytes: UnsafeRawBufferPointer
+        /// Keeps `bytes` alive.
+        let owner: AnyObject
+        var taken = 0
+    }
+    var held: HeldBody?
+    var heldCount: Int { held.map { $0.bytes.count - $0.taken } ?? 0 }
     var headSent = false
     var status = 0
     var mode: Mode = .none
@@ -830,7 +860,7 @@ final class H2Exchange {
     /// the rest of its request. A tunnel's silence is its own business; an origin's slowness is
     /// the session's.
     var waitsOnClient: Bool {
-        if localBody?.isEmpty == false { return true }
+        if localBody?.isEmpty == false || held != nil { return true }
         if mode == .tunnel { return false }
         if let inner, headSent, !answerDone, inner.output.count > 0 { return true }
         return !requestEnded && !answerDone
