@@ -179,8 +179,12 @@ final class RequestRouter: Sendable {
     /// client's `Host: evil.example` can never become another client's page.
     private func reverseRoute(to reverse: OriginKey, request: RequestHead, target: RequestTarget,
                               path: Range<Int>, memo: RouteMemo?) -> Route {
+        // A destination this router made is for its one reverse origin: only the host is compared
+        // (and nothing the memo holds is copied out of it).
+        if reverseHost == .client, let memo, let shared = memo.destination(madeBy: self), memo.holdsHost(of: request, target) {
+            return .forward(shared, path: path)
+        }
         let remembered = reverseHost == .client ? memo?.recall(request, target, reverse) : nil
-        if remembered != nil, let shared = memo?.destination(madeBy: self) { return .forward(shared, path: path) }
         let named: ReverseHostName?
         if let remembered {
             named = remembered.named
@@ -281,12 +285,22 @@ final class RouteMemo {
 
     func recall(_ request: RequestHead, _ target: RequestTarget,
                 _ reverse: OriginKey) -> (named: ReverseHostName, authority: [UInt8], keyedAs: OriginKey)? {
-        guard target.form == .origin, let keyedAs, origin == reverse, let value = Self.hostValue(request) else { return nil }
-        let same = request.headers.withBytes(value) { bytes in
+        guard let keyedAs, holds(request, target, reverse) else { return nil }
+        return (named, authority, keyedAs)
+    }
+
+    /// Whether the request names the host remembered, for the same reverse origin.
+    func holds(_ request: RequestHead, _ target: RequestTarget, _ reverse: OriginKey) -> Bool {
+        keyedAs != nil && origin == reverse && holdsHost(of: request, target)
+    }
+
+    /// Whether the request's Host field is the one remembered, byte for byte.
+    func holdsHost(of request: RequestHead, _ target: RequestTarget) -> Bool {
+        guard target.form == .origin, !field.isEmpty, let value = Self.hostValue(request) else { return false }
+        return request.headers.withBytes(value) { bytes in
             guard bytes.count == field.count, let a = bytes.baseAddress else { return false }
             return field.withUnsafeBytes { memcmp(a, $0.baseAddress!, bytes.count) == 0 }
         }
-        return same ? (named, authority, keyedAs) : nil
     }
 
     /// Whether the request's host is the one remembered now.
