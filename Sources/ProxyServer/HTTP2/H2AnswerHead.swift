@@ -48,7 +48,10 @@ struct H2AnswerHead {
     }
     /// The last head read whole (its bytes, the method it answered, its lines' starts), while
     /// `spans` and `names` still hold what it was read into.
-    private var last: [UInt8] = []
+    /// (`lastCount` bytes of `last`, which is kept at `rememberedLimit`: a head read from one of
+    /// the last one's lines has only its bytes after that line copied.)
+    private var last = [UInt8](repeating: 0, count: H2AnswerHead.rememberedLimit)
+    private var lastCount = 0
     private var lastMethod: HTTPMethod = .get
     private var lines: [LineStart] = []
     private var remembered = false
@@ -105,17 +108,22 @@ struct H2AnswerHead {
         var used = 0
         var i: Int
         let resume = resumePoint(p, method: method)
+        // What `last` holds already, if this head is kept.
+        var keptBytes = 0
         // Kept only once this head is read whole.
         remembered = false
         if let resumed = resume {
             let line = lines[resumed]
-            lines.removeSubrange(resumed...)
-            spans.removeSubrange(line.spans...)
+            // A line or two, the last head's Age and Cache-Status: Array's generic range removal
+            // cost more than these.
+            while lines.count > resumed { lines.removeLast() }
+            while spans.count > line.spans { spans.removeLast() }
             used = line.namesUsed
             contentLength = line.contentLength
             transferEncoding = line.transferEncoding
             chunked = line.chunked
             i = line.offset
+            keptBytes = line.offset
         } else {
             spans.removeAll(keepingCapacity: true)
             lines.removeAll(keepingCapacity: true)
@@ -184,8 +192,10 @@ struct H2AnswerHead {
             framing = .untilClose
         }
         if i <= Self.rememberedLimit {
-            last.removeAll(keepingCapacity: true)
-            last.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[..<i]))
+            last.withUnsafeMutableBytes { kept in
+                kept.baseAddress!.advanced(by: keptBytes).copyMemory(from: p.baseAddress! + keptBytes, byteCount: i - keptBytes)
+            }
+            lastCount = i
             lastMethod = method
             remembered = true
         }
@@ -196,7 +206,7 @@ struct H2AnswerHead {
     /// where reading `p` may begin; nil to read it from its start.
     private func resumePoint(_ p: UnsafeRawBufferPointer, method: HTTPMethod) -> Int? {
         guard remembered, method == lastMethod else { return nil }
-        let same = last.withUnsafeBytes { commonPrefixLength(p, $0) }
+        let same = last.withUnsafeBytes { commonPrefixLength(p, UnsafeRawBufferPointer(rebasing: $0[..<lastCount])) }
         // `lines` is in ascending order of offset, and its first begins after the status line.
         var k = lines.count - 1
         while k >= 0, lines[k].offset > same { k -= 1 }
