@@ -61,6 +61,7 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
     let c = ClientRecorder(), s = Recorder()
     client.delegate = c
     server.delegate = s
+    defer { withExtendedLifetime(s) {} }  // the session does not hold it
     let upload = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 * 7) }
     let id = try #require(client.request(fields([(":method", "POST"), (":scheme", "https"), (":authority", "o.test"),
                                                  (":path", "/up"), ("content-length", "300000")]), hasBody: true))
@@ -87,6 +88,7 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
     let c = ClientRecorder(), s = Recorder()
     client.delegate = c
     server.delegate = s
+    defer { withExtendedLifetime(s) {} }  // the session does not hold it
     let id = try #require(client.request(fields([(":method", "GET"), (":scheme", "https"), (":authority", "o.test"),
                                                  (":path", "/big")]), hasBody: false))
     try shuttle(client, server)
@@ -105,6 +107,7 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
     let c = ClientRecorder(), s = Recorder()
     client.delegate = c
     server.delegate = s
+    defer { withExtendedLifetime(s) {} }  // the session does not hold it
     let id = try #require(client.request(fields([(":method", "GET"), (":scheme", "https"), (":authority", "o.test"),
                                                  (":path", "/")]), hasBody: false))
     try shuttle(client, server)
@@ -119,6 +122,7 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
     let c = ClientRecorder(), s = Recorder()
     client.delegate = c
     server.delegate = s
+    defer { withExtendedLifetime(s) {} }  // the session does not hold it
     let id = try #require(client.request(fields([(":method", "GET"), (":scheme", "https"), (":authority", "o.test"),
                                                  (":path", "/")]), hasBody: false))
     try shuttle(client, server)

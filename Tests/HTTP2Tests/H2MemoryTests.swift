@@ -110,7 +110,8 @@ private func onFreshThread<T>(_ body: @escaping () -> T) -> T {
         do {
             let server = try H2ServerSession(settings: H2Settings())
             let recorder = Recorder()
-            server.delegate = recorder
+            server.delegate = recorder  // not held by the session
+            defer { withExtendedLifetime(recorder) {} }
             let client = TestClient()
             for _ in 0..<5 {
                 let id = client.request(get)

@@ -140,6 +140,7 @@ let get = [(":method", "GET"), (":scheme", "http"), (":authority", "origin.test:
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let id = client.request(get + [("accept", "*/*")])
     try exchange(client, server)
@@ -155,6 +156,7 @@ let get = [(":method", "GET"), (":scheme", "http"), (":authority", "origin.test:
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     client.request(get + [("accept", "*/*"), ("x-first", "1")])
     try exchange(client, server)
@@ -173,6 +175,7 @@ let get = [(":method", "GET"), (":scheme", "http"), (":authority", "origin.test:
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let id = client.request(get)
     try exchange(client, server)
@@ -190,6 +193,7 @@ let get = [(":method", "GET"), (":scheme", "http"), (":authority", "origin.test:
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let a = client.request(get), b = client.request(get), c = client.request(get)
     try exchange(client, server)
@@ -211,6 +215,7 @@ let get = [(":method", "GET"), (":scheme", "http"), (":authority", "origin.test:
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let a = client.request(get), b = client.request(get)
     try exchange(client, server)
@@ -228,6 +233,7 @@ let get = [(":method", "GET"), (":scheme", "http"), (":authority", "origin.test:
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let id = client.request(get)
     try exchange(client, server)
@@ -252,6 +258,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let id = client.request(get + extra)
     try exchange(client, server)
@@ -263,6 +270,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let id = client.request([(":method", "GET"), ("accept", "*/*"), (":scheme", "http"), (":authority", "a"), (":path", "/")])
     try exchange(client, server)
@@ -273,6 +281,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let fields = [(":method", "POST"), (":scheme", "http"), (":authority", "a"), (":path", "/"), ("content-length", "3")]
     let pairs = fields.map { (name: Array($0.0.utf8), value: Array($0.1.utf8)) }
@@ -302,6 +311,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let ids = (0..<3).map { _ in client.request(get) }
     try exchange(client, server)
@@ -320,6 +330,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 2))
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     try exchange(client, server)  // the client learns the limit
     for _ in 0..<4 { client.request(get) }
@@ -331,6 +342,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     try exchange(client, server)
     var failed = false
@@ -351,6 +363,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     for n in 0..<380 {  // 190 cancels: more than the limit, fewer than nghttp2's burst of resets
         let id = client.request(get)
@@ -396,6 +409,7 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     let server = try H2ServerSession(settings: H2Settings())
     let recorder = Recorder()
     server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
     let client = TestClient()
     let ids = (0..<60).map { _ in client.request(get) }
     try exchange(client, server)

@@ -450,6 +450,8 @@ final class ClientConnection: StreamDelegate {
     /// Makes `new` this connection's stream (at start, and once more when a CONNECT is intercepted):
     /// its callbacks come here and its buffers are bounded.
     func attach(_ new: Stream, tlsPending: Bool = false) {
+        // An HTTP/2 stream's exchange keeps its stream for good: that stream is what keeps `carrier`.
+        precondition(!isStream || new === stream, "an HTTP/2 stream's exchange given another stream")
         stream = new
         tlsHandshakePending = tlsHandshakePending || tlsPending
         stream.delegate = self

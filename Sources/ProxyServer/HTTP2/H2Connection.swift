@@ -578,6 +578,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         guard bytes.count < H2Connection.smallFrame, inner.output.count == 0, let ex = exchange(of: inner),
               ex.headSent, ex.held == nil, ex.mode == .length(bytes.count) else { return false }
         ex.held = H2Exchange.HeldBody(bytes: bytes, owner: owner)
+        session.resume(ex.id)  // in case nghttp2 asked for the body already and was told to wait
         if !startingArrived { flushSoon.fireAtNextTurn() }
         return true
     }
