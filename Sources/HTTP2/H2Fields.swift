@@ -129,8 +129,8 @@ public struct H2Fields: Sendable {
         spanCount += 1
     }
 
-    /// The buffer the spans index, and the spans, valid inside `body`: read in place (`spans` and
-    /// `bytes` are slices, each a reference counted).
+    /// The buffer the spans index, and the spans, valid inside `body`: read in place, where
+    /// `bytes` and `spans` are slices that each count a reference.
     @inlinable
     public func withBytesAndSpans<R>(_ body: (UnsafeRawBufferPointer, UnsafeBufferPointer<Span>) -> R) -> R {
         storage.withUnsafeBytes { all in

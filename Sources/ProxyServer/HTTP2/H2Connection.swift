@@ -692,7 +692,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     }
 
     /// `n` answer bytes at the front of the exchange's output for one DATA frame: left there until
-    /// the frame is written (`h2SendResponseBody`), or over TLS, for a small frame, copied now.
+    /// the frame is written (`h2SendResponseBody`), or, for a frame under `smallFrame`, copied now.
     private func take(_ n: Int, of ex: H2Exchange, from inner: Stream, into buffer: UnsafeMutableRawBufferPointer,
                       end: Bool) -> H2BodyRead {
         if n < H2Connection.smallFrame {
