@@ -179,12 +179,11 @@ final class RequestRouter: Sendable {
     /// client's `Host: evil.example` can never become another client's page.
     private func reverseRoute(to reverse: OriginKey, request: RequestHead, target: RequestTarget,
                               path: Range<Int>, memo: RouteMemo?) -> Route {
-        // A destination this router made is for its one reverse origin: only the host is compared
-        // (and nothing the memo holds is copied out of it).
-        if reverseHost == .client, let memo, let shared = memo.destination(madeBy: self), memo.holdsHost(of: request, target) {
-            return .forward(shared, path: path)
-        }
-        let remembered = reverseHost == .client ? memo?.recall(request, target, reverse) : nil
+        // The Host field is compared with the memo's once. A destination this router made is for
+        // its one reverse origin, so it is shared without more (nothing the memo holds is copied).
+        let sameHost = reverseHost == .client && memo?.holdsHost(of: request, target) == true
+        if sameHost, let shared = memo?.destination(madeBy: self) { return .forward(shared, path: path) }
+        let remembered = sameHost ? memo?.recall(for: reverse) : nil
         let named: ReverseHostName?
         if let remembered {
             named = remembered.named
@@ -283,15 +282,11 @@ final class RouteMemo {
     private var destination: RequestRouter.Destination?
     private var router: RequestRouter?
 
-    func recall(_ request: RequestHead, _ target: RequestTarget,
-                _ reverse: OriginKey) -> (named: ReverseHostName, authority: [UInt8], keyedAs: OriginKey)? {
-        guard let keyedAs, holds(request, target, reverse) else { return nil }
+    /// What the host remembered became for `reverse`, for a request whose Host field is that
+    /// host's (`holdsHost`).
+    func recall(for reverse: OriginKey) -> (named: ReverseHostName, authority: [UInt8], keyedAs: OriginKey)? {
+        guard let keyedAs, origin == reverse else { return nil }
         return (named, authority, keyedAs)
-    }
-
-    /// Whether the request names the host remembered, for the same reverse origin.
-    func holds(_ request: RequestHead, _ target: RequestTarget, _ reverse: OriginKey) -> Bool {
-        keyedAs != nil && origin == reverse && holdsHost(of: request, target)
     }
 
     /// Whether the request's Host field is the one remembered, byte for byte.
