@@ -141,6 +141,15 @@ public final class Stream {
         if n > 0, n <= Stream.tlsRecord { output.makeContiguous(n) }
     }
 
+    /// Over TLS, encrypts and sends `bytes` (a record at most) now, after whatever `output` holds;
+    /// false when that cannot be done now (another transport, a full socket, much queued), with
+    /// nothing sent: the caller then appends `bytes` to `output`. Bytes sent as they are made
+    /// are read by OpenSSL from the cache; queued behind others, from memory.
+    public func writeNow(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard case .tls(let t) = transport else { return false }
+        return t._withUnsafeGuaranteedRef { $0.writeNow(bytes) }
+    }
+
     /// The most one TLS record carries.
     public static let tlsRecord = 16_384
 

@@ -104,6 +104,40 @@ final class TLSTransport {
         bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
     }
 
+    /// Set when a write made here found the socket full; cleared once libevent writes again.
+    private var socketFull = false
+
+    /// Encrypts and sends `bytes` (a record at most) now, while they are still in the cache, when
+    /// nothing is queued before them: what `output` holds, if anything, goes first. False, with
+    /// nothing of `bytes` sent, when that cannot be done now: the caller queues them, and libevent
+    /// writes them as it writes the rest.
+    ///
+    /// A write OpenSSL could not finish leaves its record pending inside OpenSSL, which must be
+    /// retried from the same bytes and with at least as many: the caller queues `bytes` whole
+    /// into an empty `output`, where libevent's next write passes them as its first segment.
+    func writeNow(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !socketFull, let bev, let ssl = bufferevent_openssl_get_ssl(bev) else { return false }
+        let queued = output.count
+        if queued > 0 {
+            guard queued + bytes.count <= Stream.tlsRecord * 2 else { return false }
+            output.makeContiguous(queued)
+            let sent = output.withFirstSegment { write(ssl, $0) }
+            guard sent else { return false }
+            output.drain(queued)
+        }
+        return write(ssl, bytes)
+    }
+
+    private func write(_ ssl: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        ERR_clear_error()
+        let r = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
+        if r == Int32(bytes.count) { return true }
+        // Blocked (or failed: libevent's own write meets the error again and reports it).
+        ERR_clear_error()
+        socketFull = true
+        return false
+    }
+
     /// Bytes read from and written to the socket (TLS records, the handshake included), as OpenSSL's
     /// socket BIO counts them; kept when the connection closes.
     var bytesCarried: (read: Int, written: Int) {
@@ -142,6 +176,7 @@ final class TLSTransport {
 
     private static let writeCallback: bufferevent_data_cb = { bev, arg in
         withTransport(arg) { t in
+            t.socketFull = false
             if t.shutdownWhenFlushed, t.output.count == 0, let bev {
                 t.shutdownWhenFlushed = false
                 shutdown(bufferevent_getfd(bev), Int32(SHUT_WR))

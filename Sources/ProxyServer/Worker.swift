@@ -45,6 +45,9 @@ final class Worker: @unchecked Sendable {
     let stats = WorkerStatistics()
     /// What this worker's last requests were routed to (`RequestRouter.route`).
     let routeMemo = RouteMemo()
+    /// Where a TLS record's bytes are put together just before OpenSSL encrypts them (one
+    /// record's worth, for the worker's thread alone).
+    let recordScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Stream.tlsRecord, alignment: 64)
     /// Requests per origin host (the dashboard's top hosts).
     let hosts = TopHosts()
     /// This worker's access log lines, if the log is on.
@@ -70,6 +73,8 @@ final class Worker: @unchecked Sendable {
         cacheReader = cache.makeReader()
         loop = EventLoop(clock: clock)
     }
+
+    deinit { recordScratch.deallocate() }
 
     /// Before the worker's thread runs (nothing else touches the loop yet).
     func prepare() throws(Session.SetupError) {

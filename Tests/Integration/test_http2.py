@@ -116,8 +116,8 @@ def test_curl_over_the_tls_listener_negotiates_h2_in_reverse_mode(larder_factory
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "plain"])
 def test_bodies_of_every_size_arrive_whole_as_misses_and_hits(larder_factory, origin, pki, tls):
     """A DATA frame under 4 KiB is copied into nghttp2's buffer with the frames around it; a larger
-    one is written apart: over TLS copied to the socket's output in one run with its header (one
-    record), on a plain socket moved there. Bodies on both sides of those sizes, several streams at
+    one is written apart: over TLS put together with its header and encrypted at once (one
+    record), on a plain socket moved to the socket's output. Bodies on both sides of those sizes, several streams at
     once on one connection, fetched (a miss, streamed as it arrives) and then stored (a hit), and
     one client with a small window that takes them a piece at a time."""
     if tls:
@@ -142,6 +142,57 @@ def test_bodies_of_every_size_arrive_whole_as_misses_and_hits(larder_factory, or
             sid = c.request("GET", f"localhost:{port}", "/unique/81/300001", scheme=scheme)
             s = c.wait(sid, timeout=30)
             assert s.status == 200 and bytes(s.body) == unique_body(81, 300_001), (window, s)
+    assert sorted(r["path"] for r in origin.requests()) == sorted(f"/unique/{n}/{size}" for n, size in sizes.items())
+
+
+def tcp_send_queue(local_port, remote_port):
+    """Bytes the kernel holds unsent (or unacknowledged) on the loopback TCP socket from
+    ``local_port`` to ``remote_port`` (/proc/net/tcp's tx_queue)."""
+    with open("/proc/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            fields = line.split()
+            local, remote = fields[1].split(":"), fields[2].split(":")
+            if int(local[1], 16) == local_port and int(remote[1], 16) == remote_port:
+                return int(fields[4].split(":")[0], 16)
+    return 0
+
+
+def test_large_frames_sent_as_made_over_tls_survive_a_socket_that_fills(larder_factory, origin, pki):
+    """Over TLS a large DATA frame is put together and encrypted as it is made, while its bytes
+    are in the cache, not queued for the next turn. When the socket takes no more, the frame is
+    queued whole, and libevent's next write finishes the record OpenSSL holds from the same bytes.
+    A client with a small receive buffer reads nothing until Larder's socket to it holds a MB;
+    then it asks for more than the kernel can hold (stored answers and a miss, 10 MB), while a
+    second connection reading at full speed is answered."""
+    cert, key = pki.leaf("proxy")
+    lr = larder_factory(config={"reverse_origin": origin.base, "workers": 1,
+                                "tls": {"listen": ["127.0.0.1:0"], "certificate_file": cert, "key_file": key}},
+                        listeners=2)
+    port = lr.ports[1]
+    stored = {90: 1_000_000, 91: 1_000_001, 92: 700_000, 93: 16_375}
+    with H2Client(port, tls_ca=pki.ca) as c:
+        for n, size in stored.items():
+            s = c.wait(c.request("GET", f"localhost:{port}", f"/unique/{n}/{size}", scheme="https"), timeout=30)
+            assert s.status == 200 and bytes(s.body) == unique_body(n, size), (n, s)
+    sizes = {**stored, 94: 2_000_000}
+    asked = [n for n in stored for _ in range(3)] + [94]
+    with H2Client(port, tls_ca=pki.ca, receive_buffer=4096, initial_window=1 << 24) as slow, \
+            H2Client(port, tls_ca=pki.ca, initial_window=1 << 24) as fast:
+        for c in (slow, fast):  # the connection's window too, not only the streams'
+            c.conn.increment_flow_control_window(1 << 30)
+            c.flush()
+        slow_ids = {slow.request("GET", f"localhost:{port}", f"/unique/{n}/{sizes[n]}", scheme="https"): n
+                    for n in asked}
+        slow_port = slow.sock.getsockname()[1]
+        assert wait_until(lambda: tcp_send_queue(port, slow_port) >= 1_000_000, timeout=30)
+        fast_ids = {n: fast.request("GET", f"localhost:{port}", f"/unique/{n}/{size}", scheme="https")
+                    for n, size in stored.items()}
+        for n, sid in fast_ids.items():
+            s = fast.wait(sid, timeout=30)
+            assert s.status == 200 and s.ended and bytes(s.body) == unique_body(n, stored[n]), ("fast", n, s)
+        for sid, n in slow_ids.items():
+            s = slow.wait(sid, timeout=60)
+            assert s.status == 200 and s.ended and bytes(s.body) == unique_body(n, sizes[n]), ("slow", n, s)
     assert sorted(r["path"] for r in origin.requests()) == sorted(f"/unique/{n}/{size}" for n, size in sizes.items())
 
 

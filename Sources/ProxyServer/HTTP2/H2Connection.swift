@@ -74,6 +74,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// header apart from its bytes doubled the records (and halved small answers' rate).
     private let movesBodies: Bool
 
+    /// Bytes of large frames sent at once in this turn (over TLS, `sendRecord`), and whether the
+    /// turn's share (`socketHighWater`) ran out before nghttp2 did: then the next turn sends more.
+    private var sentNow = 0
+    private var turnSpent = false
+
     /// Socket output beyond which nghttp2 is not asked for more frames.
     static let socketHighWater = 256 * 1024
 
@@ -168,6 +173,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private func sendFrames() -> Bool {
         guard !socketBackedUp else { return true }
         let output = stream.output
+        sentNow = 0
         do throws(H2SessionError) {
             try session.send { bytes in
                 output.append(bytes)
@@ -176,6 +182,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         } catch {
             close(why: "HTTP/2 session failed: \(error)")
             return false
+        }
+        if turnSpent {
+            // Frames sent now leave nothing for libevent to call back about once written.
+            turnSpent = false
+            if output.count == 0 { flushSoon.fireAtNextTurn() }
         }
         stream.gatherForOneRecord()  // frames of several small answers share a TLS record
         return true
@@ -635,13 +646,36 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if movesBodies {
             stream.output.append(frameHeader)
             stream.output.move(count, from: inner.output)
+        } else if sentNow >= H2Connection.socketHighWater {
+            turnSpent = true
+            return .wouldBlock
         } else {
-            stream.output.append(frameHeader, thenTaking: count, from: inner.output)
+            sendRecord(frameHeader, thenTaking: count, from: inner.output)
         }
         handedOver(count, of: ex, from: inner)
         ex.sent += count
         if ex.readyEnds { answerComplete(ex) }
         return .written
+    }
+
+    /// Over TLS, a frame (a record at most) put together and encrypted at once, while its bytes
+    /// are in the cache: frames queued for the loop's next turn were read back from memory, a
+    /// turn's share of them later, and encrypting them cost a third more. Queued when the socket
+    /// takes no more (or the scratch is too small, which `take` does not let happen).
+    private func sendRecord(_ frameHeader: UnsafeRawBufferPointer, thenTaking count: Int, from source: Buffer) {
+        let scratch = worker.recordScratch
+        let total = frameHeader.count + count
+        guard total <= scratch.count else {
+            return stream.output.append(frameHeader, thenTaking: count, from: source)
+        }
+        let record = UnsafeMutableRawBufferPointer(rebasing: scratch[..<total])
+        record.copyMemory(from: frameHeader)
+        _ = source.remove(into: UnsafeMutableRawBufferPointer(rebasing: record[frameHeader.count...]))
+        if stream.writeNow(UnsafeRawBufferPointer(record)) {
+            sentNow += total
+        } else {
+            stream.output.append(UnsafeRawBufferPointer(record))
+        }
     }
 
     /// The answer's body as the exchange wrote it, without its HTTP/1.1 framing, taken only as
@@ -794,7 +828,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// An HTTP/2 frame's header (RFC 9113 §4.1).
     private static let frameHeaderSize = 9
     /// Over TLS, DATA frames shorter than this are copied into nghttp2's buffer; longer ones are
-    /// written to the socket's output by `h2SendResponseBody` (one copy fewer).
+    /// sent by `h2SendResponseBody` as records of their own (`sendRecord`).
     private static let smallFrame = 4_096
     /// The capacity `arrivedHeads` keeps between reads.
     private static let arrivedHeadsKept = 16 * 1_024
