@@ -141,13 +141,28 @@ public final class Stream {
         if n > 0, n <= Stream.tlsRecord { output.makeContiguous(n) }
     }
 
-    /// Over TLS, encrypts and sends `bytes` (a record at most) now, after whatever `output` holds;
-    /// false when that cannot be done now (another transport, a full socket, much queued), with
-    /// nothing sent: the caller then appends `bytes` to `output`. Bytes sent as they are made
-    /// are read by OpenSSL from the cache; queued behind others, from memory.
+    /// Over TLS, encrypts and sends `bytes` (a record at most) now, after what is staged; false,
+    /// with nothing sent, when that cannot be done now (another transport, bytes queued in
+    /// `output` before them, a full socket): the caller then appends `bytes` to `output`. Bytes
+    /// sent as they are made are read by OpenSSL from the cache; queued, from memory.
     public func writeNow(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard case .tls(let t) = transport else { return false }
         return t._withUnsafeGuaranteedRef { $0.writeNow(bytes) }
+    }
+
+    /// Where output gathered for `sendStaged` goes: over TLS a buffer apart from `output`, which
+    /// libevent does not watch; for other transports `output` itself.
+    public var stagedOutput: Buffer {
+        guard case .tls(let t) = transport else { return output }
+        return t._withUnsafeGuaranteedRef { $0.staged }
+    }
+
+    /// Over TLS, sends what is staged now, in records, or queues it in `output` behind what is
+    /// there or when the socket takes no more. Called before the loop waits again: bytes staged
+    /// at the end of a pass over the ready sockets leave together, after the reads.
+    public func sendStaged() {
+        guard case .tls(let t) = transport else { return }
+        t._withUnsafeGuaranteedRef { $0.sendStaged() }
     }
 
     /// The most one TLS record carries.

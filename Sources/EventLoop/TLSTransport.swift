@@ -13,6 +13,9 @@ final class TLSTransport {
     private(set) var bev: OpaquePointer?
     let input: Buffer
     let output: Buffer
+    /// Output gathered for `sendStaged`, apart from `output`: bytes added to `output` make
+    /// libevent arm a write event (a system call, and another when it is disarmed).
+    let staged = Buffer(evbuffer_new()!)
     private var shutdownWhenFlushed = false
 
     /// Largest single read and write: bodies move in big slices, fewer syscalls per MiB.
@@ -27,6 +30,8 @@ final class TLSTransport {
         bufferevent_set_max_single_read(bev, TLSTransport.largestSlice)
         bufferevent_set_max_single_write(bev, TLSTransport.largestSlice)
     }
+
+    deinit { evbuffer_free(staged.raw) }
 
     var fileDescriptor: Int32 {
         guard let bev else { return -1 }
@@ -107,25 +112,33 @@ final class TLSTransport {
     /// Set when a write made here found the socket full; cleared once libevent writes again.
     private var socketFull = false
 
-    /// Encrypts and sends `bytes` (a record at most) now, while they are still in the cache, when
-    /// nothing is queued before them: what `output` holds, if anything, goes first. False, with
-    /// nothing of `bytes` sent, when that cannot be done now: the caller queues them, and libevent
-    /// writes them as it writes the rest.
+    /// Encrypts and sends `bytes` (a record at most) now, while they are still in the cache, after
+    /// what is staged: false, with nothing of `bytes` sent, when `output` holds bytes libevent has
+    /// yet to write or the socket takes no more. The caller then appends them to `output`, and
+    /// libevent writes them as it writes the rest.
     ///
     /// A write OpenSSL could not finish leaves its record pending inside OpenSSL, which must be
     /// retried from the same bytes and with at least as many: the caller queues `bytes` whole
     /// into an empty `output`, where libevent's next write passes them as its first segment.
     func writeNow(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard !socketFull, let bev, let ssl = bufferevent_openssl_get_ssl(bev) else { return false }
-        let queued = output.count
-        if queued > 0 {
-            guard queued + bytes.count <= Stream.tlsRecord * 2 else { return false }
-            output.makeContiguous(queued)
-            let sent = output.withFirstSegment { write(ssl, $0) }
-            guard sent else { return false }
-            output.drain(queued)
-        }
+        sendStaged()
+        guard !socketFull, output.count == 0, let ssl else { return false }
         return write(ssl, bytes)
+    }
+
+    /// Sends what is staged now, a record at a time, unless `output` holds bytes libevent has yet
+    /// to write or the socket takes no more: what is not sent goes to `output`, for libevent. A
+    /// record OpenSSL could not finish is at the front of the first segment moved there.
+    func sendStaged() {
+        guard bev != nil, staged.count > 0 else { return }
+        if !socketFull, output.count == 0, let ssl {
+            while staged.count > 0 {
+                let n = min(staged.count, Stream.tlsRecord)
+                guard staged.withContiguousPrefix(maxBytes: n, { write(ssl, $0) }) else { break }
+                staged.drain(n)
+            }
+        }
+        output.moveAll(from: staged)
     }
 
     private func write(_ ssl: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -150,6 +163,7 @@ final class TLSTransport {
     func close() {
         guard let b = bev else { return }
         carriedAtClose = bytesCarried
+        staged.drain(staged.count)
         bev = nil
         bufferevent_setcb(b, nil, nil, nil, nil)
         bufferevent_free(b)

@@ -124,6 +124,59 @@ import Testing
         #expect(reason?.contains("alert unknown ca") == true, "\(String(describing: reason))")
     }
 
+    /// Records sent at once (`writeNow`) and staged bytes (`sendStaged`) go out in the order they
+    /// were given, also once the socket takes no more: then `writeNow` refuses and its bytes are
+    /// queued, staged bytes are queued behind what is there, and libevent finishes the record
+    /// OpenSSL holds from the same bytes. The client reads nothing until the server is refused.
+    @Test func recordsSentAtOnceAndStagedBytesKeepTheirOrderThroughAFullSocket() throws {
+        guard let pair = try handshake(over: socketPair()) else { return }
+        defer { pair.close() }
+        var expected: [UInt8] = []
+        var refused = 0
+        var sentAtOnce = 0
+        for i in 0..<400 {
+            // A record of its own, then a few small pieces staged behind it.
+            let record = (0..<(16_000 + i % 384)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) }
+            expected += record
+            let sent = record.withUnsafeBytes { pair.server.writeNow($0) }
+            if sent { sentAtOnce += 1 } else {
+                refused += 1
+                pair.server.output.append(record)
+            }
+            for piece in 0..<3 {
+                let small = [UInt8](repeating: UInt8(truncatingIfNeeded: i &+ piece), count: 100 + piece * 700)
+                expected += small
+                pair.server.stagedOutput.append(small)
+            }
+            if i % 2 == 1 { pair.server.sendStaged() }
+        }
+        pair.server.sendStaged()
+        #expect(sentAtOnce > 0 && refused > 0, "sent at once \(sentAtOnce), refused \(refused)")
+        #expect(pair.server.stagedOutput.count == 0)
+        pair.client.enableReading()
+        pair.clientEvents.until = { $0.received.count >= expected.count }
+        runLoop(pair.loop, atMost: 10)
+        let received = pair.clientEvents.received
+        #expect(received.count == expected.count)
+        // Where they first differ (megabytes of arrays are slow to print when they do).
+        let firstDifference = (0..<min(received.count, expected.count)).first { received[$0] != expected[$0] }
+        #expect(firstDifference == nil)
+        #expect(pair.server.output.count == 0)
+    }
+
+    /// Staging is for TLS: a plain stream stages into its output, and sends nothing at once.
+    @Test func aPlainStreamStagesIntoItsOutput() {
+        let loop = EventLoop()
+        let (a, b) = socketPair()
+        let plain = Stream(loop: loop, acceptedSocket: a)
+        defer { plain.close(); close(b) }
+        plain.stagedOutput.append([1, 2, 3])
+        #expect(plain.output.count == 3)
+        plain.sendStaged()
+        #expect(plain.output.count == 3)
+        #expect([UInt8](repeating: 0, count: 10).withUnsafeBytes { plain.writeNow($0) } == false)
+    }
+
     @Test func aHalfCloseDeliversEverythingThenEndOfStream() throws {
         guard let pair = try handshake(over: socketPair()) else { return }
         defer { pair.close() }

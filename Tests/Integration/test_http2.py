@@ -161,21 +161,23 @@ def test_large_frames_sent_as_made_over_tls_survive_a_socket_that_fills(larder_f
     """Over TLS a large DATA frame is put together and encrypted as it is made, while its bytes
     are in the cache, not queued for the next turn. When the socket takes no more, the frame is
     queued whole, and libevent's next write finishes the record OpenSSL holds from the same bytes.
-    A client with a small receive buffer reads nothing until Larder's socket to it holds a MB;
-    then it asks for more than the kernel can hold (stored answers and a miss, 10 MB), while a
-    second connection reading at full speed is answered."""
+    Small answers' frames are staged and sent together at the end of the loop's pass, or queued
+    behind what the socket has not taken. A client with a small receive buffer asks for more than
+    the kernel can hold (stored answers and a miss, 10 MB), and reads nothing until Larder's
+    socket to it holds a MB; then it asks for 80 small answers, which queue behind the rest, and
+    a second connection reading at full speed is answered meanwhile."""
     cert, key = pki.leaf("proxy")
     lr = larder_factory(config={"reverse_origin": origin.base, "workers": 1,
                                 "tls": {"listen": ["127.0.0.1:0"], "certificate_file": cert, "key_file": key}},
                         listeners=2)
     port = lr.ports[1]
-    stored = {90: 1_000_000, 91: 1_000_001, 92: 700_000, 93: 16_375}
+    stored = {90: 1_000_000, 91: 1_000_001, 92: 700_000, 93: 16_375, 95: 3_000}
     with H2Client(port, tls_ca=pki.ca) as c:
         for n, size in stored.items():
             s = c.wait(c.request("GET", f"localhost:{port}", f"/unique/{n}/{size}", scheme="https"), timeout=30)
             assert s.status == 200 and bytes(s.body) == unique_body(n, size), (n, s)
     sizes = {**stored, 94: 2_000_000}
-    asked = [n for n in stored for _ in range(3)] + [94]
+    asked = [n for n in (90, 91, 92, 93) for _ in range(3)] + [94]
     with H2Client(port, tls_ca=pki.ca, receive_buffer=4096, initial_window=1 << 24) as slow, \
             H2Client(port, tls_ca=pki.ca, initial_window=1 << 24) as fast:
         for c in (slow, fast):  # the connection's window too, not only the streams'
@@ -185,6 +187,7 @@ def test_large_frames_sent_as_made_over_tls_survive_a_socket_that_fills(larder_f
                     for n in asked}
         slow_port = slow.sock.getsockname()[1]
         assert wait_until(lambda: tcp_send_queue(port, slow_port) >= 1_000_000, timeout=30)
+        small_ids = [slow.request("GET", f"localhost:{port}", "/unique/95/3000", scheme="https") for _ in range(80)]
         fast_ids = {n: fast.request("GET", f"localhost:{port}", f"/unique/{n}/{size}", scheme="https")
                     for n, size in stored.items()}
         for n, sid in fast_ids.items():
@@ -193,6 +196,9 @@ def test_large_frames_sent_as_made_over_tls_survive_a_socket_that_fills(larder_f
         for sid, n in slow_ids.items():
             s = slow.wait(sid, timeout=60)
             assert s.status == 200 and s.ended and bytes(s.body) == unique_body(n, sizes[n]), ("slow", n, s)
+        for sid in small_ids:
+            s = slow.wait(sid, timeout=30)
+            assert s.status == 200 and s.ended and bytes(s.body) == unique_body(95, 3000), ("small", sid, s)
     assert sorted(r["path"] for r in origin.requests()) == sorted(f"/unique/{n}/{size}" for n, size in sizes.items())
 
 

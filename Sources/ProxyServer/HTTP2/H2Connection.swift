@@ -67,6 +67,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// Sends what an exchange's answer head left for nghttp2, at the next turn of the loop: the
     /// head of an answer whose body is not there yet would otherwise wait for its body.
     private lazy var flushSoon = Timer(loop: worker.loop) { [unowned self] in self.flush() }
+    /// Over TLS, sends the staged frames once this pass of the loop has read what was ready.
+    private lazy var sendStagedSoon = Timer(loop: worker.loop) { [unowned self] in
+        if !self.closed { self.stream.sendStaged() }
+    }
     private var closing = false
     private var closed = false
     /// Body bytes are moved into DATA frames rather than copied (`H2BodyRead.ready`) on a plain
@@ -163,6 +167,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if !session.isAlive || (draining && exchanges.isEmpty && !session.wantsWrite) || closing {
             closing = true
             stream.disableReading()
+            stream.sendStaged()
             if stream.output.count == 0 { close(why: nil) } else { stream.setWriteLowWatermark(0) }
         }
     }
@@ -175,24 +180,40 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         let output = stream.output
         sentNow = 0
         do throws(H2SessionError) {
-            try session.send { bytes in
-                output.append(bytes)
-                return output.count < H2Connection.socketHighWater
+            if movesBodies {
+                try session.send { bytes in
+                    output.append(bytes)
+                    return output.count < H2Connection.socketHighWater
+                }
+            } else {
+                // Over TLS, staged to leave at the end of the loop's pass (`sendStagedSoon`), with
+                // the answers to the other connections read in it.
+                let staged = stream.stagedOutput
+                try session.send { bytes in
+                    staged.append(bytes)
+                    if staged.count + output.count + sentNow < H2Connection.socketHighWater { return true }
+                    turnSpent = true
+                    return false
+                }
+                if staged.count > 0 { sendStagedSoon.fireAtNextTurn() }
             }
         } catch {
             close(why: "HTTP/2 session failed: \(error)")
             return false
         }
         if turnSpent {
-            // Frames sent now leave nothing for libevent to call back about once written.
+            // Frames sent now or staged leave nothing for libevent to call back about once
+            // written: more go at the loop's next turn, after the other connections had theirs.
             turnSpent = false
-            if output.count == 0 { flushSoon.fireAtNextTurn() }
+            if output.count == 0 { flushSoon.schedule(after: 0) }
         }
-        stream.gatherForOneRecord()  // frames of several small answers share a TLS record
         return true
     }
 
-    private var socketBackedUp: Bool { stream.output.count >= H2Connection.socketHighWater }
+    /// What is queued for the socket, staged or in its output, is over the high-water mark.
+    private var socketBackedUp: Bool {
+        stream.output.count + (movesBodies ? 0 : stream.stagedOutput.count) >= H2Connection.socketHighWater
+    }
 
     /// Answers all out for requests the client has not ended: their streams are reset (NO_ERROR).
     private func endAnsweredStreams() {
@@ -642,7 +663,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// and from there into the socket's output. Unless the output is full.
     func h2SendResponseBody(_ id: Int32, frameHeader: UnsafeRawBufferPointer, count: Int) -> H2FrameWrite {
         guard let ex = exchanges[id], let inner = ex.inner, inner.output.count >= count else { return .failed }
-        if socketBackedUp { return .wouldBlock }
+        if socketBackedUp {
+            turnSpent = true
+            return .wouldBlock
+        }
         if movesBodies {
             stream.output.append(frameHeader)
             stream.output.move(count, from: inner.output)
@@ -658,14 +682,16 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         return .written
     }
 
-    /// Over TLS, a frame (a record at most) put together and encrypted at once, while its bytes
-    /// are in the cache: frames queued for the loop's next turn were read back from memory, a
-    /// turn's share of them later, and encrypting them cost a third more. Queued when the socket
-    /// takes no more (or the scratch is too small, which `take` does not let happen).
+    /// Over TLS, a frame (a record at most) put together and encrypted at once, after the frames
+    /// staged before it, while its bytes are in the cache: frames queued for the loop's next turn
+    /// were read back from memory, a turn's share of them later, and encrypting them cost a third
+    /// more. Queued when the socket takes no more (or the scratch is too small, which `take` does
+    /// not let happen).
     private func sendRecord(_ frameHeader: UnsafeRawBufferPointer, thenTaking count: Int, from source: Buffer) {
         let scratch = worker.recordScratch
         let total = frameHeader.count + count
         guard total <= scratch.count else {
+            stream.sendStaged()
             return stream.output.append(frameHeader, thenTaking: count, from: source)
         }
         let record = UnsafeMutableRawBufferPointer(rebasing: scratch[..<total])
