@@ -58,6 +58,15 @@ public final class EventLoop: @unchecked Sendable {
         return Double(tv.tv_sec) + Double(tv.tv_usec) / 1_000_000
     }
 
+    /// Tells the loop's passes over the ready events apart: the time libevent cached as the
+    /// current one began. Two passes begun within one microsecond share it (at worst, a budget
+    /// per pass then spans both).
+    public var pass: Int {
+        var tv = timeval()
+        event_base_gettimeofday_cached(base, &tv)
+        return tv.tv_sec &* 1_000_000 &+ tv.tv_usec
+    }
+
     /// Seconds on the loop's monotonic clock (`clock.monotonic`: not set with the date; the
     /// system's is read through the vDSO, no syscall).
     public var monotonicNow: Double { clock.monotonic }

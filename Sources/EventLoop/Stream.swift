@@ -133,7 +133,7 @@ public final class Stream {
 
     /// Over TLS, makes output small enough for one record one segment: libevent's TLS bufferevent
     /// calls `SSL_write` (a record, and a send) for each segment, so an answer's head and its body
-    /// by reference, or the frames of several HTTP/2 answers, would otherwise each be a record.
+    /// by reference would otherwise each be a record.
     /// Called once an answer (or a batch of frames) is queued, before the loop writes it.
     public func gatherForOneRecord() {
         guard case .tls = transport else { return }
@@ -141,13 +141,16 @@ public final class Stream {
         if n > 0, n <= Stream.tlsRecord { output.makeContiguous(n) }
     }
 
-    /// Over TLS, encrypts and sends `bytes` (a record at most) now, after what is staged; false,
-    /// with nothing sent, when that cannot be done now (another transport, bytes queued in
-    /// `output` before them, a full socket): the caller then appends `bytes` to `output`. Bytes
-    /// sent as they are made are read by OpenSSL from the cache; queued, from memory.
-    public func writeNow(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard case .tls(let t) = transport else { return false }
-        return t._withUnsafeGuaranteedRef { $0.writeNow(bytes) }
+    /// Over TLS, encrypts and sends `bytes` (a record at most) now, after what is staged; appends
+    /// them to `output` when that cannot be done now (another transport, bytes queued in `output`
+    /// before them, a full socket). Whether they went out now. Bytes sent as they are made are
+    /// read by OpenSSL from the cache; queued for the loop's next turn, from memory.
+    public func sendNowOrQueue(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard case .tls(let t) = transport else {
+            output.append(bytes)
+            return false
+        }
+        return t._withUnsafeGuaranteedRef { $0.sendNowOrQueue(bytes) }
     }
 
     /// Where output gathered for `sendStaged` goes: over TLS a buffer apart from `output`, which

@@ -109,21 +109,23 @@ final class TLSTransport {
         bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
     }
 
-    /// Set when a write made here found the socket full; cleared once libevent writes again.
+    /// Set when a write made here did not go through (the socket was full, or the connection
+    /// failed); cleared by libevent's write callback, once output is down to its low-water mark.
     private var socketFull = false
 
     /// Encrypts and sends `bytes` (a record at most) now, while they are still in the cache, after
-    /// what is staged: false, with nothing of `bytes` sent, when `output` holds bytes libevent has
-    /// yet to write or the socket takes no more. The caller then appends them to `output`, and
-    /// libevent writes them as it writes the rest.
+    /// what is staged; or, when `output` holds bytes libevent has yet to write or the socket takes
+    /// no more, appends them to `output`, for libevent to write with the rest. Whether they went
+    /// out now.
     ///
     /// A write OpenSSL could not finish leaves its record pending inside OpenSSL, which must be
-    /// retried from the same bytes and with at least as many: the caller queues `bytes` whole
-    /// into an empty `output`, where libevent's next write passes them as its first segment.
-    func writeNow(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// retried from the same bytes and with at least as many: `bytes` go whole into an empty
+    /// `output`, where libevent's next write passes them as its first segment.
+    func sendNowOrQueue(_ bytes: UnsafeRawBufferPointer) -> Bool {
         sendStaged()
-        guard !socketFull, output.count == 0, let ssl else { return false }
-        return write(ssl, bytes)
+        if !socketFull, output.count == 0, let ssl, write(ssl, bytes) { return true }
+        output.append(bytes)
+        return false
     }
 
     /// Sends what is staged now, a record at a time, unless `output` holds bytes libevent has yet
@@ -141,11 +143,13 @@ final class TLSTransport {
         output.moveAll(from: staged)
     }
 
+    /// Only once the handshake is done (libevent drives it), with `output` empty.
     private func write(_ ssl: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
         ERR_clear_error()
         let r = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
         if r == Int32(bytes.count) { return true }
-        // Blocked (or failed: libevent's own write meets the error again and reports it).
+        // Blocked, or failed: either way the bytes go to `output`, and libevent's own write
+        // finishes the record or meets the failure again, and reports it with its reason.
         ERR_clear_error()
         socketFull = true
         return false

@@ -64,13 +64,17 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private var draining = false
     /// The requests of one read are being started: their answers leave with its `flush`.
     private var startingArrived = false
-    /// Sends what an exchange's answer head left for nghttp2, at the next turn of the loop: the
-    /// head of an answer whose body is not there yet would otherwise wait for its body.
+    /// Sends what an exchange's answer head left for nghttp2, at the end of this pass of the loop:
+    /// the head of an answer whose body is not there yet would otherwise wait for its body.
     private lazy var flushSoon = Timer(loop: worker.loop) { [unowned self] in self.flush() }
     /// Over TLS, sends the staged frames once this pass of the loop has read what was ready.
     private lazy var sendStagedSoon = Timer(loop: worker.loop) { [unowned self] in
         if !self.closed { self.stream.sendStaged() }
     }
+    /// Sends more at the loop's next pass, once this pass's share ran out with nothing left for
+    /// libevent to call back about (`turnSpent`). Apart from `flushSoon`: arming this one with a
+    /// timeout would take that one off the current pass.
+    private lazy var sendMoreNextPass = Timer(loop: worker.loop) { [unowned self] in self.flush() }
     private var closing = false
     private var closed = false
     /// Body bytes are moved into DATA frames rather than copied (`H2BodyRead.ready`) on a plain
@@ -78,9 +82,13 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// header apart from its bytes doubled the records (and halved small answers' rate).
     private let movesBodies: Bool
 
-    /// Bytes of large frames sent at once in this turn (over TLS, `sendRecord`), and whether the
-    /// turn's share (`socketHighWater`) ran out before nghttp2 did: then the next turn sends more.
+    /// Over TLS, bytes of large frames sent at once in this pass of the loop (`sendRecord`), which
+    /// `sentPass` names, and whether the pass's share (`socketHighWater`, with what is staged and
+    /// queued) ran out before nghttp2 did: then the next pass sends more. Per pass, not per
+    /// flush: an exchange that refills its output as each frame leaves flushes again in the
+    /// same pass.
     private var sentNow = 0
+    private var sentPass = -1
     private var turnSpent = false
 
     /// Socket output beyond which nghttp2 is not asked for more frames.
@@ -168,6 +176,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             closing = true
             stream.disableReading()
             stream.sendStaged()
+            if stream.output.count == 0, session.wantsWrite {
+                // Frames held back while the staged ones filled the share (a GOAWAY among them).
+                guard sendFrames() else { return }
+                stream.sendStaged()
+            }
             if stream.output.count == 0 { close(why: nil) } else { stream.setWriteLowWatermark(0) }
         }
     }
@@ -178,7 +191,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private func sendFrames() -> Bool {
         guard !socketBackedUp else { return true }
         let output = stream.output
-        sentNow = 0
+        let pass = worker.loop.pass
+        if pass != sentPass {
+            sentPass = pass
+            sentNow = 0
+        }
         do throws(H2SessionError) {
             if movesBodies {
                 try session.send { bytes in
@@ -205,7 +222,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             // Frames sent now or staged leave nothing for libevent to call back about once
             // written: more go at the loop's next turn, after the other connections had theirs.
             turnSpent = false
-            if output.count == 0 { flushSoon.schedule(after: 0) }
+            if output.count == 0 { sendMoreNextPass.schedule(after: 0) }
         }
         return true
     }
@@ -659,8 +676,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
 
     /// A DATA frame of body bytes that stayed in the exchange's output (`.ready`): on a plain socket
     /// the header and the bytes are moved to the socket's output, not copied; over TLS they are
-    /// copied there once, in one run (the frame one record), rather than into nghttp2's buffer
-    /// and from there into the socket's output. Unless the output is full.
+    /// copied once, with the header, and sent as one record (`sendRecord`), rather than into
+    /// nghttp2's buffer and from there into the socket's output. Unless the output is full or
+    /// this pass's share is spent.
     func h2SendResponseBody(_ id: Int32, frameHeader: UnsafeRawBufferPointer, count: Int) -> H2FrameWrite {
         guard let ex = exchanges[id], let inner = ex.inner, inner.output.count >= count else { return .failed }
         if socketBackedUp {
@@ -696,12 +714,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         }
         let record = UnsafeMutableRawBufferPointer(rebasing: scratch[..<total])
         record.copyMemory(from: frameHeader)
-        _ = source.remove(into: UnsafeMutableRawBufferPointer(rebasing: record[frameHeader.count...]))
-        if stream.writeNow(UnsafeRawBufferPointer(record)) {
-            sentNow += total
-        } else {
-            stream.output.append(UnsafeRawBufferPointer(record))
-        }
+        let taken = source.remove(into: UnsafeMutableRawBufferPointer(rebasing: record[frameHeader.count...]))
+        precondition(taken == count, "a frame's bytes were not all there")  // else stale scratch bytes would go out
+        if stream.sendNowOrQueue(UnsafeRawBufferPointer(record)) { sentNow += total }
     }
 
     /// The answer's body as the exchange wrote it, without its HTTP/1.1 framing, taken only as
