@@ -202,6 +202,37 @@ def test_large_frames_sent_as_made_over_tls_survive_a_socket_that_fills(larder_f
     assert sorted(r["path"] for r in origin.requests()) == sorted(f"/unique/{n}/{size}" for n, size in sizes.items())
 
 
+def test_answers_beyond_what_one_flush_stages_over_tls_all_arrive(larder_factory, origin, pki):
+    """Over TLS a flush stages frames up to the socket's high-water mark (256 KiB), sent at the
+    end of the pass; the answers beyond it follow without the client sending anything after its
+    90 requests (no WINDOW_UPDATE, its windows wide open from the start), so no read of the
+    connection brings them: 90 small stored answers, 370 KB, asked for in one write."""
+    cert, key = pki.leaf("proxy")
+    lr = larder_factory(config={"reverse_origin": origin.base, "workers": 1,
+                                "tls": {"listen": ["127.0.0.1:0"], "certificate_file": cert, "key_file": key}},
+                        listeners=2)
+    port = lr.ports[1]
+    path = "/unique/96/4000"
+    with H2Client(port, tls_ca=pki.ca) as c:
+        s = c.wait(c.request("GET", f"localhost:{port}", path, scheme="https"))
+        assert s.status == 200 and bytes(s.body) == unique_body(96, 4000), s
+    with H2Client(port, tls_ca=pki.ca, initial_window=1 << 24) as c:
+        c.auto_window = False
+        c.conn.increment_flow_control_window(1 << 30)
+        sids = []
+        for _ in range(90):  # all in one write, so that one read brings them and one pass answers
+            sid = c.conn.get_next_available_stream_id()
+            c.streams[sid] = StreamResult()
+            c.conn.send_headers(sid, [(":method", "GET"), (":scheme", "https"), (":authority", f"localhost:{port}"),
+                                      (":path", path)], end_stream=True)
+            sids.append(sid)
+        c.flush()
+        assert c.pump(lambda: all(c.streams[sid].ended for sid in sids), timeout=30), \
+            sum(c.streams[sid].ended for sid in sids)
+        assert all(bytes(c.streams[sid].body) == unique_body(96, 4000) for sid in sids)
+    assert [r["path"] for r in origin.requests()] == [path]
+
+
 def test_an_intercepted_connection_speaks_h2_and_its_second_fetch_is_a_hit(larder_factory, pki, servers):
     origin = origin_with(servers, *pki.leaf("good"))
     lr = larder_factory(config={"workers": 1, "connect_ports": [origin.port],

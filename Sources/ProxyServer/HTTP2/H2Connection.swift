@@ -83,16 +83,22 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private let movesBodies: Bool
 
     /// Over TLS, bytes of large frames sent at once in this pass of the loop (`sendRecord`), which
-    /// `sentPass` names, and whether the pass's share (`socketHighWater`, with what is staged and
-    /// queued) ran out before nghttp2 did: then the next pass sends more. Per pass, not per
-    /// flush: an exchange that refills its output as each frame leaves flushes again in the
-    /// same pass.
+    /// `sentPass` names, and whether the pass's share (`passShare`) or the room for staged and
+    /// queued frames (`socketHighWater`) ran out before nghttp2 did: then the next pass sends
+    /// more. Per pass, not per flush: an exchange that refills its output as each frame leaves
+    /// flushes again in the same pass.
     private var sentNow = 0
     private var sentPass = -1
     private var turnSpent = false
 
     /// Socket output beyond which nghttp2 is not asked for more frames.
     static let socketHighWater = 256 * 1024
+    /// Over TLS, the most a connection sends at once (`sendRecord`) in one pass of the loop: about
+    /// the most the kernel's send buffer takes by default (4 MiB), so that a client that keeps up
+    /// is mostly stopped by a full socket, while one that reads as fast as Larder writes cannot
+    /// hold the worker for a whole body. A share of 256 KiB cost a 256 KiB answer over TLS about
+    /// 40 % more CPU (a pass and a timer per share).
+    static let passShare = 4 * 1_024 * 1024
 
     init(worker: Worker, stream: Stream, peer: SocketAddress, share: ClientShare?, overTLS: Bool,
          intercepted: InterceptedConnect?, settings: H2Settings) throws(H2SessionError) {
@@ -208,7 +214,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                 let staged = stream.stagedOutput
                 try session.send { bytes in
                     staged.append(bytes)
-                    if staged.count + output.count + sentNow < H2Connection.socketHighWater { return true }
+                    if staged.count + output.count < H2Connection.socketHighWater,
+                       sentNow < H2Connection.passShare { return true }
                     turnSpent = true
                     return false
                 }
@@ -688,7 +695,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if movesBodies {
             stream.output.append(frameHeader)
             stream.output.move(count, from: inner.output)
-        } else if sentNow >= H2Connection.socketHighWater {
+        } else if sentNow >= H2Connection.passShare {
             turnSpent = true
             return .wouldBlock
         } else {
