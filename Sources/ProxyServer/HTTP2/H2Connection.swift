@@ -96,8 +96,8 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// Over TLS, the most a connection sends at once (`sendRecord`) in one pass of the loop: about
     /// the most the kernel's send buffer takes by default (4 MiB), so that a client that keeps up
     /// is mostly stopped by a full socket, while one that reads as fast as Larder writes cannot
-    /// hold the worker for a whole body. A share of 256 KiB cost a 256 KiB answer over TLS about
-    /// 40 % more CPU (a pass and a timer per share).
+    /// hold the worker for a whole body. Shares of 256 KiB and 1 MiB cost a 256 KiB answer over
+    /// TLS 40 % more CPU or more (a pass of the loop and a timer per share).
     static let passShare = 4 * 1_024 * 1024
 
     init(worker: Worker, stream: Stream, peer: SocketAddress, share: ClientShare?, overTLS: Bool,
