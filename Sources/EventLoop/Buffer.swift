@@ -153,23 +153,6 @@ public struct Buffer {
         evbuffer_remove_buffer(source.raw, raw, n)
     }
 
-    /// `header`, then the first `n` bytes of `source` (taken from it), as one contiguous run at the
-    /// end of this buffer, copied once: an HTTP/2 DATA frame that a TLS stream writes as one record
-    /// (moved, its payload would be a segment, and a record, of its own).
-    public func append(_ header: UnsafeRawBufferPointer, thenTaking n: Int, from source: Buffer) {
-        precondition(n <= source.count, "more taken than the source holds")
-        let total = header.count + n
-        var space = iovec()
-        guard total > 0, evbuffer_reserve_space(raw, total, &space, 1) == 1, let base = space.iov_base else {
-            append(header)
-            return move(n, from: source)
-        }
-        if let h = header.baseAddress { base.copyMemory(from: h, byteCount: header.count) }
-        if n > 0 { _ = evbuffer_copyout(source.raw, base + header.count, n) }
-        space.iov_len = total
-        evbuffer_commit_space(raw, &space, 1)
-        evbuffer_drain(source.raw, n)
-    }
 
     /// Moves everything from `source` to the end of this buffer.
     @inlinable

@@ -51,20 +51,12 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Wall-clock seconds, from the loop's cached time (no syscall): it moves when the system
-    /// clock is set, so not for deadlines (`monotonicNow`).
+    /// clock is set, so not for deadlines (`monotonicNow`). Cached as each pass over the ready
+    /// events begins, it also tells passes apart (two begun within a microsecond share it).
     public var now: Double {
         var tv = timeval()
         event_base_gettimeofday_cached(base, &tv)
         return Double(tv.tv_sec) + Double(tv.tv_usec) / 1_000_000
-    }
-
-    /// Tells the loop's passes over the ready events apart: the time libevent cached as the
-    /// current one began. Two passes begun within one microsecond share it (at worst, a budget
-    /// per pass then spans both).
-    public var pass: Int {
-        var tv = timeval()
-        event_base_gettimeofday_cached(base, &tv)
-        return tv.tv_sec &* 1_000_000 &+ tv.tv_usec
     }
 
     /// Seconds on the loop's monotonic clock (`clock.monotonic`: not set with the date; the

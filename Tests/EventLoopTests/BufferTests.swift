@@ -50,27 +50,6 @@ import Testing
     }
 
     /// How much of a prefix lies in whole segments, and the segment after it.
-    /// A frame's header and bytes taken from a body held by reference in pieces land as one
-    /// segment (one TLS record), after what the buffer held, and leave the body's other bytes.
-    @Test(arguments: [0, 1, 15, 16, 17, 400])
-    func aHeaderAndTakenBytesAreOneSegment(_ n: Int) {
-        let (sourceRaw, outRaw) = (evbuffer_new()!, evbuffer_new()!)
-        defer { evbuffer_free(sourceRaw); evbuffer_free(outRaw) }
-        let (source, out) = (Buffer(sourceRaw), Buffer(outRaw))
-        let pieces = Pieces()
-        pieces.bytes.withUnsafeBytes { source.appendReference($0, keepingAlive: pieces, inPiecesOf: 16) }
-        out.append("before")
-        out.makeContiguous(out.count)
-        out.drain(out.count)  // an emptied segment with room, as a socket's output after a write
-        let header: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8, 9]
-        header.withUnsafeBytes { out.append($0, thenTaking: n, from: source) }
-        #expect(out.copyBytes() == header + pieces.bytes.prefix(n))
-        var segments = 0
-        out.forEachSegment(upTo: out.count) { _ in segments += 1 }
-        #expect(segments == 1)
-        #expect(source.copyBytes() == Array(pieces.bytes.dropFirst(n)))
-    }
-
     @Test func wholeSegmentsStopWhereASegmentWouldBeCut() {
         let raw = evbuffer_new()!
         defer { evbuffer_free(raw) }

@@ -83,12 +83,12 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private let movesBodies: Bool
 
     /// Over TLS, bytes of large frames sent at once in this pass of the loop (`sendRecord`), which
-    /// `sentPass` names, and whether the pass's share (`passShare`) or the room for staged and
+    /// `sentPass` names (the loop's cached time, `EventLoop.now`), and whether the pass's share (`passShare`) or the room for staged and
     /// queued frames (`socketHighWater`) ran out before nghttp2 did: then the next pass sends
     /// more. Per pass, not per flush: an exchange that refills its output as each frame leaves
     /// flushes again in the same pass.
     private var sentNow = 0
-    private var sentPass = -1
+    private var sentPass = -1.0
     private var turnSpent = false
 
     /// Socket output beyond which nghttp2 is not asked for more frames.
@@ -197,7 +197,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private func sendFrames() -> Bool {
         guard !socketBackedUp else { return true }
         let output = stream.output
-        let pass = worker.loop.pass
+        let pass = worker.loop.now
         if pass != sentPass {
             sentPass = pass
             sentNow = 0
@@ -710,15 +710,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// Over TLS, a frame (a record at most) put together and encrypted at once, after the frames
     /// staged before it, while its bytes are in the cache: frames queued for the loop's next turn
     /// were read back from memory, a turn's share of them later, and encrypting them cost a third
-    /// more. Queued when the socket takes no more (or the scratch is too small, which `take` does
-    /// not let happen).
+    /// more. Queued when the socket takes no more.
     private func sendRecord(_ frameHeader: UnsafeRawBufferPointer, thenTaking count: Int, from source: Buffer) {
         let scratch = worker.recordScratch
         let total = frameHeader.count + count
-        guard total <= scratch.count else {
-            stream.sendStaged()
-            return stream.output.append(frameHeader, thenTaking: count, from: source)
-        }
+        precondition(total <= scratch.count, "a frame longer than a record")  // `take` keeps them to one
         let record = UnsafeMutableRawBufferPointer(rebasing: scratch[..<total])
         record.copyMemory(from: frameHeader)
         let taken = source.remove(into: UnsafeMutableRawBufferPointer(rebasing: record[frameHeader.count...]))
