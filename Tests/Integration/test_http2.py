@@ -1295,13 +1295,15 @@ class ScriptedH2Origin(_ThreadedServer):
             body = self.pending[sid]
             try:
                 room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+                while room > 0 and body:
+                    conn.send_data(sid, body[:room], end_stream=len(body) <= room)
+                    body = body[room:]
+                    room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
             except h2.exceptions.StreamClosedError:
+                # Larder reset it (its client left). h2 closes the stream while reading the frames
+                # that come before the reset's own event, so a window update can still name it.
                 del self.pending[sid]
                 continue
-            while room > 0 and body:
-                conn.send_data(sid, body[:room], end_stream=len(body) <= room)
-                body = body[room:]
-                room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
             if body:
                 self.pending[sid] = body
                 self.blocked.add(sid)  # Larder's windows are closed: it stopped taking the answer
