@@ -22,8 +22,11 @@ public protocol H2ClientSessionDelegate: AnyObject {
 }
 
 /// The client side of one HTTP/2 connection to an origin over nghttp2: bytes in, bytes out,
-/// events to the delegate; no I/O. Windows for answers open only as their bodies are taken
-/// (`consumed`), so an origin cannot queue more than the windows in Larder's memory.
+/// events to the delegate; no I/O. A stream's window opens only as its body is taken
+/// (`consumed`), so an origin cannot queue more than a stream window per stream in Larder's
+/// memory. The connection's window is given back as DATA arrives: held until each stream's
+/// reader took its bytes, a few readers that stop reading would close it for every other stream
+/// of the connection (other clients' requests to the same origin).
 public final class H2ClientSession {
     private var session: OpaquePointer?
     public weak var delegate: (any H2ClientSessionDelegate)?
@@ -136,15 +139,11 @@ public final class H2ClientSession {
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, code)
     }
 
+    /// The stream's reader took `count` body bytes: its window opens by as much (the
+    /// connection's opened as they arrived).
     public func consumed(_ stream: Int32, _ count: Int) {
         guard let session, count > 0 else { return }
-        _ = nghttp2_session_consume(session, stream, count)
-    }
-
-    /// Gives back connection window for answer bytes of a stream already closed.
-    public func consumedOnConnection(_ count: Int) {
-        guard let session, count > 0 else { return }
-        _ = nghttp2_session_consume_connection(session, count)
+        _ = nghttp2_session_consume_stream(session, stream, count)
     }
 
     /// Ends the connection (idle, shutdown): GOAWAY after the open streams.
@@ -217,8 +216,10 @@ public final class H2ClientSession {
         return 0
     }
 
-    private static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, id, data, length, user in
+    private static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { session, _, id, data, length, user in
         guard let data else { return 0 }
+        // Buffered per stream from here, each bounded by its own window.
+        _ = nghttp2_session_consume_connection(session, length)
         this(user).delegate?.h2ResponseBody(id, UnsafeRawBufferPointer(start: data, count: length))
         return 0
     }

@@ -230,13 +230,9 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
     func memoryStreamFinished(_ stream: Stream, reset: Bool) {
         guard let ex = exchanges.removeValue(forKey: ObjectIdentifier(stream)) else { return }
         if let id = ex.id {
-            // Answer bytes the task never took: their windows open again (nghttp2 gives a closed
-            // stream's back to nobody).
-            if byStream.removeValue(forKey: id) != nil {
-                h2.consumed(id, ex.bodyUnconsumed)
-                if !ex.responseEnded { h2.reset(id, code: 0x8) }  // the task gave up: CANCEL
-            } else {
-                h2.consumedOnConnection(ex.bodyUnconsumed)
+            // (The connection's window for answer bytes the task never took opened as they came.)
+            if byStream.removeValue(forKey: id) != nil, !ex.responseEnded {
+                h2.reset(id, code: 0x8)  // the task gave up: CANCEL
             }
             ex.bodyUnconsumed = 0
         }
@@ -310,9 +306,8 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
 
     func h2StreamClosed(_ id: Int32, errorCode: UInt32) {
         guard let ex = byStream.removeValue(forKey: id) else { return }
-        // What the task has not read yet is read from its input; the window is given back as
-        // it is (`memoryStreamConsumed` no longer finds the stream): now, on the connection.
-        h2.consumedOnConnection(ex.bodyUnconsumed)
+        // What the task has not read yet is read from its input; the stream's window is gone
+        // with it, and the connection's opened as the bytes came.
         ex.bodyUnconsumed = 0
         // Cut before its end (reset by the origin, refused): the task sees a connection error.
         if !ex.responseEnded || errorCode != 0 { ex.stream.peerAborted() }

@@ -101,6 +101,31 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
     #expect((c.bodies[id]?.count ?? 0) > 65_535)
 }
 
+@Test func aStreamWhoseBodyIsNotTakenLeavesTheConnectionsWindowOpenToTheOthers() throws {
+    let client = try H2ClientSession(streamWindow: 65_535, connectionWindow: 65_535)
+    let server = try H2ServerSession(settings: H2Settings())
+    let c = ClientRecorder(), s = Recorder()
+    client.delegate = c
+    server.delegate = s
+    defer { withExtendedLifetime(s) {} }  // the session does not hold it
+    func get(_ path: String) throws -> Int32 {
+        try #require(client.request(fields([(":method", "GET"), (":scheme", "https"), (":authority", "o.test"),
+                                            (":path", path)]), hasBody: false))
+    }
+    let stalled = try get("/stalled"), other = try get("/other")
+    try shuttle(client, server)
+    s.responseBodies[stalled] = [UInt8](repeating: 1, count: 200_000)
+    #expect(server.respond(stalled, status: 200, fields: [], hasBody: true))
+    try shuttle(client, server)
+    // The stream's window is spent and nothing of it taken; so would the connection's be.
+    #expect(c.bodies[stalled]?.count == 65_535)
+    s.responseBodies[other] = [UInt8](repeating: 2, count: 1_000)
+    #expect(server.respond(other, status: 200, fields: [], hasBody: true))
+    try shuttle(client, server)
+    #expect(c.bodies[other]?.count == 1_000 && c.ended.contains(other))
+    #expect(c.bodies[stalled]?.count == 65_535)  // still held back by its own window
+}
+
 @Test func aStreamTheServerRefusesClosesWithItsCode() throws {
     let client = try H2ClientSession()
     let server = try H2ServerSession(settings: H2Settings())

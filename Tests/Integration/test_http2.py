@@ -1284,6 +1284,8 @@ class ScriptedH2Origin(_ThreadedServer):
         self.pending = {}  # stream id -> body bytes still to send
         self.blocked = set()  # streams whose answer waited for a window
         self.windows_seen = []
+        self.accepted = 0  # connections, the start-up check's included
+        self.request_connections = []  # the number of the connection each request came on
         super().__init__()
 
     def send_body(self, conn, sid, body):
@@ -1312,6 +1314,8 @@ class ScriptedH2Origin(_ThreadedServer):
 
     def handle(self, sock, peer):
         tls = self.wrapped(self.ctx.wrap_socket(sock, server_side=True))
+        self.accepted += 1
+        number = self.accepted
         conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False,
                                                                            validate_outbound_headers=False,
                                                                            normalize_outbound_headers=False))
@@ -1328,6 +1332,7 @@ class ScriptedH2Origin(_ThreadedServer):
             for e in conn.receive_data(data):
                 if isinstance(e, h2.events.RequestReceived):
                     self.requests.append(dict(e.headers)[b":path"].decode())
+                    self.request_connections.append(number)
                     self.answer(self, conn, e.stream_id, dict(e.headers))
                 elif isinstance(e, h2.events.DataReceived):
                     self.received += len(e.data)
@@ -1532,6 +1537,50 @@ def test_answers_abandoned_by_their_clients_give_the_connection_window_back(lard
         sock.close()
     r = RawClient(a.port, 20).request("GET", f"https://localhost:{o.port}/small")
     assert r.status == 200 and r.body == b"h2 body of /small", r
+
+
+def test_clients_that_stop_reading_cannot_close_a_shared_origin_connection_to_others(larder_factory, pki, servers):
+    # Each client reads a little of a large answer and then nothing, staying connected: its
+    # stream's window stays closed (the origin is held back), but the connection's must not,
+    # or a few such clients would stall every other request to the origin.
+    big = 8 << 20
+
+    def answer(origin, conn, sid, headers):
+        path = headers[b":path"].decode()
+        if path.startswith("/big"):
+            conn.send_headers(sid, [(":status", "200"), ("content-length", str(big)), ("cache-control", "no-store")])
+            origin.send_body(conn, sid, b"b" * big)
+        else:  # as the windows allow, like the big ones (h2 refuses to overrun them)
+            body = f"h2 body of {path}".encode()
+            conn.send_headers(sid, [(":status", "200"), ("content-length", str(len(body))), ("cache-control", "no-store")])
+            origin.send_body(conn, sid, body)
+
+    o = ScriptedH2Origin(*pki.leaf("shared"), answer=answer)
+    servers.append(o)
+    a = larder_factory(config={"workers": 1, "tls": {"ca_file": str(pki.ca)},
+                               "session": {"timeout_interval_for_request": "30s"}})
+    assert RawClient(a.port, 20).request("GET", f"https://localhost:{o.port}/small/first").status == 200
+    held = []
+    try:
+        for n in range(12):  # more than the connection's window (1 MiB) holds in stream windows
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(10)
+            sock.connect(("127.0.0.1", a.port))
+            held.append(sock)
+            sock.sendall(std_request("GET", f"https://localhost:{o.port}/big/{n}"))
+            sock.recv(100)
+            assert wait_until(lambda: len(o.blocked) > n, timeout=10), o.blocked
+        # Every stalled answer is held back by its own window: Larder took what it buffers for a
+        # client (its window and the relay's, about 1.4 MB), not the whole.
+        assert wait_until(lambda: len(o.pending) == 12, timeout=10), o.pending.keys()
+        assert all(len(rest) > big // 2 for rest in o.pending.values()), {k: big - len(v) for k, v in o.pending.items()}
+        r = RawClient(a.port, 20).request("GET", f"https://localhost:{o.port}/small/after")
+        assert r.status == 200 and r.body == b"h2 body of /small/after", r
+        assert len(o.requests) == 14 and len(set(o.request_connections)) == 1, (o.requests, o.request_connections)
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def test_a_chunked_upload_to_an_h2_origin_that_takes_nothing_is_held_back(larder_factory, pki, servers):
