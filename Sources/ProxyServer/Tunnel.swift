@@ -17,7 +17,10 @@ final class Tunnel {
     private var onClose: ((Tunnel) -> Void)?
     private var sides: [TunnelSide] = []
     /// Output bytes beyond which the sending side stops reading.
-    private let highWater = 1 << 20
+    private let highWater: Int
+    /// `highWater` unless the client's side asks for less (an HTTP/2 stream: its connection
+    /// carries up to `http2.max_concurrent_streams` of them).
+    static let defaultHighWater = 1 << 20
     /// A read at least this large makes its direction splice; nil: never (TLS on either side, or
     /// splice(2) refused once).
     private var bulkRead: Int?
@@ -43,11 +46,12 @@ final class Tunnel {
         }
     }()
 
-    init(_ a: Stream, _ b: Stream, loop: EventLoop, bulkRead: Int? = Tunnel.defaultBulkRead,
-         onClose: @escaping (Tunnel) -> Void) {
+    init(_ a: Stream, _ b: Stream, loop: EventLoop, highWater: Int = Tunnel.defaultHighWater,
+         bulkRead: Int? = Tunnel.defaultBulkRead, onClose: @escaping (Tunnel) -> Void) {
         self.a = a
         self.b = b
         self.loop = loop
+        self.highWater = highWater
         self.bulkRead = a.isPlainSocket && b.isPlainSocket ? bulkRead : nil
         self.onClose = onClose
     }

@@ -161,7 +161,7 @@ final class Worker: @unchecked Sendable {
         guard let stream = stream(for: fd, tls: tls) else { return }
         var refusal: ConnectionRefusal?
         var share: ClientShare?
-        if served.clients.count + served.h2.count - refusals.refusing >= settings.maxConnectionsPerWorker {
+        if served.clients.count + served.h2.count + streamSockets - refusals.refusing >= settings.maxConnectionsPerWorker {
             refusal = refuse(peer, .full, .connectionsRefusedFull)
         } else {
             share = addressCounts.acquire(peer.addressBytes, limit: settings.maxConnectionsPerClient)
@@ -214,6 +214,9 @@ final class Worker: @unchecked Sendable {
     private var untrustedLog = LogThrottle()
     private var detachedCutLog = LogThrottle()
     private var originFetchRefusalLog = LogThrottle()
+    private var streamSocketRefusalLog = LogThrottle()
+    /// HTTP/2 streams holding a socket of their own (`claimStreamSocket`), counted as connections.
+    private var streamSockets = 0
     private var handOverRefusalLog = LogThrottle()
     private var descriptorLog = LogThrottle()
     private var lookupRefusalLog = LogThrottle()
@@ -337,6 +340,24 @@ final class Worker: @unchecked Sendable {
 
     /// A request refused its origin fetch by `limits.origin_fetches_per_client`: counted, and
     /// logged a line a second at most.
+    /// Claims a client connection's place in this worker's descriptor budget for an HTTP/2 stream
+    /// that opens a socket of its own (to an origin, or a tunnel's destination): its connection
+    /// was counted once when accepted, and its streams could otherwise open sockets past the
+    /// budget. False, logged, when the worker is full.
+    func claimStreamSocket(client: SocketAddress) -> Bool {
+        guard served.clients.count + served.h2.count + streamSockets < settings.maxConnectionsPerWorker else {
+            stats.add(.connectionsRefusedFull)
+            if let n = streamSocketRefusalLog.note(now: clock.monotonic) {
+                logger.warning("503 to HTTP/2 client \(client.host): \(settings.maxConnectionsPerWorker) connections and streams at origins on this worker (limits.max_connections; \(n) refused since the last line)")
+            }
+            return false
+        }
+        streamSockets += 1
+        return true
+    }
+
+    func releaseStreamSocket() { streamSockets -= 1 }
+
     func noteOriginFetchRefused(client: SocketAddress) {
         stats.add(.originFetchesRefusedPerClient)
         if let n = originFetchRefusalLog.note(now: clock.monotonic) {

@@ -718,6 +718,101 @@ def test_a_connect_streams_end_half_closes_the_tunnel(larder_factory, echo_serve
     assert bytes(s.body) == b"last words[eof after 10 bytes]" and s.ended, s
 
 
+class Firehose(_ThreadedServer):
+    """A CONNECT target that sends as fast as it is taken (64 MiB at most per connection), and
+    counts what it got rid of."""
+
+    def __init__(self):
+        self.sent = 0
+        super().__init__()
+
+    def handle(self, sock, peer):
+        chunk = b"f" * 65536
+        for _ in range(1024):
+            sock.sendall(chunk)
+            self.sent += len(chunk)
+
+
+def test_tunnel_streams_whose_client_takes_nothing_hold_little_and_are_cut(larder_factory, servers, memory_bound):
+    """Each CONNECT stream buffers what an answer may (`http2.stream_output`) each way, not the
+    megabyte of an HTTP/1.1 tunnel, and one whose bytes its client leaves untaken (its window
+    closed) for the idle timeout is reset, as any stream waiting on its client is. Before, 100
+    such streams held some 110 MB for as long as the client stayed."""
+    target = Firehose()
+    servers.append(target)
+    lr = larder_factory(config={"workers": 1, "connect_ports": [target.port],
+                                "limits": {"client_idle_timeout": "3s"}})
+    before = _peak_memory_kib(lr.pid)
+    with H2Client(lr.port, initial_window=0) as c:
+        c.auto_window = False
+        sids = [c.connect(f"127.0.0.1:{target.port}") for _ in range(60)]
+        assert c.pump(lambda: all(c.streams[s].headers is not None for s in sids), 15), c.streams
+        assert all(c.streams[s].status == 200 for s in sids)
+        # Each tunnel is cut once it made no progress for the idle timeout.
+        assert c.pump(lambda: all(c.streams[s].reset is not None for s in sids) or c.closed, 30), \
+            [s for s in sids if c.streams[s].reset is None]
+        assert not c.closed and all(len(c.streams[s].body) == 0 for s in sids)
+    assert lr.wait_for_log(r"made no progress", timeout=10)
+    grown = _peak_memory_kib(lr.pid) - before
+    # What the tunnels took from the target: each at most its output, its input and the
+    # socket's buffers.
+    assert grown < 24 * 1024, f"peak memory grew by {grown} KiB for 60 tunnels ({target.sent} bytes taken)"
+
+
+def test_tunnel_streams_count_in_the_workers_connections(larder_factory, echo_server, origin):
+    """An HTTP/2 connection is counted once when accepted, but each of its CONNECT streams holds
+    a socket of its own: each counts as a connection while it lasts, so streams cannot take the
+    process past its descriptor budget (limits.max_connections, derived from the open-files limit).
+    Before, one address filled every descriptor with three connections of 100 tunnels each."""
+    lr = larder_factory(config={"workers": 1, "connect_ports": [echo_server.port],
+                                "limits": {"max_connections": 12}})
+    with H2Client(lr.port) as c:
+        sids = [c.connect(f"127.0.0.1:{echo_server.port}") for _ in range(30)]
+        assert c.pump(lambda: all(c.streams[s].headers is not None for s in sids), 15), c.streams
+        statuses = [c.streams[s].status for s in sids]
+        # The connection itself and eleven tunnels make the worker's twelve.
+        assert statuses.count(200) == 11 and statuses.count(503) == 19, statuses
+        assert wait_until(lambda: echo_server.connections == 11)
+        full = RawClient(lr.port).request("GET", origin.url("/unique/60/100"))
+        assert full.status == 503, full
+        assert all(c.streams[s].reset is None for s in sids if c.streams[s].status == 200)
+    # The tunnels end with their connection, and their places with them.
+    assert wait_until(lambda: RawClient(lr.port).request("GET", origin.url("/unique/61/100")).status == 200,
+                      timeout=10)
+    assert lr.wait_for_log(r"503 to HTTP/2 client 127.0.0.1: 12 connections and streams at origins")
+
+
+def test_requests_of_streams_at_origins_count_in_the_workers_connections(larder_factory, origin):
+    lr = larder_factory(config={"workers": 1, "limits": {"max_connections": 6}})
+    host = origin.hostport
+    with H2Client(lr.port) as c:
+        sids = [c.request("GET", host, f"/unique/{70 + i}/100?hold=budget") for i in range(12)]
+        assert wait_until(lambda: len(origin.requests()) == 5), origin.requests()
+        refused = [c.wait(s) for s in sids[5:]]
+        assert all(r.status == 503 for r in refused), refused
+        origin.open_gate("budget")
+        answered = [c.wait(s) for s in sids[:5]]
+        assert all(r.status == 200 and len(r.body) == 100 for r in answered), answered
+        # Their places are free again.
+        again = c.wait(c.request("GET", host, "/unique/80/100"))
+        assert again.status == 200, again
+
+
+def test_tunnel_streams_count_in_their_addresss_requests_at_origins(larder_factory, echo_server):
+    lr = larder_factory(config={"connect_ports": [echo_server.port], "limits": {"origin_fetches_per_client": 4}})
+    with H2Client(lr.port) as c:
+        sids = [c.connect(f"127.0.0.1:{echo_server.port}") for _ in range(10)]
+        assert c.pump(lambda: all(c.streams[s].headers is not None for s in sids), 15), c.streams
+        statuses = [c.streams[s].status for s in sids]
+        assert statuses.count(200) == 4 and statuses.count(429) == 6, statuses
+        # One ends: another may open.
+        first = sids[statuses.index(200)]
+        c.conn.end_stream(first)
+        c.flush()
+        assert c.pump(lambda: c.streams[first].ended or c.streams[first].reset is not None, 10)
+        assert wait_until(lambda: c.wait(c.connect(f"127.0.0.1:{echo_server.port}")).status == 200, timeout=10)
+
+
 def test_a_connect_to_a_port_not_allowed_is_refused_on_its_stream(larder_factory, echo_server):
     lr = larder_factory()
     with H2Client(lr.port) as c:
@@ -1284,7 +1379,7 @@ class ScriptedH2Origin(_ThreadedServer):
         self.pending = {}  # stream id -> body bytes still to send
         self.blocked = set()  # streams whose answer waited for a window
         self.windows_seen = []
-        self.accepted = 0  # connections, the start-up check's included
+        self.accepted = 0  # connections handled so far, each numbered by it
         self.request_connections = []  # the number of the connection each request came on
         super().__init__()
 

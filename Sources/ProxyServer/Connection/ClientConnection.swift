@@ -37,8 +37,9 @@ final class ClientConnection: StreamDelegate {
     /// The address's share of the per-client budgets: this connection is counted in it until it
     /// closes. Nil for a connection refused outright.
     let share: ClientShare?
-    /// The current request counts in its address's requests at origins (`OriginRelay.forward`).
-    var holdsOriginFetch = false
+    /// The current request counts in its address's requests at origins (`OriginRelay.forward`),
+    /// and on an HTTP/2 stream in the worker's connections (`claimOriginSocket`).
+    private(set) var holdsOriginFetch = false
     /// The HTTP/2 connection whose stream this exchange answers (nil: a connection of its own, or
     /// a carrier that has closed). Not retained, and not weak either (that put every retain of the
     /// carrier on the slow path of a side table): `stream`, an in-memory stream, holds the carrier
@@ -462,6 +463,27 @@ final class ClientConnection: StreamDelegate {
         stream.setTimeouts(read: nil, write: worker.settings.clientIdleTimeout)
     }
 
+    /// Claims, once per request, what a request that opens a socket to an origin (or a tunnel's
+    /// destination) holds until it ends: one of its address's requests at origins
+    /// (`limits.origin_fetches_per_client`) and, on an HTTP/2 stream, a connection's place in the
+    /// worker's budget (`Worker.claimStreamSocket`). False when refused, the refusal answered.
+    func claimOriginSocket() -> Bool {
+        if holdsOriginFetch { return true }
+        guard let share, share.claimOriginFetch(limit: worker.settings.originFetchesPerClient) else {
+            worker.noteOriginFetchRefused(client: peer)
+            answerError(429, "too many of this client's requests are at origins already", extraField: "Retry-After: 1")
+            return false
+        }
+        if isStream, !worker.claimStreamSocket(client: peer) {
+            share.releaseOriginFetch()
+            answerError(503, "this proxy has as many connections as it may serve; retry shortly",
+                        extraField: "Retry-After: 1")
+            return false
+        }
+        holdsOriginFetch = true
+        return true
+    }
+
     /// Writes the request's access-log line (once) and lets go of the cache's part: normally ended
     /// when the fetch completed, anything else must not leave collapsed followers waiting.
     private func endRequest() {
@@ -469,6 +491,7 @@ final class ClientConnection: StreamDelegate {
         if holdsOriginFetch {
             holdsOriginFetch = false
             share?.releaseOriginFetch()
+            if isStream { worker.releaseStreamSocket() }
         }
         if let exchange = context.cache {
             context.cache = nil

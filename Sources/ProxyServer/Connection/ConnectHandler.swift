@@ -25,6 +25,9 @@ enum ConnectHandler {
             return intercept(OriginKey(scheme: .https, host: target.hostString, port: target.port), on: c)
         }
         c.context.upstream = OriginKey(scheme: .http, host: target.hostString, port: target.port)
+        // A tunnel of its own connection is counted with it; one of many on an HTTP/2 connection
+        // counts as a request at an origin and a connection of its own, while it lasts.
+        if c.isStream { guard c.claimOriginSocket() else { return } }
         let opener = worker.session.openTunnel(host: target.hostString, port: target.port,
                                                client: c.peerAddress) { [unowned c] result in
             switch result {
@@ -48,7 +51,9 @@ enum ConnectHandler {
     /// Bytes pumped both ways from now on; the tunnel owns both streams.
     static func startTunnel(_ upstream: Stream, on c: ClientConnection) {
         // Logged when it ends, with the bytes it carried each way.
-        let tunnel = Tunnel(c.stream, upstream, loop: c.worker.loop) { [unowned c] t in
+        // A stream's tunnel holds what any of its answers may (`http2.stream_output`) each way.
+        let highWater = c.isStream ? c.outputHighWater : Tunnel.defaultHighWater
+        let tunnel = Tunnel(c.stream, upstream, loop: c.worker.loop, highWater: highWater) { [unowned c] t in
             c.noteTunnel(toClient: t.bytesFromB, fromClient: t.bytesFromA)
             c.send(.tunnelClosed)
         }

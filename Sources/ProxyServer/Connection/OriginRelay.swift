@@ -70,14 +70,7 @@ final class OriginRelay: SessionTaskDelegate {
         c.context.upstream = origin
         // Counted once per request, however often it goes to an origin (a refetch after HEAD, a
         // range asked for on its own, a follower fetching alone): released when the request ends.
-        if !c.holdsOriginFetch {
-            guard let share = c.share, share.claimOriginFetch(limit: worker.settings.originFetchesPerClient) else {
-                worker.noteOriginFetchRefused(client: c.peer)
-                return c.answerError(429, "too many of this client's requests are at origins already",
-                                 extraField: "Retry-After: 1")
-            }
-            c.holdsOriginFetch = true
-        }
+        guard c.claimOriginSocket() else { return }
         let relay = OriginRelay(connection: c)
         let task = worker.session.dataTask(origin: origin, method: revalidation?.method ?? request.method,
                                            head: c.writer.bytes, hasBody: hasBody, isIdempotent: idempotent,

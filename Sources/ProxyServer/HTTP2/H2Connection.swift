@@ -936,11 +936,11 @@ final class H2Exchange {
     var unconsumed = 0
 
     /// Whether the stream waits for its client: to take answer bytes that are ready, or to send
-    /// the rest of its request. A tunnel's silence is its own business; an origin's slowness is
-    /// the session's.
+    /// the rest of its request. A tunnel's silence is its own business, but not bytes its client
+    /// leaves untaken; an origin's slowness is the session's.
     var waitsOnClient: Bool {
         if localBody?.isEmpty == false || held != nil { return true }
-        if mode == .tunnel { return false }
+        if mode == .tunnel { return (inner?.output.count ?? 0) > 0 }
         if let inner, headSent, !answerDone, inner.output.count > 0 { return true }
         return !requestEnded && !answerDone
     }
