@@ -26,7 +26,7 @@ import h2.exceptions
 import pytest
 
 from h2client import H2Client, RawH2, StreamResult, frame
-from helpers import RawClient, _ThreadedServer, curl, std_request, wait_until
+from helpers import RawClient, _ThreadedServer, curl, proxy_exchange, std_request, wait_until
 from origin import pattern, unique_body
 from test_access_log import read_lines
 from test_admin import stats
@@ -1130,6 +1130,73 @@ def test_a_stream_whose_window_never_opens_does_not_stall_the_others(larder_fact
         assert o.status == 200 and len(o.body) == 1000 and o.ended
         # The stalled stream is cut once its answer made no progress for the idle timeout.
         assert c.pump(lambda: s.reset is not None or c.closed, 15), s
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["through-its-exchange", "small-stored-body-held"])
+def test_a_stream_whose_window_opens_a_byte_at_a_time_is_cut(larder_factory, origin, stored):
+    """A client must take 16 KiB of what waits for it per idle timeout, as over HTTP/1.1: one that
+    opens its window a byte at a time holds its stream no longer than one that opens nothing,
+    whether its answer comes through its exchange or is a small stored body the connection holds.
+    Before, any byte taken counted as progress."""
+    lr = larder_factory(config=dict(ADMIN, limits={"client_idle_timeout": "2s"}))
+    path = "/unique/91/3000" if stored else "/unique/90/300000"
+    if stored:
+        with H2Client(lr.port) as c:
+            assert c.wait(c.request("GET", origin.hostport, path)).status == 200
+        assert wait_until(lambda: stats(lr)["cache_entries"]["memory"] >= 1)
+    with H2Client(lr.port, initial_window=0) as c:
+        c.auto_window = False
+        sid = c.request("GET", origin.hostport, path)
+        s = c.streams[sid]
+        assert c.pump(lambda: s.headers is not None), s
+        give_up = time.monotonic() + 40
+        while s.reset is None and not c.closed and time.monotonic() < give_up:
+            c.conn.increment_flow_control_window(1, stream_id=sid)
+            c.conn.increment_flow_control_window(1)
+            c.flush()
+            c.pump(lambda: s.reset is not None, 0.25)  # a byte a quarter of a second
+        assert s.reset is not None and not c.closed, (len(s.body), s)
+        assert 0 < len(s.body) < 3000
+    # Cut by the connection's look at its streams, or by the exchange's own send timeout.
+    assert lr.wait_for_log(r"made no progress|took less than 16 KiB", timeout=10)
+
+
+def test_a_collapsed_leader_taking_a_byte_at_a_time_does_not_hold_its_followers(larder_factory, origin, workdir):
+    """A leader of a fetch whose length is unknown (chunked) cannot hand it over, so it paces the
+    origin for its followers: an HTTP/2 leader opening its window a byte at a time is cut as one
+    over HTTP/1.1 is, and its follower gets the whole answer."""
+    size = 4 << 20
+    (workdir / "res-trickle.json").write_text(json.dumps(
+        {"status": 200, "headers": [["Cache-Control", "max-age=3600"]], "chunked": True, "body_bytes": size}))
+    lr = larder_factory(config={"limits": {"client_idle_timeout": "2s"}})
+    url = origin.url("/res/trickle")
+    follower = {}
+    with H2Client(lr.port, initial_window=0) as c:
+        c.auto_window = False
+        sid = c.request("GET", origin.hostport, "/res/trickle")
+        s = c.streams[sid]
+        assert c.pump(lambda: s.headers is not None), s
+
+        def follow():
+            try:
+                follower["response"] = proxy_exchange(lr.port, "GET", url, timeout=60)
+            except Exception as e:  # noqa: BLE001 - reported by the assertion below
+                follower["error"] = e
+
+        t = threading.Thread(target=follow, daemon=True)
+        t.start()
+        give_up = time.monotonic() + 40
+        while t.is_alive() and s.reset is None and not c.closed and time.monotonic() < give_up:
+            c.conn.increment_flow_control_window(1, stream_id=sid)
+            c.conn.increment_flow_control_window(1)
+            c.flush()
+            c.pump(lambda: not t.is_alive() or s.reset is not None, 0.25)  # a byte a quarter of a second
+        t.join(30)
+        assert "response" in follower, follower
+        r = follower["response"]
+        assert r.status == 200 and len(r.body) == size, (r.status, len(r.body))
+        assert c.pump(lambda: s.reset is not None or c.closed, 10) and s.reset is not None, s
+    assert len([q for q in origin.requests() if q["path"] == "/res/trickle"]) == 1
 
 
 def test_a_small_stored_answer_to_a_window_that_never_opens_is_cut(larder_factory, origin):

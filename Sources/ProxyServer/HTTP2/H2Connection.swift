@@ -252,14 +252,14 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         if reset { _ = sendFrames() }
     }
 
-    /// Streams that made no progress since the last look, waiting on their client, are reset.
+    /// Streams waiting on their client that made too little progress since the last look are reset.
     private func checkProgress() {
         guard !closed else { return }
         for ex in exchanges.allValues {
-            let moved = ex.sent + ex.received
-            defer { ex.lastProgress = moved }
-            guard moved == ex.lastProgress, ex.waitsOnClient else { continue }
-            worker.logger.notice("HTTP/2 client \(peer): stream \(ex.id) made no progress in \(worker.settings.clientIdleTimeout) s (its window closed, or its request unfinished); resetting it")
+            let (sent, received) = (ex.sent, ex.received)
+            defer { (ex.lastSent, ex.lastReceived) = (sent, received) }
+            guard ex.waitsOnClient, !ex.progressed(sent: sent, received: received) else { continue }
+            worker.logger.notice("HTTP/2 client \(peer): stream \(ex.id) made no progress in \(worker.settings.clientIdleTimeout) s (took less than \(Stream.minimumProgress / 1024) KiB of what waits for it, or sent nothing of its unfinished request); resetting it")
             session.reset(ex.id, code: 0x8)
         }
         flush()
@@ -923,11 +923,12 @@ final class H2Exchange {
     var readyEnds = false
     var innerFinished = false
     var answerDone = false
-    /// Answer bytes handed over and request-body bytes received, and their sum at the last look
-    /// (`H2Connection.checkProgress`).
+    /// Answer bytes handed over and request-body bytes received, and both at the last look
+    /// (`H2Connection.checkProgress`; -1 before the first).
     var sent = 0
     var received = 0
-    var lastProgress = -1
+    var lastSent = -1
+    var lastReceived = -1
     var requestEnded = false
     /// Bytes Larder wrote into the exchange's input that are not the client's body (its head,
     /// chunk framing), not yet read by the exchange.
@@ -939,10 +940,26 @@ final class H2Exchange {
     /// the rest of its request. A tunnel's silence is its own business, but not bytes its client
     /// leaves untaken; an origin's slowness is the session's.
     var waitsOnClient: Bool {
-        if localBody?.isEmpty == false || held != nil { return true }
-        if mode == .tunnel { return (inner?.output.count ?? 0) > 0 }
-        if let inner, headSent, !answerDone, inner.output.count > 0 { return true }
+        if answerWaitsOnClient { return true }
+        if mode == .tunnel { return false }
         return !requestEnded && !answerDone
+    }
+
+    /// Bytes for the client are ready and not taken (its window is closed).
+    private var answerWaitsOnClient: Bool {
+        if localBody?.isEmpty == false || held != nil { return true }
+        guard let inner, inner.output.count > 0 else { return false }
+        return mode == .tunnel || (headSent && !answerDone)
+    }
+
+    /// Whether the client did its part since the last look: took `Stream.minimumProgress` of what
+    /// waits for it, as an HTTP/1.1 client must (a window opened a byte at a time would otherwise
+    /// hold the stream, and the fetch it may lead for others, for ever), or, with nothing waiting,
+    /// moved at all. The first look lets a stream be.
+    func progressed(sent: Int, received: Int) -> Bool {
+        if lastSent < 0 { return true }
+        if answerWaitsOnClient { return sent - lastSent >= Stream.minimumProgress }
+        return sent != lastSent || received != lastReceived
     }
 
     init(id: Int32, inner: Stream?, request: H2Translation.Request?) {
