@@ -33,10 +33,6 @@ final class MemoryTransport {
     /// heap (about a thousand instructions per HTTP/2 hit); a deadline only records the time.
     private var writeDeadline: Deadline?
     private var writeTimeout: Double?
-    /// Bytes the peer took since the write timeout last started again: it starts again only once
-    /// they are `PlainTransport.minimumProgress` (or the output is all taken), as for a socket, so
-    /// a peer taking a byte at a time (an HTTP/2 window opened a byte at a time) is timed out.
-    private var takenSinceRestart = 0
     /// As on a socket: the owner waiting to read and the peer silent for this long hears `.timeout`.
     private var readDeadline: Deadline?
     private var readTimeout: Double?
@@ -199,11 +195,7 @@ final class MemoryTransport {
     /// The peer took `count` bytes of `output` (after draining them itself).
     func peerTook(_ count: Int) {
         guard count > 0 else { return }
-        takenSinceRestart += count
-        if takenSinceRestart >= PlainTransport.minimumProgress || output.count == 0 {
-            takenSinceRestart = 0
-            armWriteTimer(restart: true)
-        }
+        armWriteTimer(restart: true)
         if !closed, output.count <= writeLowWatermark {
             drainedDue = true
             due()

@@ -436,6 +436,14 @@ public final class H2ServerSession {
         return nghttp2_session_get_stream_local_close(session, stream) == 1
     }
 
+    /// Answer bytes the client's windows let go now on `stream`: the smaller of its own and the
+    /// connection's (0 when either is closed, or the stream is gone).
+    public func sendWindow(_ stream: Int32) -> Int {
+        guard let session else { return 0 }
+        let own = nghttp2_session_get_stream_remote_window_size(session, stream)
+        return Int(max(0, min(own, nghttp2_session_get_remote_window_size(session))))
+    }
+
     /// Gives back connection window for request-body bytes of a stream already closed.
     public func consumedOnConnection(_ count: Int) {
         guard let session, count > 0 else { return }

@@ -338,14 +338,12 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    /// A request refused its origin fetch by `limits.origin_fetches_per_client`: counted, and
-    /// logged a line a second at most.
     /// Claims a client connection's place in this worker's descriptor budget for an HTTP/2 stream
     /// that opens a socket of its own (to an origin, or a tunnel's destination): its connection
     /// was counted once when accepted, and its streams could otherwise open sockets past the
     /// budget. False, logged, when the worker is full.
     func claimStreamSocket(client: SocketAddress) -> Bool {
-        guard served.clients.count + served.h2.count + streamSockets < settings.maxConnectionsPerWorker else {
+        guard served.clients.count + served.h2.count + streamSockets - refusals.refusing < settings.maxConnectionsPerWorker else {
             stats.add(.connectionsRefusedFull)
             if let n = streamSocketRefusalLog.note(now: clock.monotonic) {
                 logger.warning("503 to HTTP/2 client \(client.host): \(settings.maxConnectionsPerWorker) connections and streams at origins on this worker (limits.max_connections; \(n) refused since the last line)")
@@ -358,6 +356,8 @@ final class Worker: @unchecked Sendable {
 
     func releaseStreamSocket() { streamSockets -= 1 }
 
+    /// A request refused its origin fetch by `limits.origin_fetches_per_client`: counted, and
+    /// logged a line a second at most.
     func noteOriginFetchRefused(client: SocketAddress) {
         stats.add(.originFetchesRefusedPerClient)
         if let n = originFetchRefusalLog.note(now: clock.monotonic) {

@@ -813,6 +813,52 @@ def test_tunnel_streams_count_in_their_addresss_requests_at_origins(larder_facto
         assert wait_until(lambda: c.wait(c.connect(f"127.0.0.1:{echo_server.port}")).status == 200, timeout=10)
 
 
+class Banner(_ThreadedServer):
+    """A CONNECT target that says its line and ends its side first, then reads until the client's
+    side ends (noted in ``ends``)."""
+
+    def __init__(self):
+        self.ends = 0
+        super().__init__()
+
+    def handle(self, sock, peer):
+        sock.sendall(b"hello from banner\n")
+        sock.shutdown(socket.SHUT_WR)
+        while sock.recv(65536):
+            pass
+        self.ends += 1
+
+
+@pytest.mark.parametrize("client_end", ["end_stream", "reset"])
+def test_a_tunnel_its_destination_ends_first_closes_when_its_client_does(larder_factory, servers, client_end):
+    """A CONNECT stream's END_STREAM from Larder is its destination's half-close (RFC 9113 §8.5):
+    the stream stays open for the client's side, and the tunnel closes, giving back its places,
+    once the client ends or resets it. Before, the stream was reset at once and the tunnel, its
+    socket and its places stayed until the HTTP/2 connection closed."""
+    target = Banner()
+    servers.append(target)
+    lr = larder_factory(config={"workers": 1, "connect_ports": [target.port], "limits": {"max_connections": 4}})
+    with H2Client(lr.port) as c:
+        sids = [c.connect(f"127.0.0.1:{target.port}") for _ in range(3)]
+        assert c.pump(lambda: all(c.streams[s].ended or c.streams[s].reset is not None for s in sids), 15)
+        for sid in sids:
+            s = c.streams[sid]
+            assert s.status == 200 and bytes(s.body) == b"hello from banner\n" and s.ended and s.reset is None, s
+            c.conn.send_data(sid, b"still here")  # the client may still send
+        c.flush()
+        # The connection and three tunnels fill the worker: a request needing an origin waits.
+        full = c.wait(c.request("GET", f"127.0.0.1:{target.port}", "/"))
+        assert full.status == 503, full
+        for sid in sids:
+            if client_end == "end_stream":
+                c.conn.end_stream(sid)
+            else:
+                c.conn.reset_stream(sid, error_code=8)
+        c.flush()
+        assert wait_until(lambda: target.ends == 3, timeout=10), target.ends
+        assert wait_until(lambda: c.wait(c.connect(f"127.0.0.1:{target.port}")).status == 200, timeout=10)
+
+
 def test_a_connect_to_a_port_not_allowed_is_refused_on_its_stream(larder_factory, echo_server):
     lr = larder_factory()
     with H2Client(lr.port) as c:
@@ -1159,6 +1205,30 @@ def test_a_stream_whose_window_opens_a_byte_at_a_time_is_cut(larder_factory, ori
         assert 0 < len(s.body) < 3000
     # Cut by the connection's look at its streams, or by the exchange's own send timeout.
     assert lr.wait_for_log(r"made no progress|took less than 16 KiB", timeout=10)
+
+
+def test_a_stream_beside_a_download_on_a_slow_link_is_not_cut(larder_factory, origin):
+    """Answer bytes held back by Larder's own socket (a slow link, shared with a download), not by
+    the client's windows, are not the client's doing: a stream beside the download that moves
+    less than 16 KiB per idle timeout is not cut for it."""
+    lr = larder_factory(config={"limits": {"client_idle_timeout": "3s"}})
+    with H2Client(lr.port, initial_window=16 << 20) as c:
+        c.conn.increment_flow_control_window(64 << 20)
+        c.flush()
+        c.request("GET", origin.hostport, "/bytes/50000000")
+        slow = c.request("GET", origin.hostport, "/slow/20000?seconds=6")
+        s = c.streams[slow]
+        give_up = time.monotonic() + 60
+        while not (s.ended or s.reset is not None or c.closed) and time.monotonic() < give_up:
+            data = c.sock.recv(8192)
+            if not data:
+                break
+            for e in c.conn.receive_data(data):
+                c.handle(e)
+            c.flush()
+            time.sleep(0.05)  # a slow link: some 160 KB/s
+        assert s.ended and s.reset is None and len(s.body) == 20000, s
+    assert not lr.wait_for_log(r"made no progress", timeout=0.5)
 
 
 def test_a_collapsed_leader_taking_a_byte_at_a_time_does_not_hold_its_followers(larder_factory, origin, workdir):

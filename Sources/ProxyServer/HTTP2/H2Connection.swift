@@ -258,7 +258,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         for ex in exchanges.allValues {
             let (sent, received) = (ex.sent, ex.received)
             defer { (ex.lastSent, ex.lastReceived) = (sent, received) }
-            guard ex.waitsOnClient, !ex.progressed(sent: sent, received: received) else { continue }
+            guard ex.waitsOnClient,
+                  !ex.progressed(sent: sent, received: received, windowClosed: session.sendWindow(ex.id) == 0)
+            else { continue }
             worker.logger.notice("HTTP/2 client \(peer): stream \(ex.id) made no progress in \(worker.settings.clientIdleTimeout) s (took less than \(Stream.minimumProgress / 1024) KiB of what waits for it, or sent nothing of its unfinished request); resetting it")
             session.reset(ex.id, code: 0x8)
         }
@@ -444,7 +446,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         ex.unconsumed = 0
         if let inner = ex.inner {
             inner.peerTag = 0
-            if !ex.innerFinished { inner.peerAborted() }  // the client cancelled, or the stream failed
+            // The client cancelled, or the stream failed; a tunnel whose destination ended first
+            // still waits for its client's side, which will not come now.
+            if !ex.innerFinished || ex.mode == .tunnel { inner.peerAborted() }
         }
         if exchanges.isEmpty, !closing { idle?.schedule(after: worker.settings.clientIdleTimeout) }
     }
@@ -809,7 +813,9 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private func answerComplete(_ ex: H2Exchange) {
         if ex.inner != nil, ex.status < 400 { session.exchangeCompleted() }
         ex.answerDone = true
-        if !ex.requestEnded { answeredEarly.insert(ex.id) }
+        // A tunnel's end from its destination is a half-close (RFC 9113 §8.5): the client may
+        // still send, and its end closes the tunnel.
+        if !ex.requestEnded, ex.mode != .tunnel { answeredEarly.insert(ex.id) }
         if ex.request?.leavesExchangeReusable == true { releaseExchange(ex) }
     }
 
@@ -952,14 +958,16 @@ final class H2Exchange {
         return mode == .tunnel || (headSent && !answerDone)
     }
 
-    /// Whether the client did its part since the last look: took `Stream.minimumProgress` of what
-    /// waits for it, as an HTTP/1.1 client must (a window opened a byte at a time would otherwise
-    /// hold the stream, and the fetch it may lead for others, for ever), or, with nothing waiting,
-    /// moved at all. The first look lets a stream be.
-    func progressed(sent: Int, received: Int) -> Bool {
-        if lastSent < 0 { return true }
-        if answerWaitsOnClient { return sent - lastSent >= Stream.minimumProgress }
-        return sent != lastSent || received != lastReceived
+    /// Whether the stream moved since the last look: the client sent some of its request, or took
+    /// answer bytes — `Stream.minimumProgress` of them while what waits for it is held back by its
+    /// windows (`windowClosed`), as an HTTP/1.1 client must take them from its socket: a window
+    /// opened a byte at a time would otherwise hold the stream, and a fetch it may lead for
+    /// others, for ever. Bytes held back by Larder's own socket are its write timeout's business.
+    /// The first look lets a stream be.
+    func progressed(sent: Int, received: Int, windowClosed: Bool) -> Bool {
+        if lastSent < 0 || received != lastReceived { return true }
+        if windowClosed, answerWaitsOnClient { return sent - lastSent >= Stream.minimumProgress }
+        return sent != lastSent
     }
 
     init(id: Int32, inner: Stream?, request: H2Translation.Request?) {
