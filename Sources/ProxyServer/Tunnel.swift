@@ -18,8 +18,8 @@ final class Tunnel {
     private var sides: [TunnelSide] = []
     /// Output bytes beyond which the sending side stops reading.
     private let highWater: Int
-    /// `highWater` unless the client's side asks for less (an HTTP/2 stream: its connection
-    /// carries up to `http2.max_concurrent_streams` of them).
+    /// A tunnel's `highWater` unless its client's side asks for less (an HTTP/2 stream, whose
+    /// connection carries up to `http2.max_concurrent_streams` of them).
     static let defaultHighWater = 1 << 20
     /// A read at least this large makes its direction splice; nil: never (TLS on either side, or
     /// splice(2) refused once).

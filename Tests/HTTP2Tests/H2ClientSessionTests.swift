@@ -51,17 +51,30 @@ func shuttle(_ client: H2ClientSession, _ server: H2ServerSession) throws {
     }
 }
 
+/// Larder's client session and its server session, talking through `shuttle`, with the
+/// recorders that are their delegates (held here: a session does not hold its delegate).
+private final class SessionPair {
+    let client: H2ClientSession
+    let server: H2ServerSession
+    let c = ClientRecorder()
+    let s = Recorder()
+
+    init(streamWindow: Int = 256 * 1024, connectionWindow: Int = 1 << 20) throws {
+        client = try H2ClientSession(streamWindow: streamWindow, connectionWindow: connectionWindow)
+        server = try H2ServerSession(settings: H2Settings())
+        client.delegate = c
+        server.delegate = s
+    }
+}
+
 private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UInt8])] {
     pairs.map { (Array($0.0.utf8), Array($0.1.utf8)) }
 }
 
 @Test func aRequestWithABodyGoesBothWaysBetweenLardersSessions() throws {
-    let client = try H2ClientSession()
-    let server = try H2ServerSession(settings: H2Settings())
-    let c = ClientRecorder(), s = Recorder()
-    client.delegate = c
-    server.delegate = s
-    defer { withExtendedLifetime(s) {} }  // the session does not hold it
+    let pair = try SessionPair()
+    let (client, server, c, s) = (pair.client, pair.server, pair.c, pair.s)
+    defer { withExtendedLifetime(pair) {} }  // the sessions do not hold their delegates
     let upload = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 * 7) }
     let id = try #require(client.request(fields([(":method", "POST"), (":scheme", "https"), (":authority", "o.test"),
                                                  (":path", "/up"), ("content-length", "300000")]), hasBody: true))
@@ -83,12 +96,9 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
 }
 
 @Test func windowsForAnswersOpenOnlyAsTheyAreConsumed() throws {
-    let client = try H2ClientSession(streamWindow: 65_535, connectionWindow: 65_535)
-    let server = try H2ServerSession(settings: H2Settings())
-    let c = ClientRecorder(), s = Recorder()
-    client.delegate = c
-    server.delegate = s
-    defer { withExtendedLifetime(s) {} }  // the session does not hold it
+    let pair = try SessionPair(streamWindow: 65_535, connectionWindow: 65_535)
+    let (client, server, c, s) = (pair.client, pair.server, pair.c, pair.s)
+    defer { withExtendedLifetime(pair) {} }  // the sessions do not hold their delegates
     let id = try #require(client.request(fields([(":method", "GET"), (":scheme", "https"), (":authority", "o.test"),
                                                  (":path", "/big")]), hasBody: false))
     try shuttle(client, server)
@@ -102,12 +112,9 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
 }
 
 @Test func aStreamWhoseBodyIsNotTakenLeavesTheConnectionsWindowOpenToTheOthers() throws {
-    let client = try H2ClientSession(streamWindow: 65_535, connectionWindow: 65_535)
-    let server = try H2ServerSession(settings: H2Settings())
-    let c = ClientRecorder(), s = Recorder()
-    client.delegate = c
-    server.delegate = s
-    defer { withExtendedLifetime(s) {} }  // the session does not hold it
+    let pair = try SessionPair(streamWindow: 65_535, connectionWindow: 65_535)
+    let (client, server, c, s) = (pair.client, pair.server, pair.c, pair.s)
+    defer { withExtendedLifetime(pair) {} }  // the sessions do not hold their delegates
     func get(_ path: String) throws -> Int32 {
         try #require(client.request(fields([(":method", "GET"), (":scheme", "https"), (":authority", "o.test"),
                                             (":path", path)]), hasBody: false))
@@ -127,12 +134,9 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
 }
 
 @Test func aStreamTheServerRefusesClosesWithItsCode() throws {
-    let client = try H2ClientSession()
-    let server = try H2ServerSession(settings: H2Settings())
-    let c = ClientRecorder(), s = Recorder()
-    client.delegate = c
-    server.delegate = s
-    defer { withExtendedLifetime(s) {} }  // the session does not hold it
+    let pair = try SessionPair()
+    let (client, server, c) = (pair.client, pair.server, pair.c)
+    defer { withExtendedLifetime(pair) {} }  // the sessions do not hold their delegates
     let id = try #require(client.request(fields([(":method", "GET"), (":scheme", "https"), (":authority", "o.test"),
                                                  (":path", "/")]), hasBody: false))
     try shuttle(client, server)
@@ -142,12 +146,9 @@ private func fields(_ pairs: [(String, String)]) -> [(name: [UInt8], value: [UIn
 }
 
 @Test func anAnswerHeadWithoutAValidStatusIsRefused() throws {
-    let client = try H2ClientSession()
-    let server = try H2ServerSession(settings: H2Settings())
-    let c = ClientRecorder(), s = Recorder()
-    client.delegate = c
-    server.delegate = s
-    defer { withExtendedLifetime(s) {} }  // the session does not hold it
+    let pair = try SessionPair()
+    let (client, server, c) = (pair.client, pair.server, pair.c)
+    defer { withExtendedLifetime(pair) {} }  // the sessions do not hold their delegates
     let id = try #require(client.request(fields([(":method", "GET"), (":scheme", "https"), (":authority", "o.test"),
                                                  (":path", "/")]), hasBody: false))
     try shuttle(client, server)

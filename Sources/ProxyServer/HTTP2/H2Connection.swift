@@ -951,7 +951,8 @@ final class H2Exchange {
         return !requestEnded && !answerDone
     }
 
-    /// Bytes for the client are ready and not taken (its window is closed).
+    /// Bytes for the client are ready and not taken yet (its windows, or Larder's socket, hold
+    /// them back).
     private var answerWaitsOnClient: Bool {
         if localBody?.isEmpty == false || held != nil { return true }
         guard let inner, inner.output.count > 0 else { return false }
