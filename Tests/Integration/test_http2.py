@@ -1815,6 +1815,35 @@ def test_clients_that_stop_reading_cannot_close_a_shared_origin_connection_to_ot
             sock.close()
 
 
+def test_a_request_head_too_large_for_an_h2_origin_fails_alone(larder_factory, pki, servers):
+    """A client's head that nghttp2 will not send as one header block (over 64 KiB encoded,
+    possible with a raised limits.max_head_bytes) fails that request only: another client's
+    download on the same origin connection goes on, and the connection serves the next."""
+    def answer(origin, conn, sid, headers):
+        path = headers[b":path"].decode()
+        body = b"b" * (4 << 20) if path.startswith("/big") else f"h2 body of {path}".encode()
+        conn.send_headers(sid, [(":status", "200"), ("content-length", str(len(body))), ("cache-control", "no-store")])
+        origin.send_body(conn, sid, body)
+
+    o = ScriptedH2Origin(*pki.leaf("heads"), answer=answer)
+    servers.append(o)
+    a = larder_factory(config={"workers": 1, "tls": {"ca_file": str(pki.ca)}, "limits": {"max_head_bytes": "1MiB"}})
+    assert RawClient(a.port, 20).request("GET", f"https://localhost:{o.port}/small/first").status == 200
+    with socket.create_connection(("127.0.0.1", a.port), timeout=20) as download:
+        download.sendall(std_request("GET", f"https://localhost:{o.port}/big/1"))
+        got = len(download.recv(100))
+        huge = RawClient(a.port, 20).request("GET", f"https://localhost:{o.port}/small/huge",
+                                             headers=[("X-Big", "v" * 300_000)])
+        assert huge.status == 502, huge
+        while got < 4 << 20:
+            data = download.recv(1 << 20)
+            assert data, got
+            got += len(data)
+    after = RawClient(a.port, 20).request("GET", f"https://localhost:{o.port}/small/after")
+    assert after.status == 200 and after.body == b"h2 body of /small/after", after
+    assert "/small/huge" not in o.requests and len(set(o.request_connections)) == 1, (o.requests, o.request_connections)
+
+
 def test_a_chunked_upload_to_an_h2_origin_that_takes_nothing_is_held_back(larder_factory, pki, servers):
     o = ScriptedH2Origin(*pki.leaf("sink"), answer=lambda *a: None, acknowledge=False)
     servers.append(o)
