@@ -161,7 +161,7 @@ final class Worker: @unchecked Sendable {
         guard let stream = stream(for: fd, tls: tls) else { return }
         var refusal: ConnectionRefusal?
         var share: ClientShare?
-        if served.clients.count + served.h2.count + streamSockets - refusals.refusing >= settings.maxConnectionsPerWorker {
+        if connectionsCounted >= settings.maxConnectionsPerWorker {
             refusal = refuse(peer, .full, .connectionsRefusedFull)
         } else {
             share = addressCounts.acquire(peer.addressBytes, limit: settings.maxConnectionsPerClient)
@@ -217,6 +217,11 @@ final class Worker: @unchecked Sendable {
     private var streamSocketRefusalLog = LogThrottle()
     /// HTTP/2 streams holding a socket of their own (`claimStreamSocket`), counted as connections.
     private var streamSockets = 0
+    /// What `limits.max_connections` bounds on this worker: client connections (an HTTP/2 one
+    /// once) and streams holding sockets, less those being refused.
+    private var connectionsCounted: Int {
+        served.clients.count + served.h2.count + streamSockets - refusals.refusing
+    }
     private var handOverRefusalLog = LogThrottle()
     private var descriptorLog = LogThrottle()
     private var lookupRefusalLog = LogThrottle()
@@ -343,7 +348,7 @@ final class Worker: @unchecked Sendable {
     /// was counted once when accepted, and its streams could otherwise open sockets past the
     /// budget. False, logged, when the worker is full.
     func claimStreamSocket(client: SocketAddress) -> Bool {
-        guard served.clients.count + served.h2.count + streamSockets - refusals.refusing < settings.maxConnectionsPerWorker else {
+        guard connectionsCounted < settings.maxConnectionsPerWorker else {
             stats.add(.connectionsRefusedFull)
             if let n = streamSocketRefusalLog.note(now: clock.monotonic) {
                 logger.warning("503 to HTTP/2 client \(client.host): \(settings.maxConnectionsPerWorker) connections and streams at origins on this worker (limits.max_connections; \(n) refused since the last line)")

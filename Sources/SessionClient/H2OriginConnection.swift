@@ -234,7 +234,6 @@ final class H2OriginConnection: StreamDelegate, H2ClientSessionDelegate, MemoryS
             if byStream.removeValue(forKey: id) != nil, !ex.responseEnded {
                 h2.reset(id, code: 0x8)  // the task gave up: CANCEL
             }
-            ex.bodyUnconsumed = 0
         }
         noteIdle()
         flush()

@@ -83,10 +83,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     private let movesBodies: Bool
 
     /// Over TLS, bytes of large frames sent at once in this pass of the loop (`sendRecord`), which
-    /// `sentPass` names (the loop's cached time, `EventLoop.now`), and whether the pass's share (`passShare`) or the room for staged and
-    /// queued frames (`socketHighWater`) ran out before nghttp2 did: then the next pass sends
-    /// more. Per pass, not per flush: an exchange that refills its output as each frame leaves
-    /// flushes again in the same pass.
+    /// `sentPass` names (the loop's cached time, `EventLoop.now`), and whether the pass's share
+    /// (`passShare`) or the room for staged and queued frames (`socketHighWater`) ran out before
+    /// nghttp2 did: then the next pass sends more. Per pass, not per flush: an exchange that
+    /// refills its output as each frame leaves flushes again in the same pass.
     private var sentNow = 0
     private var sentPass = -1.0
     private var turnSpent = false
@@ -946,14 +946,14 @@ final class H2Exchange {
     /// the rest of its request. A tunnel's silence is its own business, but not bytes its client
     /// leaves untaken; an origin's slowness is the session's.
     var waitsOnClient: Bool {
-        if answerWaitsOnClient { return true }
+        if answerWaiting { return true }
         if mode == .tunnel { return false }
         return !requestEnded && !answerDone
     }
 
     /// Bytes for the client are ready and not taken yet (its windows, or Larder's socket, hold
     /// them back).
-    private var answerWaitsOnClient: Bool {
+    private var answerWaiting: Bool {
         if localBody?.isEmpty == false || held != nil { return true }
         guard let inner, inner.output.count > 0 else { return false }
         return mode == .tunnel || (headSent && !answerDone)
@@ -967,7 +967,7 @@ final class H2Exchange {
     /// The first look lets a stream be.
     func progressed(sent: Int, received: Int, windowClosed: Bool) -> Bool {
         if lastSent < 0 || received != lastReceived { return true }
-        if windowClosed, answerWaitsOnClient { return sent - lastSent >= Stream.minimumProgress }
+        if windowClosed, answerWaiting { return sent - lastSent >= Stream.minimumProgress }
         return sent != lastSent
     }
 
