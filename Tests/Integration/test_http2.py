@@ -641,6 +641,32 @@ def test_at_most_sixteen_exchanges_wait_for_a_connections_next_streams(larder_fa
         assert stats(lr)["http2"]["exchanges_reused"] - before == 16
 
 
+def test_the_hits_of_one_read_are_answered_by_one_waiting_exchange(larder_factory, origin):
+    """A hit whose small stored body the connection holds whole is done with its exchange at once:
+    the ten hits of one read are all answered by the one exchange left waiting, in turn, rather
+    than each by an exchange of its own (ten exchanges' memory touched per read)."""
+    lr = larder_factory(config=ADMIN)
+    host = origin.hostport
+    with H2Client(lr.port) as c:
+        first = c.wait(c.request("GET", host, "/unique/5/1000"))
+        assert first.status == 200 and bytes(first.body) == unique_body(5, 1000)
+        before = stats(lr)["http2"]["exchanges_reused"]
+        sids = []
+        for _ in range(10):  # one write, so one read
+            sid = c.conn.get_next_available_stream_id()
+            c.streams[sid] = StreamResult()
+            c.conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", host),
+                                      (":path", "/unique/5/1000")], end_stream=True)
+            sids.append(sid)
+        c.flush()
+        for sid in sids:
+            r = c.wait(sid)
+            assert r.status == 200 and bytes(r.body) == unique_body(5, 1000), r
+            assert r.header("cache-status").startswith("larder; hit"), r
+        assert stats(lr)["http2"]["exchanges_reused"] - before == 10
+    assert sum(1 for r in origin.requests() if r["path"] == "/unique/5/1000") == 1
+
+
 def test_a_request_handed_to_a_waiting_exchange_at_its_idle_deadline_is_answered(larder_factory, origin):
     """A waiting exchange's idle deadline may be due in the very turn of the loop its next head
     arrives in: the head is read, never answered 408 as unread. Each trial sends the head at a

@@ -435,7 +435,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     func h2StreamClosed(_ id: Int32, errorCode: UInt32) {
         if !answeredEarly.isEmpty { answeredEarly.remove(id) }  // a hash for every stream otherwise
         guard let ex = exchanges.removeValue(forKey: id) else { return }
-        if ex.inner == nil, let request = ex.request, request.head.upperBound == arrivedHeads.count {
+        if ex.inner == nil, !ex.headSent, let request = ex.request, request.head.upperBound == arrivedHeads.count {
             // Reset in the read that brought it, its head the last one written: it goes at once, so
             // that streams opened and reset in one write (each head up to the header list's
             // limit) do not pile their heads up until the read is over.
@@ -479,6 +479,11 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
                                              fields: UnsafeBufferPointer(rebasing: fields[request.fields]))
                         }
                     }
+                    // A hit whose whole answer the connection now holds (`takeAnswerBody`) is
+                    // done with its exchange: back among the spares at once, so that the next
+                    // request of this read is answered by the same exchange, its memory still in
+                    // the processor's cache, rather than each request of a read by another one.
+                    if ex.held != nil { releaseExchange(ex) }
                     continue
                 }
                 bind(ex, to: newInner(), request: request)
@@ -540,9 +545,10 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
         return nil
     }
 
-    /// The answer to a request that left its exchange reusable is all handed over: the exchange
-    /// waits for the next stream's request if it is between requests with nothing unread or
-    /// unsent, and is told the client has no more for it otherwise (it closes after its answer).
+    /// The answer to a request that left its exchange reusable is all handed over, or held whole
+    /// by the connection: the exchange waits for the next stream's request if it is between
+    /// requests with nothing unread or unsent, and is told the client has no more for it otherwise
+    /// (it closes after its answer).
     private func releaseExchange(_ ex: H2Exchange) {
         guard let inner = ex.inner, let conn = ex.conn else { return }
         ex.inner = nil
@@ -811,7 +817,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     /// The answer's last byte is handed over: an exchange the client let finish (forgiving one
     /// cancelled stream, for answers that were not refusals), and a request still open is ended.
     private func answerComplete(_ ex: H2Exchange) {
-        if ex.inner != nil, ex.status < 400 { session.exchangeCompleted() }
+        if ex.request != nil, ex.status < 400 { session.exchangeCompleted() }
         ex.answerDone = true
         // A tunnel's end from its destination is a half-close (RFC 9113 §8.5): the client may
         // still send, and its end closes the tunnel.
