@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import threading
 import time
@@ -1966,6 +1967,47 @@ def test_a_settings_flood_ends_the_connection(larder_factory):
         assert c.wait_closed(15)
     lr.wait_for_text("HTTP/2 client")
     assert stats(lr)["http2"]["connection_errors"] >= 1
+
+
+def test_a_priority_flood_is_read_and_ignored(larder_factory, origin, memory_bound):
+    """Larder turns RFC 7540's priority tree off (SETTINGS_NO_RFC7540_PRIORITIES, RFC 9218 §2.1):
+    100,000 PRIORITY frames chaining ever new idle streams, then 100,000 PRIORITY_UPDATE frames
+    for streams never opened, cost the connection no state of its own. They are read (the PING
+    after them is answered), memory stays as it was, the connection still serves requests, and
+    another client is served meanwhile."""
+    lr = larder_factory(config=ADMIN)
+
+    def priority(sid, depends_on, weight):  # RFC 9113 §6.3, as hyperframe would not chain idle streams
+        return struct.pack(">I", 5)[1:] + bytes([0x2, 0]) + struct.pack(">IIB", sid, depends_on, weight)
+
+    def priority_update(sid):  # RFC 9218 §7.1: on stream 0, naming the stream it is for
+        payload = struct.pack(">I", sid) + b"u=0"
+        return struct.pack(">I", len(payload))[1:] + bytes([0x10, 0]) + struct.pack(">I", 0) + payload
+
+    fields = [(":method", "GET"), (":scheme", "http"), (":authority", origin.hostport)]
+    with RawH2(lr.port) as c:
+        assert c.pump(lambda: c.server_settings.get(0x9) == 1), c.server_settings
+        before = _peak_memory_kib(lr.pid)
+        sid = 1
+        for _ in range(100):
+            c.send(b"".join(priority(sid + 2 * i, sid + 2 * i - 2 if i else 0, i % 256) for i in range(1000)))
+            sid += 2000
+        with H2Client(lr.port) as other:
+            r = other.wait(other.request("GET", origin.hostport, "/unique/61/1000"))
+            assert r.status == 200 and bytes(r.body) == unique_body(61, 1000)
+        for _ in range(100):
+            c.send(b"".join(priority_update(sid + 2 * i) for i in range(1000)))
+            sid += 2000
+        ping = hf.PingFrame(0)
+        ping.opaque_data = b"12345678"
+        c.send(frame(ping))
+        assert c.pump(lambda: "PingFrame" in c.frames_seen, 30) and not c.closed, (c.frames_seen[-5:], c.goaway)
+        c.headers(sid, fields + [(":path", "/unique/62/1000")])
+        r = c.wait(sid)
+        assert r.status == 200 and bytes(r.body) == unique_body(62, 1000)
+        grown = _peak_memory_kib(lr.pid) - before
+        assert grown < 4 * 1024, f"peak memory grew by {grown} KiB"
+    assert stats(lr)["http2"]["connection_errors"] == 0
 
 
 def test_stream_ids_exhausted_or_going_backwards_start_nothing(larder_factory, origin):
