@@ -225,9 +225,22 @@ public final class H2ServerSession {
     /// hash on every open, reset and close.
     private var requestStreams = 0
     private static var requestMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 1)! }
+    /// A request stream whose reset, if one comes, is accounted for: Larder resets it (or fails
+    /// its answer, which nghttp2 resets), or the client did (counted as it arrived). A request
+    /// stream still marked `requestMark` that closes with an error was reset by nghttp2 for what
+    /// the client sent.
+    private static var settledMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 2)! }
 
     private static func isRequestStream(_ session: OpaquePointer?, _ id: Int32) -> Bool {
-        nghttp2_session_get_stream_user_data(session, id) == requestMark
+        let mark = nghttp2_session_get_stream_user_data(session, id)
+        return mark == requestMark || mark == settledMark
+    }
+
+    /// A reset of request stream `id` from now on is not nghttp2's answer to the client's frames.
+    private static func settle(_ session: OpaquePointer?, _ id: Int32) {
+        if nghttp2_session_get_stream_user_data(session, id) == requestMark {
+            _ = nghttp2_session_set_stream_user_data(session, id, settledMark)
+        }
     }
     /// The request header block being received (HTTP/2 sends a block's frames back to back, so
     /// there is one at a time), its stream (0: none), and the bytes of its names and values so
@@ -246,11 +259,14 @@ public final class H2ServerSession {
     static let headArenaLimit = 256 * 1_024
     /// Bytes of answer heads held for nghttp2 now (for tests).
     public var heldHeadBytes: Int { headArena.held }
-    /// Streams the client reset before their answer was complete, less the exchanges it let
-    /// finish (`exchangeCompleted`): a client that opens and cancels streams (rapid reset,
-    /// CVE-2023-44487) makes Larder start work for each, and is cut off past
-    /// `cancelledStreamLimit`, whatever its pace (nghttp2's own limit goes by resets per second).
-    /// Answers Larder refuses by itself do not count as finished: they cost it nothing.
+    /// Streams the client reset before their answer was complete, or made nghttp2 reset (a
+    /// window overflowed, DATA beyond a content-length, …), less the exchanges it let finish
+    /// (`exchangeCompleted`): a client that opens and cancels streams (rapid reset,
+    /// CVE-2023-44487), or has them cancelled by sending what breaks them (MadeYouReset,
+    /// CVE-2025-8671), makes Larder start work for each, and is cut off past
+    /// `cancelledStreamLimit`, whatever its pace (nghttp2's own limit goes by resets per second,
+    /// and counts only the client's own). Answers Larder refuses by itself do not count as
+    /// finished: they cost it nothing.
     private var cancelledStreams = 0
     public static let cancelledStreamLimit = 100
     /// Set once the connection was cut off for resetting too many streams.
@@ -430,6 +446,11 @@ public final class H2ServerSession {
         if cancelledStreams > 0 { cancelledStreams -= 1 }
     }
 
+    private func streamCancelled() {
+        cancelledStreams += 1
+        if cancelledStreams > H2ServerSession.cancelledStreamLimit { cutOffForResets = true }
+    }
+
     /// Whether Larder has sent the end of `stream` (its answer is all out).
     public func answerSent(_ stream: Int32) -> Bool {
         guard let session else { return true }
@@ -459,6 +480,7 @@ public final class H2ServerSession {
     /// Ends a stream with RST_STREAM.
     public func reset(_ stream: Int32, code: UInt32) {
         guard let session else { return }
+        H2ServerSession.settle(session, stream)
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, code)
     }
 
@@ -567,8 +589,8 @@ public final class H2ServerSession {
             if endStream { me.delegate?.h2RequestEnded(id) }
         case NGHTTP2_RST_STREAM.rawValue:
             guard isRequestStream(session, id) else { break }
-            me.cancelledStreams += 1
-            if me.cancelledStreams > H2ServerSession.cancelledStreamLimit { me.cutOffForResets = true }
+            settle(session, id)
+            me.streamCancelled()
         default:
             break
         }
@@ -587,21 +609,25 @@ public final class H2ServerSession {
 
     private static func streamClosed(_ me: H2ServerSession, _ session: OpaquePointer?, _ id: Int32, _ code: UInt32) -> Int32 {
         // The stream (and its mark) is still in nghttp2's table while this runs.
-        let known = isRequestStream(session, id)
+        let mark = nghttp2_session_get_stream_user_data(session, id)
+        let known = mark == requestMark || mark == settledMark
         if known { me.requestStreams -= 1 }
+        if mark == requestMark, code != 0 { me.streamCancelled() }  // nghttp2's reset, the client's doing
         if me.buildingStream == id { me.buildingStream = 0 }
         if known { me.delegate?.h2StreamClosed(id, errorCode: code) }
         return 0
     }
 
-    private static let readBody: nghttp2_data_source_read_callback = { _, id, buffer, length, flags, _, user in
+    private static let readBody: nghttp2_data_source_read_callback = { session, id, buffer, length, flags, _, user in
         guard let buffer, let flags, let delegate = with(user, { $0.delegate }) else {
+            settle(session, id)  // reset by nghttp2 for Larder's failure, not the client's doing
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
         switch delegate.h2ResponseBody(id, into: UnsafeMutableRawBufferPointer(start: buffer, count: length)) {
         case .wait:
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
         case .cut:
+            settle(session, id)
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         case .bytes(let n, let end):
             if end { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }
@@ -615,7 +641,7 @@ public final class H2ServerSession {
 
     /// A DATA frame whose bytes the delegate keeps (`.ready`): no padding is ever asked for, so the
     /// frame is its header and the bytes.
-    private static let sendData: nghttp2_send_data_callback = { _, frame, header, length, _, user in
+    private static let sendData: nghttp2_send_data_callback = { session, frame, header, length, _, user in
         guard let frame, let header, let delegate = with(user, { $0.delegate }) else {
             return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
         }
@@ -623,7 +649,9 @@ public final class H2ServerSession {
                                            count: length) {
         case .written: return 0
         case .wouldBlock: return Int32(NGHTTP2_ERR_WOULDBLOCK.rawValue)
-        case .failed: return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        case .failed:
+            settle(session, frame.pointee.hd.stream_id)
+            return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
     }
 

@@ -15,6 +15,8 @@ final class Recorder: H2ServerSessionDelegate {
     var noCopy: Set<Int32> = []
     var blockOnce: Set<Int32> = []
     var failOnce: Set<Int32> = []
+    /// Streams whose answers break off (an origin that failed): nghttp2 resets them.
+    var cut: Set<Int32> = []
     /// Where the session's output and the frames written here go, in order (`exchange`).
     var wire: [UInt8] = []
 
@@ -24,6 +26,7 @@ final class Recorder: H2ServerSessionDelegate {
     func h2StreamClosed(_ stream: Int32, errorCode: UInt32) { closed[stream] = errorCode }
     func h2ResponseBody(_ stream: Int32, into buffer: UnsafeMutableRawBufferPointer) -> H2BodyRead {
         if waiting.contains(stream) { return .wait }
+        if cut.contains(stream) { return .cut }
         let rest = responseBodies[stream] ?? []
         let n = min(rest.count, buffer.count)
         if noCopy.contains(stream) { return .ready(n, end: n == rest.count) }
@@ -376,6 +379,61 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
             server.exchangeCompleted()
         }
         try exchange(client, server)
+    }
+    #expect(!server.cutOffForResets && client.goAwayCode == nil)
+}
+
+/// A WINDOW_UPDATE frame as a client could write it, whatever the window it opens.
+func windowUpdate(_ stream: Int32, _ increment: UInt32) -> [UInt8] {
+    let id = UInt32(stream)
+    return [0, 0, 4, 0x8, 0] + [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: id >> $0) }
+        + [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: increment >> $0) }
+}
+
+/// MadeYouReset (CVE-2025-8671): a client that has nghttp2 reset its streams by what it sends
+/// (here a WINDOW_UPDATE the stream's window cannot take, RFC 9113 §6.9.1) makes work start and
+/// stop for each as one that resets them itself: such resets count alike.
+@Test func aClientThatMakesTheServerResetItsStreamsIsCutOff() throws {
+    let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
+    let recorder = Recorder()
+    server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
+    let client = TestClient()
+    try exchange(client, server)
+    for _ in 0..<400 where !server.cutOffForResets {
+        let id = client.request(get)
+        try exchange(client, server)  // the server has the request
+        let failure = windowUpdate(id, 0x7FFF_FFFF).withUnsafeBytes { bytes -> H2SessionError? in
+            do throws(H2SessionError) { try server.receive(bytes) } catch { return error }
+            return nil
+        }
+        #expect(failure == nil)
+        try exchange(client, server)
+        #expect(client.closed[id] == UInt32(NGHTTP2_FLOW_CONTROL_ERROR.rawValue))
+    }
+    #expect(server.cutOffForResets)
+    #expect(recorder.requests.count == H2ServerSession.cancelledStreamLimit + 1)
+}
+
+/// Streams Larder resets, or whose answers break off, are not the client's doing: however many,
+/// they never cut it off.
+@Test func streamsLarderResetsDoNotCountAgainstTheClient() throws {
+    let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
+    let recorder = Recorder()
+    server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
+    let client = TestClient()
+    for n in 0..<300 {
+        let id = client.request(get)
+        try exchange(client, server)
+        if n % 2 == 0 {
+            server.reset(id, code: UInt32(NGHTTP2_INTERNAL_ERROR.rawValue))
+        } else {
+            recorder.cut.insert(id)
+            #expect(server.respond(id, status: 200, fields: [], hasBody: true))
+        }
+        try exchange(client, server)
+        #expect(client.closed[id] == UInt32(NGHTTP2_INTERNAL_ERROR.rawValue))
     }
     #expect(!server.cutOffForResets && client.goAwayCode == nil)
 }

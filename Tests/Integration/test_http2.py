@@ -644,14 +644,12 @@ def test_at_most_sixteen_exchanges_wait_for_a_connections_next_streams(larder_fa
 
 def test_the_hits_of_one_read_are_answered_by_one_waiting_exchange(larder_factory, origin):
     """A hit whose small stored body the connection holds whole is done with its exchange at once:
-    the ten hits of one read are all answered by the one exchange left waiting, in turn, rather
-    than each by an exchange of its own (ten exchanges' memory touched per read)."""
+    the ten hits of one read are all answered by the one exchange an earlier stream left waiting,
+    in turn, rather than each by an exchange of its own (ten exchanges' memory touched per read)."""
     lr = larder_factory(config=ADMIN)
     host = origin.hostport
-    with H2Client(lr.port) as c:
-        first = c.wait(c.request("GET", host, "/unique/5/1000"))
-        assert first.status == 200 and bytes(first.body) == unique_body(5, 1000)
-        before = stats(lr)["http2"]["exchanges_reused"]
+
+    def ten_hits(c):
         sids = []
         for _ in range(10):  # one write, so one read
             sid = c.conn.get_next_available_stream_id()
@@ -664,6 +662,12 @@ def test_the_hits_of_one_read_are_answered_by_one_waiting_exchange(larder_factor
             r = c.wait(sid)
             assert r.status == 200 and bytes(r.body) == unique_body(5, 1000), r
             assert r.header("cache-status").startswith("larder; hit"), r
+
+    with H2Client(lr.port) as c:
+        first = c.wait(c.request("GET", host, "/unique/5/1000"))
+        assert first.status == 200 and bytes(first.body) == unique_body(5, 1000)
+        before = stats(lr)["http2"]["exchanges_reused"]
+        ten_hits(c)
         assert stats(lr)["http2"]["exchanges_reused"] - before == 10
     assert sum(1 for r in origin.requests() if r["path"] == "/unique/5/1000") == 1
 
@@ -1168,6 +1172,44 @@ def test_rapid_reset_is_cut_off(larder_factory, origin):
         assert c.goaway in (None, ENHANCE_YOUR_CALM)
     lr.wait_for_text("rapid reset")
     # Resets in the same read as their HEADERS start nothing; the rest are few.
+    assert len(origin.requests()) < 150
+
+
+def test_streams_a_client_has_larder_reset_count_as_rapid_reset(larder_factory, origin):
+    """MadeYouReset (CVE-2025-8671): rather than reset its streams itself, a client has Larder
+    reset them once their requests started, with a WINDOW_UPDATE that overflows each stream's
+    window. Cut off as for rapid reset, having made few requests reach the origin; before, the
+    resets went uncounted and the requests never stopped."""
+    lr = larder_factory(config=ADMIN)
+    host = origin.hostport
+
+    def window_update(sid, increment):
+        return struct.pack(">I", 4)[1:] + bytes([0x8, 0]) + struct.pack(">II", sid, increment)
+
+    sid, started = 1, 0
+    with RawH2(lr.port) as c:
+        try:
+            for _ in range(30):  # 600 streams at most
+                batch = []
+                for _ in range(20):
+                    c.headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", host),
+                                    (":path", f"/unique/{2000 + sid}/10?hold=never")])
+                    batch.append(sid)
+                    sid += 2
+                # Until they all reach the origin, or the connection is cut off (GOAWAY).
+                if not wait_until(lambda: c.pump(lambda: c.goaway is not None, 0.01)
+                                  or len(origin.requests()) == started + 20, timeout=10):
+                    break
+                if c.goaway is not None:
+                    break
+                started += 20  # each request reached the origin: its work started
+                c.send(b"".join(window_update(s, 0x7FFFFFFF) for s in batch))
+                assert c.pump(lambda: all(c.streams[s].reset == 0x3 for s in batch) or c.goaway is not None, 10)
+        except OSError:
+            pass  # cut off while sending
+        assert c.wait_closed(10)
+        assert c.goaway == ENHANCE_YOUR_CALM
+    lr.wait_for_text("rapid reset")
     assert len(origin.requests()) < 150
 
 

@@ -164,7 +164,7 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
             return
         }
         if session.cutOffForResets {
-            protocolFailure("reset more than \(H2ServerSession.cancelledStreamLimit) of its streams before their answers (rapid reset)",
+            protocolFailure("reset, or had Larder reset, more than \(H2ServerSession.cancelledStreamLimit) of its streams before their answers (rapid reset)",
                             code: enhanceYourCalm)
             return
         }
