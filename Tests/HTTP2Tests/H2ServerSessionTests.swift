@@ -341,12 +341,17 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     #expect(recorder.requests.count == 2)
 }
 
-@Test func aClientThatResetsStreamsFasterThanTheRateLimitIsCutOff() throws {
+/// A session allowing 1,000 streams at once, its recorder and a client, for the counts of resets.
+func manyStreams() throws -> (H2ServerSession, Recorder, TestClient) {
     let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
     let recorder = Recorder()
     server.delegate = recorder
+    return (server, recorder, TestClient())
+}
+
+@Test func aClientThatResetsStreamsFasterThanTheRateLimitIsCutOff() throws {
+    let (server, recorder, client) = try manyStreams()
     defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
-    let client = TestClient()
     try exchange(client, server)
     var failed = false
     for _ in 0..<400 {
@@ -363,11 +368,8 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
 }
 
 @Test func aClientThatLetsItsStreamsFinishMayCancelSomeOfThem() throws {
-    let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
-    let recorder = Recorder()
-    server.delegate = recorder
+    let (server, recorder, client) = try manyStreams()
     defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
-    let client = TestClient()
     for n in 0..<380 {  // 190 cancels: more than the limit, fewer than nghttp2's burst of resets
         let id = client.request(get)
         try exchange(client, server)
@@ -394,11 +396,8 @@ func windowUpdate(_ stream: Int32, _ increment: UInt32) -> [UInt8] {
 /// (here a WINDOW_UPDATE the stream's window cannot take, RFC 9113 §6.9.1) makes work start and
 /// stop for each as one that resets them itself: such resets count alike.
 @Test func aClientThatMakesTheServerResetItsStreamsIsCutOff() throws {
-    let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
-    let recorder = Recorder()
-    server.delegate = recorder
+    let (server, recorder, client) = try manyStreams()
     defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
-    let client = TestClient()
     try exchange(client, server)
     for _ in 0..<400 where !server.cutOffForResets {
         let id = client.request(get)
@@ -418,11 +417,8 @@ func windowUpdate(_ stream: Int32, _ increment: UInt32) -> [UInt8] {
 /// Streams Larder resets, or whose answers break off, are not the client's doing: however many,
 /// they never cut it off.
 @Test func streamsLarderResetsDoNotCountAgainstTheClient() throws {
-    let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
-    let recorder = Recorder()
-    server.delegate = recorder
+    let (server, recorder, client) = try manyStreams()
     defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
-    let client = TestClient()
     for n in 0..<300 {
         let id = client.request(get)
         try exchange(client, server)
