@@ -225,20 +225,23 @@ public final class H2ServerSession {
     /// hash on every open, reset and close.
     private var requestStreams = 0
     private static var requestMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 1)! }
+    /// A request stream whose request was handed over (`h2Request`): work may have started. One
+    /// still so marked that closes with an error was reset by nghttp2 for what the client sent,
+    /// after that work started (a window overflowed, DATA beyond its content-length, …).
+    private static var startedMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 2)! }
     /// A request stream whose reset, if one comes, is accounted for: Larder resets it (or fails
-    /// its answer, which nghttp2 resets), or the client did (counted as it arrived). A request
-    /// stream still marked `requestMark` that closes with an error was reset by nghttp2 for what
-    /// the client sent.
-    private static var settledMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 2)! }
+    /// its answer, which nghttp2 resets), or the client did (counted as it arrived).
+    private static var settledMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 3)! }
 
     private static func isRequestStream(_ session: OpaquePointer?, _ id: Int32) -> Bool {
         let mark = nghttp2_session_get_stream_user_data(session, id)
-        return mark == requestMark || mark == settledMark
+        return mark == requestMark || mark == startedMark || mark == settledMark
     }
 
     /// A reset of request stream `id` from now on is not nghttp2's answer to the client's frames.
     private static func settle(_ session: OpaquePointer?, _ id: Int32) {
-        if nghttp2_session_get_stream_user_data(session, id) == requestMark {
+        let mark = nghttp2_session_get_stream_user_data(session, id)
+        if mark == requestMark || mark == startedMark {
             _ = nghttp2_session_set_stream_user_data(session, id, settledMark)
         }
     }
@@ -495,7 +498,14 @@ public final class H2ServerSession {
         guard let session else { return }
         let last = nghttp2_session_get_last_proc_stream_id(session)
         _ = nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, code, nil, 0)
+        if lastStreamServed == nil { lastStreamServed = last }
     }
+
+    /// After a GOAWAY, the last stream it lets finish. Streams above it that arrive before it is
+    /// out (a client whose socket is backed up reads it late) are closed with REFUSED_STREAM once
+    /// it is, which tells the client nothing of them was processed (RFC 9113 §8.7): their
+    /// requests must start nothing.
+    public private(set) var lastStreamServed: Int32?
 
     /// Ends the connection now with GOAWAY `code` (after `send`).
     public func terminate(code: UInt32) {
@@ -581,6 +591,7 @@ public final class H2ServerSession {
         case NGHTTP2_HEADERS.rawValue:
             if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, me.buildingStream == id {
                 me.buildingStream = 0  // the next block starts a new head
+                _ = nghttp2_session_set_stream_user_data(session, id, startedMark)
                 me.delegate?.h2Request(id, head: &me.building, endStream: endStream)
             } else if endStream {
                 me.delegate?.h2RequestEnded(id)  // trailers end the body
@@ -588,7 +599,9 @@ public final class H2ServerSession {
         case NGHTTP2_DATA.rawValue:
             if endStream { me.delegate?.h2RequestEnded(id) }
         case NGHTTP2_RST_STREAM.rawValue:
-            guard isRequestStream(session, id) else { break }
+            // Not one Larder reset already, whose reset the client may have crossed.
+            let mark = nghttp2_session_get_stream_user_data(session, id)
+            guard mark == requestMark || mark == startedMark else { break }
             settle(session, id)
             me.streamCancelled()
         default:
@@ -610,9 +623,12 @@ public final class H2ServerSession {
     private static func streamClosed(_ me: H2ServerSession, _ session: OpaquePointer?, _ id: Int32, _ code: UInt32) -> Int32 {
         // The stream (and its mark) is still in nghttp2's table while this runs.
         let mark = nghttp2_session_get_stream_user_data(session, id)
-        let known = mark == requestMark || mark == settledMark
+        let known = mark == requestMark || mark == startedMark || mark == settledMark
         if known { me.requestStreams -= 1 }
-        if mark == requestMark, code != 0 { me.streamCancelled() }  // nghttp2's reset, the client's doing
+        // nghttp2's reset of a started request, the client's doing; not a refusal by a GOAWAY
+        // (`lastStreamServed`), nor one of a request never handed over (its head too large, …),
+        // which started nothing.
+        if mark == startedMark, code != 0, code != NGHTTP2_REFUSED_STREAM.rawValue { me.streamCancelled() }
         if me.buildingStream == id { me.buildingStream = 0 }
         if known { me.delegate?.h2StreamClosed(id, errorCode: code) }
         return 0

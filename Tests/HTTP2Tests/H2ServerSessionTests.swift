@@ -434,6 +434,44 @@ func windowUpdate(_ stream: Int32, _ increment: UInt32) -> [UInt8] {
     #expect(!server.cutOffForResets && client.goAwayCode == nil)
 }
 
+/// Streams a GOAWAY refuses (REFUSED_STREAM: nothing of them was processed) are not resets of
+/// the client's doing: a client whose socket was backed up, so that it opened streams before it
+/// could read the GOAWAY, is not cut off for them; nor are they handed over, once the GOAWAY is
+/// on its way, as requests to start.
+@Test func streamsAGoAwayRefusesDoNotCountAgainstTheClient() throws {
+    let (server, recorder, client) = try manyStreams()
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
+    let first = client.request(get)
+    try exchange(client, server)
+    server.goAway()  // queued, not yet sent
+    #expect(server.lastStreamServed == first)
+    let late = (0..<150).map { _ in client.request(get) }
+    let failure = client.output().withUnsafeBytes { bytes -> H2SessionError? in
+        do throws(H2SessionError) { try server.receive(bytes) } catch { return error }
+        return nil
+    }
+    #expect(failure == nil)
+    try exchange(client, server)
+    #expect(late.allSatisfy { recorder.closed[$0] == UInt32(NGHTTP2_REFUSED_STREAM.rawValue) })
+    #expect(!server.cutOffForResets)
+}
+
+/// A request whose header list is over the limit is reset before it is handed over: it started
+/// nothing, so however many there are, they do not count as cancelled work.
+@Test func requestsResetBeforeTheyAreHandedOverDoNotCount() throws {
+    let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000, maxHeaderListSize: 4_096))
+    let recorder = Recorder()
+    server.delegate = recorder
+    defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
+    let client = TestClient()
+    for _ in 0..<150 {
+        let id = client.request(get + [("cookie", String(repeating: "c", count: 8_000))])
+        try exchange(client, server)
+        #expect(client.closed[id] != nil && client.closed[id] != 0)
+    }
+    #expect(recorder.requests.isEmpty && !server.cutOffForResets && client.goAwayCode == nil)
+}
+
 /// A head's pseudo-header values share its buffer with its fields: set in any order among fields
 /// added and removed, each is read back as it was set, and emptying the head empties them all.
 @Test func aHeadKeepsItsPseudoHeadersBesideItsFieldsThroughChanges() {

@@ -1054,6 +1054,42 @@ def test_shutdown_sends_goaway_and_lets_open_streams_finish(larder_factory, orig
     assert lr.wait_exit(10) == 0
 
 
+def test_streams_opened_before_a_late_goaway_start_nothing_and_cost_the_client_nothing(larder_factory, origin):
+    """A shutdown's GOAWAY waits behind a download the client is not reading: streams the client
+    opens meanwhile are above the GOAWAY's last stream, so they are refused (REFUSED_STREAM says
+    nothing of them was processed, RFC 9113 §8.7). None of their requests may reach the origin,
+    and the refusals are not resets of the client's doing: no rapid-reset cut-off. Before, all
+    150 reached the origin, and the refusals cut the client off with ENHANCE_YOUR_CALM."""
+    lr = larder_factory(config={"shutdown_grace": "30s", "http2": {"max_concurrent_streams": 300}})
+    host = origin.hostport
+    with RawH2(lr.port) as c:
+        c.headers(1, [(":method", "GET"), (":scheme", "http"), (":authority", host), (":path", "/bytes/20000000")])
+        assert len(origin.wait_requests(1)) == 1
+        local_port = c.sock.getsockname()[1]
+        # Not read: the kernel's buffers fill, then Larder's output, where the GOAWAY will wait.
+        assert wait_until(lambda: tcp_send_queue(lr.port, local_port) > 100_000, timeout=20)
+        os.kill(lr.pid, signal.SIGTERM)
+        lr.wait_for_text("shutting down")
+        late = list(range(3, 3 + 2 * 150, 2))
+        c.send(b"".join(_headers_frame(c, sid, [(":method", "GET"), (":scheme", "http"), (":authority", host),
+                                                 (":path", f"/unique/{5000 + sid}/10")]) for sid in late))
+        # Reading now: the download goes on, the GOAWAY arrives, the connection ends.
+        assert c.pump(lambda: c.goaway is not None, 30), "GOAWAY"
+        assert c.goaway == 0
+        assert c.wait_closed(30)
+    assert lr.wait_exit(30) == 0
+    assert "rapid reset" not in lr.log_text()
+    assert [r["path"] for r in origin.requests()] == ["/bytes/20000000"]
+
+
+def _headers_frame(c, sid, fields):
+    f = hf.HeadersFrame(sid)
+    f.data = c.encoder.encode(fields)
+    f.flags.add("END_HEADERS")
+    f.flags.add("END_STREAM")
+    return f.serialize()
+
+
 # ---------------------------------------------------------------------------
 # Hostile peers: refused on the stream or the connection, logged, nothing forwarded
 
