@@ -221,29 +221,37 @@ public final class H2ServerSession {
     /// load through its side table, a retain and a release on every callback of every stream.)
     public unowned(unsafe) var delegate: (any H2ServerSessionDelegate)?
     /// Streams a request's header block started, until they close. Each is marked in nghttp2's
-    /// own stream table (`requestMark` as its user data), so no set of ids beside it costs a
+    /// own stream table (a `RequestMark` as its user data), so no set of ids beside it costs a
     /// hash on every open, reset and close.
     private var requestStreams = 0
-    private static var requestMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 1)! }
-    /// A request stream whose request was handed over (`h2Request`): work may have started. One
-    /// still so marked that closes with an error was reset by nghttp2 for what the client sent,
-    /// after that work started (a window overflowed, DATA beyond its content-length, …).
-    private static var startedMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 2)! }
-    /// A request stream whose reset, if one comes, is accounted for: Larder resets it (or fails
-    /// its answer, which nghttp2 resets), or the client did (counted as it arrived).
-    private static var settledMark: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 3)! }
+    private enum RequestMark: Int {
+        /// Its header block began.
+        case request = 1
+        /// Its request was handed over (`h2Request`): work may have started. One still so marked
+        /// that closes with an error was reset by nghttp2 for what the client sent, after that
+        /// work started (a window overflowed, DATA beyond its content-length, …).
+        case started
+        /// Its reset, if one comes, is accounted for: Larder resets it (or fails its answer, which
+        /// nghttp2 resets), or the client did (counted as it arrived).
+        case settled
 
-    private static func isRequestStream(_ session: OpaquePointer?, _ id: Int32) -> Bool {
-        let mark = nghttp2_session_get_stream_user_data(session, id)
-        return mark == requestMark || mark == startedMark || mark == settledMark
+        var pointer: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: rawValue)! }
     }
+
+    /// The mark of a request stream; nil for any other stream.
+    private static func mark(_ session: OpaquePointer?, _ id: Int32) -> RequestMark? {
+        RequestMark(rawValue: Int(bitPattern: nghttp2_session_get_stream_user_data(session, id)))
+    }
+
+    private static func setMark(_ session: OpaquePointer?, _ id: Int32, _ mark: RequestMark) {
+        _ = nghttp2_session_set_stream_user_data(session, id, mark.pointer)
+    }
+
+    private static func isRequestStream(_ session: OpaquePointer?, _ id: Int32) -> Bool { mark(session, id) != nil }
 
     /// A reset of request stream `id` from now on is not nghttp2's answer to the client's frames.
     private static func settle(_ session: OpaquePointer?, _ id: Int32) {
-        let mark = nghttp2_session_get_stream_user_data(session, id)
-        if mark == requestMark || mark == startedMark {
-            _ = nghttp2_session_set_stream_user_data(session, id, settledMark)
-        }
+        if let m = mark(session, id), m != .settled { setMark(session, id, .settled) }
     }
     /// The request header block being received (HTTP/2 sends a block's frames back to back, so
     /// there is one at a time), its stream (0: none), and the bytes of its names and values so
@@ -504,8 +512,8 @@ public final class H2ServerSession {
     /// After a GOAWAY, the last stream it lets finish. Streams above it that arrive before it is
     /// out (a client whose socket is backed up reads it late) are closed with REFUSED_STREAM once
     /// it is, which tells the client nothing of them was processed (RFC 9113 §8.7): their
-    /// requests must start nothing.
-    public private(set) var lastStreamServed: Int32?
+    /// requests are never handed over.
+    private(set) var lastStreamServed: Int32?
 
     /// Ends the connection now with GOAWAY `code` (after `send`).
     public func terminate(code: UInt32) {
@@ -539,7 +547,7 @@ public final class H2ServerSession {
            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
             // A request's header block starts a stream once; nghttp2 opened it before this call.
             assert(!isRequestStream(session, id), "a request stream's head began twice")
-            if nghttp2_session_set_stream_user_data(session, id, requestMark) == 0 { me.requestStreams += 1 }
+            if nghttp2_session_set_stream_user_data(session, id, RequestMark.request.pointer) == 0 { me.requestStreams += 1 }
             me.building.removeAll()
             me.buildingStream = id
             me.buildingBytes = 0
@@ -591,7 +599,8 @@ public final class H2ServerSession {
         case NGHTTP2_HEADERS.rawValue:
             if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST, me.buildingStream == id {
                 me.buildingStream = 0  // the next block starts a new head
-                _ = nghttp2_session_set_stream_user_data(session, id, startedMark)
+                if let last = me.lastStreamServed, id > last { break }  // refused by the GOAWAY on its way
+                setMark(session, id, .started)
                 me.delegate?.h2Request(id, head: &me.building, endStream: endStream)
             } else if endStream {
                 me.delegate?.h2RequestEnded(id)  // trailers end the body
@@ -600,9 +609,8 @@ public final class H2ServerSession {
             if endStream { me.delegate?.h2RequestEnded(id) }
         case NGHTTP2_RST_STREAM.rawValue:
             // Not one Larder reset already, whose reset the client may have crossed.
-            let mark = nghttp2_session_get_stream_user_data(session, id)
-            guard mark == requestMark || mark == startedMark else { break }
-            settle(session, id)
+            guard let m = mark(session, id), m != .settled else { break }
+            setMark(session, id, .settled)
             me.streamCancelled()
         default:
             break
@@ -622,15 +630,14 @@ public final class H2ServerSession {
 
     private static func streamClosed(_ me: H2ServerSession, _ session: OpaquePointer?, _ id: Int32, _ code: UInt32) -> Int32 {
         // The stream (and its mark) is still in nghttp2's table while this runs.
-        let mark = nghttp2_session_get_stream_user_data(session, id)
-        let known = mark == requestMark || mark == startedMark || mark == settledMark
-        if known { me.requestStreams -= 1 }
+        let m = mark(session, id)
+        if m != nil { me.requestStreams -= 1 }
         // nghttp2's reset of a started request, the client's doing; not a refusal by a GOAWAY
         // (`lastStreamServed`), nor one of a request never handed over (its head too large, …),
         // which started nothing.
-        if mark == startedMark, code != 0, code != NGHTTP2_REFUSED_STREAM.rawValue { me.streamCancelled() }
+        if m == .started, code != 0, code != NGHTTP2_REFUSED_STREAM.rawValue { me.streamCancelled() }
         if me.buildingStream == id { me.buildingStream = 0 }
-        if known { me.delegate?.h2StreamClosed(id, errorCode: code) }
+        if m != nil { me.delegate?.h2StreamClosed(id, errorCode: code) }
         return 0
     }
 

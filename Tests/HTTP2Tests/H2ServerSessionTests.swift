@@ -114,15 +114,19 @@ final class TestClient {
     }
 }
 
+/// Hands `bytes` to the server; the error it answered them with, if any.
+func deliver(_ bytes: [UInt8], to server: H2ServerSession) -> H2SessionError? {
+    bytes.withUnsafeBytes { b -> H2SessionError? in
+        do throws(H2SessionError) { try server.receive(b) } catch { return error }
+        return nil
+    }
+}
+
 /// Moves bytes both ways until neither side has anything to say.
 func exchange(_ client: TestClient, _ server: H2ServerSession) throws {
     for _ in 0..<50 {
         let toServer = client.output()
-        let failure = toServer.withUnsafeBytes { b -> H2SessionError? in
-            do throws(H2SessionError) { try server.receive(b) } catch { return error }
-            return nil
-        }
-        if let failure { throw failure }
+        if let failure = deliver(toServer, to: server) { throw failure }
         var toClient: [UInt8] = []
         if let recorder = server.delegate as? Recorder {
             // One sink for the session's output and the frames the recorder writes, in order.
@@ -341,9 +345,11 @@ func aRequestWithAForbiddenFieldIsResetAndNeverDelivered(_ extra: [(String, Stri
     #expect(recorder.requests.count == 2)
 }
 
-/// A session allowing 1,000 streams at once, its recorder and a client, for the counts of resets.
-func manyStreams() throws -> (H2ServerSession, Recorder, TestClient) {
-    let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000))
+/// A session allowing 1,000 streams at once (by default), its recorder and a client, for the
+/// counts of resets.
+func manyStreams(_ settings: H2Settings = H2Settings(maxConcurrentStreams: 1000)) throws
+    -> (H2ServerSession, Recorder, TestClient) {
+    let server = try H2ServerSession(settings: settings)
     let recorder = Recorder()
     server.delegate = recorder
     return (server, recorder, TestClient())
@@ -402,11 +408,7 @@ func windowUpdate(_ stream: Int32, _ increment: UInt32) -> [UInt8] {
     for _ in 0..<400 where !server.cutOffForResets {
         let id = client.request(get)
         try exchange(client, server)  // the server has the request
-        let failure = windowUpdate(id, 0x7FFF_FFFF).withUnsafeBytes { bytes -> H2SessionError? in
-            do throws(H2SessionError) { try server.receive(bytes) } catch { return error }
-            return nil
-        }
-        #expect(failure == nil)
+        #expect(deliver(windowUpdate(id, 0x7FFF_FFFF), to: server) == nil)
         try exchange(client, server)
         #expect(client.closed[id] == UInt32(NGHTTP2_FLOW_CONTROL_ERROR.rawValue))
     }
@@ -446,11 +448,8 @@ func windowUpdate(_ stream: Int32, _ increment: UInt32) -> [UInt8] {
     server.goAway()  // queued, not yet sent
     #expect(server.lastStreamServed == first)
     let late = (0..<150).map { _ in client.request(get) }
-    let failure = client.output().withUnsafeBytes { bytes -> H2SessionError? in
-        do throws(H2SessionError) { try server.receive(bytes) } catch { return error }
-        return nil
-    }
-    #expect(failure == nil)
+    #expect(deliver(client.output(), to: server) == nil)
+    #expect(recorder.requests.count == 1)  // the late ones are not handed over
     try exchange(client, server)
     #expect(late.allSatisfy { recorder.closed[$0] == UInt32(NGHTTP2_REFUSED_STREAM.rawValue) })
     #expect(!server.cutOffForResets)
@@ -459,11 +458,8 @@ func windowUpdate(_ stream: Int32, _ increment: UInt32) -> [UInt8] {
 /// A request whose header list is over the limit is reset before it is handed over: it started
 /// nothing, so however many there are, they do not count as cancelled work.
 @Test func requestsResetBeforeTheyAreHandedOverDoNotCount() throws {
-    let server = try H2ServerSession(settings: H2Settings(maxConcurrentStreams: 1000, maxHeaderListSize: 4_096))
-    let recorder = Recorder()
-    server.delegate = recorder
+    let (server, recorder, client) = try manyStreams(H2Settings(maxConcurrentStreams: 1000, maxHeaderListSize: 4_096))
     defer { withExtendedLifetime(recorder) {} }  // the session does not hold it
-    let client = TestClient()
     for _ in 0..<150 {
         let id = client.request(get + [("cookie", String(repeating: "c", count: 8_000))])
         try exchange(client, server)

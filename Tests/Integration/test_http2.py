@@ -1070,9 +1070,9 @@ def test_streams_opened_before_a_late_goaway_start_nothing_and_cost_the_client_n
         assert wait_until(lambda: tcp_send_queue(lr.port, local_port) > 100_000, timeout=20)
         os.kill(lr.pid, signal.SIGTERM)
         lr.wait_for_text("shutting down")
-        late = list(range(3, 3 + 2 * 150, 2))
-        c.send(b"".join(_headers_frame(c, sid, [(":method", "GET"), (":scheme", "http"), (":authority", host),
-                                                 (":path", f"/unique/{5000 + sid}/10")]) for sid in late))
+        for sid in range(3, 3 + 2 * 150, 2):
+            c.headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", host),
+                            (":path", f"/unique/{5000 + sid}/10")])
         # Reading now: the download goes on, the GOAWAY arrives, the connection ends.
         assert c.pump(lambda: c.goaway is not None, 30), "GOAWAY"
         assert c.goaway == 0
@@ -1080,14 +1080,6 @@ def test_streams_opened_before_a_late_goaway_start_nothing_and_cost_the_client_n
     assert lr.wait_exit(30) == 0
     assert "rapid reset" not in lr.log_text()
     assert [r["path"] for r in origin.requests()] == ["/bytes/20000000"]
-
-
-def _headers_frame(c, sid, fields):
-    f = hf.HeadersFrame(sid)
-    f.data = c.encoder.encode(fields)
-    f.flags.add("END_HEADERS")
-    f.flags.add("END_STREAM")
-    return f.serialize()
 
 
 # ---------------------------------------------------------------------------
@@ -1220,7 +1212,9 @@ def test_streams_a_client_has_larder_reset_count_as_rapid_reset(larder_factory, 
     host = origin.hostport
 
     def window_update(sid, increment):
-        return struct.pack(">I", 4)[1:] + bytes([0x8, 0]) + struct.pack(">II", sid, increment)
+        f = hf.WindowUpdateFrame(sid)
+        f.window_increment = increment
+        return frame(f)
 
     sid, started = 1, 0
     with RawH2(lr.port) as c:
@@ -2054,8 +2048,8 @@ def test_a_priority_flood_holds_no_state(larder_factory, origin, memory_bound):
     serves requests, and another client is served meanwhile."""
     lr = larder_factory(config=ADMIN)
 
-    def priority(sid, depends_on, weight):  # RFC 9113 §6.3, as hyperframe would not chain idle streams
-        return struct.pack(">I", 5)[1:] + bytes([0x2, 0]) + struct.pack(">IIB", sid, depends_on, weight)
+    def priority(sid, depends_on, weight):  # RFC 9113 §6.3
+        return frame(hf.PriorityFrame(sid, depends_on=depends_on, stream_weight=weight))
 
     def priority_update(sid):  # RFC 9218 §7.1: on stream 0, naming the stream it is for
         payload = struct.pack(">I", sid) + b"u=0"

@@ -328,7 +328,6 @@ final class H2Connection: StreamDelegate, H2ServerSessionDelegate, MemoryStreamP
     // MARK: - Requests (nghttp2's callbacks, inside `receive`)
 
     func h2Request(_ id: Int32, head: inout H2RequestHead, endStream: Bool) {
-        if let last = session.lastStreamServed, id > last { return }  // refused by the GOAWAY on its way
         worker.stats.add(.h2Streams)
         let form: H2Translation.TargetForm = targetForm(head)
         switch H2Translation.request(head, form: form, endStream: endStream,
