@@ -1060,8 +1060,16 @@ def test_streams_opened_before_a_late_goaway_start_nothing_and_cost_the_client_n
     nothing of them was processed, RFC 9113 §8.7). None of their requests may reach the origin,
     and the refusals are not resets of the client's doing: no rapid-reset cut-off. Before, all
     150 reached the origin, and the refusals cut the client off with ENHANCE_YOUR_CALM."""
-    lr = larder_factory(config={"shutdown_grace": "30s", "http2": {"max_concurrent_streams": 300}})
+    lr = larder_factory(config={"workers": 1, "shutdown_grace": "30s", "http2": {"max_concurrent_streams": 300}})
     host = origin.hostport
+
+    def refuses_connections():  # the worker closed its listener: it has begun draining
+        try:
+            socket.create_connection(("127.0.0.1", lr.port), timeout=5).close()
+            return False
+        except OSError:
+            return True
+
     with RawH2(lr.port) as c:
         c.headers(1, [(":method", "GET"), (":scheme", "http"), (":authority", host), (":path", "/bytes/20000000")])
         assert len(origin.wait_requests(1)) == 1
@@ -1069,7 +1077,8 @@ def test_streams_opened_before_a_late_goaway_start_nothing_and_cost_the_client_n
         # Not read: the kernel's buffers fill, then Larder's output, where the GOAWAY will wait.
         assert wait_until(lambda: tcp_send_queue(lr.port, local_port) > 100_000, timeout=20)
         os.kill(lr.pid, signal.SIGTERM)
-        lr.wait_for_text("shutting down")
+        # The worker closes its listener and queues this connection's GOAWAY in one go.
+        assert wait_until(refuses_connections, timeout=20)
         for sid in range(3, 3 + 2 * 150, 2):
             c.headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", host),
                             (":path", f"/unique/{5000 + sid}/10")])
